@@ -1,0 +1,5 @@
+"""graphfix: ONNX graph optimization before deployment."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"

@@ -1,0 +1,59 @@
+"""Errors that graphfix raises. The CLI prints each as one line (plus its hint) and exits 1."""
+
+from __future__ import annotations
+
+__all__ = [
+    "GraphfixError",
+    "ModelLoadError",
+    "ModelSaveError",
+    "PassError",
+    "UnknownPassError",
+    "ParityError",
+    "ValidationInputError",
+    "BenchmarkError",
+    "ProviderUnavailableError",
+]
+
+
+class GraphfixError(Exception):
+    """Base class: a failure a user can act on. ``hint`` says what to do about it."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        return f"{message} (hint: {self.hint})" if self.hint else message
+
+
+class ModelLoadError(GraphfixError):
+    """The model cannot be read: missing, not ONNX, truncated, invalid, or its external data is."""
+
+
+class ModelSaveError(GraphfixError):
+    """The model cannot be written where asked; nothing was left behind."""
+
+
+class PassError(GraphfixError):
+    """A pass failed on this model, or was given invalid options."""
+
+
+class UnknownPassError(PassError):
+    """A pass name that is not registered."""
+
+
+class ParityError(GraphfixError):
+    """The optimized model does not compute what the original computes."""
+
+
+class ValidationInputError(GraphfixError):
+    """Inputs for validation or benchmarking cannot be made or do not fit the model."""
+
+
+class BenchmarkError(GraphfixError):
+    """A benchmark cannot run, or a required speedup was not reached."""
+
+
+class ProviderUnavailableError(GraphfixError):
+    """An ONNX Runtime execution provider that was asked for cannot be loaded."""

@@ -1,0 +1,20 @@
+"""The graphfix pass library: each pass as a registered class and as a function for exporters.
+
+Importing this package registers every pass below with :mod:`graphfix.registry`. Each function
+twin rewrites the model it is given in place and returns it::
+
+    import graphfix.passes
+    model = graphfix.passes.remove_initializer_inputs(model)
+"""
+
+from __future__ import annotations
+
+from graphfix.passes.remove_initializer_inputs import (
+    RemoveInitializerInputs,
+    remove_initializer_inputs,
+)
+
+__all__ = [
+    "RemoveInitializerInputs",
+    "remove_initializer_inputs",
+]

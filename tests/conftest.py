@@ -1,0 +1,48 @@
+"""Shared fixtures. Tests run against the installed graphfix; the repository root is appended
+(not prepended) to sys.path so that ``models`` (the model builders) imports without shadowing an
+installed graphfix."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+
+OrtRun = Callable[[onnx.ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+def _ort_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run ``model`` on ORT's CPU provider with every graph optimization off; outputs by name."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    proto = onnx.ModelProto()
+    proto.CopyFrom(model)
+    # onnx may stamp a newer IR version than the installed ORT reads.
+    proto.ir_version = min(proto.ir_version, 10)
+    session = ort.InferenceSession(
+        proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))
+
+
+@pytest.fixture
+def ort_run() -> OrtRun:
+    """``ort_run(model, feeds) -> {output name: array}`` on ORT CPU, optimizations off."""
+    return _ort_run
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)
