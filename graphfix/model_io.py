@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ModelSource",
     "LoadedModel",
+    "WrittenModel",
     "load",
     "load_with_info",
     "save",
@@ -40,6 +41,7 @@ __all__ = [
     "ort_session",
     "iter_tensors",
     "PROTOBUF_LIMIT",
+    "write_text",
 ]
 
 logger = logging.getLogger(__name__)
@@ -62,6 +64,15 @@ class LoadedModel:
     path: Path | None = None
     external_data: bool = False
     size_bytes: int = 0
+
+
+@dataclasses.dataclass
+class WrittenModel:
+    """Where :func:`save` wrote a model: the file, its external data file (if any), total size."""
+
+    path: Path
+    data_path: Path | None
+    size_bytes: int
 
 
 # --------------------------------------------------------------------------------------------
@@ -197,10 +208,10 @@ def check_model(model: onnx.ModelProto) -> list[str]:
     """
     try:
         if model.ByteSize() < PROTOBUF_LIMIT - _EXTERNAL_MARGIN:
-            onnx.checker.check_model(model)
+            onnx.checker.check_model(model, full_check=True)
         else:
             with _temporary_model_file(model) as path:
-                onnx.checker.check_model(str(path))
+                onnx.checker.check_model(str(path), full_check=True)
         return []
     except (onnx.checker.ValidationError, onnx.onnx_cpp2py_export.shape_inference.InferenceError) as err:
         checker_message = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
@@ -358,7 +369,7 @@ def _weights_moved_out(
                 tensor.CopyFrom(original)
             else:
                 del tensor.external_data[:]
-                tensor.data_location = onnx.TensorProto.DEFAULT
+                tensor.ClearField("data_location")
                 tensor.raw_data = raw
 
 
@@ -397,8 +408,8 @@ def save(
     *,
     external_data: bool | None = None,
     protect: Sequence[str | os.PathLike] = (),
-) -> Path:
-    """Write ``model`` to ``path`` atomically; returns the path written.
+) -> WrittenModel:
+    """Write ``model`` to ``path`` atomically; returns where it went and how large it is.
 
     ``external_data``: None writes weights beside the model (``<name>.data``) only when the model
     is over the 2 GB protobuf limit; True always; False never (a model too large then raises).
@@ -453,7 +464,9 @@ def save(
         _remove_quietly(tmp_model, folder, tmp_data_name)
         raise
     logger.debug("wrote %s (external data: %s)", target, external)
-    return target
+    data_path = folder / data_name if external else None
+    size = target.stat().st_size + (data_path.stat().st_size if data_path else 0)
+    return WrittenModel(target, data_path, size)
 
 
 def _rename_data_reference(model_path: Path, old: str, new: str) -> None:
@@ -475,3 +488,18 @@ def _remove_quietly(tmp_model: Path | None, folder: Path, tmp_data_name: str | N
         if leftover is not None:
             with contextlib.suppress(OSError):
                 leftover.unlink()
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a text file (a report, say) atomically: a temporary file beside it, then a rename."""
+    path = Path(path)
+    tmp: Path | None = None
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp = Path(name)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError as err:
+        _remove_quietly(tmp, path.parent, None)
+        raise ModelSaveError(f"{path}: cannot write ({err.strerror or err})") from None

@@ -1,0 +1,300 @@
+"""The pass pipeline and the main job: optimize, prove parity, optionally measure, write.
+
+    optimize(model)           -> OptimizeResult(model, report)   (the input model is not changed)
+    optimize_file(src, dst)   -> the same, reading src and writing dst atomically
+
+Validation is not a pass: the pipeline rewrites, then :func:`optimize` checks the rewritten model
+against the original. When parity fails nothing is returned or written; the pipeline is re-run
+from the original one pass at a time with a parity check after each, and the error names the
+pass that broke which output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+import graphfix
+from graphfix import model_io, registry
+from graphfix.errors import GraphfixError, ParityError, PassError, UnknownPassError
+from graphfix.report import PassReport, Report, count_nodes, model_facts, op_histogram
+
+__all__ = [
+    "DEFAULT_PASSES",
+    "OptimizeResult",
+    "build_passes",
+    "run_pipeline",
+    "optimize",
+    "optimize_file",
+]
+
+logger = logging.getLogger(__name__)
+
+# The default pipeline, in order. eliminate-transposes runs again at the end because ORT's
+# rewrites and onnxsim's folding can leave new Transpose pairs next to each other.
+DEFAULT_PASSES: tuple[str, ...] = (
+    "remove-initializer-inputs",
+    "eliminate-transposes",
+    "ort-offline",
+    "simplify",
+    "eliminate-transposes",
+)
+
+PassSpec = "str | registry.Pass"
+Progress = Callable[[str, int, int], None]
+
+
+@dataclasses.dataclass
+class OptimizeResult:
+    """The optimized model and the report of the run."""
+
+    model: onnx.ModelProto
+    report: Report
+
+
+def build_passes(
+    passes: Sequence[str | registry.Pass] | None = None,
+    *,
+    skip: Sequence[str] = (),
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> list[registry.Pass]:
+    """Pass instances for a pipeline: ``passes`` (names or instances; None = the default),
+    minus ``skip``, each named pass built with ``options[name]`` as keyword arguments."""
+    options = dict(options or {})
+    names = list(DEFAULT_PASSES if passes is None else passes)
+    for name in skip:
+        registry.get(name)  # an unknown name is an error, not a silent no-op
+    for name in options:
+        registry.get(name)
+    built: list[registry.Pass] = []
+    for spec in names:
+        if isinstance(spec, registry.Pass):
+            if spec.name not in skip:
+                built.append(spec)
+            continue
+        cls = registry.get(spec)
+        if spec in skip:
+            continue
+        try:
+            built.append(cls(**options.get(spec, {})))
+        except TypeError as err:
+            raise PassError(f"pass {spec!r}: bad options ({err})") from None
+    return built
+
+
+def _op_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    delta = {op: after.get(op, 0) - before.get(op, 0) for op in set(before) | set(after)}
+    return {op: d for op, d in sorted(delta.items()) if d}
+
+
+def run_pipeline(
+    model: onnx.ModelProto,
+    passes: Sequence[registry.Pass],
+    *,
+    progress: Progress | None = None,
+) -> tuple[onnx.ModelProto, list[PassReport]]:
+    """Run ``passes`` in order on ``model`` (rewritten in place); returns it with a report each.
+
+    A pass that raises stops the run: :class:`PassError` names it and how to skip it.
+    """
+    reports: list[PassReport] = []
+    for index, pass_ in enumerate(passes):
+        if progress:
+            progress(pass_.name, index, len(passes))
+        histogram_before = op_histogram(model)
+        started = time.perf_counter()
+        try:
+            result = pass_(model)
+        except GraphfixError:
+            raise
+        except Exception as err:  # a bug in a pass must not become a traceback for the user
+            logger.debug("pass %s failed", pass_.name, exc_info=True)
+            raise PassError(
+                f"pass {pass_.name!r} failed: {type(err).__name__}: {err}",
+                hint=f"skip it with --skip {pass_.name} and report the model that broke it",
+            ) from err
+        seconds = time.perf_counter() - started
+        model = result.model
+        histogram_after = op_histogram(model)
+        reports.append(
+            PassReport(
+                name=pass_.name,
+                options=_jsonable(pass_.options()),
+                modified=result.modified,
+                skipped=result.skipped,
+                seconds=seconds,
+                nodes_before=sum(histogram_before.values()),
+                nodes_after=sum(histogram_after.values()),
+                op_delta=_op_delta(histogram_before, histogram_after),
+                stats=dict(result.stats),
+                warnings=list(result.warnings),
+            )
+        )
+        logger.info(
+            "%s: %s in %.2fs", pass_.name,
+            "skipped" if result.skipped else ("changed" if result.modified else "no change"),
+            seconds,
+        )
+    if progress:
+        progress("", len(passes), len(passes))
+    return model, reports
+
+
+def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if isinstance(value, (str, int, float, bool)) or value is None:
+            out[key] = value
+        elif isinstance(value, (list, tuple)):
+            out[key] = list(value)
+        elif isinstance(value, Mapping):
+            out[key] = _jsonable(value)
+        else:
+            out[key] = repr(value)
+    return out
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
+
+
+def optimize(
+    model: onnx.ModelProto | str | os.PathLike | model_io.LoadedModel,
+    *,
+    passes: Sequence[str | registry.Pass] | None = None,
+    skip: Sequence[str] = (),
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    verify: bool = True,
+    parity_options: Mapping[str, Any] | None = None,
+    bench: bool = False,
+    bench_options: Mapping[str, Any] | None = None,
+    require_speedup: float | None = None,
+    progress: Progress | None = None,
+) -> OptimizeResult:
+    """Optimize a model: run the pass pipeline, check parity against the original, and
+    optionally benchmark. The given model is not modified.
+
+    ``passes``: pass names or instances (default :data:`DEFAULT_PASSES`); ``skip``: names to
+    leave out; ``options``: ``{pass name: {option: value}}``. ``verify`` checks numerical parity
+    (``parity_options`` go to :func:`graphfix.validate.parity.check_parity`); a failure raises
+    :class:`ParityError` naming the worst output and the pass that broke it. ``bench`` measures
+    the speedup (``bench_options`` go to :func:`graphfix.validate.bench.benchmark`);
+    ``require_speedup`` raises :class:`BenchmarkError` when it is not reached.
+    """
+    loaded = model if isinstance(model, model_io.LoadedModel) else model_io.load_with_info(model)
+    started = time.perf_counter()
+    original = loaded.model
+    report = Report(graphfix_version=graphfix.__version__, verify=verify)
+    report.input = model_facts(
+        original, size_bytes=loaded.size_bytes or None, external_data=loaded.external_data
+    )
+    report.warnings += model_io.check_model(original)
+    pipeline = build_passes(passes, skip=skip, options=options)
+
+    optimized, report.passes = run_pipeline(_copy(original), pipeline, progress=progress)
+    for pass_report in report.passes:
+        report.warnings += [f"{pass_report.name}: {w}" for w in pass_report.warnings]
+        if pass_report.skipped:
+            report.warnings.append(f"{pass_report.name} skipped: {pass_report.skipped}")
+
+    if verify:
+        _verify(original, optimized, report, pipeline, dict(parity_options or {}))
+    if bench or require_speedup is not None:
+        from graphfix.validate.bench import benchmark, require_speedup as check_speedup
+
+        result = benchmark(optimized, baseline=original, **dict(bench_options or {}))
+        report.bench = result.to_dict()
+        report.warnings += list(getattr(result, "warnings", []))
+        if require_speedup is not None:
+            check_speedup(result, require_speedup)
+    report.output = model_facts(optimized)
+    report.seconds = time.perf_counter() - started
+    return OptimizeResult(optimized, report)
+
+
+def _verify(
+    original: onnx.ModelProto,
+    optimized: onnx.ModelProto,
+    report: Report,
+    pipeline: Sequence[registry.Pass],
+    parity_options: dict[str, Any],
+) -> None:
+    from graphfix.validate.parity import check_parity
+
+    result = check_parity(original, optimized, **parity_options)
+    report.parity = result.to_dict()
+    if result.passed:
+        return
+    worst = result.worst
+    guilty = _find_guilty_pass(original, pipeline, check_parity, parity_options)
+    what = f"output {worst.name!r}: {worst.reason}" if worst is not None else "outputs differ"
+    if guilty is None:
+        raise ParityError(
+            f"the optimized model does not match the original ({what})",
+            hint="no single pass reproduces it alone; try --passes with fewer passes",
+        )
+    name, bad = guilty
+    broke = f"output {bad.name!r}: {bad.reason}" if bad is not None else what
+    error = ParityError(
+        f"the optimized model does not match the original; pass {name!r} broke {broke}",
+        hint=f"run again with --skip {name}",
+    )
+    error.guilty_pass = name  # type: ignore[attr-defined]
+    raise error
+
+
+def _find_guilty_pass(
+    original: onnx.ModelProto,
+    pipeline: Sequence[registry.Pass],
+    check_parity: Callable[..., Any],
+    parity_options: dict[str, Any],
+) -> tuple[str, Any] | None:
+    """Re-run the pipeline from the original, one pass at a time, checking parity after each."""
+    model = _copy(original)
+    for pass_ in pipeline:
+        model = pass_(model).model
+        result = check_parity(original, model, **parity_options)
+        if not result.passed:
+            logger.info("parity first fails after pass %s", pass_.name)
+            return pass_.name, result.worst
+    return None
+
+
+def optimize_file(
+    src: str | os.PathLike,
+    dst: str | os.PathLike,
+    *,
+    external_data: bool | None = None,
+    **kwargs: Any,
+) -> OptimizeResult:
+    """Optimize the model at ``src`` and write it to ``dst`` (atomically; ``src`` is never
+    changed). Weights go to an external data file beside ``dst`` when ``src`` had external data,
+    when the model is over 2 GB, or when ``external_data`` is true. Keyword arguments are those
+    of :func:`optimize`. Nothing is written when optimization or parity fails."""
+    src_path, dst_path = Path(src), Path(dst)
+    if dst_path.exists() and src_path.exists() and dst_path.resolve() == src_path.resolve():
+        raise model_io.ModelSaveError(
+            f"{dst_path}: refusing to overwrite the input model",
+            hint="write the optimized model to another path",
+        )
+    if not dst_path.parent.is_dir():
+        raise model_io.ModelSaveError(f"{dst_path.parent}: no such folder", hint="create it first")
+    loaded = model_io.load_with_info(src_path)
+    result = optimize(loaded, **kwargs)
+    if external_data is None and loaded.external_data:
+        external_data = True
+    written = model_io.save(result.model, dst_path, external_data=external_data, protect=[src_path])
+    result.report.written = str(written.path)
+    result.report.output = model_facts(
+        result.model, size_bytes=written.size_bytes, external_data=written.data_path is not None
+    )
+    return result

@@ -1,0 +1,273 @@
+"""Reports: facts about a model, per-pass results, and the JSON a CI job reads.
+
+JSON schema ``graphfix.report/1`` (``Report.to_dict()``), stable within a major version:
+
+- ``schema``: "graphfix.report/1"; ``graphfix_version``; ``seconds``: wall time of the whole run;
+- ``input`` / ``output``: model facts (see :class:`ModelFacts`): ``ir_version``, ``opsets``
+  ({domain: version}, "" is ai.onnx), ``producer``, ``size_bytes``, ``external_data``, ``nodes``
+  (all graphs), ``op_histogram`` ({op type: count}), ``transposes``, ``initializers``,
+  ``initializer_inputs``, ``subgraphs``, ``inputs`` / ``outputs``
+  ([{name, dtype, shape}], a dynamic dimension is its symbol or null), ``dynamic_dims``;
+- ``passes``: one entry per pass run, in order: ``name``, ``options``, ``modified``, ``skipped``
+  (reason or null), ``seconds``, ``nodes_before``, ``nodes_after``, ``op_delta``
+  ({op type: change}), ``stats`` ({name: int}), ``warnings``;
+- ``verify``: whether parity was checked; ``parity``: the parity result or null;
+- ``bench``: the benchmark result or null;
+- ``warnings``: everything the run warned about, in order; ``written``: output path or null.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+from typing import Any
+
+import onnx
+
+__all__ = [
+    "SCHEMA",
+    "TensorFacts",
+    "ModelFacts",
+    "PassReport",
+    "Report",
+    "model_facts",
+    "count_nodes",
+    "op_histogram",
+    "format_summary",
+]
+
+SCHEMA = "graphfix.report/1"
+
+
+@dataclasses.dataclass
+class TensorFacts:
+    name: str
+    dtype: str
+    # One entry per dimension: an int, the symbol of a dynamic dimension, or None (unknown).
+    shape: list[int | str | None] | None
+
+
+@dataclasses.dataclass
+class ModelFacts:
+    ir_version: int
+    opsets: dict[str, int]
+    producer: str
+    size_bytes: int
+    external_data: bool
+    nodes: int
+    op_histogram: dict[str, int]
+    transposes: int
+    initializers: int
+    initializer_inputs: int
+    subgraphs: int
+    inputs: list[TensorFacts]
+    outputs: list[TensorFacts]
+    dynamic_dims: list[str]
+
+
+@dataclasses.dataclass
+class PassReport:
+    name: str
+    options: dict[str, Any]
+    modified: bool
+    skipped: str | None
+    seconds: float
+    nodes_before: int
+    nodes_after: int
+    op_delta: dict[str, int]
+    stats: dict[str, int]
+    warnings: list[str]
+
+
+@dataclasses.dataclass
+class Report:
+    graphfix_version: str
+    input: ModelFacts | None = None
+    output: ModelFacts | None = None
+    passes: list[PassReport] = dataclasses.field(default_factory=list)
+    verify: bool = True
+    parity: dict[str, Any] | None = None
+    bench: dict[str, Any] | None = None
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+    written: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        return {"schema": SCHEMA, **data}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
+
+
+# --------------------------------------------------------------------------------------------
+# Model facts
+
+
+def _graphs(graph: onnx.GraphProto):
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _graphs(sub)
+
+
+def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
+    """Op types of all graphs (subgraphs included), custom domains as ``domain::Op``."""
+    counts: collections.Counter[str] = collections.Counter()
+    for graph in _graphs(model.graph):
+        for node in graph.node:
+            domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+            counts[f"{domain}::{node.op_type}" if domain else node.op_type] += 1
+    return dict(sorted(counts.items()))
+
+
+def count_nodes(model: onnx.ModelProto) -> int:
+    return sum(len(graph.node) for graph in _graphs(model.graph))
+
+
+def _tensor_facts(value: onnx.ValueInfoProto, dynamic: set[str]) -> TensorFacts:
+    vtype = value.type
+    if vtype.HasField("tensor_type"):
+        ttype = vtype.tensor_type
+        dtype = onnx.TensorProto.DataType.Name(ttype.elem_type).lower()
+        shape: list[int | str | None] | None = None
+        if ttype.HasField("shape"):
+            shape = []
+            for dim in ttype.shape.dim:
+                if dim.HasField("dim_value"):
+                    shape.append(dim.dim_value)
+                elif dim.HasField("dim_param"):
+                    shape.append(dim.dim_param)
+                    dynamic.add(dim.dim_param)
+                else:
+                    shape.append(None)
+        return TensorFacts(value.name, dtype, shape)
+    kind = vtype.WhichOneof("value") or "unknown"
+    return TensorFacts(value.name, kind.removesuffix("_type"), None)
+
+
+def model_facts(
+    model: onnx.ModelProto, *, size_bytes: int | None = None, external_data: bool = False
+) -> ModelFacts:
+    """What is in a model: versions, size, op histogram, Transposes, signature, dynamic dims."""
+    histogram = op_histogram(model)
+    initializer_names = {init.name for init in model.graph.initializer}
+    dynamic: set[str] = set()
+    inputs = [_tensor_facts(v, dynamic) for v in model.graph.input]
+    outputs = [_tensor_facts(v, dynamic) for v in model.graph.output]
+    graphs = list(_graphs(model.graph))
+    if size_bytes is None:
+        try:
+            size_bytes = model.ByteSize()
+        except ValueError:
+            size_bytes = -1
+    return ModelFacts(
+        ir_version=model.ir_version,
+        opsets={imp.domain or "": imp.version for imp in model.opset_import},
+        producer=" ".join(p for p in (model.producer_name, model.producer_version) if p),
+        size_bytes=size_bytes,
+        external_data=external_data,
+        nodes=sum(histogram.values()),
+        op_histogram=histogram,
+        transposes=histogram.get("Transpose", 0),
+        initializers=sum(len(g.initializer) for g in graphs),
+        initializer_inputs=sum(1 for v in model.graph.input if v.name in initializer_names),
+        subgraphs=len(graphs) - 1,
+        inputs=inputs,
+        outputs=outputs,
+        dynamic_dims=sorted(dynamic),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Terminal summary
+
+
+def _size(n: int) -> str:
+    if n < 0:
+        return "?"
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def _table(rows: list[list[str]], header: list[str]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda cells: "  ".join(  # noqa: E731
+        c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
+    )
+    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def format_summary(report: Report) -> str:
+    """A short table of the run for a terminal."""
+    lines: list[str] = []
+    rows = []
+    for p in report.passes:
+        status = f"skipped: {p.skipped}" if p.skipped else ("changed" if p.modified else "no change")
+        highlights = ", ".join(
+            f"{k}={v}" for k, v in p.stats.items() if v and not k.startswith("nodes_")
+        )
+        rows.append(
+            [p.name, f"{p.nodes_before} -> {p.nodes_after}", f"{p.seconds:.2f}s", status, highlights]
+        )
+    if rows:
+        lines += _table(rows, ["pass", "nodes", "time", "result", "stats"])
+    if report.input and report.output:
+        i, o = report.input, report.output
+        lines.append("")
+        lines += _table(
+            [
+                ["nodes", str(i.nodes), str(o.nodes)],
+                ["Transposes", str(i.transposes), str(o.transposes)],
+                ["initializer inputs", str(i.initializer_inputs), str(o.initializer_inputs)],
+                ["size", _size(i.size_bytes), _size(o.size_bytes)],
+            ],
+            ["model", "before", "after"],
+        )
+    if report.parity is not None:
+        lines.append("")
+        verdict = "passed" if report.parity.get("passed") else "FAILED"
+        worst = report.parity.get("worst") or {}
+        detail = ""
+        if worst:
+            detail = (
+                f" (worst output {worst.get('name')!r}: max abs error "
+                f"{_num(worst.get('max_abs_error'))})"
+            )
+        lines.append(f"parity: {verdict} on {report.parity.get('feeds', '?')} input set(s){detail}")
+    elif not report.verify:
+        lines.append("")
+        lines.append("parity: not checked (--no-verify)")
+    if report.bench is not None:
+        b = report.bench
+        lines.append(
+            f"speedup: {_num(b.get('speedup'))}x "
+            f"[{_num(b.get('ci_low'))}, {_num(b.get('ci_high'))}] {b.get('verdict', '')}"
+        )
+    for warning in report.warnings:
+        lines.append(f"warning: {warning}")
+    if report.written:
+        lines.append(f"wrote {report.written} in {report.seconds:.1f}s")
+    return "\n".join(lines)
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, (int, float)):
+        return f"{value:.3g}"
+    return str(value)
