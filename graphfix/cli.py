@@ -128,6 +128,8 @@ def cli() -> None:
 @click.option("--external-data/--no-external-data", default=None,
               help="Write weights to DST.data beside the model (default: when the input had "
                    "external data or the model is over 2 GB).")
+@click.option("--no-verify", is_flag=True,
+              help="Do not check numerical parity (the report says it was off).")
 @_verbosity
 def optimize(
     src: Path,
@@ -136,6 +138,7 @@ def optimize(
     skip: tuple[str, ...],
     report_path: str | None,
     external_data: bool | None,
+    no_verify: bool,
     verbose: int,
     quiet: bool,
 ) -> None:
@@ -155,6 +158,8 @@ def optimize(
     kwargs: dict[str, Any] = {"skip": _split_names(skip), "progress": _progress(not quiet)}
     if passes_ is not None:
         kwargs["passes"] = _split_names(passes_)
+    if no_verify:
+        kwargs["verify"] = False
     result = pipeline.optimize_file(src, dst, external_data=external_data, **kwargs)
     if report_path:
         _write_json(report_path, result.report.to_dict())

@@ -375,24 +375,28 @@ def _weights_moved_out(
 
 def _write_model(
     model: onnx.ModelProto, path: Path, *, data_name: str, external: bool
-) -> None:
-    """Write ``model`` to ``path`` (and its weights to ``data_name`` beside it when external)."""
+) -> bool:
+    """Write ``model`` to ``path``, and its large weights to ``data_name`` beside it when
+    ``external``; returns whether a data file was written (no tensor may be large enough)."""
     with _ir_capped(model):
-        if not external:
-            with open(path, "wb") as f:
-                f.write(model.SerializeToString())
-                f.flush()
-                os.fsync(f.fileno())
-            return
-        with open(path.parent / data_name, "wb") as data_file:
-            with _weights_moved_out(model, data_file, data_name):
-                payload = model.SerializeToString()
-            data_file.flush()
-            os.fsync(data_file.fileno())
+        wrote_data = False
+        if external:
+            data_path = path.parent / data_name
+            with open(data_path, "wb") as data_file:
+                with _weights_moved_out(model, data_file, data_name):
+                    payload = model.SerializeToString()
+                wrote_data = data_file.tell() > 0
+                data_file.flush()
+                os.fsync(data_file.fileno())
+            if not wrote_data:
+                data_path.unlink()
+        else:
+            payload = model.SerializeToString()
         with open(path, "wb") as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
+        return wrote_data
 
 
 def _needs_external(model: onnx.ModelProto) -> bool:
@@ -442,14 +446,12 @@ def save(
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
         os.close(fd)
         tmp_model = Path(tmp)
-        if external:
-            # Write the weights under a temporary name too, recorded under their final name.
-            tmp_data_name = f"{tmp_model.name}.data"
-            _write_model(model, tmp_model, data_name=tmp_data_name, external=True)
+        # Weights go under a temporary name too, then are renamed with the model.
+        tmp_data_name = f"{tmp_model.name}.data"
+        wrote_data = _write_model(model, tmp_model, data_name=tmp_data_name, external=external)
+        if wrote_data:
             _rename_data_reference(tmp_model, tmp_data_name, data_name)
             os.replace(folder / tmp_data_name, folder / data_name)
-        else:
-            _write_model(model, tmp_model, data_name=data_name, external=False)
         os.replace(tmp_model, target)
     except ModelSaveError:
         _remove_quietly(tmp_model, folder, tmp_data_name)
@@ -463,8 +465,8 @@ def save(
     except BaseException:
         _remove_quietly(tmp_model, folder, tmp_data_name)
         raise
-    logger.debug("wrote %s (external data: %s)", target, external)
-    data_path = folder / data_name if external else None
+    logger.debug("wrote %s (external data: %s)", target, wrote_data)
+    data_path = folder / data_name if wrote_data else None
     size = target.stat().st_size + (data_path.stat().st_size if data_path else 0)
     return WrittenModel(target, data_path, size)
 
