@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+import graphfix
+from graphfix import pipeline, registry
+from graphfix.errors import PassError, UnknownPassError
+from graphfix.registry import Pass, PassResult
+
+LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+RELU = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,3] x) => (float[2,3] y) { r = Relu (x)  y = Identity (r) }
+"""
+
+
+class Explodes(Pass):
+    """Raise, as a buggy pass would."""
+
+    name = "explodes"
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        raise IndexError("list index out of range")
+
+
+class Counts(Pass):
+    """Count calls; change nothing."""
+
+    name = "counts"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        self.calls += 1
+        return PassResult(model, modified=False, stats={"calls": self.calls})
+
+
+def test_default_pipeline_names_are_registered():
+    for name in pipeline.DEFAULT_PASSES:
+        assert registry.get(name).name == name
+
+
+def test_build_passes_skip_and_options():
+    built = pipeline.build_passes(["remove-initializer-inputs"], skip=["remove-initializer-inputs"])
+    assert built == []
+    with pytest.raises(UnknownPassError):
+        pipeline.build_passes(["remove-initializer-inputs"], skip=["nope"])
+    with pytest.raises(PassError, match="bad options"):
+        pipeline.build_passes(
+            ["remove-initializer-inputs"], options={"remove-initializer-inputs": {"bogus": 1}}
+        )
+
+
+def test_registry_rejects_bad_names_and_missing_docstrings():
+    with pytest.raises(ValueError, match="kebab-case"):
+        registry.register("Bad_Name")
+    with pytest.raises(ValueError, match="docstring"):
+        registry.register("no-doc")(type("NoDoc", (Pass,), {}))
+
+
+def test_report_has_per_pass_timings_and_op_delta():
+    model = onnx.load(str(LIGHT / "light_squeezenet.onnx"))
+    result = graphfix.optimize(model, passes=["remove-initializer-inputs"], verify=False)
+    (entry,) = result.report.passes
+    assert entry.name == "remove-initializer-inputs"
+    assert entry.modified and entry.seconds >= 0
+    assert entry.nodes_before == entry.nodes_after and entry.op_delta == {}
+    assert result.report.input.initializer_inputs > 0
+    assert result.report.output.initializer_inputs == 0
+    assert result.report.verify is False and result.report.parity is None
+    # The caller's model is not touched.
+    assert len(model.graph.input) == result.report.input.initializer_inputs + 1
+
+
+def test_a_crashing_pass_becomes_a_pass_error_naming_it():
+    model = onnx.parser.parse_model(RELU)
+    with pytest.raises(PassError, match="'explodes' failed: IndexError") as info:
+        graphfix.optimize(model, passes=[Explodes()], verify=False)
+    assert "--skip explodes" in str(info.value)
+
+
+def test_progress_is_reported():
+    seen = []
+    model = onnx.parser.parse_model(RELU)
+    counter = Counts()
+    graphfix.optimize(
+        model, passes=[counter, "remove-initializer-inputs"], verify=False,
+        progress=lambda name, i, n: seen.append((name, i, n)),
+    )
+    assert seen == [("counts", 0, 2), ("remove-initializer-inputs", 1, 2), ("", 2, 2)]
+    assert counter.calls == 1
+
+
+def test_optimize_file_is_deterministic(tmp_path):
+    src = LIGHT / "light_inception_v1.onnx"
+    for name in ("a.onnx", "b.onnx"):
+        graphfix.optimize_file(
+            src, tmp_path / name, passes=["remove-initializer-inputs"], verify=False
+        )
+    assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
