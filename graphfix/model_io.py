@@ -333,7 +333,9 @@ def _weights_moved_out(
     The caller's model is restored afterwards: its tensors get their data back, so saving never
     changes the model in memory.
     """
-    moved: list[tuple[onnx.TensorProto, onnx.TensorProto | None, bytes]] = []
+    # (tensor, a copy when its data was in typed fields, offset, length). Raw data is restored
+    # by reading the file back, so a model's weights are never held twice at once.
+    moved: list[tuple[onnx.TensorProto, onnx.TensorProto | None, int, int]] = []
     try:
         for tensor in iter_tensors(model.graph):
             if tensor.data_location == onnx.TensorProto.EXTERNAL:
@@ -356,21 +358,26 @@ def _weights_moved_out(
                 data_file.write(b"\0" * padding)
                 offset += padding
             data_file.write(raw)
-            moved.append((tensor, original, raw))
-            external_data_helper.set_external_data(tensor, data_name, offset, len(raw))
+            length = len(raw)
+            del raw
+            moved.append((tensor, original, offset, length))
+            external_data_helper.set_external_data(tensor, data_name, offset, length)
             for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data",
                           "uint64_data", "string_data"):
                 tensor.ClearField(field)
             tensor.data_location = onnx.TensorProto.EXTERNAL
         yield
     finally:
-        for tensor, original, raw in moved:
+        data_file.flush()
+        for tensor, original, offset, length in moved:
             if original is not None:
                 tensor.CopyFrom(original)
-            else:
-                del tensor.external_data[:]
-                tensor.ClearField("data_location")
-                tensor.raw_data = raw
+                continue
+            del tensor.external_data[:]
+            tensor.ClearField("data_location")
+            data_file.seek(offset)
+            tensor.raw_data = data_file.read(length)
+        data_file.seek(0, os.SEEK_END)
 
 
 def _write_model(
@@ -382,7 +389,7 @@ def _write_model(
         wrote_data = False
         if external:
             data_path = path.parent / data_name
-            with open(data_path, "wb") as data_file:
+            with open(data_path, "w+b") as data_file:
                 with _weights_moved_out(model, data_file, data_name):
                     payload = model.SerializeToString()
                 wrote_data = data_file.tell() > 0
