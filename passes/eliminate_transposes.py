@@ -1,0 +1,1157 @@
+"""eliminate-transposes: push Transposes through layout-agnostic ops until they cancel.
+
+Converters from NHWC frameworks wrap every Conv in ``Transpose(0,3,1,2)`` ... ``Transpose(0,2,3,1)``.
+This pass moves each Transpose downstream, swapping it with its consumer, until it meets its
+inverse, a constant it can be folded into, or a barrier. Notation: ``T(p)`` is ``Transpose`` with
+``perm = p``; ``y = T(p)(x)`` means ``y.shape[i] == x.shape[p[i]]``.
+
+Rules:
+1. Identity: ``T(0,1,...,r-1)(x)  =>  x``. At a graph output the producer's output takes the
+   output's name; where that is impossible (the source is a graph input, or is also used
+   elsewhere) the node becomes an ``Identity``.
+2. Compose: ``T(q)(T(p)(x))  =>  T(r)(x)`` with ``r[i] = p[q[i]]``; the inner Transpose goes when
+   nothing else reads it. An inverse pair composes to the identity and disappears by rule 1.
+3. Fold: ``T(p)(constant)  =>  constant'`` (a new initializer; an initializer that other nodes
+   still read is never modified).
+4. Push: ``N(T(p)(x), ...)  =>  T(p')(N'(x, ...))`` for ``N`` in the handler table, which remaps
+   what depends on the axis order:
+   a. elementwise unary ops (Relu, Clip, Cast, Sigmoid, ...): ``p' = p``;
+   b. broadcasting binary and variadic ops (Add, Mul, Where, PRelu, comparisons, ...): every
+      other operand is rank-aligned (unsqueezed) and permuted by ``p^-1``: constants are
+      rewritten, non-constant operands get a compensating ``T(p^-1)``; ``p' = p``;
+   c. Concat and Split: ``axis -> p[axis]``; Concat's other inputs as in 4b;
+   d. Pad: pads (attribute, or input from opset 11) permuted, or the ``axes`` input (opset 18)
+      remapped;
+   e. Slice: ``axes -> p[axes]`` (an absent ``axes`` means ``0..len(starts)-1`` and is made
+      explicit);
+   f. Reduce* and ArgMax/ArgMin: ``axes -> p[axes]`` (attribute, or input from opset 18 and for
+      ReduceSum from 13); with ``keepdims=0`` the permutation shrinks to the kept axes;
+   g. Softmax, LogSoftmax, Hardmax: ``axis -> p[axis]`` from opset 13; before 13 the input is
+      flattened to 2-D at ``axis``, so the push happens only when ``p`` leaves the trailing
+      block ``axis..r-1`` in place;
+   h. Squeeze (``p'`` shrinks) and Unsqueeze (``p'`` grows, new axes stay in place);
+   i. QuantizeLinear / DequantizeLinear: per-axis ``axis -> p[axis]`` (blocked: barrier).
+   A push happens only when it lowers the number of Transposes: the cost check counts the
+   Transposes removed, the compensations added and, looking ahead, whether each new output
+   Transpose will itself cancel further down. A Transpose with several consumers is pushed into
+   all of them or none.
+5. Size-1 moves: a Transpose that is left and only moves size-1 dimensions (the other dims keep
+   their relative order, static shape known) becomes a ``Reshape``.
+
+Boundaries and barriers: graph inputs and outputs keep their names, types, shapes and layout.
+Ops outside the handler table (Resize, Reshape, Flatten, Conv, ...), ops in other domains, and
+nodes holding subgraphs are barriers; the reason is logged at DEBUG. If/Loop/Scan bodies are
+optimized as graphs of their own; a value read from an enclosing scope is never rewired or
+removed under the body that reads it.
+
+Sum-like reductions (ReduceSum, ReduceMean, ReduceL2, ...) add in memory order, so after a push
+the float result can differ in the last bits; ``reorder_reductions=False`` makes them barriers and
+keeps every output bit-identical. Every other rewrite only moves data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from graphfix.errors import PassError
+from graphfix.registry import Pass, PassResult, register
+
+__all__ = ["EliminateTransposes", "eliminate_transposes"]
+
+logger = logging.getLogger(__name__)
+
+Perm = tuple[int, ...]
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+ELEMENTWISE_UNARY = (
+    "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitwiseNot", "Cast", "CastLike",
+    "Ceil", "Celu", "Clip", "Cos", "Cosh", "Dropout", "Elu", "Erf", "Exp", "Floor", "Gelu",
+    "HardSigmoid", "HardSwish", "Identity", "IsInf", "IsNaN", "LeakyRelu", "Log", "Mish", "Neg",
+    "Not", "Reciprocal", "Relu", "Round", "Selu", "Shrink", "Sigmoid", "Sign", "Sin", "Sinh",
+    "Softplus", "Softsign", "Sqrt", "Tan", "Tanh", "ThresholdedRelu",
+)
+BROADCAST_BINARY = (
+    "Add", "And", "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Div", "Equal", "Greater",
+    "GreaterOrEqual", "Less", "LessOrEqual", "Max", "Mean", "Min", "Mod", "Mul", "Or", "Pow",
+    "PRelu", "Sub", "Sum", "Where", "Xor",
+)
+REDUCE_OPS = (
+    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+    "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
+)
+# Reductions whose float result depends on the order in which elements are combined.
+_ORDER_SENSITIVE_REDUCE = frozenset(REDUCE_OPS) - {"ReduceMax", "ReduceMin"}
+
+# How far the cost check looks ahead, in consumers visited per decision.
+_LOOKAHEAD_BUDGET = 256
+# Full re-scans of the remaining Transposes after the worklist runs dry (a fixed point is reached
+# in one or two in practice; the bound keeps a pathological graph linear).
+_MAX_SWEEPS = 4
+
+
+def _is_identity(perm: Sequence[int]) -> bool:
+    return all(i == a for i, a in enumerate(perm))
+
+
+def _invert(perm: Perm) -> Perm:
+    inv = [0] * len(perm)
+    for i, a in enumerate(perm):
+        inv[a] = i
+    return tuple(inv)
+
+
+def _compose(inner: Perm, outer: Perm) -> Perm:
+    """``T(outer)(T(inner)(x)) == T(result)(x)``."""
+    return tuple(inner[o] for o in outer)
+
+
+def _shrink(perm: Perm, removed: set[int]) -> Perm:
+    """The permutation left on the output of a node that drops the ``removed`` axes of its
+    transposed input (axes numbered in the transposed layout)."""
+    kept_x = sorted(perm[i] for i in range(len(perm)) if i not in removed)
+    position = {axis: k for k, axis in enumerate(kept_x)}
+    return tuple(position[perm[i]] for i in range(len(perm)) if i not in removed)
+
+
+def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    for attr in node.attribute:
+        if attr.name == name:
+            return onnx.helper.get_attribute_value(attr)
+    return default
+
+
+def _set_attr(node: onnx.NodeProto, name: str, value: Any) -> None:
+    for i, attr in enumerate(node.attribute):
+        if attr.name == name:
+            del node.attribute[i]
+            break
+    node.attribute.append(onnx.helper.make_attribute(name, value))
+
+
+def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            yield from attr.graphs
+
+
+def _outer_refs(graph: onnx.GraphProto) -> set[str]:
+    """Names a (sub)graph reads from enclosing scopes."""
+    defined = {i.name for i in graph.input}
+    defined.update(i.name for i in graph.initializer)
+    defined.update(s.values.name for s in graph.sparse_initializer)
+    for node in graph.node:
+        defined.update(node.output)
+    refs: set[str] = set()
+    for node in graph.node:
+        refs.update(name for name in node.input if name and name not in defined)
+        for sub in _subgraphs(node):
+            refs.update(_outer_refs(sub) - defined)
+    refs.update(o.name for o in graph.output if o.name not in defined)
+    return refs
+
+
+def _all_names(graph: onnx.GraphProto, names: set[str]) -> None:
+    names.update(i.name for i in graph.input)
+    names.update(o.name for o in graph.output)
+    names.update(v.name for v in graph.value_info)
+    names.update(i.name for i in graph.initializer)
+    for node in graph.node:
+        names.update(node.input)
+        names.update(node.output)
+        if node.name:
+            names.add(node.name)
+        for sub in _subgraphs(node):
+            _all_names(sub, names)
+
+
+def _count_transposes(graph: onnx.GraphProto) -> int:
+    count = 0
+    for node in graph.node:
+        if node.op_type == "Transpose" and node.domain in _DEFAULT_DOMAINS:
+            count += 1
+        for sub in _subgraphs(node):
+            count += _count_transposes(sub)
+    return count
+
+
+@dataclasses.dataclass
+class _Plan:
+    """How a consumer changes when the Transposes on its ``data_slots`` move past it."""
+
+    out_perms: list[Perm | None]
+    data_slots: tuple[int, ...]
+    attrs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # input slot -> new constant value (a fresh initializer is written for it)
+    const_inputs: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+
+
+Handler = Callable[["_GraphOptimizer", onnx.NodeProto, Perm], "_Plan | str"]
+
+
+# ---------------------------------------------------------------- handlers (rule 4)
+def _normalize_axes(axes: Sequence[int], rank: int) -> list[int] | None:
+    out = [int(a) + rank if int(a) < 0 else int(a) for a in axes]
+    if any(a < 0 or a >= rank for a in out) or len(set(out)) != len(out):
+        return None
+    return out
+
+
+def _unary(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4a; Dropout's mask has the data's shape, so it gets the same permutation.
+    return _Plan(out_perms=[perm] * len(node.output), data_slots=(0,))
+
+
+def _broadcast(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4b. Pre-opset-7 style explicit broadcasting is not remapped.
+    if _attr(node, "broadcast") is not None or _attr(node, "axis") is not None:
+        return "legacy broadcast attributes"
+    slots = tuple(i for i, name in enumerate(node.input) if name)
+    reason = g.check_operands(node, slots, perm, same_rank=False)
+    return reason or _Plan(out_perms=[perm], data_slots=slots)
+
+
+def _concat(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4c.
+    axes = _normalize_axes([_attr(node, "axis", 0)], len(perm))
+    if axes is None:
+        return "axis out of range"
+    slots = tuple(i for i, name in enumerate(node.input) if name)
+    reason = g.check_operands(node, slots, perm, same_rank=True)
+    return reason or _Plan(out_perms=[perm], data_slots=slots, attrs={"axis": perm[axes[0]]})
+
+
+def _split(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4c.
+    axes = _normalize_axes([_attr(node, "axis", 0)], len(perm))
+    if axes is None:
+        return "axis out of range"
+    return _Plan(out_perms=[perm] * len(node.output), data_slots=(0,),
+                 attrs={"axis": perm[axes[0]]})
+
+
+def _pad(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4d.
+    rank = len(perm)
+    plan = _Plan(out_perms=[perm], data_slots=(0,))
+    if g.opset < 11:
+        pads = _attr(node, "pads")
+        if pads is None or len(pads) != 2 * rank:
+            return "pads attribute missing or of the wrong length"
+        plan.attrs["pads"] = _permute_pads(list(pads), perm)
+        return plan
+    if len(node.input) > 3 and node.input[3]:
+        axes_value = g.const_value(node.input[3])
+        if axes_value is None:
+            return "axes input is not a constant"
+        axes = _normalize_axes(axes_value.reshape(-1).tolist(), rank)
+        if axes is None:
+            return "axes out of range"
+        plan.const_inputs[3] = np.array([perm[a] for a in axes], dtype=axes_value.dtype)
+        return plan
+    pads_value = g.const_value(node.input[1]) if len(node.input) > 1 else None
+    if pads_value is None or pads_value.size != 2 * rank:
+        return "pads input is not a constant of length 2*rank"
+    plan.const_inputs[1] = np.array(
+        _permute_pads(pads_value.reshape(-1).tolist(), perm), dtype=pads_value.dtype
+    )
+    return plan
+
+
+def _permute_pads(pads: list[int], perm: Perm) -> list[int]:
+    rank = len(perm)
+    begin, end = [0] * rank, [0] * rank
+    for i in range(rank):
+        begin[perm[i]] = pads[i]
+        end[perm[i]] = pads[rank + i]
+    return begin + end
+
+
+def _slice(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4e.
+    rank = len(perm)
+    plan = _Plan(out_perms=[perm], data_slots=(0,))
+    if g.opset < 10:
+        starts = _attr(node, "starts")
+        if starts is None:
+            return "starts attribute missing"
+        axes = _normalize_axes(_attr(node, "axes", list(range(len(starts)))), rank)
+        if axes is None:
+            return "axes out of range"
+        plan.attrs["axes"] = [perm[a] for a in axes]
+        return plan
+    if len(node.input) > 3 and node.input[3]:
+        axes_value = g.const_value(node.input[3])
+        if axes_value is None:
+            return "axes input is not a constant"
+        axes = _normalize_axes(axes_value.reshape(-1).tolist(), rank)
+        dtype = axes_value.dtype
+    else:
+        count = g.static_length(node.input[1])
+        if count is None:
+            return "axes absent and the length of starts is unknown"
+        axes = _normalize_axes(list(range(count)), rank)
+        dtype = g.index_dtype(node.input[1])
+    if axes is None:
+        return "axes out of range"
+    plan.const_inputs[3] = np.array([perm[a] for a in axes], dtype=dtype)
+    return plan
+
+
+def _reduce(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4f.
+    rank = len(perm)
+    if node.op_type in _ORDER_SENSITIVE_REDUCE and not g.reorder_reductions:
+        return "sum-like reduction would change its float summation order"
+    plan = _Plan(out_perms=[perm], data_slots=(0,))
+    axes_from_input = g.opset >= 18 or (node.op_type == "ReduceSum" and g.opset >= 13)
+    if node.op_type in ("ArgMax", "ArgMin"):
+        axes_raw: list[int] | None = [_attr(node, "axis", 0)]
+    elif axes_from_input:
+        if len(node.input) > 1 and node.input[1]:
+            value = g.const_value(node.input[1])
+            if value is None:
+                return "axes input is not a constant"
+            axes_raw = value.reshape(-1).tolist()
+        else:
+            axes_raw = None
+    else:
+        axes_raw = _attr(node, "axes")
+    if not axes_raw:
+        if axes_from_input and _attr(node, "noop_with_empty_axes", 0):
+            return plan  # the node is the identity
+        axes_raw = list(range(rank))
+    axes = _normalize_axes(axes_raw, rank)
+    if axes is None:
+        return "axes out of range"
+    new_axes = sorted(perm[a] for a in axes)
+    if node.op_type in ("ArgMax", "ArgMin"):
+        plan.attrs["axis"] = new_axes[0]
+    elif axes_from_input:
+        if len(node.input) > 1 and node.input[1]:
+            plan.const_inputs[1] = np.array(new_axes, dtype=np.int64)
+    else:
+        if _attr(node, "axes") is not None:
+            plan.attrs["axes"] = new_axes
+    if not _attr(node, "keepdims", 1):
+        plan.out_perms = [_shrink(perm, set(axes)) if len(axes) < rank else None]
+    return plan
+
+
+def _softmax(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4g.
+    rank = len(perm)
+    axes = _normalize_axes([_attr(node, "axis", -1 if g.opset >= 13 else 1)], rank)
+    if axes is None:
+        return "axis out of range"
+    axis = axes[0]
+    if g.opset >= 13:
+        return _Plan(out_perms=[perm], data_slots=(0,), attrs={"axis": perm[axis]})
+    # Before opset 13 the input is coerced to 2-D at `axis`; the rows stay the same rows, in
+    # the same element order, only when the trailing block is untouched.
+    if any(perm[i] != i for i in range(axis, rank)):
+        return "opset < 13 softmax: permutation crosses the 2-D coercion at axis"
+    return _Plan(out_perms=[perm], data_slots=(0,))
+
+
+def _squeeze(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4h.
+    rank = len(perm)
+    raw = g.axes_of(node)
+    if isinstance(raw, str):
+        return raw
+    if raw is None:
+        # Squeeze every size-1 dim: the same dims in either layout, so no edit, but p' needs them.
+        shape = g.shape(node.input[0])
+        if shape is None or any(d is None for d in shape):
+            return "axes absent and the input shape is not static"
+        axes = [i for i, d in enumerate(shape) if d == 1]
+        plan = _Plan(out_perms=[], data_slots=(0,))
+    else:
+        normalized = _normalize_axes(raw, rank)
+        if normalized is None:
+            return "axes out of range"
+        axes = normalized
+        plan = _Plan(out_perms=[], data_slots=(0,))
+        new_axes = sorted(perm[a] for a in axes)
+        if g.opset >= 13:
+            plan.const_inputs[1] = np.array(new_axes, dtype=np.int64)
+        else:
+            plan.attrs["axes"] = new_axes
+    plan.out_perms = [_shrink(perm, set(axes)) if len(axes) < rank else None]
+    return plan
+
+
+def _unsqueeze(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4h: the new axes keep their positions; the old axes are permuted among the rest.
+    raw = g.axes_of(node)
+    if isinstance(raw, str):
+        return raw
+    if raw is None:
+        return "axes missing"
+    out_rank = len(perm) + len(raw)
+    axes = _normalize_axes(raw, out_rank)
+    if axes is None:
+        return "axes out of range"
+    inserted = set(axes)
+    kept = [i for i in range(out_rank) if i not in inserted]
+    out_perm = list(range(out_rank))
+    for i, position in enumerate(kept):
+        out_perm[position] = kept[perm[i]]
+    return _Plan(out_perms=[tuple(out_perm)], data_slots=(0,))
+
+
+def _quantize(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4i.
+    if _attr(node, "block_size", 0):
+        return "blocked quantization: scale would need the permutation too"
+    plan = _Plan(out_perms=[perm], data_slots=(0,))
+    if g.opset < 13:
+        return plan  # per-tensor only
+    scale_rank = g.rank(node.input[1]) if len(node.input) > 1 else None
+    if _attr(node, "axis") is not None or scale_rank != 0:
+        axes = _normalize_axes([_attr(node, "axis", 1)], len(perm))
+        if axes is None:
+            if scale_rank == 0:
+                return plan
+            return "axis out of range"
+        plan.attrs["axis"] = perm[axes[0]]
+    return plan
+
+
+_PUSH_THROUGH: dict[str, Handler] = {
+    **dict.fromkeys(ELEMENTWISE_UNARY, _unary),
+    **dict.fromkeys(BROADCAST_BINARY, _broadcast),
+    **dict.fromkeys(REDUCE_OPS, _reduce),
+    "ArgMax": _reduce,
+    "ArgMin": _reduce,
+    "Concat": _concat,
+    "Split": _split,
+    "Pad": _pad,
+    "Slice": _slice,
+    "Softmax": _softmax,
+    "LogSoftmax": _softmax,
+    "Hardmax": _softmax,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
+    "QuantizeLinear": _quantize,
+    "DequantizeLinear": _quantize,
+}
+
+
+@dataclasses.dataclass
+class _Stats:
+    folded_into_constants: int = 0
+    pushed_through: int = 0
+    converted_to_reshape: int = 0
+    identity_dropped: int = 0
+
+
+class _Names:
+    """Fresh, deterministic names, unique across the whole model."""
+
+    def __init__(self, taken: set[str]) -> None:
+        self._taken = taken
+
+    def fresh(self, base: str) -> str:
+        candidate = base
+        n = 0
+        while candidate in self._taken:
+            n += 1
+            candidate = f"{base}_{n}"
+        self._taken.add(candidate)
+        return candidate
+
+
+class _GraphOptimizer:
+    """Rules 1-5 on one graph, with producer/consumer maps kept up to date by every edit."""
+
+    def __init__(
+        self,
+        graph: onnx.GraphProto,
+        *,
+        opset: int,
+        names: _Names,
+        shapes: dict[str, tuple[int | None, ...]],
+        elem_types: dict[str, int],
+        stats: _Stats,
+        reorder_reductions: bool,
+    ) -> None:
+        self.graph = graph
+        self.opset = opset
+        self.names = names
+        self.shapes = shapes
+        self.elem_types = elem_types
+        self.stats = stats
+        self.reorder_reductions = reorder_reductions
+        self.modified = False
+
+        self.nodes: list[onnx.NodeProto] = list(graph.node)
+        self.order: dict[int, int] = {id(n): i for i, n in enumerate(self.nodes)}
+        self.dead: set[int] = set()
+        self.producer: dict[str, onnx.NodeProto] = {}
+        self.consumers: dict[str, dict[int, onnx.NodeProto]] = {}
+        self.implicit: dict[str, set[int]] = {}  # tensor -> nodes whose subgraphs read it
+        self.graph_inputs = {i.name for i in graph.input}
+        self.graph_outputs = {o.name for o in graph.output}
+        self.initializers: dict[str, onnx.TensorProto] = {
+            i.name: i for i in graph.initializer if i.name not in self.graph_inputs
+        }
+        self.removed_initializers: set[str] = set()
+        self.new_initializers: list[onnx.TensorProto] = []
+        for node in self.nodes:
+            for name in node.output:
+                if name:
+                    self.producer[name] = node
+            for name in node.input:
+                if name:
+                    self.consumers.setdefault(name, {})[id(node)] = node
+            for sub in _subgraphs(node):
+                for name in _outer_refs(sub):
+                    self.consumers.setdefault(name, {})[id(node)] = node
+                    self.implicit.setdefault(name, set()).add(id(node))
+        self.worklist: list[onnx.NodeProto] = []
+        self.queued: set[int] = set()
+        self.source: str = ""  # the transposed tensor the running handler is asked about
+        self.pushes = 0
+        self.max_pushes = 8 * len(self.nodes) + 64
+
+    # ------------------------------------------------------------ facts about tensors
+    def const_value(self, name: str) -> np.ndarray | None:
+        if name in self.initializers:
+            init = self.initializers[name]
+            if init.data_location == onnx.TensorProto.EXTERNAL:
+                return None  # weights stay lazy
+            return numpy_helper.to_array(init)
+        node = self.producer.get(name)
+        if node is not None and node.op_type == "Constant" and node.domain in _DEFAULT_DOMAINS:
+            for attr in node.attribute:
+                if attr.name == "value":
+                    return numpy_helper.to_array(attr.t)
+                if attr.name in ("value_float", "value_int"):
+                    return np.array(onnx.helper.get_attribute_value(attr),
+                                    dtype=np.float32 if attr.name == "value_float" else np.int64)
+                if attr.name in ("value_floats", "value_ints"):
+                    return np.array(onnx.helper.get_attribute_value(attr),
+                                    dtype=np.float32 if attr.name == "value_floats" else np.int64)
+        return None
+
+    def is_constant(self, name: str) -> bool:
+        if name in self.initializers:
+            return self.initializers[name].data_location != onnx.TensorProto.EXTERNAL
+        return self.const_value(name) is not None
+
+    def transpose_perm(self, node: onnx.NodeProto) -> Perm | None:
+        perm = _attr(node, "perm")
+        if perm is None:
+            rank = self.rank(node.input[0])
+            return None if rank is None else tuple(reversed(range(rank)))
+        return tuple(int(a) for a in perm)
+
+    def rank(self, name: str) -> int | None:
+        node = self.producer.get(name)
+        if node is not None and node.op_type == "Transpose" and node.domain in _DEFAULT_DOMAINS:
+            perm = _attr(node, "perm")
+            if perm is not None:
+                return len(perm)
+        if name in self.initializers:
+            return len(self.initializers[name].dims)
+        if name in self.shapes:
+            return len(self.shapes[name])
+        value = self.const_value(name)
+        return None if value is None else value.ndim
+
+    def shape(self, name: str) -> tuple[int | None, ...] | None:
+        if name in self.initializers:
+            return tuple(self.initializers[name].dims)
+        return self.shapes.get(name)
+
+    def static_length(self, name: str) -> int | None:
+        value = self.const_value(name)
+        if value is not None:
+            return int(value.size)
+        shape = self.shape(name)
+        if shape is not None and len(shape) == 1 and shape[0] is not None:
+            return shape[0]
+        return None
+
+    def index_dtype(self, name: str) -> type:
+        value = self.const_value(name)
+        if value is not None:
+            return value.dtype.type
+        if self.elem_types.get(name) == onnx.TensorProto.INT32:
+            return np.int32
+        return np.int64
+
+    def axes_of(self, node: onnx.NodeProto) -> list[int] | None | str:
+        """Squeeze/Unsqueeze axes: attribute before opset 13, input from 13."""
+        if self.opset < 13:
+            axes = _attr(node, "axes")
+            return None if axes is None else list(axes)
+        if len(node.input) < 2 or not node.input[1]:
+            return None
+        value = self.const_value(node.input[1])
+        if value is None:
+            return "axes input is not a constant"
+        return value.reshape(-1).tolist()
+
+    def only_consumer(self, name: str, node: onnx.NodeProto) -> bool:
+        users = self.consumers.get(name, {})
+        return list(users) == [id(node)] and name not in self.graph_outputs
+
+    def check_operands(
+        self, node: onnx.NodeProto, slots: tuple[int, ...], perm: Perm, *, same_rank: bool
+    ) -> str | None:
+        """Why the operands in ``slots`` cannot be brought into the untransposed layout."""
+        rank = len(perm)
+        for slot in slots:
+            name = node.input[slot]
+            if name == self.source:
+                continue
+            operand_rank = self.rank(name)
+            if operand_rank is None:
+                return f"rank of operand {name!r} unknown"
+            if operand_rank > rank:
+                return f"operand {name!r} has a higher rank than the transposed input"
+            if operand_rank == rank or operand_rank == 0 and not same_rank:
+                continue
+            if same_rank:
+                return f"operand {name!r} has a different rank"
+            if not self.is_constant(name):
+                return f"non-constant operand {name!r} of lower rank"
+        return None
+
+    # ------------------------------------------------------------ cost check (rule 4)
+    def operand_cost(self, name: str, node: onnx.NodeProto, perm: Perm) -> int:
+        """Transposes added (+) or removed (-) by bringing operand ``name`` of ``node`` from the
+        transposed layout ``perm`` back to the untransposed one."""
+        if self.rank(name) == 0 or self.is_constant(name):
+            return 0
+        inverse = _invert(perm)
+        producer = self.producer.get(name)
+        if producer is not None and producer.op_type == "Transpose" and (
+            producer.domain in _DEFAULT_DOMAINS
+        ):
+            inner = self.transpose_perm(producer)
+            if inner is not None and len(inner) == len(perm):
+                identity = _is_identity(_compose(inner, inverse))
+                if self.only_consumer(name, node):
+                    return -1 if identity else 0
+                return 0 if identity else 1
+        return 1
+
+    def consumer_cost(
+        self, node: onnx.NodeProto, source: str, perm: Perm, budget: list[int]
+    ) -> tuple[int, _Plan | None] | None:
+        """Cost of moving ``T(perm)`` on tensor ``source`` past ``node``; None: cannot."""
+        if node.op_type == "Transpose" and node.domain in _DEFAULT_DOMAINS:
+            outer = self.transpose_perm(node)
+            if outer is None or len(outer) != len(perm):
+                return None
+            return (-1 if _is_identity(_compose(perm, outer)) else 0), None
+        handler = _PUSH_THROUGH.get(node.op_type) if node.domain in _DEFAULT_DOMAINS else None
+        if handler is None:
+            logger.debug("barrier %s (%s): no handler for %s::%s", node.name, source,
+                         node.domain or "ai.onnx", node.op_type)
+            return None
+        if any(True for _ in _subgraphs(node)):
+            return None
+        self.source = source
+        plan = handler(self, node, perm)
+        if isinstance(plan, str):
+            logger.debug("barrier %s (%s): %s", node.name, node.op_type, plan)
+            return None
+        cost = 0
+        seen: set[str] = {source}
+        for slot in plan.data_slots:
+            name = node.input[slot]
+            if name not in seen:
+                seen.add(name)
+                cost += self.operand_cost(name, node, perm)
+        for out, out_perm in zip(node.output, plan.out_perms):
+            if out and out_perm is not None:
+                cost += self.place_cost(out, out_perm, budget)
+        return cost, plan
+
+    def place_cost(self, name: str, perm: Perm, budget: list[int]) -> int:
+        """Transposes that remain from putting ``T(perm)`` on ``name`` and pushing it on: at most
+        1 (it stays where it is), less when it can travel on and cancel."""
+        if _is_identity(perm) or not self.consumers.get(name) and name not in self.graph_outputs:
+            return 0
+        decision = self.push_cost(name, perm, budget)
+        return 1 if decision is None else min(1, decision[0])
+
+    def push_cost(
+        self, name: str, perm: Perm, budget: list[int]
+    ) -> tuple[int, list[tuple[onnx.NodeProto, _Plan | None]]] | None:
+        """Change in the number of Transposes from moving ``T(perm)`` on ``name`` past all of
+        its consumers (the Transpose itself not counted); None when one of them refuses."""
+        if name in self.graph_outputs or name in self.implicit:
+            return None
+        users = list(self.consumers.get(name, {}).values())
+        if not users:
+            return None
+        budget[0] -= len(users)
+        if budget[0] < 0:
+            return None
+        total = 0
+        plans: list[tuple[onnx.NodeProto, _Plan | None]] = []
+        for user in users:
+            result = self.consumer_cost(user, name, perm, budget)
+            if result is None:
+                return None
+            total += result[0]
+            plans.append((user, result[1]))
+        return total, plans
+
+    # ------------------------------------------------------------ graph edits
+    def _enqueue(self, node: onnx.NodeProto) -> None:
+        if id(node) not in self.queued and id(node) not in self.dead:
+            self.queued.add(id(node))
+            self.worklist.append(node)
+
+    def _set_input(self, node: onnx.NodeProto, slot: int, name: str) -> None:
+        old = node.input[slot]
+        node.input[slot] = name
+        if name:
+            self.consumers.setdefault(name, {})[id(node)] = node
+        if old and old not in node.input:
+            self.consumers.get(old, {}).pop(id(node), None)
+            self._drop_if_unused(old)
+
+    def _drop_if_unused(self, name: str) -> None:
+        """Remove a dead Transpose, Constant or initializer that produced ``name``."""
+        if self.consumers.get(name) or name in self.graph_outputs:
+            return
+        if name in self.initializers:
+            del self.initializers[name]
+            self.removed_initializers.add(name)
+            return
+        node = self.producer.get(name)
+        if node is not None and node.op_type in ("Transpose", "Constant") and (
+            node.domain in _DEFAULT_DOMAINS
+        ) and id(node) not in self.dead:
+            self._remove_node(node)
+
+    def _remove_node(self, node: onnx.NodeProto) -> None:
+        self.dead.add(id(node))
+        self.modified = True
+        for name in node.output:
+            if self.producer.get(name) is node:
+                del self.producer[name]
+        for name in set(node.input):
+            if name:
+                self.consumers.get(name, {}).pop(id(node), None)
+                self._drop_if_unused(name)
+
+    def _add_node(self, node: onnx.NodeProto, order: int) -> None:
+        self.nodes.append(node)
+        self.order[id(node)] = order
+        for name in node.output:
+            self.producer[name] = node
+        for name in node.input:
+            if name:
+                self.consumers.setdefault(name, {})[id(node)] = node
+        self.modified = True
+
+    def _new_transpose(self, source: str, perm: Perm, output: str, order: int) -> onnx.NodeProto:
+        node = onnx.helper.make_node(
+            "Transpose", [source], [output], name=self.names.fresh(f"{output}_transpose"),
+            perm=list(perm),
+        )
+        self._add_node(node, order)
+        self._enqueue(node)
+        return node
+
+    def _new_initializer(self, value: np.ndarray, base: str) -> str:
+        name = self.names.fresh(base)
+        tensor = numpy_helper.from_array(value, name)
+        self.initializers[name] = tensor
+        self.new_initializers.append(tensor)
+        self.modified = True
+        return name
+
+    # ------------------------------------------------------------ rules
+    def run(self) -> None:
+        for node in self.nodes:
+            if node.op_type == "Transpose" and node.domain in _DEFAULT_DOMAINS:
+                self._enqueue(node)
+        self.worklist.reverse()  # pop in graph order: upstream Transposes move first
+        for _ in range(_MAX_SWEEPS):
+            changed = False
+            while self.worklist:
+                node = self.worklist.pop()
+                self.queued.discard(id(node))
+                if id(node) not in self.dead and self._visit(node):
+                    changed = True
+            if not changed:
+                break
+            for node in self.nodes:
+                if node.op_type == "Transpose" and node.domain in _DEFAULT_DOMAINS:
+                    self._enqueue(node)
+            self.worklist.reverse()
+        self._size_one_moves()
+        self._write_back()
+
+    def _visit(self, node: onnx.NodeProto) -> bool:
+        if node.op_type != "Transpose":
+            return False
+        perm = self.transpose_perm(node)
+        if perm is None:
+            logger.debug("keep %s: rank unknown and no perm", node.name)
+            return False
+        changed = False
+        while True:
+            # Rule 2: compose with the Transpose that feeds this one.
+            producer = self.producer.get(node.input[0])
+            if producer is None or producer.op_type != "Transpose" or (
+                producer.domain not in _DEFAULT_DOMAINS
+            ):
+                break
+            inner = self.transpose_perm(producer)
+            if inner is None or len(inner) != len(perm):
+                break
+            perm = _compose(inner, perm)
+            _set_attr(node, "perm", list(perm))
+            self._set_input(node, 0, producer.input[0])
+            self.modified = changed = True
+        source, output = node.input[0], node.output[0]
+        # Rule 1.
+        if _is_identity(perm):
+            self._drop_identity(node)
+            return True
+        # Rule 3.
+        if output not in self.graph_outputs:
+            value = self.const_value(source)
+            if value is not None and value.ndim == len(perm):
+                tensor = numpy_helper.from_array(np.ascontiguousarray(value.transpose(perm)),
+                                                 output)
+                self._remove_node(node)
+                self.initializers[output] = tensor
+                self.new_initializers.append(tensor)
+                self.stats.folded_into_constants += 1
+                for user in self.consumers.get(output, {}).values():
+                    if user.op_type == "Transpose":
+                        self._enqueue(user)
+                return True
+        # Rule 4.
+        decision = self.push_cost(output, perm, [_LOOKAHEAD_BUDGET])
+        if decision is None:
+            return changed
+        cost, plans = decision
+        if cost > 0:
+            logger.debug("keep %s: pushing would not lower the Transpose count (%+d)",
+                         node.name, cost - 1)
+            return changed
+        self.pushes += 1
+        if self.pushes > self.max_pushes:
+            logger.debug("keep %s: push limit of %d reached", node.name, self.max_pushes)
+            return changed
+        for user, plan in plans:
+            if plan is None:
+                self._compose_into(user, source, perm)
+            else:
+                self._apply(user, plan, output, source, perm)
+        if id(node) not in self.dead:
+            self._remove_node(node)
+        return True
+
+    def _compose_into(self, user: onnx.NodeProto, source: str, perm: Perm) -> None:
+        outer = self.transpose_perm(user)
+        assert outer is not None
+        _set_attr(user, "perm", list(_compose(perm, outer)))
+        self._set_input(user, 0, source)
+        self._enqueue(user)
+
+    def _drop_identity(self, node: onnx.NodeProto) -> None:
+        source, output = node.input[0], node.output[0]
+        if output not in self.graph_outputs and output not in self.implicit:
+            for user in list(self.consumers.get(output, {}).values()):
+                for slot, name in enumerate(user.input):
+                    if name == output:
+                        self._set_input(user, slot, source)
+            self._remove_node(node)
+            self.stats.identity_dropped += 1
+            return
+        producer = self.producer.get(source)
+        if (producer is not None and source not in self.graph_outputs
+                and source not in self.implicit and output not in self.implicit):
+            # The graph output keeps its name: the producer writes it directly and the other
+            # readers of the source read it under that name.
+            producer.output[list(producer.output).index(source)] = output
+            self.producer[output] = producer
+            self.producer.pop(source, None)
+            self._remove_node(node)
+            for user in list(self.consumers.get(source, {}).values()):
+                for slot, name in enumerate(user.input):
+                    if name == source:
+                        self._set_input(user, slot, output)
+            self.stats.identity_dropped += 1
+            return
+        node.op_type = "Identity"
+        del node.attribute[:]
+        self.modified = True
+        self.stats.identity_dropped += 1
+
+    def _apply(
+        self, user: onnx.NodeProto, plan: _Plan, transposed: str, source: str, perm: Perm
+    ) -> None:
+        order = self.order[id(user)]
+        inverse = _invert(perm)
+        rank = len(perm)
+        done: dict[str, str] = {transposed: source}
+        for slot in plan.data_slots:
+            name = user.input[slot]
+            if name not in done:
+                done[name] = self._untranspose_operand(name, inverse, rank, order)
+            if done[name] != name:
+                self._set_input(user, slot, done[name])
+        for key, value in plan.attrs.items():
+            _set_attr(user, key, value)
+        for slot, value in plan.const_inputs.items():
+            while len(user.input) <= slot:
+                user.input.append("")
+            new = self._new_initializer(value, f"{user.name or user.op_type}_{slot}")
+            self._set_input(user, slot, new)
+        for index, out_perm in enumerate(plan.out_perms):
+            out = user.output[index] if index < len(user.output) else ""
+            if not out or out_perm is None or _is_identity(out_perm):
+                continue  # a result whose layout does not change (a full reduction) keeps its name
+            moved = self.names.fresh(f"{out}_untransposed")
+            user.output[index] = moved
+            self.producer.pop(out, None)
+            self.producer[moved] = user
+            if self.consumers.get(out) or out in self.graph_outputs:
+                self._new_transpose(moved, out_perm, out, order)
+        self.stats.pushed_through += 1
+        self.modified = True
+        for name in user.input:
+            producer = self.producer.get(name)
+            if producer is not None and producer.op_type == "Transpose":
+                self._enqueue(producer)
+
+    def _untranspose_operand(self, name: str, inverse: Perm, rank: int, order: int) -> str:
+        """``name`` expressed in the untransposed layout (case 4b)."""
+        operand_rank = self.rank(name)
+        if operand_rank == 0:
+            return name
+        producer = self.producer.get(name)
+        if producer is not None and producer.op_type == "Transpose" and (
+            producer.domain in _DEFAULT_DOMAINS
+        ) and self.transpose_perm(producer) == _invert(inverse):
+            return producer.input[0]  # T(p^-1)(T(p)(z)) is z
+        value = self.const_value(name)
+        if value is not None:
+            aligned = value.reshape((1,) * (rank - value.ndim) + value.shape)
+            moved = np.ascontiguousarray(aligned.transpose(inverse))
+            while moved.ndim > 0 and moved.shape[0] == 1:  # leading 1s broadcast anyway
+                moved = moved.reshape(moved.shape[1:])
+            if moved.shape == value.shape and moved.tobytes() == value.tobytes():
+                return name
+            self.stats.folded_into_constants += 1
+            return self._new_initializer(moved, f"{name}_transposed")
+        new = self.names.fresh(f"{name}_transposed")
+        self._new_transpose(name, inverse, new, order)
+        return new
+
+    # ------------------------------------------------------------ rule 5 and write-back
+    def _size_one_moves(self) -> None:
+        if self.opset < 5:
+            return
+        for node in list(self.nodes):
+            if id(node) in self.dead or node.op_type != "Transpose" or (
+                node.domain not in _DEFAULT_DOMAINS
+            ):
+                continue
+            perm = self.transpose_perm(node)
+            shape = self.shapes.get(node.output[0])
+            if perm is None or shape is None or len(shape) != len(perm):
+                continue
+            moved = [perm[i] for i, d in enumerate(shape) if d != 1]
+            if moved != sorted(moved) or sum(d is None for d in shape) > 1:
+                continue
+            target = np.array([-1 if d is None else d for d in shape], dtype=np.int64)
+            shape_name = self._new_initializer(target, f"{node.output[0]}_shape")
+            node.op_type = "Reshape"
+            del node.attribute[:]
+            node.input.append(shape_name)
+            self.consumers.setdefault(shape_name, {})[id(node)] = node
+            self.stats.converted_to_reshape += 1
+            self.modified = True
+
+    def _write_back(self) -> None:
+        if not self.modified:
+            return
+        live = [n for n in self.nodes if id(n) not in self.dead]
+        live.sort(key=lambda n: self.order[id(n)])
+        ordered = self._toposort(live)
+        del self.graph.node[:]
+        self.graph.node.extend(ordered)
+        if self.removed_initializers or self.new_initializers:
+            kept = [i for i in self.graph.initializer if i.name not in self.removed_initializers]
+            kept.extend(i for i in self.new_initializers if i.name not in self.removed_initializers)
+            del self.graph.initializer[:]
+            self.graph.initializer.extend(kept)
+        present = set(self.graph_inputs) | set(self.graph_outputs) | set(self.initializers)
+        for node in ordered:
+            present.update(node.output)
+        stale = [v for v in self.graph.value_info if v.name not in present]
+        if stale:
+            kept_info = [v for v in self.graph.value_info if v.name in present]
+            del self.graph.value_info[:]
+            self.graph.value_info.extend(kept_info)
+
+    def _toposort(self, nodes: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+        """Stable depth-first topological order: each node after its producers."""
+        producer = {name: n for n in nodes for name in n.output if name}
+        needs: dict[int, list[onnx.NodeProto]] = {}
+        for node in nodes:
+            deps = [name for name in node.input if name]
+            for sub in _subgraphs(node):
+                deps.extend(sorted(_outer_refs(sub)))
+            needs[id(node)] = [producer[d] for d in deps if d in producer]
+        emitted: set[int] = set()
+        ordered: list[onnx.NodeProto] = []
+        for root in nodes:
+            if id(root) in emitted:
+                continue
+            stack: list[tuple[onnx.NodeProto, int]] = [(root, 0)]
+            on_stack = {id(root)}
+            while stack:
+                node, index = stack[-1]
+                deps = needs[id(node)]
+                if index < len(deps):
+                    stack[-1] = (node, index + 1)
+                    dep = deps[index]
+                    if id(dep) not in emitted and id(dep) not in on_stack:
+                        stack.append((dep, 0))
+                        on_stack.add(id(dep))
+                    continue
+                stack.pop()
+                on_stack.discard(id(node))
+                emitted.add(id(node))
+                ordered.append(node)
+        return ordered
+
+
+def _shape_facts(
+    model: onnx.ModelProto,
+) -> tuple[dict[str, tuple[int | None, ...]], dict[str, int]]:
+    """Static shapes (None for unknown dims) and element types from ONNX shape inference, run on
+    a copy that carries only the small initializers' data."""
+    light = onnx.ModelProto()
+    light.ir_version = model.ir_version
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    graph = light.graph
+    graph.name = model.graph.name
+    graph.node.extend(model.graph.node)
+    graph.input.extend(model.graph.input)
+    graph.output.extend(model.graph.output)
+    graph.value_info.extend(model.graph.value_info)
+    for init in model.graph.initializer:
+        if init.data_location != onnx.TensorProto.EXTERNAL and len(init.raw_data) <= 4096 and (
+            sum(len(f) for f in (init.float_data, init.int64_data, init.int32_data)) <= 1024
+        ):
+            graph.initializer.append(init)
+        else:
+            graph.initializer.add(name=init.name, data_type=init.data_type, dims=init.dims)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False)
+    except Exception as error:  # onnx raises several types (InferenceError, ValueError, ...)
+        logger.debug("shape inference failed, going on with declared shapes: %s", error)
+        inferred = light
+    shapes: dict[str, tuple[int | None, ...]] = {}
+    types: dict[str, int] = {}
+
+    def collect(g: onnx.GraphProto) -> None:
+        for info in (*g.input, *g.output, *g.value_info):
+            tensor_type = info.type.tensor_type
+            if not info.type.HasField("tensor_type"):
+                continue
+            types[info.name] = tensor_type.elem_type
+            if tensor_type.HasField("shape"):
+                shapes[info.name] = tuple(
+                    d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim
+                )
+        for node in g.node:
+            for sub in _subgraphs(node):
+                collect(sub)
+
+    collect(inferred.graph)
+    return shapes, types
+
+
+def _graphs_bottom_up(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    for node in graph.node:
+        for sub in _subgraphs(node):
+            yield from _graphs_bottom_up(sub)
+    yield graph
+
+
+@register("eliminate-transposes")
+class EliminateTransposes(Pass):
+    """Cancel, compose, fold and push Transposes through layout-agnostic ops (NHWC clean-up).
+
+    Options:
+        reorder_reductions: push through sum-like reductions (ReduceSum, ReduceMean, ReduceL2,
+            ...), whose float results may then differ in the last bits because elements are
+            added in another order. False keeps every output bit-identical.
+    """
+
+    def __init__(self, *, reorder_reductions: bool = True) -> None:
+        if not isinstance(reorder_reductions, bool):
+            raise PassError(
+                f"reorder_reductions must be a bool, got {type(reorder_reductions).__name__}"
+            )
+        self.reorder_reductions = reorder_reductions
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        opset = next(
+            (o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), 0
+        )
+        before = _count_transposes(model.graph)
+        stats = _Stats()
+        modified = False
+        if before:
+            taken: set[str] = set()
+            _all_names(model.graph, taken)
+            names = _Names(taken)
+            shapes, elem_types = _shape_facts(model)
+            for graph in list(_graphs_bottom_up(model.graph)):
+                optimizer = _GraphOptimizer(
+                    graph, opset=opset, names=names, shapes=shapes, elem_types=elem_types,
+                    stats=stats, reorder_reductions=self.reorder_reductions,
+                )
+                optimizer.run()
+                modified = modified or optimizer.modified
+        after = _count_transposes(model.graph)
+        return PassResult(
+            model,
+            modified=modified,
+            stats={
+                "transposes_before": before,
+                "transposes_after": after,
+                "transposes_removed": before - after,
+                "folded_into_constants": stats.folded_into_constants,
+                "pushed_through": stats.pushed_through,
+                "converted_to_reshape": stats.converted_to_reshape,
+                "identity_dropped": stats.identity_dropped,
+            },
+        )
+
+
+def eliminate_transposes(
+    model: onnx.ModelProto, *, reorder_reductions: bool = True
+) -> onnx.ModelProto:
+    """Function twin of :class:`EliminateTransposes`: rewrites ``model`` in place, returns it."""
+    return EliminateTransposes(reorder_reductions=reorder_reductions)(model).model

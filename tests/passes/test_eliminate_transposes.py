@@ -1,0 +1,816 @@
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from graphfix.errors import PassError
+from graphfix.passes.eliminate_transposes import EliminateTransposes, eliminate_transposes
+
+HEADER = '<ir_version: 8, opset_import: ["" : {opset}]>'
+
+
+def parse(body: str, opset: int = 17) -> onnx.ModelProto:
+    return onnx.parser.parse_model(HEADER.format(opset=opset) + body)
+
+
+def ops(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node]
+
+
+def feeds_for(model: onnx.ModelProto, rng: np.random.Generator, dims: dict[str, int] | None = None
+              ) -> dict[str, np.ndarray]:
+    feeds = {}
+    initializers = {i.name for i in model.graph.initializer}
+    for inp in model.graph.input:
+        if inp.name in initializers:
+            continue
+        tensor_type = inp.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else (dims or {}).get(d.dim_param, 2)
+                 for d in tensor_type.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
+        if dtype == np.bool_:
+            feeds[inp.name] = rng.integers(0, 2, shape).astype(bool)
+        elif np.issubdtype(dtype, np.integer):
+            feeds[inp.name] = rng.integers(-5, 5, shape).astype(dtype)
+        else:
+            feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def optimize(model: onnx.ModelProto, ort_run, rng, *, exact: bool = True, dims=None, **options):
+    """Run the pass on a copy; check validity and parity on ORT CPU with optimizations off."""
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result = EliminateTransposes(**options)(model)
+    assert result.model is model
+    onnx.checker.check_model(model, full_check=True)
+    assert [(o.name, o.type) for o in model.graph.output] == [
+        (o.name, o.type) for o in original.graph.output]
+    assert [(i.name, i.type) for i in model.graph.input] == [
+        (i.name, i.type) for i in original.graph.input]
+    feeds = feeds_for(original, rng, dims)
+    expected = ort_run(original, feeds)
+    actual = ort_run(model, feeds)
+    assert expected.keys() == actual.keys()
+    for name, value in expected.items():
+        assert actual[name].dtype == value.dtype and actual[name].shape == value.shape, name
+        if exact:
+            np.testing.assert_array_equal(actual[name], value, err_msg=name)
+        else:  # sum-like reductions add in another order
+            np.testing.assert_allclose(actual[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    return result
+
+
+# ------------------------------------------------------------------ rules 1-3
+NHWC_RELU = """
+g (float[1,8,8,3] x) => (float[1,8,8,3] y) {
+    t = Transpose <perm = [0, 3, 1, 2]> (x)
+    r = Relu (t)
+    y = Transpose <perm = [0, 2, 3, 1]> (r)
+}"""
+
+
+def test_inverse_pair_cancels_through_relu(ort_run, rng):
+    result = optimize(parse(NHWC_RELU), ort_run, rng)
+    assert ops(result.model) == ["Relu"]
+    assert result.model.graph.node[0].output[0] == "y"
+    assert result.modified
+    assert result.stats["transposes_before"] == 2
+    assert result.stats["transposes_after"] == 0
+    assert result.stats["transposes_removed"] == 2
+    assert result.stats["pushed_through"] == 1
+
+
+def test_chain_composes_into_one(ort_run, rng):
+    model = parse("""
+    g (float[2,3,4,5] x) => (float[3,2,5,4] y) {
+        a = Transpose <perm = [0, 2, 3, 1]> (x)
+        b = Transpose <perm = [3, 0, 2, 1]> (a)
+        y = Transpose <perm = [0, 1, 2, 3]> (b)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Transpose"]
+    assert list(result.model.graph.node[0].attribute[0].ints) == [1, 0, 3, 2]
+
+
+def test_identity_permutation_from_graph_input_to_output_becomes_identity(ort_run, rng):
+    model = parse("""
+    g (float[2,3] x) => (float[2,3] y) { y = Transpose <perm = [0, 1]> (x) }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Identity"]
+    assert result.stats["transposes_after"] == 0
+
+
+def test_identity_at_output_renames_the_producer(ort_run, rng):
+    model = parse("""
+    g (float[2,3] x) => (float[2,3] y) {
+        r = Relu (x)
+        y = Transpose <perm = [0, 1]> (r)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Relu"]
+    assert result.model.graph.node[0].output[0] == "y"
+
+
+def test_fold_shared_initializer_keeps_the_original(ort_run, rng):
+    model = parse("""
+    g (float[2,3] x) => (float[3,2] y, float[2,3] z) <float[2,3] w = {1,2,3,4,5,6}> {
+        wt = Transpose <perm = [1, 0]> (w)
+        xt = Transpose <perm = [1, 0]> (x)
+        y = Mul (xt, wt)
+        z = Add (x, w)
+    }""")
+    result = optimize(model, ort_run, rng)
+    inits = {i.name: numpy_helper.to_array(i) for i in result.model.graph.initializer}
+    np.testing.assert_array_equal(inits["w"], np.arange(1, 7, dtype=np.float32).reshape(2, 3))
+    assert result.stats["folded_into_constants"] >= 1
+    assert "Transpose" in ops(result.model)  # xt feeds the graph output through Mul
+    assert result.stats["transposes_after"] == 1
+
+
+def test_fold_constant_node(ort_run, rng):
+    model = parse("""
+    g (float[3,2] x) => (float[3,2] y) {
+        c = Constant <value = float[2,3] {1,2,3,4,5,6}> ()
+        ct = Transpose <perm = [1, 0]> (c)
+        y = Add (x, ct)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Add"]
+    assert result.stats["folded_into_constants"] == 1
+
+
+# ------------------------------------------------------------------ 4a unary
+def test_unary_family_pushes(ort_run, rng):
+    model = parse("""
+    g (float[1,8,8,3] x) => (int32[1,8,8,3] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        a = Clip (t, lo, hi)
+        b = LeakyRelu <alpha = 0.2> (a)
+        c = HardSwish (b)
+        d = Erf (c)
+        e = Cast <to = 6> (d)
+        y = Transpose <perm = [0, 2, 3, 1]> (e)
+    }""", opset=14)
+    model = parse("""
+    g (float[1,8,8,3] x) => (int32[1,8,8,3] y) <float lo = {-1.0}, float hi = {2.0}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        a = Clip (t, lo, hi)
+        b = LeakyRelu <alpha = 0.2> (a)
+        c = HardSwish (b)
+        d = Erf (c)
+        e = Cast <to = 6> (d)
+        y = Transpose <perm = [0, 2, 3, 1]> (e)
+    }""", opset=14)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Clip", "LeakyRelu", "HardSwish", "Erf", "Cast"]
+
+
+def test_unary_negative_feeds_graph_output_unchanged(ort_run, rng):
+    model = parse("""
+    g (float[1,8,8,3] x) => (float[1,3,8,8] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        y = Relu (t)
+    }""")
+    before = model.SerializeToString()
+    result = optimize(model, ort_run, rng)
+    assert not result.modified
+    assert result.model.SerializeToString() == before
+
+
+# ------------------------------------------------------------------ 4b binary
+def test_binary_with_broadcast_constant(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x) => (float[1,4,4,3] y) <float[3,1,1] b = {1,2,3}, float s = {0.5}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        a = Add (t, b)
+        m = Mul (s, a)
+        y = Transpose <perm = [0, 2, 3, 1]> (m)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Add", "Mul"]
+    (new_b,) = [i for i in result.model.graph.initializer if i.name != "s"]
+    assert list(new_b.dims) == [3]  # [3,1,1] in NCHW is [3] in NHWC
+
+
+def test_binary_two_transposed_operands_cancel(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x, float[1,4,4,3] z) => (float[1,4,4,3] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        u = Transpose <perm = [0, 3, 1, 2]> (z)
+        a = Sub (t, u)
+        w = Where (c, a, t)
+        y = Transpose <perm = [0, 2, 3, 1]> (w)
+        c = Greater (t, u)
+    }""".replace("        c = Greater (t, u)\n", "").replace(
+        "        a = Sub", "        c = Greater (t, u)\n        a = Sub"))
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Greater", "Sub", "Where"]
+
+
+def test_binary_negative_non_constant_operand_would_add_a_transpose(ort_run, rng):
+    # Pushing would need a Transpose on z and one before y: two for one.
+    model = parse("""
+    g (float[1,4,4,3] x, float[1,3,4,4] z) => (float[1,3,4,4] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        y = Add (t, z)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert not result.modified
+    assert ops(result.model) == ["Transpose", "Add"]
+
+
+def test_binary_compensates_when_the_count_goes_down(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x, float[1,3,4,4] z) => (float[1,4,4,3] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        a = Add (t, z)
+        y = Transpose <perm = [0, 2, 3, 1]> (a)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Transpose", "Add"]
+    assert result.model.graph.node[0].input[0] == "z"
+
+
+def test_prelu_slope_constant(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x) => (float[1,4,4,3] y) <float[3,1,1] slope = {0.1, 0.2, 0.3}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        p = PRelu (t, slope)
+        y = Transpose <perm = [0, 2, 3, 1]> (p)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["PRelu"]
+
+
+# ------------------------------------------------------------------ 4c Concat / Split
+def test_concat_axis_remapped(ort_run, rng):
+    model = parse("""
+    g (float[1,3,4,4] a, float[1,3,4,4] b) => (float[1,6,4,4] y) {
+        ta = Transpose <perm = [0, 2, 3, 1]> (a)
+        tb = Transpose <perm = [0, 2, 3, 1]> (b)
+        c = Concat <axis = 3> (ta, tb)
+        y = Transpose <perm = [0, 3, 1, 2]> (c)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Concat"]
+    assert helper.get_attribute_value(result.model.graph.node[0].attribute[0]) == 1
+
+
+def test_concat_negative_output_and_non_constant_operand(ort_run, rng):
+    model = parse("""
+    g (float[1,3,4,4] a, float[1,4,4,3] b) => (float[1,4,4,6] y) {
+        ta = Transpose <perm = [0, 2, 3, 1]> (a)
+        y = Concat <axis = -1> (ta, b)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert not result.modified
+
+
+def test_split_axis_remapped(ort_run, rng):
+    model = parse("""
+    g (float[1,6,4,4] x) => (float[1,2,4,4] y, float[1,4,4,4] z) {
+        t = Transpose <perm = [0, 2, 3, 1]> (x)
+        s1, s2 = Split <axis = 3> (t, sizes)
+        y = Transpose <perm = [0, 3, 1, 2]> (s1)
+        z = Transpose <perm = [0, 3, 1, 2]> (s2)
+    }""".replace("(t, sizes)", "(t, sizes)"), opset=13)
+    model = parse("""
+    g (float[1,6,4,4] x) => (float[1,2,4,4] y, float[1,4,4,4] z) <int64[2] sizes = {2, 4}> {
+        t = Transpose <perm = [0, 2, 3, 1]> (x)
+        s1, s2 = Split <axis = 3> (t, sizes)
+        y = Transpose <perm = [0, 3, 1, 2]> (s1)
+        z = Transpose <perm = [0, 3, 1, 2]> (s2)
+    }""", opset=13)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Split"]
+
+
+# ------------------------------------------------------------------ 4d Pad
+@pytest.mark.parametrize("opset", [10, 11, 18])
+def test_pad_pads_remapped(opset, ort_run, rng):
+    if opset < 11:
+        pad = "p = Pad <mode = \"constant\", pads = [0, 1, 2, 0, 0, 3, 0, 0]> (t)"
+        init = ""
+    elif opset < 18:
+        pad = "p = Pad (t, pads)"
+        init = "<int64[8] pads = {0, 1, 2, 0, 0, 3, 0, 0}>"
+    else:
+        pad = "p = Pad (t, pads, cv, axes)"
+        init = "<int64[4] pads = {1, 2, 3, 0}, float cv = {1.5}, int64[2] axes = {1, 2}>"
+    model = parse(f"""
+    g (float[1,4,5,3] x) => (float[1,6,5,7] y) {init} {{
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        {pad}
+        y = Transpose <perm = [0, 2, 3, 1]> (p)
+    }}""", opset=opset)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Pad"]
+
+
+def test_pad_negative_pads_not_constant(ort_run, rng):
+    model = parse("""
+    g (float[1,4,5,3] x, int64[8] pads) => (float[1,4,5,3] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        p = Pad (t, pads)
+        y = Transpose <perm = [0, 2, 3, 1]> (p)
+    }""")
+    result = EliminateTransposes()(model)
+    assert ops(result.model) == ["Transpose", "Pad", "Transpose"]
+    assert not result.modified
+
+
+# ------------------------------------------------------------------ 4e Slice
+@pytest.mark.parametrize("with_axes", [True, False])
+def test_slice_axes_remapped(with_axes, ort_run, rng):
+    if with_axes:
+        body = "s = Slice (t, starts, ends, axes)"
+        init = "<int64[2] starts = {1, 0}, int64[2] ends = {3, 2}, int64[2] axes = {3, 1}>"
+        out = "[1,4,2,2]"
+    else:
+        body = "s = Slice (t, starts, ends)"
+        init = "<int64[3] starts = {0, 1, 1}, int64[3] ends = {1, 3, 4}>"
+        out = "[1,3,5,2]"
+    model = parse(f"""
+    g (float[1,4,5,6] x) => (float{out} y) {init} {{
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        {body}
+        y = Transpose <perm = [0, 2, 3, 1]> (s)
+    }}""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Slice"]
+
+
+def test_slice_negative_axes_not_constant(ort_run, rng):
+    model = parse("""
+    g (float[1,4,5,6] x, int64[1] axes) => (float[1,4,5,6] y) <int64[1] starts = {1}, int64[1] ends = {3}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        s = Slice (t, starts, ends, axes)
+        y = Transpose <perm = [0, 2, 3, 1]> (s)
+    }""")
+    result = EliminateTransposes()(model)
+    assert not result.modified
+
+
+# ------------------------------------------------------------------ 4f Reduce / ArgMax
+@pytest.mark.parametrize("opset", [11, 13, 18])
+@pytest.mark.parametrize("keepdims", [0, 1])
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceSum"])
+def test_reduce_axes_remapped(op, keepdims, opset, ort_run, rng):
+    axes_as_input = opset >= 18 or (op == "ReduceSum" and opset >= 13)
+    init = "<int64[2] axes = {2, 3}>" if axes_as_input else ""
+    call = f"{op} <keepdims = {keepdims}> (t, axes)" if axes_as_input else (
+        f"{op} <keepdims = {keepdims}, axes = [2, 3]> (t)")
+    out_shape = "[1,1,1,3]" if keepdims else "[1,3]"
+    tail = ("y = Transpose <perm = [0, 2, 3, 1]> (r)" if keepdims else "y = Identity (r)")
+    model = parse(f"""
+    g (float[1,4,5,3] x) => (float{out_shape} y) {init} {{
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        r = {call}
+        {tail}
+    }}""", opset=opset)
+    result = optimize(model, ort_run, rng, exact=op != "ReduceSum")
+    assert "Transpose" not in ops(result.model)
+
+
+def test_reduce_keepdims0_shrinks_the_permutation(ort_run, rng):
+    model = parse("""
+    g (float[2,3,4,5] x) => (float[2,5] y) {
+        t = Transpose <perm = [3, 1, 0, 2]> (x)
+        r = ReduceMax <axes = [1, 3], keepdims = 0> (t)
+        y = Transpose <perm = [1, 0]> (r)
+    }""", opset=13)
+    result = optimize(model, ort_run, rng)
+    # p' = (1, 0) on the kept axes cancels the trailing Transpose.
+    assert ops(result.model) == ["ReduceMax"]
+    assert list(result.model.graph.node[0].attribute[0].ints) == [1, 2]
+
+
+def test_reduce_all_axes_and_noop_with_empty_axes(ort_run, rng):
+    model = parse("""
+    g (float[2,3,4] x) => (float y, float[2,3,4] z) <int64[0] none = {}> {
+        t = Transpose <perm = [2, 0, 1]> (x)
+        y = ReduceMax <keepdims = 0> (t)
+        n = ReduceMax <noop_with_empty_axes = 1> (t, none)
+        z = Transpose <perm = [1, 2, 0]> (n)
+    }""", opset=18)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["ReduceMax", "ReduceMax"]
+
+
+def test_argmax_axis_remapped(ort_run, rng):
+    model = parse("""
+    g (float[2,3,4] x) => (int64[4,1,2] y) {
+        t = Transpose <perm = [2, 1, 0]> (x)
+        a = ArgMax <axis = 1, keepdims = 1> (t)
+        y = Identity (a)
+    }""", opset=13)
+    model = parse("""
+    g (float[2,3,4] x) => (int64[2,1,4] y) {
+        t = Transpose <perm = [2, 1, 0]> (x)
+        a = ArgMax <axis = 1, keepdims = 1> (t)
+        y = Transpose <perm = [2, 1, 0]> (a)
+    }""", opset=13)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["ArgMax"]
+
+
+def test_reduce_negative_order_sensitive_when_asked_for_exactness(ort_run, rng):
+    model = parse("""
+    g (float[1,4,5,3] x) => (float[1,1,1,3] y, float[1,1,1,3] z) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        s = ReduceMean <axes = [2, 3]> (t)
+        m = ReduceMin <axes = [2, 3]> (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (s)
+        z = Transpose <perm = [0, 2, 3, 1]> (m)
+    }""", opset=13)
+    result = optimize(model, ort_run, rng, reorder_reductions=False)
+    # The Transpose before ReduceMean stays; those after the reductions only move size-1 dims.
+    assert ops(result.model) == ["Transpose", "ReduceMean", "ReduceMin", "Reshape", "Reshape"]
+    assert "ReduceMean" in ops(result.model)
+
+
+# ------------------------------------------------------------------ 4g Softmax
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+def test_softmax_axis_remapped_opset13(op, ort_run, rng):
+    model = parse(f"""
+    g (float[2,4,5,3] x) => (float[2,4,5,3] y) {{
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        s = {op} <axis = 1> (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (s)
+    }}""", opset=13)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == [op]
+    assert helper.get_attribute_value(result.model.graph.node[0].attribute[0]) == 3
+
+
+def test_softmax_opset11_negative_permutation_crosses_coercion(ort_run, rng):
+    model = parse("""
+    g (float[2,4,5,3] x) => (float[2,4,5,3] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        s = Softmax <axis = 1> (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (s)
+    }""", opset=11)
+    result = optimize(model, ort_run, rng)
+    assert not result.modified
+
+
+def test_softmax_opset11_leading_block_permutation_pushes(ort_run, rng):
+    model = parse("""
+    g (float[2,4,5,3] x) => (float[2,4,5,3] y) {
+        t = Transpose <perm = [1, 0, 2, 3]> (x)
+        s = Softmax <axis = 2> (t)
+        y = Transpose <perm = [1, 0, 2, 3]> (s)
+    }""".replace("float[2,4,5,3] y", "float[2,4,5,3] y"), opset=11)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Softmax"]
+
+
+# ------------------------------------------------------------------ 4h Squeeze / Unsqueeze
+@pytest.mark.parametrize("opset", [11, 13])
+def test_squeeze_after_global_pool(opset, ort_run, rng):
+    squeeze = ("q = Squeeze <axes = [1, 2]> (t)" if opset < 13 else "q = Squeeze (t, axes)")
+    init = "" if opset < 13 else "<int64[2] axes = {1, 2}>"
+    model = parse(f"""
+    g (float[2,1,1,5] x) => (float[5,2] y) {init} {{
+        t = Transpose <perm = [0, 2, 3, 1]> (x)
+        q = Squeeze_placeholder
+        y = Transpose <perm = [1, 0]> (q)
+    }}""".replace("q = Squeeze_placeholder", squeeze), opset=opset)
+    model = parse(f"""
+    g (float[2,5,1,1] x) => (float[5,2] y) {init} {{
+        t = Transpose <perm = [0, 2, 3, 1]> (x)
+        {squeeze}
+        y = Transpose <perm = [1, 0]> (q)
+    }}""", opset=opset)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Squeeze", "Transpose"]
+    assert result.stats["transposes_after"] == 1
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_unsqueeze_grows_the_permutation(opset, ort_run, rng):
+    unsqueeze = ("u = Unsqueeze <axes = [0, 3]> (t)" if opset < 13 else "u = Unsqueeze (t, axes)")
+    init = "" if opset < 13 else "<int64[2] axes = {0, 3}>"
+    model = parse(f"""
+    g (float[2,3,4] x) => (float[1,4,2,1,3] y) {init} {{
+        t = Transpose <perm = [2, 0, 1]> (x)
+        {unsqueeze}
+        r = Relu (u)
+        y = Transpose <perm = [0, 1, 2, 3, 4]> (r)
+    }}""", opset=opset)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model).count("Transpose") == 1
+
+
+def test_squeeze_negative_axes_unknown(ort_run, rng):
+    model = parse("""
+    g (float[2,5,3,1] x, int64[1] axes) => (float[2,3,5] y) {
+        t = Transpose <perm = [0, 2, 3, 1]> (x)
+        y = Squeeze (t, axes)
+    }""", opset=13)
+    result = EliminateTransposes()(model)
+    assert not result.modified
+
+
+# ------------------------------------------------------------------ 4i Q/DQ
+def test_quantize_dequantize_per_axis(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x) => (float[1,4,4,3] y) <float[3] scale = {0.1, 0.2, 0.3}, int8[3] zp = {0, 1, -1}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        q = QuantizeLinear <axis = 1> (t, scale, zp)
+        d = DequantizeLinear <axis = 1> (q, scale, zp)
+        y = Transpose <perm = [0, 2, 3, 1]> (d)
+    }""", opset=13)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["QuantizeLinear", "DequantizeLinear"]
+    assert all(helper.get_attribute_value(n.attribute[0]) == 3 for n in result.model.graph.node)
+
+
+def test_quantize_per_tensor(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x) => (float[1,4,4,3] y) <float scale = {0.05}, uint8 zp = {128}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        q = QuantizeLinear (t, scale, zp)
+        d = DequantizeLinear (q, scale, zp)
+        y = Transpose <perm = [0, 2, 3, 1]> (d)
+    }""", opset=13)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["QuantizeLinear", "DequantizeLinear"]
+
+
+# ------------------------------------------------------------------ fan-out and boundaries
+def test_fan_out_pushed_into_every_consumer(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x) => (float[1,4,4,3] y, float[1,4,4,3] z) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        r = Relu (t)
+        s = Sigmoid (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (r)
+        z = Transpose <perm = [0, 2, 3, 1]> (s)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Relu", "Sigmoid"]
+
+
+def test_fan_out_negative_one_consumer_is_a_barrier(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x) => (float[1,4,4,3] y, float[1,3,8,8] z) <float[4] scales = {1, 1, 2, 2}, float[0] roi = {}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        z = Resize (t, roi, scales)
+        y = Transpose <perm = [0, 2, 3, 1]> (t)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Transpose", "Resize", "Identity"]
+    assert result.stats["transposes_after"] == 1
+
+
+def test_transpose_on_graph_output_stays(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x) => (float[1,3,4,4] t, float[1,4,4,3] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        r = Relu (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (r)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert not result.modified
+    assert ops(result.model) == ["Transpose", "Relu", "Transpose"]
+    assert [o.name for o in result.model.graph.output] == ["t", "y"]
+
+
+def test_dynamic_batch(ort_run, rng):
+    model = parse("""
+    g (float[N,8,8,3] x) => (float[N,8,8,3] y) <float[3] b = {1, 2, 3}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        r = Relu (t)
+        y0 = Transpose <perm = [0, 2, 3, 1]> (r)
+        y = Add (y0, b)
+    }""")
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result = optimize(model, ort_run, rng, dims={"N": 3})
+    assert ops(result.model) == ["Relu", "Add"]
+    x = rng.standard_normal((5, 8, 8, 3)).astype(np.float32)
+    np.testing.assert_array_equal(ort_run(result.model, {"x": x})["y"],
+                                  ort_run(original, {"x": x})["y"])
+
+
+def test_ndhwc_5d(ort_run, rng):
+    model = parse("""
+    g (float[1,2,4,4,3] x) => (float[1,2,4,4,3] y, float[1,3] z) <float[3] b = {1, 2, 3}> {
+        t = Transpose <perm = [0, 4, 1, 2, 3]> (x)
+        bt = Transpose <perm = [0, 4, 1, 2, 3]> (b5)
+        a = Add (t, bt)
+        m = Relu (a)
+        z = ReduceMax <axes = [2, 3, 4], keepdims = 0> (m)
+        y = Transpose <perm = [0, 2, 3, 4, 1]> (m)
+    }""".replace("(b5)", "(b5)"), opset=13)
+    model = parse("""
+    g (float[1,2,4,4,3] x) => (float[1,2,4,4,3] y, float[1,3] z) <float[1,1,1,1,3] b5 = {1, 2, 3}> {
+        t = Transpose <perm = [0, 4, 1, 2, 3]> (x)
+        bt = Transpose <perm = [0, 4, 1, 2, 3]> (b5)
+        a = Add (t, bt)
+        m = Relu (a)
+        z = ReduceMax <axes = [2, 3, 4], keepdims = 0> (m)
+        y = Transpose <perm = [0, 2, 3, 4, 1]> (m)
+    }""", opset=13)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Add", "Relu", "ReduceMax"]
+
+
+def test_size_one_move_becomes_reshape(ort_run, rng):
+    model = parse("""
+    g (float[2,5,4,4] x) => (float[2,1,1,5] y) {
+        p = GlobalAveragePool (x)
+        y = Transpose <perm = [0, 2, 3, 1]> (p)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["GlobalAveragePool", "Reshape"]
+    assert result.stats["converted_to_reshape"] == 1
+
+
+def test_non_default_domain_is_a_barrier():
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17, "custom.domain" : 1]>
+    g (float[1,4,4,3] x) => (float[1,4,4,3] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        r = custom.domain.Relu (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (r)
+    }""")
+    result = EliminateTransposes()(model)
+    assert not result.modified
+    assert ops(result.model) == ["Transpose", "Relu", "Transpose"]
+
+
+def test_reshape_is_a_barrier(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x) => (float[1,4,4,3] y) <int64[4] shape = {1, 3, 4, 4}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        r = Reshape (t, shape)
+        y = Transpose <perm = [0, 2, 3, 1]> (r)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert not result.modified
+
+
+# ------------------------------------------------------------------ subgraphs
+IF_MODEL = """
+g (bool c, float[1,4,4,3] x) => (float[1,4,4,3] y) {
+    outer = Transpose <perm = [0, 3, 1, 2]> (x)
+    y = If (c) <
+        then_branch = t () => (float[1,4,4,3] ty) {
+            a = Transpose <perm = [0, 3, 1, 2]> (x)
+            r = Relu (a)
+            ty = Transpose <perm = [0, 2, 3, 1]> (r)
+        },
+        else_branch = e () => (float[1,4,4,3] ey) {
+            s = Sigmoid (outer)
+            ey = Transpose <perm = [0, 2, 3, 1]> (s)
+        }
+    >
+}"""
+
+
+def test_inside_if_body_and_outer_scope_reference_kept(ort_run, rng):
+    model = parse(IF_MODEL)
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result = EliminateTransposes()(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert ops(model) == ["Transpose", "If"]
+    then_branch = model.graph.node[1].attribute[0].g
+    assert [n.op_type for n in then_branch.node] == ["Relu"]
+    x = rng.standard_normal((1, 4, 4, 3)).astype(np.float32)
+    for cond in (True, False):
+        feeds = {"c": np.array(cond), "x": x}
+        np.testing.assert_array_equal(ort_run(model, feeds)["y"], ort_run(original, feeds)["y"])
+    assert result.stats["transposes_before"] == 4
+    assert result.stats["transposes_after"] == 2
+
+
+# ------------------------------------------------------------------ realistic CNN
+def _nhwc_cnn(opset: int = 13, batch: int | str = 1) -> onnx.ModelProto:
+    """A converter-style NHWC CNN: every Conv wrapped in Transpose(0,3,1,2) ... (0,2,3,1)."""
+    rng = np.random.default_rng(1)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+    count = [0]
+
+    def name(base: str) -> str:
+        count[0] += 1
+        return f"{base}{count[0]}"
+
+    def const(value: np.ndarray, base: str) -> str:
+        n = name(base)
+        inits.append(numpy_helper.from_array(value, n))
+        return n
+
+    def conv_nhwc(x: str, cin: int, cout: int, k: int) -> str:
+        t, c, o = name("to_nchw"), name("conv"), name("to_nhwc")
+        w = const(rng.standard_normal((cout, cin, k, k)).astype(np.float32) * 0.3, "w")
+        b = const(rng.standard_normal(cout).astype(np.float32) * 0.1, "b")
+        nodes.append(helper.make_node("Transpose", [x], [t], perm=[0, 3, 1, 2]))
+        nodes.append(helper.make_node("Conv", [t, w, b], [c], pads=[k // 2] * 4))
+        nodes.append(helper.make_node("Transpose", [c], [o], perm=[0, 2, 3, 1]))
+        return o
+
+    def op(op_type: str, inputs: list[str], **attrs) -> str:
+        out = name(op_type.lower())
+        nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
+        return out
+
+    pads = const(np.array([0, 1, 1, 0, 0, 1, 1, 0], np.int64), "pads")
+    lo, hi = const(np.array(0, np.float32), "lo"), const(np.array(6, np.float32), "hi")
+    h = op("Pad", ["x", pads])
+    h = conv_nhwc(h, 3, 8, 3)
+    h = op("Clip", [h, lo, hi])
+    skip = h
+    h = conv_nhwc(h, 8, 8, 3)
+    h = op("Clip", [h, lo, hi])
+    h = conv_nhwc(h, 8, 8, 1)
+    h = op("Add", [h, skip])
+    h = op("Mul", [h, const(rng.standard_normal(8).astype(np.float32), "gamma")])
+    branch = conv_nhwc(h, 8, 4, 1)
+    h = op("Concat", [h, branch], axis=3)
+    pooled = op("ReduceMean", [h], axes=[1, 2], keepdims=0)
+    h = conv_nhwc(h, 12, 6, 1)
+    h = op("ReduceMax", [h], axes=[1, 2], keepdims=1)
+    if opset >= 13:
+        squeezed = op("Squeeze", [h, const(np.array([1, 2], np.int64), "axes")])
+    else:
+        squeezed = op("Squeeze", [h], axes=[1, 2])
+    nodes.append(helper.make_node("Identity", [pooled], ["pooled"]))
+    nodes.append(helper.make_node("Identity", [squeezed], ["logits"]))
+    graph = helper.make_graph(
+        nodes, "nhwc_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 8, 8, 3])],
+        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [batch, 12]),
+         helper.make_tensor_value_info("logits", TensorProto.FLOAT, [batch, 6])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("opset", [11, 13, 17])
+def test_nhwc_cnn_ends_without_interior_transposes(opset, ort_run, rng):
+    model = _nhwc_cnn(opset)
+    result = optimize(model, ort_run, rng, exact=False)
+    transposes = [n for n in model.graph.node if n.op_type == "Transpose"]
+    assert len(transposes) <= 1
+    for node in transposes:  # the boundary one: right after the Pad that reads the input
+        producer = next(n for n in model.graph.node if node.input[0] in n.output)
+        assert producer.op_type == "Pad" and producer.input[0] == "x"
+    assert result.stats["transposes_before"] == 10
+    assert result.stats["transposes_removed"] >= 9
+
+
+def test_nhwc_cnn_bit_exact_without_reordered_reductions(ort_run, rng):
+    model = _nhwc_cnn(13, batch="N")
+    result = optimize(model, ort_run, rng, reorder_reductions=False, dims={"N": 2})
+    assert result.stats["transposes_after"] < result.stats["transposes_before"]
+
+
+def test_idempotent_and_deterministic():
+    first, second = _nhwc_cnn(17), _nhwc_cnn(17)
+    r1 = EliminateTransposes()(first)
+    r2 = EliminateTransposes()(second)
+    assert r1.modified
+    assert first.SerializeToString() == second.SerializeToString()
+    again = EliminateTransposes()(first)
+    assert not again.modified
+    assert again.stats["transposes_removed"] == 0
+    assert r2.stats == r1.stats
+
+
+def test_nothing_to_do_is_not_modified():
+    model = parse("""
+    g (float[2,3] x) => (float[2,3] y) { y = Relu (x) }""")
+    before = model.SerializeToString()
+    result = EliminateTransposes()(model)
+    assert not result.modified
+    assert model.SerializeToString() == before
+    assert result.stats["transposes_before"] == 0
+
+
+def test_function_twin_rewrites_in_place():
+    model = parse(NHWC_RELU)
+    assert eliminate_transposes(model) is model
+    assert ops(model) == ["Relu"]
+
+
+def test_value_info_of_rewired_tensors_stays_consistent(ort_run, rng):
+    model = parse(NHWC_RELU)
+    model = onnx.shape_inference.infer_shapes(model)
+    assert {v.name for v in model.graph.value_info} == {"t", "r"}
+    optimize(model, ort_run, rng)
+    assert {v.name for v in model.graph.value_info} == set()
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None])
+def test_options_validated(bad):
+    with pytest.raises(PassError):
+        EliminateTransposes(reorder_reductions=bad)
