@@ -927,6 +927,7 @@ class _GraphOptimizer:
             if not out or out_perm is None or _is_identity(out_perm):
                 continue  # a result whose layout does not change (a full reduction) keeps its name
             moved = self.names.fresh(f"{out}_untransposed")
+            self._record_shape(out, out_perm, moved, inverse=True)
             user.output[index] = moved
             self.producer.pop(out, None)
             self.producer[moved] = user
@@ -960,8 +961,23 @@ class _GraphOptimizer:
             self.stats.folded_into_constants += 1
             return self._new_initializer(moved, f"{name}_transposed")
         new = self.names.fresh(f"{name}_transposed")
+        self._record_shape(name, inverse, new, inverse=False)
         self._new_transpose(name, inverse, new, order)
         return new
+
+    def _record_shape(self, known: str, perm: Perm, new: str, *, inverse: bool) -> None:
+        """Shape of ``new`` = ``T(perm)(known)`` (or ``known = T(perm)(new)`` when
+        ``inverse``), for rule 5 later on."""
+        shape = self.shape(known)
+        if shape is None or len(shape) != len(perm):
+            return
+        if inverse:
+            moved: list[int | None] = [None] * len(perm)
+            for i, axis in enumerate(perm):
+                moved[axis] = shape[i]
+            self.shapes[new] = tuple(moved)
+        else:
+            self.shapes[new] = tuple(shape[axis] for axis in perm)
 
     # ------------------------------------------------------------ rule 5 and write-back
     def _size_one_moves(self) -> None:
@@ -973,8 +989,15 @@ class _GraphOptimizer:
             ):
                 continue
             perm = self.transpose_perm(node)
+            if perm is None:
+                continue
             shape = self.shapes.get(node.output[0])
-            if perm is None or shape is None or len(shape) != len(perm):
+            source_shape = self.shape(node.input[0])
+            if (shape is None or len(shape) != len(perm)) and source_shape is not None and (
+                len(source_shape) == len(perm)
+            ):
+                shape = tuple(source_shape[axis] for axis in perm)
+            if shape is None or len(shape) != len(perm):
                 continue
             moved = [perm[i] for i, d in enumerate(shape) if d != 1]
             if moved != sorted(moved) or sum(d is None for d in shape) > 1:

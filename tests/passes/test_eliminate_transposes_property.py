@@ -1,0 +1,200 @@
+"""Property tests: random graphs of Transposes and layout-agnostic ops keep their outputs bit for
+bit on ORT CPU (optimizations off) and never gain Transposes.
+
+Inputs and constants are small integers stored as floats, and the ops keep them integral, so
+every sum is exact whatever order a reduction adds in: the comparison can be bit-exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from graphfix.passes.eliminate_transposes import EliminateTransposes
+
+UNARY = ("Relu", "Neg", "Abs", "Identity", "Sign")
+BINARY = ("Add", "Sub", "Mul", "Max", "Min")
+REDUCE = ("ReduceSum", "ReduceMax", "ReduceMean", "ReduceMin")
+
+
+class _Builder:
+    def __init__(self, draw, opset: int) -> None:
+        self.draw = draw
+        self.opset = opset
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.perms: list[tuple[int, ...]] = []
+        self.count = 0
+
+    def name(self, base: str) -> str:
+        self.count += 1
+        return f"{base}{self.count}"
+
+    def const(self, value: np.ndarray) -> str:
+        name = self.name("c")
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def add(self, op: str, inputs: list[str], shape: tuple[int, ...], **attrs) -> str:
+        out = self.name(op.lower())
+        self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        self.shapes[out] = shape
+        return out
+
+    def pick(self) -> str:
+        names = sorted(self.shapes, key=lambda n: (len(n), n))
+        return self.draw(st.sampled_from(names))
+
+    def step(self) -> None:
+        draw = self.draw
+        kind = draw(st.sampled_from(
+            ["transpose", "transpose", "inverse", "inverse", "unary", "binary_const", "binary_pair",
+             "concat", "reduce", "slice", "squeeze", "unsqueeze"]))
+        src = self.pick()
+        shape = self.shapes[src]
+        rank = len(shape)
+        if kind == "transpose" or rank == 0:
+            if rank == 0:
+                self.add("Identity", [src], shape)
+                return
+            perm = draw(st.permutations(range(rank)))
+            self.perms.append(tuple(perm))
+            self.add("Transpose", [src], tuple(shape[p] for p in perm), perm=list(perm))
+        elif kind == "inverse":
+            # The inverse of an earlier permutation of this rank, so that pairs can meet.
+            known = [p for p in self.perms if len(p) == rank]
+            perm = list(draw(st.sampled_from(known))) if known else list(range(rank))[::-1]
+            inverse = [0] * rank
+            for i, a in enumerate(perm):
+                inverse[a] = i
+            self.add("Transpose", [src], tuple(shape[p] for p in inverse), perm=inverse)
+        elif kind == "unary":
+            self.add(draw(st.sampled_from(UNARY)), [src], shape)
+        elif kind == "binary_const":
+            k = draw(st.integers(0, rank))
+            cshape = tuple(d if draw(st.booleans()) else 1 for d in shape[rank - k:])
+            value = np.asarray(draw(st.integers(-3, 3)) + np.arange(int(np.prod(cshape))) % 3,
+                               dtype=np.float32).reshape(cshape)
+            inputs = [src, self.const(value)]
+            if draw(st.booleans()):
+                inputs.reverse()
+            self.add(draw(st.sampled_from(BINARY)), inputs, shape)
+        elif kind == "binary_pair":
+            partners = sorted(n for n, s in self.shapes.items() if s == shape)
+            other = draw(st.sampled_from(partners))
+            self.add(draw(st.sampled_from(("Add", "Max", "Sub"))), [src, other], shape)
+        elif kind == "concat":
+            partners = sorted(n for n, s in self.shapes.items() if s == shape)
+            other = draw(st.sampled_from(partners))
+            axis = draw(st.integers(-rank, rank - 1))
+            out_shape = list(shape)
+            out_shape[axis] *= 2
+            self.add("Concat", [src, other], tuple(out_shape), axis=axis)
+        elif kind == "reduce":
+            op = draw(st.sampled_from(REDUCE))
+            axes = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank)))
+            keepdims = draw(st.sampled_from([0, 1]))
+            out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)
+                              if keepdims or i not in axes)
+            from_input = self.opset >= 18 or op == "ReduceSum"
+            if from_input:
+                self.add(op, [src, self.const(np.array(axes, np.int64))], out_shape,
+                         keepdims=keepdims)
+            else:
+                self.add(op, [src], out_shape, axes=axes, keepdims=keepdims)
+        elif kind == "slice":
+            axis = draw(st.integers(0, rank - 1))
+            if shape[axis] < 2:
+                self.add("Relu", [src], shape)
+                return
+            start = draw(st.integers(0, shape[axis] - 1))
+            end = draw(st.integers(start + 1, shape[axis]))
+            out_shape = list(shape)
+            out_shape[axis] = end - start
+            if draw(st.booleans()):
+                inputs = [src, self.const(np.array([start], np.int64)),
+                          self.const(np.array([end], np.int64)),
+                          self.const(np.array([axis], np.int64))]
+            else:  # no axes input: starts/ends cover axes 0..axis
+                inputs = [src, self.const(np.array([0] * axis + [start], np.int64)),
+                          self.const(np.array(list(shape[:axis]) + [end], np.int64))]
+            self.add("Slice", inputs, tuple(out_shape))
+        elif kind == "squeeze":
+            ones = [i for i, d in enumerate(shape) if d == 1]
+            if not ones:
+                self.add("Neg", [src], shape)
+                return
+            axes = sorted(draw(st.sets(st.sampled_from(ones), min_size=1)))
+            out_shape = tuple(d for i, d in enumerate(shape) if i not in axes)
+            self.add("Squeeze", [src, self.const(np.array(axes, np.int64))], out_shape)
+        elif kind == "unsqueeze":
+            if rank >= 5:
+                self.add("Abs", [src], shape)
+                return
+            axis = draw(st.integers(0, rank))
+            out_shape = shape[:axis] + (1,) + shape[axis:]
+            self.add("Unsqueeze", [src, self.const(np.array([axis], np.int64))], out_shape)
+
+
+@st.composite
+def random_models(draw) -> onnx.ModelProto:
+    opset = draw(st.sampled_from([13, 18]))
+    builder = _Builder(draw, opset)
+    rank = draw(st.integers(2, 4))
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
+    builder.shapes["x"] = shape
+    for _ in range(draw(st.integers(1, 14))):
+        builder.step()
+    produced = [n.output[0] for n in builder.nodes]
+    outputs = sorted(set(draw(st.lists(st.sampled_from(produced), min_size=1, max_size=3)))
+                     | {produced[-1]})
+    graph = helper.make_graph(
+        builder.nodes, "random",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, builder.shapes[o]) for o in outputs],
+        builder.inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _check(model: onnx.ModelProto, ort_run) -> None:
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(0).integers(-4, 5, shape).astype(np.float32)
+    result = EliminateTransposes()(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert result.stats["transposes_after"] <= result.stats["transposes_before"]
+    event(f"transposes removed: {min(result.stats['transposes_removed'], 3)}")
+    expected = ort_run(original, {"x": x})
+    actual = ort_run(model, {"x": x})
+    for name, value in expected.items():
+        assert actual[name].shape == value.shape, name
+        np.testing.assert_array_equal(actual[name], value, err_msg=name)
+    again = EliminateTransposes()(model)
+    assert not again.modified
+
+
+_SETTINGS = dict(deadline=None, derandomize=True,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                        HealthCheck.function_scoped_fixture])
+
+
+@settings(max_examples=150, **_SETTINGS)
+@given(model=random_models())
+def test_random_graphs_keep_outputs_and_never_gain_transposes(model, ort_run):
+    _check(model, ort_run)
+
+
+@pytest.mark.slow
+@settings(max_examples=5000, **_SETTINGS)
+@given(model=random_models())
+def test_random_graphs_many(model, ort_run):
+    _check(model, ort_run)
