@@ -91,10 +91,12 @@ REDUCE_OPS = (
 _ORDER_SENSITIVE_REDUCE = frozenset(REDUCE_OPS) - {"ReduceMax", "ReduceMin"}
 
 # How far the cost check looks ahead, in consumers visited per decision.
-_LOOKAHEAD_BUDGET = 256
+_LOOKAHEAD_BUDGET = 64
 # Full re-scans of the remaining Transposes after the worklist runs dry (a fixed point is reached
 # in one or two in practice; the bound keeps a pathological graph linear).
 _MAX_SWEEPS = 4
+# How far upstream the cost check looks for a Transpose that will arrive at an operand.
+_CHAIN_DEPTH = 8
 
 
 def _is_identity(perm: Sequence[int]) -> bool:
@@ -522,6 +524,8 @@ class _GraphOptimizer:
         self.worklist: list[onnx.NodeProto] = []
         self.queued: set[int] = set()
         self.source: str = ""  # the transposed tensor the running handler is asked about
+        self.pushing: str = ""  # the output of the Transpose being pushed
+        self.perms: dict[int, Perm | None] = {}
         self.pushes = 0
         self.max_pushes = 8 * len(self.nodes) + 64
 
@@ -551,11 +555,21 @@ class _GraphOptimizer:
         return self.const_value(name) is not None
 
     def transpose_perm(self, node: onnx.NodeProto) -> Perm | None:
+        key = id(node)
+        if key in self.perms:
+            return self.perms[key]
         perm = _attr(node, "perm")
         if perm is None:
             rank = self.rank(node.input[0])
-            return None if rank is None else tuple(reversed(range(rank)))
-        return tuple(int(a) for a in perm)
+            result = None if rank is None else tuple(reversed(range(rank)))
+        else:
+            result = tuple(int(a) for a in perm)
+        self.perms[key] = result
+        return result
+
+    def _set_perm(self, node: onnx.NodeProto, perm: Perm) -> None:
+        _set_attr(node, "perm", list(perm))
+        self.perms[id(node)] = perm
 
     def rank(self, name: str) -> int | None:
         node = self.producer.get(name)
@@ -631,7 +645,7 @@ class _GraphOptimizer:
         return None
 
     # ------------------------------------------------------------ cost check (rule 4)
-    def operand_cost(self, name: str, node: onnx.NodeProto, perm: Perm) -> int:
+    def operand_cost(self, name: str, node: onnx.NodeProto, perm: Perm, source: str) -> int:
         """Transposes added (+) or removed (-) by bringing operand ``name`` of ``node`` from the
         transposed layout ``perm`` back to the untransposed one."""
         if self.rank(name) == 0 or self.is_constant(name):
@@ -647,7 +661,50 @@ class _GraphOptimizer:
                 if self.only_consumer(name, node):
                     return -1 if identity else 0
                 return 0 if identity else 1
+        if self._arrives_transposed(name, node, perm):
+            return -1
+        if self._sibling_transpose(name, inverse, source) is not None:
+            return 0
         return 1
+
+    def _sibling_transpose(self, name: str, perm: Perm, exclude: str) -> onnx.NodeProto | None:
+        """A Transpose(perm) that already reads ``name`` (its output can be shared)."""
+        for user in self.consumers.get(name, {}).values():
+            if user.op_type == "Transpose" and user.domain in _DEFAULT_DOMAINS and (
+                user.output[0] != exclude and self.transpose_perm(user) == perm
+            ):
+                return user
+        return None
+
+    def _arrives_transposed(self, name: str, node: onnx.NodeProto, perm: Perm) -> bool:
+        """True when ``name``, read by ``node`` alone, comes from a ``T(perm)`` through a chain
+        of single-reader elementwise ops that the Transpose will be pushed through: that
+        Transpose will reach ``node`` and cancel the compensation, so it costs what a direct
+        ``T(perm)`` operand costs."""
+        current, reader = name, node
+        for _ in range(_CHAIN_DEPTH):
+            if not self.only_consumer(current, reader) or current in self.implicit:
+                return False
+            producer = self.producer.get(current)
+            if producer is None or producer.domain not in _DEFAULT_DOMAINS:
+                return False
+            if producer.op_type == "Transpose":
+                return self.transpose_perm(producer) == perm
+            handler = _PUSH_THROUGH.get(producer.op_type)
+            if handler is not _unary and handler is not _broadcast or (
+                sum(1 for o in producer.output if o) != 1
+            ):
+                return False
+            data = [i for i in producer.input[: 1 if handler is _unary else None]
+                    if i and not (self.rank(i) == 0 or self.is_constant(i))]
+            if len(data) != 1:
+                return False
+            self.source = data[0]
+            plan = handler(self, producer, perm)
+            if isinstance(plan, str) or plan.out_perms[0] != perm:
+                return False
+            current, reader = data[0], producer
+        return False
 
     def consumer_cost(
         self, node: onnx.NodeProto, source: str, perm: Perm, budget: list[int]
@@ -676,7 +733,7 @@ class _GraphOptimizer:
             name = node.input[slot]
             if name not in seen:
                 seen.add(name)
-                cost += self.operand_cost(name, node, perm)
+                cost += self.operand_cost(name, node, perm, source)
         for out, out_perm in zip(node.output, plan.out_perms):
             if out and out_perm is not None:
                 cost += self.place_cost(out, out_perm, budget)
@@ -821,7 +878,7 @@ class _GraphOptimizer:
             if inner is None or len(inner) != len(perm):
                 break
             perm = _compose(inner, perm)
-            _set_attr(node, "perm", list(perm))
+            self._set_perm(node, perm)
             self._set_input(node, 0, producer.input[0])
             self.modified = changed = True
         source, output = node.input[0], node.output[0]
@@ -868,7 +925,7 @@ class _GraphOptimizer:
     def _compose_into(self, user: onnx.NodeProto, source: str, perm: Perm) -> None:
         outer = self.transpose_perm(user)
         assert outer is not None
-        _set_attr(user, "perm", list(_compose(perm, outer)))
+        self._set_perm(user, _compose(perm, outer))
         self._set_input(user, 0, source)
         self._enqueue(user)
 
@@ -899,6 +956,7 @@ class _GraphOptimizer:
             return
         node.op_type = "Identity"
         del node.attribute[:]
+        self.perms.pop(id(node), None)
         self.modified = True
         self.stats.identity_dropped += 1
 
@@ -909,6 +967,7 @@ class _GraphOptimizer:
         inverse = _invert(perm)
         rank = len(perm)
         done: dict[str, str] = {transposed: source}
+        self.pushing = transposed
         for slot in plan.data_slots:
             name = user.input[slot]
             if name not in done:
@@ -950,6 +1009,9 @@ class _GraphOptimizer:
             producer.domain in _DEFAULT_DOMAINS
         ) and self.transpose_perm(producer) == _invert(inverse):
             return producer.input[0]  # T(p^-1)(T(p)(z)) is z
+        sibling = self._sibling_transpose(name, inverse, self.pushing)
+        if sibling is not None:
+            return sibling.output[0]
         value = self.const_value(name)
         if value is not None:
             aligned = value.reshape((1,) * (rank - value.ndim) + value.shape)
@@ -1006,6 +1068,7 @@ class _GraphOptimizer:
             shape_name = self._new_initializer(target, f"{node.output[0]}_shape")
             node.op_type = "Reshape"
             del node.attribute[:]
+            self.perms.pop(id(node), None)
             node.input.append(shape_name)
             self.consumers.setdefault(shape_name, {})[id(node)] = node
             self.stats.converted_to_reshape += 1

@@ -1,0 +1,164 @@
+"""eliminate-transposes: how its run time scales, and what it buys under ONNX Runtime.
+
+1. Scaling: converter-style NHWC graphs (every Conv wrapped in Transpose(0,3,1,2) ...
+   Transpose(0,2,3,1), with Relu, residual Add, Mul by a per-channel constant) of about 1k, 10k
+   and 100k nodes; the pass is timed on each and the growth factors are printed (linear time
+   means about 10x per step).
+2. Latency: ORT CPU median latency of the original and the optimized model, under ORT's
+   defaults and with ORT's graph optimizations off, measured in interleaved rounds in one
+   process. The model is the one given with --model, or a built NHWC CNN.
+
+    python tools/bench_transposes.py [--sizes 1000,10000,100000] [--model m.onnx]
+                                     [--runs 50] [--threads 1] [--skip-scaling] [--skip-latency]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from graphfix.passes.eliminate_transposes import EliminateTransposes
+
+
+def build_nhwc_graph(
+    blocks: int, *, channels: int = 4, size: int = 4, kernel: int = 1, seed: int = 0
+) -> onnx.ModelProto:
+    """A converter-style NHWC network of ``blocks`` blocks, 8 nodes each:
+    Transpose, Conv, Transpose, Relu, Mul (per-channel constant), Add (residual), and a
+    Transpose pair around a second Conv every block."""
+    rng = np.random.default_rng(seed)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+    h = "x"
+    for b in range(blocks):
+        w1 = numpy_helper.from_array(
+            (rng.standard_normal((channels, channels, kernel, kernel)) * 0.2).astype(np.float32),
+            f"w{b}")
+        gamma = numpy_helper.from_array(
+            rng.uniform(0.5, 1.0, channels).astype(np.float32), f"g{b}")
+        inits.extend([w1, gamma])
+        pad = kernel // 2
+        nodes.extend([
+            helper.make_node("Transpose", [h], [f"a{b}"], perm=[0, 3, 1, 2]),
+            helper.make_node("Conv", [f"a{b}", f"w{b}"], [f"c{b}"], pads=[pad] * 4),
+            helper.make_node("Transpose", [f"c{b}"], [f"d{b}"], perm=[0, 2, 3, 1]),
+            helper.make_node("Relu", [f"d{b}"], [f"r{b}"]),
+            helper.make_node("Mul", [f"r{b}", f"g{b}"], [f"m{b}"]),
+            helper.make_node("Transpose", [f"m{b}"], [f"e{b}"], perm=[0, 3, 1, 2]),
+            helper.make_node("Transpose", [f"e{b}"], [f"f{b}"], perm=[0, 2, 3, 1]),
+            helper.make_node("Add", [f"f{b}", h], [f"o{b}"]),
+        ])
+        h = f"o{b}"
+    nodes.append(helper.make_node("ReduceMean", [h], ["y"], axes=[1, 2], keepdims=0))
+    graph = helper.make_graph(
+        nodes, "nhwc",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, size, size, channels])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def scaling(sizes: list[int]) -> None:
+    print("scaling: eliminate-transposes on converter-style NHWC graphs")
+    print(f"{'nodes':>8} {'transposes':>11} {'after':>6} {'seconds':>9} {'x nodes':>8} {'x time':>7}")
+    previous: tuple[int, float] | None = None
+    for target in sizes:
+        model = build_nhwc_graph(max(1, target // 8))
+        nodes = len(model.graph.node)
+        started = time.perf_counter()
+        result = EliminateTransposes()(model)
+        elapsed = time.perf_counter() - started
+        growth = ""
+        if previous:
+            growth = f"{nodes / previous[0]:8.1f} {elapsed / previous[1]:7.1f}"
+        print(f"{nodes:>8} {result.stats['transposes_before']:>11} "
+              f"{result.stats['transposes_after']:>6} {elapsed:>9.3f} {growth}")
+        previous = (nodes, elapsed)
+
+
+def _session(data: bytes, threads: int, optimize: bool):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+
+def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    initializers = {i.name for i in model.graph.initializer}
+    feeds = {}
+    for inp in model.graph.input:
+        if inp.name in initializers:
+            continue
+        tensor_type = inp.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tensor_type.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
+        feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+def latency(model: onnx.ModelProto, runs: int, threads: int) -> None:
+    original = model.SerializeToString()
+    optimized_model = onnx.ModelProto()
+    optimized_model.CopyFrom(model)
+    result = EliminateTransposes()(optimized_model)
+    optimized_model.ir_version = min(optimized_model.ir_version, 10)
+    optimized = optimized_model.SerializeToString()
+    feeds = _feeds(model)
+    print(f"latency: transposes {result.stats['transposes_before']} -> "
+          f"{result.stats['transposes_after']}, nodes {len(model.graph.node)} -> "
+          f"{len(optimized_model.graph.node)}; {runs} interleaved rounds, {threads} thread(s)")
+    for label, ort_optimizes in (("ORT defaults", True), ("ORT optimizations off", False)):
+        sessions = {"original": _session(original, threads, ort_optimizes),
+                    "optimized": _session(optimized, threads, ort_optimizes)}
+        for session in sessions.values():
+            for _ in range(5):
+                session.run(None, feeds)
+        times: dict[str, list[float]] = {key: [] for key in sessions}
+        for round_ in range(runs):
+            order = list(sessions) if round_ % 2 == 0 else list(reversed(sessions))
+            for key in order:
+                started = time.perf_counter()
+                sessions[key].run(None, feeds)
+                times[key].append(time.perf_counter() - started)
+        before = statistics.median(times["original"]) * 1e3
+        after = statistics.median(times["optimized"]) * 1e3
+        print(f"  {label:<22} original {before:8.3f} ms   optimized {after:8.3f} ms   "
+              f"speedup x{before / after:.3f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000",
+                        help="approximate node counts for the scaling run")
+    parser.add_argument("--model", help="ONNX model for the latency run (default: a built CNN)")
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument("--skip-latency", action="store_true")
+    args = parser.parse_args(argv)
+    if not args.skip_scaling:
+        scaling([int(s) for s in args.sizes.split(",")])
+    if not args.skip_latency:
+        if args.model:
+            model = onnx.load(args.model)
+        else:
+            model = build_nhwc_graph(12, channels=32, size=56, kernel=3)
+        latency(model, args.runs, args.threads)
+
+
+if __name__ == "__main__":
+    main()
