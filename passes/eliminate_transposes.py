@@ -482,6 +482,7 @@ class _GraphOptimizer:
         graph: onnx.GraphProto,
         *,
         opset: int,
+        ir_version: int,
         names: _Names,
         shapes: dict[str, tuple[int | None, ...]],
         elem_types: dict[str, int],
@@ -490,6 +491,7 @@ class _GraphOptimizer:
     ) -> None:
         self.graph = graph
         self.opset = opset
+        self.ir_version = ir_version
         self.names = names
         self.shapes = shapes
         self.elem_types = elem_types
@@ -829,13 +831,21 @@ class _GraphOptimizer:
         self._enqueue(node)
         return node
 
-    def _new_initializer(self, value: np.ndarray, base: str) -> str:
+    def _new_initializer(self, value: np.ndarray, base: str, order: int = 0) -> str:
         name = self.names.fresh(base)
-        tensor = numpy_helper.from_array(value, name)
-        self.initializers[name] = tensor
-        self.new_initializers.append(tensor)
-        self.modified = True
+        self._add_constant(numpy_helper.from_array(value, name), order)
         return name
+
+    def _add_constant(self, tensor: onnx.TensorProto, order: int) -> None:
+        if self.ir_version < 4:
+            # IR 3 lists every initializer as a graph input; a Constant keeps the inputs as they are.
+            node = onnx.helper.make_node("Constant", [], [tensor.name], value=tensor,
+                                         name=self.names.fresh(f"{tensor.name}_constant"))
+            self._add_node(node, order)
+        else:
+            self.initializers[tensor.name] = tensor
+            self.new_initializers.append(tensor)
+        self.modified = True
 
     # ------------------------------------------------------------ rules
     def run(self) -> None:
@@ -893,8 +903,7 @@ class _GraphOptimizer:
                 tensor = numpy_helper.from_array(np.ascontiguousarray(value.transpose(perm)),
                                                  output)
                 self._remove_node(node)
-                self.initializers[output] = tensor
-                self.new_initializers.append(tensor)
+                self._add_constant(tensor, self.order[id(node)])
                 self.stats.folded_into_constants += 1
                 for user in self.consumers.get(output, {}).values():
                     if user.op_type == "Transpose":
@@ -979,7 +988,7 @@ class _GraphOptimizer:
         for slot, value in plan.const_inputs.items():
             while len(user.input) <= slot:
                 user.input.append("")
-            new = self._new_initializer(value, f"{user.name or user.op_type}_{slot}")
+            new = self._new_initializer(value, f"{user.name or user.op_type}_{slot}", order)
             self._set_input(user, slot, new)
         for index, out_perm in enumerate(plan.out_perms):
             out = user.output[index] if index < len(user.output) else ""
@@ -1021,7 +1030,7 @@ class _GraphOptimizer:
             if moved.shape == value.shape and moved.tobytes() == value.tobytes():
                 return name
             self.stats.folded_into_constants += 1
-            return self._new_initializer(moved, f"{name}_transposed")
+            return self._new_initializer(moved, f"{name}_transposed", order)
         new = self.names.fresh(f"{name}_transposed")
         self._record_shape(name, inverse, new, inverse=False)
         self._new_transpose(name, inverse, new, order)
@@ -1043,8 +1052,8 @@ class _GraphOptimizer:
 
     # ------------------------------------------------------------ rule 5 and write-back
     def _size_one_moves(self) -> None:
-        if self.opset < 5:
-            return
+        if self.opset < 5 or self.ir_version < 4 and self.opset < 9:
+            return  # no shape input before opset 5; no int64 Constant before opset 9 (IR 3)
         for node in list(self.nodes):
             if id(node) in self.dead or node.op_type != "Transpose" or (
                 node.domain not in _DEFAULT_DOMAINS
@@ -1065,7 +1074,8 @@ class _GraphOptimizer:
             if moved != sorted(moved) or sum(d is None for d in shape) > 1:
                 continue
             target = np.array([-1 if d is None else d for d in shape], dtype=np.int64)
-            shape_name = self._new_initializer(target, f"{node.output[0]}_shape")
+            shape_name = self._new_initializer(target, f"{node.output[0]}_shape",
+                                               self.order[id(node)])
             node.op_type = "Reshape"
             del node.attribute[:]
             self.perms.pop(id(node), None)
@@ -1215,7 +1225,7 @@ class EliminateTransposes(Pass):
             shapes, elem_types = _shape_facts(model)
             for graph in list(_graphs_bottom_up(model.graph)):
                 optimizer = _GraphOptimizer(
-                    graph, opset=opset, names=names, shapes=shapes, elem_types=elem_types,
+                    graph, opset=opset, ir_version=model.ir_version, names=names, shapes=shapes, elem_types=elem_types,
                     stats=stats, reorder_reductions=self.reorder_reductions,
                 )
                 optimizer.run()
