@@ -859,3 +859,54 @@ def test_regression_ir3_new_constants_are_constant_nodes(ort_run, rng):
     assert ops(result.model) == ["Constant", "Reshape"]
     assert [i.name for i in result.model.graph.input] == ["x"]
     assert not result.model.graph.initializer
+
+
+def test_residual_blocks_share_the_input_transpose(ort_run, rng):
+    # Each block's Add reads the previous block's NHWC output: the compensation for the graph
+    # input reuses the existing Transpose(0,3,1,2) on x, and the Transposes arriving through
+    # Relu/Mul chains are seen by the cost check.
+    model = parse("""
+    g (float[1,4,4,2] x) => (float[1,2] y) <float[2,2,1,1] w0 = {1, 0.5, -0.5, 1}, float[2,2,1,1] w1 = {0.5, 1, 1, -1}, float[2] g = {0.5, 2}> {
+        a0 = Transpose <perm = [0, 3, 1, 2]> (x)
+        c0 = Conv (a0, w0)
+        d0 = Transpose <perm = [0, 2, 3, 1]> (c0)
+        r0 = Relu (d0)
+        m0 = Mul (r0, g)
+        o0 = Add (m0, x)
+        a1 = Transpose <perm = [0, 3, 1, 2]> (o0)
+        c1 = Conv (a1, w1)
+        d1 = Transpose <perm = [0, 2, 3, 1]> (c1)
+        r1 = Relu (d1)
+        o1 = Add (r1, o0)
+        y = ReduceMax <axes = [1, 2], keepdims = 0> (o1)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Transpose", "Conv", "Relu", "Mul", "Add", "Conv", "Relu", "Add",
+                                 "ReduceMax"]
+
+
+def test_loop_body_optimized_and_outer_transpose_kept(ort_run, rng):
+    model = parse("""
+    g (int64 n, bool c, float[2,3] x) => (float[3,2] y) {
+        t = Transpose <perm = [1, 0]> (x)
+        y = Loop (n, c, t) <
+            body = b (int64 i, bool ci, float[3,2] acc) => (bool co, float[3,2] out) {
+                co = Identity (ci)
+                u = Transpose <perm = [1, 0]> (acc)
+                r = Relu (u)
+                v = Transpose <perm = [1, 0]> (r)
+                out = Add (v, t)
+            }
+        >
+    }""")
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result = EliminateTransposes()(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert ops(model) == ["Transpose", "Loop"]
+    body = model.graph.node[1].attribute[0].g
+    assert [n.op_type for n in body.node] == ["Identity", "Relu", "Add"]
+    feeds = {"n": np.array(3, np.int64), "c": np.array(True), "x": rng.standard_normal((2, 3))
+             .astype(np.float32)}
+    np.testing.assert_array_equal(ort_run(model, feeds)["y"], ort_run(original, feeds)["y"])
+    assert result.stats["transposes_after"] == 1
