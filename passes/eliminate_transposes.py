@@ -1,9 +1,9 @@
 """eliminate-transposes: push Transposes through layout-agnostic ops until they cancel.
 
-Converters from NHWC frameworks wrap every Conv in ``Transpose(0,3,1,2)`` ... ``Transpose(0,2,3,1)``.
-This pass moves each Transpose downstream, swapping it with its consumer, until it meets its
-inverse, a constant it can be folded into, or a barrier. Notation: ``T(p)`` is ``Transpose`` with
-``perm = p``; ``y = T(p)(x)`` means ``y.shape[i] == x.shape[p[i]]``.
+Converters from NHWC frameworks wrap every Conv in ``Transpose(0,3,1,2)`` ...
+``Transpose(0,2,3,1)``. This pass moves each Transpose downstream, swapping it with its consumer,
+until it meets its inverse, a constant it can be folded into, or a barrier. Notation: ``T(p)`` is
+``Transpose`` with ``perm = p``; ``y = T(p)(x)`` means ``y.shape[i] == x.shape[p[i]]``.
 
 Rules:
 1. Identity: ``T(0,1,...,r-1)(x)  =>  x``. At a graph output the producer's output takes the
@@ -838,7 +838,7 @@ class _GraphOptimizer:
 
     def _add_constant(self, tensor: onnx.TensorProto, order: int) -> None:
         if self.ir_version < 4:
-            # IR 3 lists every initializer as a graph input; a Constant keeps the inputs as they are.
+            # IR 3 lists every initializer as a graph input; a Constant leaves the inputs alone.
             node = onnx.helper.make_node("Constant", [], [tensor.name], value=tensor,
                                          name=self.names.fresh(f"{tensor.name}_constant"))
             self._add_node(node, order)
@@ -1225,8 +1225,9 @@ class EliminateTransposes(Pass):
             shapes, elem_types = _shape_facts(model)
             for graph in list(_graphs_bottom_up(model.graph)):
                 optimizer = _GraphOptimizer(
-                    graph, opset=opset, ir_version=model.ir_version, names=names, shapes=shapes, elem_types=elem_types,
-                    stats=stats, reorder_reductions=self.reorder_reductions,
+                    graph, opset=opset, ir_version=model.ir_version, names=names,
+                    shapes=shapes, elem_types=elem_types, stats=stats,
+                    reorder_reductions=self.reorder_reductions,
                 )
                 optimizer.run()
                 modified = modified or optimizer.modified

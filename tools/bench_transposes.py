@@ -68,7 +68,9 @@ def build_nhwc_graph(
 
 def scaling(sizes: list[int]) -> None:
     print("scaling: eliminate-transposes on converter-style NHWC graphs")
-    print(f"{'nodes':>8} {'transposes':>11} {'after':>6} {'seconds':>9} {'x nodes':>8} {'x time':>7}")
+    header = ("nodes", 8), ("transposes", 11), ("after", 6), ("seconds", 9), ("x nodes", 8), (
+        "x time", 7)
+    print(" ".join(f"{title:>{width}}" for title, width in header))
     previous: tuple[int, float] | None = None
     for target in sizes:
         model = build_nhwc_graph(max(1, target // 8))

@@ -837,7 +837,7 @@ def test_regression_operand_transpose_of_an_initializer_keeps_the_initializer(or
     # The operand's Transpose was dropped before the node read its source, which removed the
     # initializer it still needed.
     model = parse("""
-    g (float[1,4,4,3] x) => (float[1,4,4,3] y) <float[1,4,4,3] k = {1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48}> {
+    g (float[1,2,2,3] x) => (float[1,2,2,3] y) <float[1,2,2,3] k = {1,2,3,4,5,6,7,8,9,10,11,12}> {
         t = Transpose <perm = [0, 3, 1, 2]> (x)
         kt = Transpose <perm = [0, 3, 1, 2]> (k)
         a = Mul (t, kt)
