@@ -23,8 +23,8 @@ import onnx
 
 import graphfix
 from graphfix import model_io, registry
-from graphfix.errors import GraphfixError, ParityError, PassError, UnknownPassError
-from graphfix.report import PassReport, Report, count_nodes, model_facts, op_histogram
+from graphfix.errors import GraphfixError, ModelSaveError, ParityError, PassError
+from graphfix.report import PassReport, Report, model_facts, op_histogram
 
 __all__ = [
     "DEFAULT_PASSES",
@@ -47,7 +47,6 @@ DEFAULT_PASSES: tuple[str, ...] = (
     "eliminate-transposes",
 )
 
-PassSpec = "str | registry.Pass"
 Progress = Callable[[str, int, int], None]
 
 
@@ -282,12 +281,12 @@ def optimize_file(
     of :func:`optimize`. Nothing is written when optimization or parity fails."""
     src_path, dst_path = Path(src), Path(dst)
     if dst_path.exists() and src_path.exists() and dst_path.resolve() == src_path.resolve():
-        raise model_io.ModelSaveError(
+        raise ModelSaveError(
             f"{dst_path}: refusing to overwrite the input model",
             hint="write the optimized model to another path",
         )
     if not dst_path.parent.is_dir():
-        raise model_io.ModelSaveError(f"{dst_path.parent}: no such folder", hint="create it first")
+        raise ModelSaveError(f"{dst_path.parent}: no such folder", hint="create it first")
     loaded = model_io.load_with_info(src_path)
     result = optimize(loaded, **kwargs)
     if external_data is None and loaded.external_data:

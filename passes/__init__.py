@@ -9,12 +9,15 @@ twin rewrites the model it is given in place and returns it::
 
 from __future__ import annotations
 
+from graphfix.passes.eliminate_transposes import EliminateTransposes, eliminate_transposes
 from graphfix.passes.remove_initializer_inputs import (
     RemoveInitializerInputs,
     remove_initializer_inputs,
 )
 
 __all__ = [
+    "EliminateTransposes",
+    "eliminate_transposes",
     "RemoveInitializerInputs",
     "remove_initializer_inputs",
 ]
