@@ -220,8 +220,10 @@ def format_summary(report: Report) -> str:
     rows = []
     for p in report.passes:
         status = f"skipped: {p.skipped}" if p.skipped else ("changed" if p.modified else "no change")
+        # Before/after figures are in the nodes column and the model table; show what changed.
         highlights = ", ".join(
-            f"{k}={v}" for k, v in p.stats.items() if v and not k.startswith("nodes_")
+            f"{k}={v}" for k, v in p.stats.items()
+            if v and not k.endswith(("_before", "_after"))
         )
         rows.append(
             [p.name, f"{p.nodes_before} -> {p.nodes_after}", f"{p.seconds:.2f}s", status, highlights]
