@@ -53,7 +53,7 @@ class _Builder:
         draw = self.draw
         kind = draw(st.sampled_from(
             ["transpose", "transpose", "inverse", "inverse", "unary", "binary_const", "binary_pair",
-             "concat", "reduce", "slice", "squeeze", "unsqueeze"]))
+             "concat", "reduce", "slice", "squeeze", "unsqueeze", "pad", "split"]))
         src = self.pick()
         shape = self.shapes[src]
         rank = len(shape)
@@ -100,7 +100,7 @@ class _Builder:
             keepdims = draw(st.sampled_from([0, 1]))
             out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)
                               if keepdims or i not in axes)
-            from_input = self.opset >= 18 or op == "ReduceSum"
+            from_input = self.opset >= 18 or op == "ReduceSum" and self.opset >= 13
             if from_input:
                 self.add(op, [src, self.const(np.array(axes, np.int64))], out_shape,
                          keepdims=keepdims)
@@ -123,6 +123,25 @@ class _Builder:
                 inputs = [src, self.const(np.array([0] * axis + [start], np.int64)),
                           self.const(np.array(list(shape[:axis]) + [end], np.int64))]
             self.add("Slice", inputs, tuple(out_shape))
+        elif kind == "pad":
+            pads = draw(st.lists(st.integers(0, 1), min_size=2 * rank, max_size=2 * rank))
+            out_shape = tuple(d + pads[i] + pads[rank + i] for i, d in enumerate(shape))
+            self.add("Pad", [src, self.const(np.array(pads, np.int64))], out_shape)
+        elif kind == "split":
+            axis = draw(st.integers(0, rank - 1))
+            if shape[axis] < 2:
+                self.add("Abs", [src], shape)
+                return
+            first = draw(st.integers(1, shape[axis] - 1))
+            a, b = self.name("split"), self.name("split")
+            split_inputs = [src]
+            if self.opset >= 13:
+                split_inputs.append(self.const(np.array([first, shape[axis] - first], np.int64)))
+            attrs = {"axis": axis} if self.opset >= 13 else {"axis": axis,
+                                                              "split": [first, shape[axis] - first]}
+            self.nodes.append(helper.make_node("Split", split_inputs, [a, b], **attrs))
+            self.shapes[a] = shape[:axis] + (first,) + shape[axis + 1:]
+            self.shapes[b] = shape[:axis] + (shape[axis] - first,) + shape[axis + 1:]
         elif kind == "squeeze":
             ones = [i for i, d in enumerate(shape) if d == 1]
             if not ones:
@@ -130,28 +149,34 @@ class _Builder:
                 return
             axes = sorted(draw(st.sets(st.sampled_from(ones), min_size=1)))
             out_shape = tuple(d for i, d in enumerate(shape) if i not in axes)
-            self.add("Squeeze", [src, self.const(np.array(axes, np.int64))], out_shape)
+            if self.opset >= 13:
+                self.add("Squeeze", [src, self.const(np.array(axes, np.int64))], out_shape)
+            else:
+                self.add("Squeeze", [src], out_shape, axes=axes)
         elif kind == "unsqueeze":
             if rank >= 5:
                 self.add("Abs", [src], shape)
                 return
             axis = draw(st.integers(0, rank))
             out_shape = shape[:axis] + (1,) + shape[axis:]
-            self.add("Unsqueeze", [src, self.const(np.array([axis], np.int64))], out_shape)
+            if self.opset >= 13:
+                self.add("Unsqueeze", [src, self.const(np.array([axis], np.int64))], out_shape)
+            else:
+                self.add("Unsqueeze", [src], out_shape, axes=[axis])
 
 
 @st.composite
 def random_models(draw) -> onnx.ModelProto:
-    opset = draw(st.sampled_from([13, 18]))
+    opset = draw(st.sampled_from([11, 13, 18]))
     builder = _Builder(draw, opset)
     rank = draw(st.integers(2, 4))
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=rank, max_size=rank)))
     builder.shapes["x"] = shape
     for _ in range(draw(st.integers(1, 14))):
         builder.step()
-    produced = [n.output[0] for n in builder.nodes]
+    produced = [o for n in builder.nodes for o in n.output]
     outputs = sorted(set(draw(st.lists(st.sampled_from(produced), min_size=1, max_size=3)))
-                     | {produced[-1]})
+                     | {builder.nodes[-1].output[0]})
     graph = helper.make_graph(
         builder.nodes, "random",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
