@@ -910,7 +910,13 @@ class _GraphOptimizer:
                         self._enqueue(user)
                 return True
         # Rule 4.
-        decision = self.push_cost(output, perm, [_LOOKAHEAD_BUDGET])
+        budget = [_LOOKAHEAD_BUDGET]
+        decision = self.push_cost(output, perm, budget)
+        if budget[0] < 0 and (decision is None or decision[0] > 0):
+            # The look-ahead ran out before it saw where the Transpose ends up: a step into a
+            # single elementwise consumer costs nothing (one Transpose out, one in, same
+            # elements), so long chains are walked a step at a time.
+            decision = self._free_step(output, perm)
         if decision is None:
             return changed
         cost, plans = decision
@@ -930,6 +936,19 @@ class _GraphOptimizer:
         if id(node) not in self.dead:
             self._remove_node(node)
         return True
+
+    def _free_step(
+        self, name: str, perm: Perm
+    ) -> tuple[int, list[tuple[onnx.NodeProto, _Plan | None]]] | None:
+        users = list(self.consumers.get(name, {}).values())
+        if len(users) != 1 or name in self.graph_outputs or name in self.implicit:
+            return None
+        (user,) = users
+        if user.domain not in _DEFAULT_DOMAINS or _PUSH_THROUGH.get(user.op_type) is not _unary:
+            return None
+        if len(user.output) != 1 or any(True for _ in _subgraphs(user)):
+            return None
+        return 0, [(user, _unary(self, user, perm))]  # type: ignore[list-item]
 
     def _compose_into(self, user: onnx.NodeProto, source: str, perm: Perm) -> None:
         outer = self.transpose_perm(user)

@@ -910,3 +910,33 @@ def test_loop_body_optimized_and_outer_transpose_kept(ort_run, rng):
              .astype(np.float32)}
     np.testing.assert_array_equal(ort_run(model, feeds)["y"], ort_run(original, feeds)["y"])
     assert result.stats["transposes_after"] == 1
+
+
+def _relu_chain(length: int, *, inverse_at_end: bool) -> onnx.ModelProto:
+    nodes = [helper.make_node("Transpose", ["x"], ["h0"], perm=[0, 3, 1, 2])]
+    nodes += [helper.make_node("Relu", [f"h{i}"], [f"h{i + 1}"]) for i in range(length)]
+    if inverse_at_end:
+        nodes.append(helper.make_node("Transpose", [f"h{length}"], ["y"], perm=[0, 2, 3, 1]))
+        out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 2, 3])
+    else:
+        out = helper.make_tensor_value_info(f"h{length}", TensorProto.FLOAT, [1, 3, 2, 2])
+    graph = helper.make_graph(
+        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 2, 3])],
+        [out])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_regression_inverse_beyond_the_look_ahead_still_cancels(ort_run, rng):
+    # 300 Relus lie between the pair, more than the cost check looks ahead: the Transpose walks
+    # the chain a step at a time (each step keeps the count) until the pair is in sight.
+    model = _relu_chain(300, inverse_at_end=True)
+    result = optimize(model, ort_run, rng)
+    assert result.stats["transposes_after"] == 0
+    assert not EliminateTransposes()(model).modified
+
+
+def test_long_chain_to_a_graph_output_keeps_its_transpose_and_is_idempotent(ort_run, rng):
+    model = _relu_chain(300, inverse_at_end=False)
+    result = optimize(model, ort_run, rng)
+    assert result.stats["transposes_after"] == 1
+    assert not EliminateTransposes()(model).modified
