@@ -6,9 +6,10 @@ until it meets its inverse, a constant it can be folded into, or a barrier. Nota
 ``Transpose`` with ``perm = p``; ``y = T(p)(x)`` means ``y.shape[i] == x.shape[p[i]]``.
 
 Rules:
-1. Identity: ``T(0,1,...,r-1)(x)  =>  x``. At a graph output the producer's output takes the
-   output's name; where that is impossible (the source is a graph input, or is also used
-   elsewhere) the node becomes an ``Identity``.
+1. Identity: ``T(0,1,...,r-1)(x)  =>  x``; a Transpose nothing reads is dropped. At a graph
+   output the producer's output takes the output's name; where that is impossible (the source is
+   a graph input or another graph output, or a subgraph reads it) the node becomes an
+   ``Identity``.
 2. Compose: ``T(q)(T(p)(x))  =>  T(r)(x)`` with ``r[i] = p[q[i]]``; the inner Transpose goes when
    nothing else reads it. An inverse pair composes to the identity and disappears by rule 1.
 3. Fold: ``T(p)(constant)  =>  constant'`` (a new initializer; an initializer that other nodes
@@ -527,6 +528,7 @@ class _GraphOptimizer:
         self.queued: set[int] = set()
         self.source: str = ""  # the transposed tensor the running handler is asked about
         self.pushing: str = ""  # the output of the Transpose being pushed
+        self.origin: str = ""  # the input of the Transpose being pushed
         self.perms: dict[int, Perm | None] = {}
         self.pushes = 0
         self.max_pushes = 8 * len(self.nodes) + 64
@@ -716,7 +718,10 @@ class _GraphOptimizer:
             outer = self.transpose_perm(node)
             if outer is None or len(outer) != len(perm):
                 return None
-            return (-1 if _is_identity(_compose(perm, outer)) else 0), None
+            dead = not self.consumers.get(node.output[0]) and (
+                node.output[0] not in self.graph_outputs
+            )
+            return (-1 if dead or _is_identity(_compose(perm, outer)) else 0), None
         handler = _PUSH_THROUGH.get(node.op_type) if node.domain in _DEFAULT_DOMAINS else None
         if handler is None:
             logger.debug("barrier %s (%s): no handler for %s::%s", node.name, source,
@@ -733,6 +738,12 @@ class _GraphOptimizer:
         seen: set[str] = {source}
         for slot in plan.data_slots:
             name = node.input[slot]
+            if name == self.origin:
+                # N(x, T(x)): the push would only trade places with the compensation T(x)
+                # (x + x^T), and the two can chase each other.
+                logger.debug("barrier %s (%s): reads the untransposed %s too", node.name,
+                             node.op_type, name)
+                return None
             if name not in seen:
                 seen.add(name)
                 cost += self.operand_cost(name, node, perm, source)
@@ -892,6 +903,9 @@ class _GraphOptimizer:
             self._set_input(node, 0, producer.input[0])
             self.modified = changed = True
         source, output = node.input[0], node.output[0]
+        if not self.consumers.get(output) and output not in self.graph_outputs:
+            self._remove_node(node)  # Rule 1: nothing reads it
+            return True
         # Rule 1.
         if _is_identity(perm):
             self._drop_identity(node)
@@ -911,6 +925,7 @@ class _GraphOptimizer:
                 return True
         # Rule 4.
         budget = [_LOOKAHEAD_BUDGET]
+        self.origin = source
         decision = self.push_cost(output, perm, budget)
         if budget[0] < 0 and (decision is None or decision[0] > 0):
             # The look-ahead ran out before it saw where the Transpose ends up: a step into a
@@ -928,6 +943,8 @@ class _GraphOptimizer:
         if self.pushes > self.max_pushes:
             logger.debug("keep %s: push limit of %d reached", node.name, self.max_pushes)
             return changed
+        logger.debug("push %s (perm %s) into %s: %+d Transposes", node.name, perm,
+                     [user.op_type for user, _ in plans], cost - 1)
         for user, plan in plans:
             if plan is None:
                 self._compose_into(user, source, perm)
@@ -953,9 +970,17 @@ class _GraphOptimizer:
     def _compose_into(self, user: onnx.NodeProto, source: str, perm: Perm) -> None:
         outer = self.transpose_perm(user)
         assert outer is not None
-        self._set_perm(user, _compose(perm, outer))
+        composed = _compose(perm, outer)
+        self._set_perm(user, composed)
         self._set_input(user, 0, source)
-        self._enqueue(user)
+        # Settle the cancellation now, as the cost check counted it: left for later, a pending
+        # identity could be composed back into a real permutation by the next push.
+        if not self.consumers.get(user.output[0]) and user.output[0] not in self.graph_outputs:
+            self._remove_node(user)
+        elif _is_identity(composed):
+            self._drop_identity(user)
+        else:
+            self._enqueue(user)
 
     def _drop_identity(self, node: onnx.NodeProto) -> None:
         source, output = node.input[0], node.output[0]

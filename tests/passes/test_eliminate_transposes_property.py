@@ -204,7 +204,7 @@ def _check(model: onnx.ModelProto, ort_run) -> None:
         assert actual[name].shape == value.shape, name
         np.testing.assert_array_equal(actual[name], value, err_msg=name)
     again = EliminateTransposes()(model)
-    assert not again.modified
+    assert not again.modified, onnx.printer.to_text(original.graph)
 
 
 _SETTINGS = dict(deadline=None, derandomize=True,
