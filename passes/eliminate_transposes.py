@@ -529,6 +529,7 @@ class _GraphOptimizer:
         self.source: str = ""  # the transposed tensor the running handler is asked about
         self.pushing: str = ""  # the output of the Transpose being pushed
         self.origin: str = ""  # the input of the Transpose being pushed
+        self.renamed: dict[str, str] = {}  # tensors renamed to a graph output's name
         self.perms: dict[int, Perm | None] = {}
         self.pushes = 0
         self.max_pushes = 8 * len(self.nodes) + 64
@@ -946,6 +947,8 @@ class _GraphOptimizer:
         logger.debug("push %s (perm %s) into %s: %+d Transposes", node.name, perm,
                      [user.op_type for user, _ in plans], cost - 1)
         for user, plan in plans:
+            # A cancellation settled on the way may have renamed the source (rule 1).
+            source = self.renamed.get(source, source)
             if plan is None:
                 self._compose_into(user, source, perm)
             else:
@@ -998,6 +1001,7 @@ class _GraphOptimizer:
             # The graph output keeps its name: the producer writes it directly and the other
             # readers of the source read it under that name.
             producer.output[list(producer.output).index(source)] = output
+            self.renamed[source] = output
             self.producer[output] = producer
             self.producer.pop(source, None)
             self._remove_node(node)

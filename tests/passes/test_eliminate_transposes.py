@@ -976,3 +976,18 @@ def test_regression_pending_identity_is_settled_before_the_next_push(ort_run, rn
     assert result.stats["transposes_after"] == 1
     assert result.stats["pushed_through"] <= 4
     assert not EliminateTransposes()(model).modified
+
+
+def test_regression_source_renamed_to_an_output_during_a_fan_out_push(ort_run, rng):
+    # Found by the property test: composing into the first consumer gave an identity at a graph
+    # output, which renamed the shared source; the second consumer then read the old name.
+    model = parse("""
+    g (float[2,3] x) => (float[2,3] y, float[3,2] z) {
+        r = Relu (x)
+        t = Transpose <perm = [1, 0]> (r)
+        y = Transpose <perm = [1, 0]> (t)
+        z = Transpose <perm = [0, 1]> (t)
+    }""", opset=11)
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Relu", "Transpose"]
+    assert not EliminateTransposes()(model).modified
