@@ -33,9 +33,12 @@ Rules:
    h. Squeeze (``p'`` shrinks) and Unsqueeze (``p'`` grows, new axes stay in place);
    i. QuantizeLinear / DequantizeLinear: per-axis ``axis -> p[axis]`` (blocked: barrier).
    A push happens only when it lowers the number of Transposes: the cost check counts the
-   Transposes removed, the compensations added and, looking ahead, whether each new output
-   Transpose will itself cancel further down. A Transpose with several consumers is pushed into
-   all of them or none.
+   Transposes removed, the compensations added (none when an operand already has that Transpose,
+   or when another Transpose is on its way to it through elementwise ops) and, looking ahead,
+   whether each new output Transpose will itself cancel further down. A Transpose with several
+   consumers is pushed into all of them or none. Where the look-ahead runs out on a long chain,
+   a step into a single elementwise consumer (which keeps the count) is taken. ``N(x, T(x))``
+   (``x + x^T``) is a barrier: the push would only trade places with its compensation.
 5. Size-1 moves: a Transpose that is left and only moves size-1 dimensions (the other dims keep
    their relative order, static shape known) becomes a ``Reshape``.
 
@@ -744,6 +747,14 @@ class _GraphOptimizer:
                 # (x + x^T), and the two can chase each other.
                 logger.debug("barrier %s (%s): reads the untransposed %s too", node.name,
                              node.op_type, name)
+                return None
+            operand_producer = self.producer.get(name)
+            if operand_producer is not None and operand_producer.op_type == "Transpose" and (
+                operand_producer.input[0] == source
+            ):
+                # N(t, T(t)): the operand's Transpose is also a consumer of the pushed tensor.
+                logger.debug("barrier %s (%s): reads %s through another Transpose too",
+                             node.name, node.op_type, source)
                 return None
             if name not in seen:
                 seen.add(name)

@@ -991,3 +991,20 @@ def test_regression_source_renamed_to_an_output_during_a_fan_out_push(ort_run, r
     result = optimize(model, ort_run, rng)
     assert ops(result.model) == ["Relu", "Transpose"]
     assert not EliminateTransposes()(model).modified
+
+
+def test_regression_operand_transposed_from_the_pushed_tensor(ort_run, rng):
+    # Found by the property test: Add(t, T(t)) with t = T(p)(u): undoing T(p) on the second
+    # operand pointed at t itself, whose Transpose the push removed (a dangling input).
+    model = parse("""
+    g (float[3,1] x) => (float[1,1] y) <int64[2] sizes = {1, 2}> {
+        s1, s2 = Split <axis = 0> (x, sizes)
+        t6 = Transpose <perm = [1, 0]> (s1)
+        a7 = Add (s1, s1)
+        a8 = Add (t6, a7)
+        t9 = Transpose <perm = [1, 0]> (a8)
+        t10 = Transpose <perm = [0, 1]> (t9)
+        y = Add (a8, t10)
+    }""", opset=13)
+    optimize(model, ort_run, rng)
+    assert not EliminateTransposes()(model).modified
