@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["GraphBuilder", "TO_NCHW", "TO_NHWC"]
+__all__ = ["GraphBuilder", "TO_NCHW", "TO_NHWC", "float_input"]
 
 TO_NCHW: list[int] = [0, 3, 1, 2]
 TO_NHWC: list[int] = [0, 2, 3, 1]
