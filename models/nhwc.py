@@ -1,8 +1,8 @@
 """Converter-style NHWC CNNs, shaped like tf2onnx output from Keras models without its optimizer.
 
 Keras works in NHWC; ONNX Conv, pooling and BatchNormalization are NCHW. A converter that does not
-optimize its output (tf2onnx with its optimizer off, several TFLite/Keras converters) keeps the graph
-input in NHWC and wraps every layout-sensitive op in ``Transpose(perm=[0,3,1,2])`` ...
+optimize its output (tf2onnx with its optimizer off, several TFLite/Keras converters) keeps the
+graph input in NHWC and wraps every layout-sensitive op in ``Transpose(perm=[0,3,1,2])`` ...
 ``Transpose(perm=[0,2,3,1])``, leaving the layout-agnostic ops (Pad, Clip, Relu, Add, Mul, Sigmoid,
 ReduceMean, Concat, Squeeze, MatMul/Add) in NHWC between them. Those transposes are what
 ``eliminate-transposes`` exists to cancel, so these builders reproduce the pattern faithfully:
