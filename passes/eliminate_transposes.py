@@ -533,6 +533,8 @@ class _GraphOptimizer:
         self.pushing: str = ""  # the output of the Transpose being pushed
         self.origin: str = ""  # the input of the Transpose being pushed
         self.renamed: dict[str, str] = {}  # tensors renamed to a graph output's name
+        self.reader: onnx.NodeProto | None = None  # the node a push is rewriting
+        self.pinned: set[int] = set()  # compensations waiting for an arriving Transpose
         self.perms: dict[int, Perm | None] = {}
         self.pushes = 0
         self.max_pushes = 8 * len(self.nodes) + 64
@@ -669,7 +671,7 @@ class _GraphOptimizer:
                 if self.only_consumer(name, node):
                     return -1 if identity else 0
                 return 0 if identity else 1
-        if self._arrives_transposed(name, node, perm):
+        if self._arriving_transpose(name, node, perm) is not None:
             return -1
         if self._sibling_transpose(name, inverse, source) is not None:
             return 0
@@ -684,35 +686,36 @@ class _GraphOptimizer:
                 return user
         return None
 
-    def _arrives_transposed(self, name: str, node: onnx.NodeProto, perm: Perm) -> bool:
-        """True when ``name``, read by ``node`` alone, comes from a ``T(perm)`` through a chain
-        of single-reader elementwise ops that the Transpose will be pushed through: that
-        Transpose will reach ``node`` and cancel the compensation, so it costs what a direct
-        ``T(perm)`` operand costs."""
+    def _arriving_transpose(
+        self, name: str, node: onnx.NodeProto, perm: Perm
+    ) -> onnx.NodeProto | None:
+        """The ``T(perm)`` that ``name``, read by ``node`` alone, comes from through a chain of
+        single-reader elementwise ops it will be pushed through. It will reach ``node`` and
+        cancel the compensation, so the operand costs what a direct ``T(perm)`` operand costs."""
         current, reader = name, node
         for _ in range(_CHAIN_DEPTH):
             if not self.only_consumer(current, reader) or current in self.implicit:
-                return False
+                return None
             producer = self.producer.get(current)
             if producer is None or producer.domain not in _DEFAULT_DOMAINS:
-                return False
+                return None
             if producer.op_type == "Transpose":
-                return self.transpose_perm(producer) == perm
+                return producer if self.transpose_perm(producer) == perm else None
             handler = _PUSH_THROUGH.get(producer.op_type)
             if handler is not _unary and handler is not _broadcast or (
                 sum(1 for o in producer.output if o) != 1
             ):
-                return False
+                return None
             data = [i for i in producer.input[: 1 if handler is _unary else None]
                     if i and not (self.rank(i) == 0 or self.is_constant(i))]
             if len(data) != 1:
-                return False
+                return None
             self.source = data[0]
             plan = handler(self, producer, perm)
             if isinstance(plan, str) or plan.out_perms[0] != perm:
-                return False
+                return None
             current, reader = data[0], producer
-        return False
+        return None
 
     def consumer_cost(
         self, node: onnx.NodeProto, source: str, perm: Perm, budget: list[int]
@@ -936,6 +939,9 @@ class _GraphOptimizer:
                         self._enqueue(user)
                 return True
         # Rule 4.
+        if id(node) in self.pinned:
+            logger.debug("keep %s: waits for the Transpose arriving at %s", node.name, source)
+            return changed
         budget = [_LOOKAHEAD_BUDGET]
         self.origin = source
         decision = self.push_cost(output, perm, budget)
@@ -1036,6 +1042,7 @@ class _GraphOptimizer:
         rank = len(perm)
         done: dict[str, str] = {transposed: source}
         self.pushing = transposed
+        self.reader = user
         for slot in plan.data_slots:
             name = user.input[slot]
             if name not in done:
@@ -1090,9 +1097,15 @@ class _GraphOptimizer:
                 return name
             self.stats.folded_into_constants += 1
             return self._new_initializer(moved, f"{name}_transposed", order)
+        arriving = self._arriving_transpose(name, self.reader, _invert(inverse))
         new = self.names.fresh(f"{name}_transposed")
         self._record_shape(name, inverse, new, inverse=False)
-        self._new_transpose(name, inverse, new, order)
+        compensation = self._new_transpose(name, inverse, new, order)
+        if arriving is not None:
+            # The compensation waits for the Transpose on its way to cancel it; pushed on first,
+            # the two would chase each other round the node.
+            self.pinned.add(id(compensation))
+            self._enqueue(arriving)
         return new
 
     def _record_shape(self, known: str, perm: Perm, new: str, *, inverse: bool) -> None:
