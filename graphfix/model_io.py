@@ -64,6 +64,8 @@ class LoadedModel:
     path: Path | None = None
     external_data: bool = False
     size_bytes: int = 0
+    # True when graphfix made this ModelProto (from a path or bytes), so it may rewrite it in place.
+    owned: bool = True
 
 
 @dataclasses.dataclass
@@ -143,7 +145,7 @@ def _parse(data: bytes, what: str) -> onnx.ModelProto:
 def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> LoadedModel:
     """Load a model and report where it came from. See :func:`load`."""
     if isinstance(source, onnx.ModelProto):
-        return LoadedModel(source, external_data=bool(_external_tensors(source)))
+        return LoadedModel(source, external_data=bool(_external_tensors(source)), owned=False)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         return LoadedModel(_parse(data, "the given bytes"), size_bytes=len(data))
@@ -207,7 +209,7 @@ def check_model(model: onnx.ModelProto) -> list[str]:
     both reject raises :class:`ModelLoadError` with the checker's message.
     """
     try:
-        if model.ByteSize() < PROTOBUF_LIMIT - _EXTERNAL_MARGIN:
+        if _size_or_limit(model) < PROTOBUF_LIMIT - _EXTERNAL_MARGIN:
             onnx.checker.check_model(model, full_check=True)
         else:
             with _temporary_model_file(model) as path:
@@ -224,6 +226,22 @@ def check_model(model: onnx.ModelProto) -> list[str]:
             hint=f"ONNX Runtime cannot load it either: {ort_message}",
         ) from None
     return [f"onnx.checker rejects the model ({checker_message}); ONNX Runtime loads it"]
+
+
+def _size_or_limit(model: onnx.ModelProto) -> int:
+    try:
+        return model.ByteSize()
+    except ValueError:  # some protobuf builds refuse to size messages over 2 GB
+        return PROTOBUF_LIMIT
+
+
+def _point_at(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    """Make ``tensor`` refer to ``length`` bytes at ``offset`` of the external file ``location``."""
+    del tensor.external_data[:]
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    tensor.data_location = onnx.TensorProto.EXTERNAL
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,11 +379,10 @@ def _weights_moved_out(
             length = len(raw)
             del raw
             moved.append((tensor, original, offset, length))
-            external_data_helper.set_external_data(tensor, data_name, offset, length)
             for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data",
                           "uint64_data", "string_data"):
                 tensor.ClearField(field)
-            tensor.data_location = onnx.TensorProto.EXTERNAL
+            _point_at(tensor, data_name, offset, length)
         yield
     finally:
         data_file.flush()
@@ -407,10 +424,7 @@ def _write_model(
 
 
 def _needs_external(model: onnx.ModelProto) -> bool:
-    try:
-        return model.ByteSize() >= PROTOBUF_LIMIT - _EXTERNAL_MARGIN
-    except ValueError:  # some protobuf builds refuse to size messages over 2 GB
-        return True
+    return _size_or_limit(model) >= PROTOBUF_LIMIT - _EXTERNAL_MARGIN
 
 
 def save(

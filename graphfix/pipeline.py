@@ -199,7 +199,13 @@ def optimize(
     report.warnings += model_io.check_model(original)
     pipeline = build_passes(passes, skip=skip, options=options)
 
-    optimized, report.passes = run_pipeline(_copy(original), pipeline, progress=progress)
+    # A model graphfix loaded itself is rewritten in place when the original can be read again
+    # from its file for the parity check; a caller's model is never touched.
+    in_place = loaded.owned and (not verify or loaded.path is not None)
+    working = original if in_place else _copy(original)
+    optimized, report.passes = run_pipeline(working, pipeline, progress=progress)
+    if in_place and verify:
+        original = model_io.load(loaded.path)
     for pass_report in report.passes:
         report.warnings += [f"{pass_report.name}: {w}" for w in pass_report.warnings]
         if pass_report.skipped:
