@@ -42,6 +42,7 @@ __all__ = [
     "iter_tensors",
     "PROTOBUF_LIMIT",
     "write_text",
+    "temporary_folder",
 ]
 
 logger = logging.getLogger(__name__)
@@ -526,3 +527,11 @@ def write_text(path: Path, text: str) -> None:
     except OSError as err:
         _remove_quietly(tmp, path.parent, None)
         raise ModelSaveError(f"{path}: cannot write ({err.strerror or err})") from None
+
+
+@contextlib.contextmanager
+def temporary_folder(prefix: str = "graphfix-") -> Iterator[Path]:
+    """A temporary folder for tools that write files (ORT's optimized model, onnxsim's child
+    process); removed with everything in it when the block ends, on error too."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        yield Path(folder)

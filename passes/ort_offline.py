@@ -1,0 +1,213 @@
+"""ort-offline: ONNX Runtime's graph rewrites, run once offline.
+
+    SessionOptions.optimized_model_filepath = tmp/optimized.onnx   =>   model := load(tmp/…)
+
+ORT applies its graph transformers when a session is created; with ``optimized_model_filepath``
+set it also writes the rewritten graph, so a deployment can load it and skip the work.
+
+Decisions:
+1. Level ``basic`` on the CPU provider is the default: its rewrites (constant folding, redundant
+   node elimination, semantics-preserving fusions) emit standard ONNX ops only. This is verified
+   on every run: if the output holds an op outside the standard domains, the pass skips with a
+   warning instead of returning a non-portable model.
+2. ``extended``/``all``, or the CUDA provider, emit contrib ops (com.microsoft, NCHWc, Memcpy,
+   Fused*). The output is then labelled in ``metadata_props`` (``graphfix.ort_version``,
+   ``graphfix.ort_provider``, ``graphfix.ort_level``) and a warning says it is tied to that
+   provider and CPU type.
+3. Initializers go to an external data file in the temporary folder
+   (``session.optimized_model_external_initializers_*``) so outputs over 2 GB can be written; the
+   model is read back fully, external data included, before the folder is removed.
+4. ``provider="cuda"`` where the CUDA provider cannot load raises ProviderUnavailableError:
+   onnxruntime-gpu lists CUDAExecutionProvider as available even without the CUDA libraries and
+   then silently falls back to CPU, so the session's own provider list is checked.
+5. ``modified`` compares nodes and initializers canonically (order, value_info and metadata
+   ignored); when nothing changed the input model is returned untouched, so a second run on
+   ORT's own output reports ``modified=False``.
+6. Graph inputs and outputs are restored from the original (names, order, dtypes, shapes); the IR
+   version is capped to what the installed ORT reads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+import onnx
+
+from graphfix.errors import PassError, ProviderUnavailableError
+from graphfix.model_io import max_ir_version, ort_session, temporary_folder
+from graphfix.registry import Pass, PassResult, register
+
+__all__ = ["OrtOffline", "ort_offline", "LEVELS", "PROVIDERS"]
+
+logger = logging.getLogger(__name__)
+
+LEVELS = ("basic", "extended", "all")
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+_STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+_MODEL_NAME = "optimized.onnx"
+_DATA_NAME = "optimized.onnx.data"
+_EXTERNAL_MIN_BYTES = 1024
+
+
+def _node_key(node: onnx.NodeProto) -> bytes:
+    attrs = sorted(a.SerializeToString(deterministic=True) for a in node.attribute)
+    return b"\0".join(
+        [node.domain.encode(), node.op_type.encode(), "|".join(node.input).encode(),
+         "|".join(node.output).encode(), *attrs]
+    )
+
+
+def graph_signature(graph: onnx.GraphProto) -> str:
+    """A digest of a graph's nodes and initializers, independent of their order."""
+    digest = hashlib.sha256()
+    for key in sorted(_node_key(n) for n in graph.node):
+        digest.update(key)
+    inits = []
+    for init in graph.initializer:
+        value = onnx.numpy_helper.to_array(init)
+        inits.append(
+            init.name.encode() + str((value.dtype, value.shape)).encode()
+            + hashlib.sha256(value.tobytes()).digest()
+        )
+    for key in sorted(inits):
+        digest.update(key)
+    return digest.hexdigest()
+
+
+def nonstandard_ops(graph: onnx.GraphProto) -> list[str]:
+    """Ops of ``graph`` outside the standard ONNX domains or unknown to the onnx schemas."""
+    found = set()
+    for node in graph.node:
+        if node.domain not in _STANDARD_DOMAINS or not onnx.defs.has(node.op_type, node.domain):
+            found.add(f"{node.domain or 'ai.onnx'}::{node.op_type}")
+    return sorted(found)
+
+
+def _trim_opset_imports(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:
+    """ORT stamps every domain it knows; keep the original imports and the domains now used."""
+    used = {n.domain for n in optimized.graph.node} | {o.domain for o in original.opset_import}
+    kept = [o for o in optimized.opset_import if o.domain in used]
+    del optimized.opset_import[:]
+    optimized.opset_import.extend(kept)
+
+
+@register("ort-offline")
+class OrtOffline(Pass):
+    """Run ONNX Runtime's graph rewrites offline (basic on CPU: standard ops only)."""
+
+    def __init__(self, *, level: str = "basic", provider: str = "cpu") -> None:
+        if level not in LEVELS:
+            raise PassError(f"ort-offline: level must be one of {', '.join(LEVELS)}, got {level!r}")
+        if provider not in PROVIDERS:
+            raise PassError(
+                f"ort-offline: provider must be one of {', '.join(PROVIDERS)}, got {provider!r}"
+            )
+        self.level = level
+        self.provider = provider
+
+    @property
+    def _portable(self) -> bool:
+        return self.level == "basic" and self.provider == "cpu"
+
+    def _optimize(self, model: onnx.ModelProto) -> onnx.ModelProto:
+        import onnxruntime as ort
+
+        providers: list[str] = [PROVIDERS[self.provider]]
+        if self.provider != "cpu":
+            providers.append(PROVIDERS["cpu"])
+        with temporary_folder(prefix="graphfix-ort-") as folder:
+            path = folder / _MODEL_NAME
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            options.optimized_model_filepath = str(path)
+            options.add_session_config_entry(
+                "session.optimized_model_external_initializers_file_name", _DATA_NAME
+            )
+            options.add_session_config_entry(
+                "session.optimized_model_external_initializers_min_size_in_bytes",
+                str(_EXTERNAL_MIN_BYTES),
+            )
+            try:
+                session = ort_session(
+                    model, optimization=self.level, providers=providers, options=options
+                )
+            except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+                raise PassError(f"ort-offline: ONNX Runtime cannot load the model: {exc}") from exc
+            if PROVIDERS[self.provider] not in session.get_providers():
+                raise ProviderUnavailableError(
+                    f"ort-offline: {PROVIDERS[self.provider]} cannot load in onnxruntime "
+                    f"{ort.__version__} (the session fell back to {session.get_providers()})",
+                    hint="install the CUDA and cuDNN libraries onnxruntime-gpu needs, "
+                    "or use provider='cpu'",
+                )
+            del session
+            # onnx.load reads the external data and marks every tensor as inline again.
+            return onnx.load(str(path), load_external_data=True)
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        import onnxruntime as ort
+
+        before = graph_signature(model.graph)
+        stats: dict[str, Any] = {
+            "nodes_before": len(model.graph.node),
+            "initializers_before": len(model.graph.initializer),
+        }
+        optimized = self._optimize(model)
+        in_names = [i.name for i in model.graph.input]
+        out_names = [o.name for o in model.graph.output]
+        if [o.name for o in optimized.graph.output] != out_names or not set(
+            i.name for i in optimized.graph.input
+        ) <= set(in_names):
+            return PassResult(model, False, skipped="ORT changed the graph's inputs or outputs")
+        contrib = nonstandard_ops(optimized.graph)
+        if self._portable and contrib:
+            reason = f"ORT basic emitted non-standard ops ({', '.join(contrib)}); model kept"
+            logger.warning("ort-offline: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason)
+        if graph_signature(optimized.graph) == before:
+            stats.update(nodes_after=stats["nodes_before"],
+                         initializers_after=stats["initializers_before"], contrib_ops=0)
+            return PassResult(model, False, stats=stats)
+        # Rule 6: the original signature, exactly.
+        del optimized.graph.input[:]
+        optimized.graph.input.extend(model.graph.input)
+        del optimized.graph.output[:]
+        optimized.graph.output.extend(model.graph.output)
+        optimized.ir_version = min(optimized.ir_version, max(model.ir_version, max_ir_version()))
+        optimized.producer_name, optimized.producer_version = model.producer_name, model.producer_version
+        del optimized.metadata_props[:]
+        optimized.metadata_props.extend(model.metadata_props)
+        _trim_opset_imports(optimized, model)
+        warnings: list[str] = []
+        if not self._portable:
+            labels = {
+                "graphfix.ort_version": ort.__version__,
+                "graphfix.ort_provider": PROVIDERS[self.provider],
+                "graphfix.ort_level": self.level,
+            }
+            kept = [p for p in optimized.metadata_props if p.key not in labels]
+            del optimized.metadata_props[:]
+            optimized.metadata_props.extend(kept)
+            for key, value in labels.items():
+                optimized.metadata_props.add(key=key, value=value)
+            warnings.append(
+                f"ort-offline level={self.level} provider={self.provider}: the model is tied to "
+                f"{PROVIDERS[self.provider]} on this CPU type and onnxruntime {ort.__version__}"
+                + (f" (contrib ops: {', '.join(contrib)})" if contrib else "")
+            )
+        stats.update(
+            nodes_after=len(optimized.graph.node),
+            initializers_after=len(optimized.graph.initializer),
+            contrib_ops=sum(
+                1 for n in optimized.graph.node
+                if n.domain not in _STANDARD_DOMAINS or not onnx.defs.has(n.op_type, n.domain)
+            ),
+        )
+        return PassResult(optimized, True, stats=stats, warnings=warnings)
+
+
+def ort_offline(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
+    """Function twin of :class:`OrtOffline`: returns the rewritten model."""
+    return OrtOffline(**options)(model).model

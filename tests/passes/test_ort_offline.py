@@ -1,0 +1,125 @@
+"""ort-offline: basic is standard ops only, extended labelled, CUDA refused here, cleanup."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+
+from graphfix.errors import PassError, ProviderUnavailableError
+from graphfix.passes.ort_offline import OrtOffline, nonstandard_ops, ort_offline
+
+CONV = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,3,8,8] x) => (float[1,4,8,8] y) {
+    w = Constant <value = float[4,3,1,1] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}> ()
+    s = Constant <value = float[1] {2}> ()
+    s2 = Add (s, s)
+    i = Identity (x)
+    c = Conv (i, w)
+    y0 = Mul (c, s2)
+    y = Relu (y0)
+}""")
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+def test_basic_standard_ops_parity_idempotent(ort_run, rng) -> None:
+    result = OrtOffline()(_copy(CONV))
+    assert result.modified and not result.warnings
+    assert [n.op_type for n in result.model.graph.node] == ["Conv", "Mul", "Relu"]
+    assert nonstandard_ops(result.model.graph) == []
+    assert result.stats["nodes_before"] == 7 and result.stats["nodes_after"] == 3
+    assert result.stats["contrib_ops"] == 0
+    assert [o.domain for o in result.model.opset_import] == [""]
+    assert not any(p.key.startswith("graphfix.") for p in result.model.metadata_props)
+    assert [i.name for i in result.model.graph.input] == ["x"]
+    assert result.model.graph.output[0] == CONV.graph.output[0]
+    onnx.checker.check_model(result.model, full_check=True)
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(
+        ort_run(result.model, {"x": x})["y"], ort_run(CONV, {"x": x})["y"], rtol=1e-5, atol=1e-5
+    )
+    again = OrtOffline()(result.model)
+    assert not again.modified and again.model is result.model
+
+
+@pytest.mark.parametrize("level", ["extended", "all"])
+def test_extended_labelled_and_warned(level: str, ort_run, rng) -> None:
+    result = OrtOffline(level=level)(_copy(CONV))
+    assert result.modified
+    props = {p.key: p.value for p in result.model.metadata_props}
+    assert props["graphfix.ort_level"] == level
+    assert props["graphfix.ort_provider"] == "CPUExecutionProvider"
+    assert "graphfix.ort_version" in props
+    assert result.warnings and "tied to" in result.warnings[0]
+    if level == "all":
+        assert result.stats["contrib_ops"] > 0
+        assert nonstandard_ops(result.model.graph)
+
+
+def test_cuda_unavailable_is_an_error() -> None:
+    import onnxruntime as ort
+
+    try:
+        result = OrtOffline(provider="cuda")(_copy(CONV))
+    except ProviderUnavailableError as exc:
+        assert "CUDAExecutionProvider" in str(exc)
+    else:  # CUDA really loads on this machine
+        assert result.modified
+        assert "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+def test_temporary_folder_removed(monkeypatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    OrtOffline()(_copy(CONV))
+    with pytest.raises(ProviderUnavailableError) if _cuda_missing() else _nothing():
+        OrtOffline(provider="cuda")(_copy(CONV))
+    assert list(tmp_path.iterdir()) == []
+
+
+def _cuda_missing() -> bool:
+    try:
+        OrtOffline(provider="cuda")(_copy(CONV))
+    except ProviderUnavailableError:
+        return True
+    return False
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("options", [{"level": "max"}, {"provider": "rocm"}, {"level": 1}])
+def test_bad_options(options: dict) -> None:
+    with pytest.raises(PassError):
+        OrtOffline(**options)
+
+
+def test_external_data_read_back() -> None:
+    rng = np.random.default_rng(1)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32), "w")
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[2,64] x) => (float[2,64] y) {
+        i = Identity (x)
+        y = MatMul (i, w)
+    }""")
+    model.graph.initializer.append(w)
+    result = ort_offline(model)
+    inits = list(result.graph.initializer)
+    assert inits and all(t.data_location == onnx.TensorProto.DEFAULT for t in inits)
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(inits[0]),
+                                  onnx.numpy_helper.to_array(w))

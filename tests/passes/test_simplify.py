@@ -1,0 +1,138 @@
+"""simplify: folding, dead code, bounded growth, dynamic dims, crash isolation, idempotence."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import pytest
+
+from graphfix.errors import PassError
+from graphfix.passes.simplify import Simplify, simplify
+
+FOLD = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,3] x) => (float[N,3] y) {
+    a = Constant <value = float[3] {1, 2, 3}> ()
+    b = Add (a, a)
+    dead = Neg (x)
+    y = Mul (x, b)
+}""")
+
+# Expand of a 3-element constant to a 256x1024 table: folding adds 1 MiB to a tiny model.
+EXPAND = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,256,1024] x) => (float[N,256,1024] y) {
+    a = Constant <value = float[1] {2}> ()
+    one = Constant <value = float[1] {1}> ()
+    two = Add (one, one)
+    s = Constant <value = int64[2] {256, 1024}> ()
+    e = Expand (a, s)
+    m = Mul (x, e)
+    y = Mul (m, two)
+}""")
+
+
+# A Conv weight computed at load time by ConstantOfShape (as in onnx's light models).
+COS_CONV = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,64,8,8] x) => (float[1,64,8,8] y) {
+    shape = Constant <value = int64[4] {64, 64, 3, 3}> ()
+    w = ConstantOfShape <value = float[1] {0.01}> (shape)
+    y = Conv <pads = [1, 1, 1, 1]> (x, w)
+}""")
+
+
+def _ops(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node]
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+def test_folds_constants_and_drops_dead_code(ort_run, rng) -> None:
+    result = Simplify()(_copy(FOLD))
+    assert result.modified and result.skipped is None
+    assert sorted(_ops(result.model)) in (["Mul"], ["Constant", "Mul"])
+    assert result.stats["nodes_before"] == 4
+    onnx.checker.check_model(result.model, full_check=True)
+    x = rng.standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_allclose(
+        ort_run(result.model, {"x": x})["y"], ort_run(FOLD, {"x": x})["y"], rtol=1e-6, atol=1e-6
+    )
+    # Dynamic dims stay dynamic.
+    assert result.model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "N"
+    assert result.stats["dims_fixed"] == 0
+    # Idempotence.
+    again = Simplify()(result.model)
+    assert not again.modified and again.model is result.model
+
+
+def test_input_shapes_fix_dims_and_are_reported() -> None:
+    result = Simplify(input_shapes={"x": [2, 3]})(_copy(FOLD))
+    assert result.modified
+    assert result.stats["dims_fixed"] == 2
+    assert any("'x'" in w and "static" in w for w in result.warnings)
+    assert result.model.graph.input[0].type.tensor_type.shape.dim[0].dim_value == 2
+
+
+def test_refuses_expand_bloat_and_keeps_small_folds(ort_run, rng) -> None:
+    size = EXPAND.ByteSize()
+    result = Simplify()(_copy(EXPAND))
+    assert result.skipped is None and result.modified
+    assert result.model.ByteSize() <= size + 64 * 1024
+    assert result.stats["refused_fold_bytes"] >= 256 * 1024 * 4
+    assert any("refused fold" in w for w in result.warnings)
+    assert "Add" not in _ops(result.model)  # the small fold was kept
+    x = rng.standard_normal((2, 256, 1024)).astype(np.float32)
+    np.testing.assert_allclose(
+        ort_run(result.model, {"x": x})["y"], ort_run(EXPAND, {"x": x})["y"], rtol=1e-5, atol=1e-5
+    )
+
+
+def test_constant_of_shape_conv_weight_not_materialised_by_default() -> None:
+    result = Simplify()(_copy(COS_CONV))
+    out = result.model
+    assert out.ByteSize() < 64 * 1024 + COS_CONV.ByteSize()
+    assert "ConstantOfShape" in _ops(out)
+    allowed = Simplify(max_growth=None)(_copy(COS_CONV))
+    assert allowed.modified and "ConstantOfShape" not in _ops(allowed.model)
+    assert allowed.model.ByteSize() > 64 * 64 * 9 * 4
+
+
+@pytest.mark.parametrize("failure", ["raise", "abort"])
+def test_onnxsim_failure_or_crash_skips(failure: str) -> None:
+    model = _copy(FOLD)
+    result = Simplify(fail_for_testing=failure)(model)
+    assert result.skipped and not result.modified
+    assert result.model is model
+    assert ("failed" if failure == "raise" else "crashed") in result.skipped
+
+
+def test_invalid_model_makes_onnxsim_fail_and_skips() -> None:
+    broken = _copy(FOLD)
+    broken.graph.node[3].input[0] = "nowhere"
+    result = Simplify()(broken)
+    assert result.skipped and not result.modified and result.model is broken
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"max_growth": 0.5}, {"max_growth": "2"}, {"input_shapes": {"x": [0, 3]}},
+     {"input_shapes": ["x"]}, {"fail_for_testing": "segv"}],
+)
+def test_bad_options(options: dict) -> None:
+    with pytest.raises(PassError):
+        Simplify(**options)
+
+
+def test_unknown_input_in_shapes() -> None:
+    with pytest.raises(PassError):
+        Simplify(input_shapes={"nope": [1, 3]})(_copy(FOLD))
+
+
+def test_function_twin() -> None:
+    assert "Add" not in _ops(simplify(_copy(FOLD)))
