@@ -23,7 +23,12 @@ Decisions:
 5. ``modified`` compares nodes and initializers canonically (order, value_info and metadata
    ignored); when nothing changed the input model is returned untouched, so a second run on
    ORT's own output reports ``modified=False``.
-6. Graph inputs and outputs are restored from the original (names, order, dtypes, shapes); the IR
+6. Growth: ORT's constant folding materialises weights a model computes at load time
+   (ConstantOfShape feeding a Conv grows onnx's light models from ~0.1 MB to several MB). As in
+   simplify, an output over ``max(max_growth * original, original + 64 KiB)`` bytes is refused
+   (skip with the sizes; ``max_growth=None`` allows it). ORT offers no per-fold threshold, so the
+   refusal is whole.
+7. Graph inputs and outputs are restored from the original (names, order, dtypes, shapes); the IR
    version is capped to what the installed ORT reads.
 """
 
@@ -39,7 +44,7 @@ from graphfix.errors import PassError, ProviderUnavailableError
 from graphfix.model_io import max_ir_version, ort_session, temporary_folder
 from graphfix.registry import Pass, PassResult, register
 
-__all__ = ["OrtOffline", "ort_offline", "LEVELS", "PROVIDERS"]
+__all__ = ["OrtOffline", "ort_offline", "LEVELS", "PROVIDERS", "DEFAULT_MAX_GROWTH"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +54,8 @@ _STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 _MODEL_NAME = "optimized.onnx"
 _DATA_NAME = "optimized.onnx.data"
 _EXTERNAL_MIN_BYTES = 1024
+DEFAULT_MAX_GROWTH = 1.5
+GROWTH_ALLOWANCE = 64 * 1024
 
 
 def _node_key(node: onnx.NodeProto) -> bytes:
@@ -97,7 +104,16 @@ def _trim_opset_imports(optimized: onnx.ModelProto, original: onnx.ModelProto) -
 class OrtOffline(Pass):
     """Run ONNX Runtime's graph rewrites offline (basic on CPU: standard ops only)."""
 
-    def __init__(self, *, level: str = "basic", provider: str = "cpu") -> None:
+    def __init__(
+        self, *, level: str = "basic", provider: str = "cpu",
+        max_growth: float | None = DEFAULT_MAX_GROWTH,
+    ) -> None:
+        if max_growth is not None and (
+            isinstance(max_growth, bool) or not isinstance(max_growth, (int, float))
+            or max_growth < 1.0
+        ):
+            raise PassError(f"ort-offline: max_growth must be a number >= 1.0 or None, got {max_growth!r}")
+        self.max_growth = None if max_growth is None else float(max_growth)
         if level not in LEVELS:
             raise PassError(f"ort-offline: level must be one of {', '.join(LEVELS)}, got {level!r}")
         if provider not in PROVIDERS:
@@ -166,13 +182,32 @@ class OrtOffline(Pass):
             reason = f"ORT basic emitted non-standard ops ({', '.join(contrib)}); model kept"
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
+        size, new_size = model.ByteSize(), optimized.ByteSize()
+        if self.max_growth is not None and new_size > max(
+            int(size * self.max_growth), size + GROWTH_ALLOWANCE
+        ):
+            reason = (
+                f"ORT's constant folding grows the model from {size} to {new_size} bytes "
+                f"(max_growth={self.max_growth}); model kept"
+            )
+            logger.warning("ort-offline: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason)
         if graph_signature(optimized.graph) == before:
             stats.update(nodes_after=stats["nodes_before"],
                          initializers_after=stats["initializers_before"], contrib_ops=0)
             return PassResult(model, False, stats=stats)
-        # Rule 6: the original signature, exactly.
+        # Rule 7: the original signature, exactly.
+        # An IR-3 style input that only carried an initializer ORT folded away is not a real
+        # input: restoring it would turn it into a required feed.
+        was_init = {t.name for t in model.graph.initializer}
+        now_init = {t.name for t in optimized.graph.initializer}
+        used = {name for n in optimized.graph.node for name in n.input}
+        kept_inputs = [
+            i for i in model.graph.input
+            if i.name not in was_init or (i.name in now_init and i.name in used)
+        ]
         del optimized.graph.input[:]
-        optimized.graph.input.extend(model.graph.input)
+        optimized.graph.input.extend(kept_inputs)
         del optimized.graph.output[:]
         optimized.graph.output.extend(model.graph.output)
         optimized.ir_version = min(optimized.ir_version, max(model.ir_version, max_ir_version()))

@@ -63,6 +63,10 @@ def _ort(level: str) -> Callable[[onnx.ModelProto], onnx.ModelProto]:
 
 
 def _graphfix(m: onnx.ModelProto) -> onnx.ModelProto:
+    # Registers the two passes even where the pass package does not import them yet.
+    import graphfix.passes.ort_offline  # noqa: F401
+    import graphfix.passes.simplify  # noqa: F401
+
     return graphfix.optimize(m, verify=False).model
 
 
@@ -146,7 +150,13 @@ def compare_model(path: Path, runs: int, threads: int, notes: list[str]) -> list
             session = sessions[(len(rows) - 1, "opt_off")]
             names = [o.name for o in session.get_outputs()]
             wanted = {i.name for i in session.get_inputs()}
-            outs = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
+            try:
+                outs = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
+            except Exception as exc:  # noqa: BLE001 - e.g. required inputs the feeds lack
+                row["error"] = f"run: {str(exc).splitlines()[0][:120]}"
+                for key in ("default", "opt_off"):
+                    sessions.pop((len(rows) - 1, key), None)
+                continue
             if reference is None:
                 reference = outs
             row["max_abs_err"] = max(

@@ -102,7 +102,9 @@ class _nothing:
         return False
 
 
-@pytest.mark.parametrize("options", [{"level": "max"}, {"provider": "rocm"}, {"level": 1}])
+@pytest.mark.parametrize(
+    "options", [{"level": "max"}, {"provider": "rocm"}, {"level": 1}, {"max_growth": 0.9}]
+)
 def test_bad_options(options: dict) -> None:
     with pytest.raises(PassError):
         OrtOffline(**options)
@@ -123,3 +125,32 @@ def test_external_data_read_back() -> None:
     assert inits and all(t.data_location == onnx.TensorProto.DEFAULT for t in inits)
     np.testing.assert_array_equal(onnx.numpy_helper.to_array(inits[0]),
                                   onnx.numpy_helper.to_array(w))
+
+
+def test_folded_initializer_inputs_do_not_become_required(ort_run, rng) -> None:
+    model = onnx.parser.parse_model("""
+    <ir_version: 3, opset_import: ["" : 9]>
+    g (float[1,2] x, int64[2] shape) => (float[1,2] y) {
+        c = ConstantOfShape <value = float[1] {3}> (shape)
+        y = Mul (x, c)
+    }""")
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array([1, 2], np.int64), "shape"))
+    result = OrtOffline()(_copy(model))
+    assert result.modified
+    assert [i.name for i in result.model.graph.input] == ["x"]
+    x = rng.standard_normal((1, 2)).astype(np.float32)
+    np.testing.assert_allclose(ort_run(result.model, {"x": x})["y"], 3 * x, rtol=1e-6)
+
+
+def test_refuses_folding_that_bloats() -> None:
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1,64,8,8] x) => (float[1,64,8,8] y) {
+        shape = Constant <value = int64[4] {64, 64, 3, 3}> ()
+        w = ConstantOfShape <value = float[1] {0.01}> (shape)
+        y = Conv <pads = [1, 1, 1, 1]> (x, w)
+    }""")
+    result = OrtOffline()(_copy(model))
+    assert result.skipped and "grows the model" in result.skipped and not result.modified
+    allowed = OrtOffline(max_growth=None)(_copy(model))
+    assert allowed.modified and allowed.model.ByteSize() > 64 * 64 * 9 * 4
