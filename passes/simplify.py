@@ -57,7 +57,9 @@ _FOLD_CAP = PROTOBUF_LIMIT // 2  # onnxsim's per-tensor folding threshold, never
 _FAILURES = ("raise", "abort")
 
 
-def _child(in_path: str, out_path: str, err_path: str, kwargs: dict[str, Any], fail: str | None) -> None:
+def _child(
+    in_path: str, out_path: str, err_path: str, kwargs: dict[str, Any], fail: str | None
+) -> None:
     """Runs in the spawned child: onnxsim on the model file, result or traceback to files."""
     try:
         if fail == "abort":
@@ -75,7 +77,9 @@ def _child(in_path: str, out_path: str, err_path: str, kwargs: dict[str, Any], f
         raise SystemExit(1) from None
 
 
-def _run_isolated(model_bytes: bytes, kwargs: dict[str, Any], fail: str | None) -> onnx.ModelProto | str:
+def _run_isolated(
+    model_bytes: bytes, kwargs: dict[str, Any], fail: str | None
+) -> onnx.ModelProto | str:
     """onnxsim in a child process: the simplified model, or a one-line reason it failed."""
     with temporary_folder(prefix="graphfix-simplify-") as folder:
         in_path, out_path, err_path = (str(folder / n) for n in ("in.onnx", "out.onnx", "err.txt"))
@@ -124,7 +128,10 @@ def _static_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
 
 def _new_initializers(model: onnx.ModelProto, reference: onnx.ModelProto) -> dict[str, int]:
     """Initializers of ``model`` whose contents are not in ``reference``: name -> bytes."""
-    known = {hashlib.sha256(onnx.numpy_helper.to_array(t).tobytes()).digest() for t in iter_tensors(reference.graph)}
+    known = {
+        hashlib.sha256(onnx.numpy_helper.to_array(t).tobytes()).digest()
+        for t in iter_tensors(reference.graph)
+    }
     return {
         t.name: t.ByteSize()
         for t in model.graph.initializer
@@ -143,8 +150,13 @@ class Simplify(Pass):
         input_shapes: dict[str, list[int]] | None = None,
         fail_for_testing: str | None = None,
     ) -> None:
-        if max_growth is not None and (isinstance(max_growth, bool) or not isinstance(max_growth, (int, float)) or max_growth < 1.0):
-            raise PassError(f"simplify: max_growth must be a number >= 1.0 or None, got {max_growth!r}")
+        if max_growth is not None and (
+            isinstance(max_growth, bool) or not isinstance(max_growth, (int, float))
+            or max_growth < 1.0
+        ):
+            raise PassError(
+                f"simplify: max_growth must be a number >= 1.0 or None, got {max_growth!r}"
+            )
         if input_shapes is not None:
             if not isinstance(input_shapes, dict) or not all(
                 isinstance(k, str) and isinstance(v, (list, tuple))
@@ -157,7 +169,9 @@ class Simplify(Pass):
                 )
             input_shapes = {k: list(v) for k, v in input_shapes.items()}
         if fail_for_testing not in (None, *_FAILURES):
-            raise PassError(f"simplify: fail_for_testing must be one of {_FAILURES}, got {fail_for_testing!r}")
+            raise PassError(
+                f"simplify: fail_for_testing must be one of {_FAILURES}, got {fail_for_testing!r}"
+            )
         self.max_growth = None if max_growth is None else float(max_growth)
         self.input_shapes = input_shapes
         self._fail = fail_for_testing
@@ -169,7 +183,8 @@ class Simplify(Pass):
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         if any(t.data_location == onnx.TensorProto.EXTERNAL for t in iter_tensors(model.graph)):
-            return PassResult(model, False, skipped="external data not loaded; onnxsim needs it inline")
+            reason = "external data not loaded; onnxsim needs it inline"
+            return PassResult(model, False, skipped=reason)
         size = model.ByteSize()
         if size >= PROTOBUF_LIMIT:
             return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
@@ -197,21 +212,28 @@ class Simplify(Pass):
             bloated = result
             budget = max(limit - size, 1)
             for threshold in (budget, budget // 4):
-                retry = _run_isolated(data, {**base, "tensor_size_threshold": f"{max(threshold, 1)}B"}, None)
+                bounded = {**base, "tensor_size_threshold": f"{max(threshold, 1)}B"}
+                retry = _run_isolated(data, bounded, None)
                 if isinstance(retry, str):
                     return PassResult(model, False, warnings=[retry], skipped=retry)
                 if retry.ByteSize() <= limit:
                     result = retry
                     break
             else:
-                reason = f"every simplification grows the model past {limit} bytes (max_growth={self.max_growth})"
+                reason = (
+                    f"every simplification grows the model past {limit} bytes "
+                    f"(max_growth={self.max_growth})"
+                )
                 return PassResult(model, False, warnings=[reason], skipped=reason)
             kept = _new_initializers(result, model)
             refused = {k: v for k, v in _new_initializers(bloated, model).items() if k not in kept}
             stats["refused_folds"] = len(refused)
             stats["refused_fold_bytes"] = sum(refused.values())
             for name, nbytes in sorted(refused.items(), key=lambda kv: -kv[1])[:10]:
-                warnings.append(f"refused fold {name!r}: would add {nbytes} bytes (max_growth={self.max_growth})")
+                warnings.append(
+                    f"refused fold {name!r}: would add {nbytes} bytes "
+                    f"(max_growth={self.max_growth})"
+                )
         # Rule 6: names of graph outputs.
         if [o.name for o in result.graph.output] != [o.name for o in model.graph.output]:
             reason = "onnxsim renamed graph outputs; model kept"
@@ -226,7 +248,11 @@ class Simplify(Pass):
                     warnings.append(f"dimension {axis} of {name!r} ({a}) is now static: {b}")
         stats["dims_fixed"] = fixed
         if _signature(result.graph) == _signature(model.graph) and not fixed:
-            stats.update(nodes_after=stats["nodes_before"], initializers_after=stats["initializers_before"], bytes_after=size)
+            stats.update(
+                nodes_after=stats["nodes_before"],
+                initializers_after=stats["initializers_before"],
+                bytes_after=size,
+            )
             return PassResult(model, False, stats=stats, warnings=warnings)
         stats.update(
             nodes_after=len(result.graph.node),
