@@ -1,0 +1,561 @@
+"""What the installed environment can run: versions, execution providers, CUDA libraries, GPUs.
+
+    report = diagnose(provider="cuda")
+    report.ok_for("cuda")        # False when the CUDA provider cannot really be used
+    for problem in report.problems:
+        problem.what, problem.fix
+
+``onnxruntime-gpu`` lists ``CUDAExecutionProvider`` among its *available* providers whether or
+not the CUDA libraries are there, and a session asked for it silently falls back to the CPU.
+So a provider counts as *loadable* only when a tiny session created with it really reports it
+in ``session.get_providers()``; when it does not, ONNX Runtime's own error text (the library it
+failed to open) is captured from its log and kept.
+
+:func:`probe_provider` is shared with :mod:`graphfix.validate.bench`, which refuses to benchmark
+on a provider that does not load.
+
+``DoctorReport.to_dict()`` (JSON-safe)::
+
+    {
+      "versions": {"python": str, "graphfix": str, "onnx": str|null, "onnxruntime": str|null,
+                   "onnxsim": str|null, "onnx_graphsurgeon": str|null, "numpy": str|null},
+      "onnxruntime_distribution": "onnxruntime-gpu"|"onnxruntime"|...|null,
+      "onnxruntime_distributions": [str],     # every installed distribution providing the module
+      "onnxruntime_cuda_version": str|null,   # the CUDA version the ORT build targets
+      "max_ir_version": int|null,             # the highest IR version the installed ORT loads
+      "requested": "cpu"|"cuda"|"tensorrt"|null,
+      "providers": {"cpu"|"cuda"|"tensorrt": {"name": str, "available": bool, "loadable": bool,
+                    "error": str|null, "missing_libraries": [str]}},
+      "preload": {"ran": bool, "messages": [str]},   # onnxruntime.preload_dlls()
+      "libraries": [{"name": str, "role": str, "found": bool, "path": str|null,
+                     "error": str|null}],
+      "gpus": [{"name": str, "memory_total_mib": int|null, "memory_used_mib": int|null,
+                "driver_version": str|null}],
+      "problems": [{"provider": str, "what": str, "fix": str}],
+      "ok": bool                              # ok_for(requested), or for "cpu" when none asked
+    }
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import functools
+import importlib.metadata
+import io
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import graphfix
+
+__all__ = [
+    "PROVIDERS",
+    "ProviderStatus",
+    "Library",
+    "GpuInfo",
+    "Problem",
+    "DoctorReport",
+    "diagnose",
+    "probe_provider",
+    "preload_cuda_libraries",
+    "CUDA_FIX",
+]
+
+logger = logging.getLogger(__name__)
+
+# Short names (as the CLI spells them) -> ONNX Runtime's provider names.
+PROVIDERS: dict[str, str] = {
+    "cpu": "CPUExecutionProvider",
+    "cuda": "CUDAExecutionProvider",
+    "tensorrt": "TensorrtExecutionProvider",
+}
+
+CUDA_FIX = "pip install 'graphfix[cuda]' (the CUDA 13 and cuDNN 9 wheels for onnxruntime-gpu)"
+
+# What onnxruntime-gpu 1.31 (CUDA 13 build) opens, when ORT cannot tell us itself.
+_CUDA_LIBRARIES: tuple[tuple[str, str], ...] = (
+    ("libcuda.so.1", "driver"),
+    ("libcudart.so.13", "cuda"),
+    ("libcublas.so.13", "cuda"),
+    ("libcublasLt.so.13", "cuda"),
+    ("libcurand.so.10", "cuda"),
+    ("libcufft.so.12", "cuda"),
+    ("libnvrtc.so.13", "cuda"),
+    ("libcudnn.so.9", "cudnn"),
+)
+_TENSORRT_LIBRARIES: tuple[tuple[str, str], ...] = (("libnvinfer.so.10", "tensorrt"),)
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclasses.dataclass
+class ProviderStatus:
+    """Whether ONNX Runtime lists a provider, and whether a session really gets it."""
+
+    name: str
+    available: bool
+    loadable: bool
+    error: str | None = None
+    missing_libraries: list[str] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Library:
+    """A shared library a provider needs: found (opened by the dynamic loader) or not."""
+
+    name: str
+    role: str
+    found: bool
+    path: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class GpuInfo:
+    """One GPU as nvidia-smi describes it."""
+
+    name: str
+    memory_total_mib: int | None = None
+    memory_used_mib: int | None = None
+    driver_version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Problem:
+    """Something that keeps ``provider`` ("any" for all of them) from working, and its fix."""
+
+    provider: str
+    what: str
+    fix: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class DoctorReport:
+    """The environment as graphfix sees it. See the module docstring for ``to_dict()``."""
+
+    versions: dict[str, str | None]
+    onnxruntime_distribution: str | None
+    onnxruntime_distributions: list[str]
+    onnxruntime_cuda_version: str | None
+    max_ir_version: int | None
+    providers: dict[str, ProviderStatus]
+    preload_ran: bool
+    preload_messages: list[str]
+    libraries: list[Library]
+    gpus: list[GpuInfo]
+    problems: list[Problem]
+    requested: str | None = None
+
+    def problems_for(self, provider: str) -> list[Problem]:
+        """The problems that affect ``provider`` (cpu, cuda, tensorrt), including general ones."""
+        return [p for p in self.problems if p.provider in (provider, "any")]
+
+    def ok_for(self, provider: str) -> bool:
+        """True when ``provider`` (cpu, cuda, tensorrt) loads; unknown names raise ValueError."""
+        key = _short_name(provider)
+        status = self.providers.get(key)
+        return status is not None and status.loadable and not any(
+            p.provider == "any" for p in self.problems
+        )
+
+    @property
+    def ok(self) -> bool:
+        """Whether what was asked for (the CPU provider when nothing was) is usable."""
+        return self.ok_for(self.requested or "cpu")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "versions": dict(self.versions),
+            "onnxruntime_distribution": self.onnxruntime_distribution,
+            "onnxruntime_distributions": list(self.onnxruntime_distributions),
+            "onnxruntime_cuda_version": self.onnxruntime_cuda_version,
+            "max_ir_version": self.max_ir_version,
+            "requested": self.requested,
+            "providers": {key: status.to_dict() for key, status in self.providers.items()},
+            "preload": {"ran": self.preload_ran, "messages": list(self.preload_messages)},
+            "libraries": [library.to_dict() for library in self.libraries],
+            "gpus": [gpu.to_dict() for gpu in self.gpus],
+            "problems": [problem.to_dict() for problem in self.problems],
+            "ok": self.ok,
+        }
+
+
+def _short_name(provider: str) -> str:
+    key = provider.lower().removesuffix("executionprovider")
+    if key not in PROVIDERS:
+        raise ValueError(f"unknown provider {provider!r}; one of {', '.join(PROVIDERS)}")
+    return key
+
+
+# --------------------------------------------------------------------------------------------
+# Probes
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _ort_distributions() -> list[str]:
+    """Every installed distribution that provides the ``onnxruntime`` module."""
+    return sorted(set(importlib.metadata.packages_distributions().get("onnxruntime", [])))
+
+
+@contextlib.contextmanager
+def _stderr_captured() -> Iterator[list[str]]:
+    """Collect what is written to file descriptor 2 (ONNX Runtime logs from C++ there)."""
+    lines: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            text = _ANSI.sub("", sink.read().decode("utf-8", errors="replace"))
+            lines.extend(line.strip() for line in text.splitlines() if line.strip())
+
+
+@functools.cache
+def preload_cuda_libraries() -> tuple[bool, tuple[str, ...]]:
+    """Run ``onnxruntime.preload_dlls()`` once (it loads pip-installed CUDA/cuDNN libraries).
+
+    Returns whether it ran and what it said; it prints, so its output is captured, not shown.
+    """
+    import onnxruntime as ort
+
+    preload = getattr(ort, "preload_dlls", None)
+    if preload is None:
+        return False, ("this onnxruntime has no preload_dlls()",)
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            preload()
+    except (OSError, RuntimeError) as err:
+        return False, (f"preload_dlls() failed: {err}",)
+    messages = tuple(
+        line.strip() for line in _ANSI.sub("", buffer.getvalue()).splitlines() if line.strip()
+    )
+    logger.debug("preload_dlls: %s", messages)
+    return True, messages
+
+
+def _open_library(name: str) -> Library:
+    role = dict(_CUDA_LIBRARIES + _TENSORRT_LIBRARIES).get(name, "cuda")
+    try:
+        handle = ctypes.CDLL(name)
+    except OSError as err:
+        return Library(name, role, False, error=str(err))
+    del handle
+    return Library(name, role, True, path=_loaded_path(name))
+
+
+def _loaded_path(name: str) -> str | None:
+    """Where the loader found ``name``: from /proc/self/maps on Linux, else None."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            for line in maps:
+                path = line.rsplit(None, 1)[-1]
+                if os.path.basename(path) == name or os.path.basename(path).startswith(name + "."):
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+def _cuda_library_names() -> tuple[tuple[str, str], ...]:
+    """The CUDA/cuDNN libraries of the installed ORT build (ORT's own list when it has one)."""
+    import onnxruntime as ort
+
+    module = sys.modules.get(getattr(ort.preload_dlls, "__module__", ""), ort)
+    listing = getattr(module, "_get_nvidia_dll_paths", None)
+    if listing is None:
+        return _CUDA_LIBRARIES
+    try:
+        paths = listing(sys.platform == "win32", True, True)
+    except (TypeError, ValueError, OSError):
+        return _CUDA_LIBRARIES
+    names = [("libcuda.so.1", "driver")]
+    for path in paths:
+        name = path[-1]
+        names.append((name, "cudnn" if "cudnn" in name else "cuda"))
+    return tuple(names)
+
+
+def _provider_library(key: str) -> str:
+    import onnxruntime as ort
+
+    folder = os.path.join(os.path.dirname(ort.__file__), "capi")
+    return os.path.join(folder, f"libonnxruntime_providers_{key}.so")
+
+
+def _probe_model_bytes() -> bytes:
+    import onnx
+
+    from graphfix.model_io import max_ir_version
+
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Relu", ["x"], ["y"])],
+        "probe",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])],
+    )
+    model = onnx.helper.make_model(
+        graph, opset_imports=[onnx.helper.make_opsetid("", 13)],
+        ir_version=min(8, max_ir_version()),
+    )
+    return model.SerializeToString()
+
+
+@functools.cache
+def probe_provider(provider: str) -> ProviderStatus:
+    """Whether ``provider`` (cpu, cuda, tensorrt) really loads: a tiny session is created with
+    it and ``get_providers()`` checked. Cached for the process (ORT does not retry either)."""
+    import onnxruntime as ort
+
+    key = _short_name(provider)
+    name = PROVIDERS[key]
+    available = name in ort.get_available_providers()
+    if not available:
+        return ProviderStatus(name, False, False, error=f"this onnxruntime build has no {name}")
+    if key != "cpu":
+        preload_cuda_libraries()
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    error: str | None = None
+    loaded: list[str] = []
+    printed = io.StringIO()
+    # ORT logs the failure from C++ (file descriptor 2); its Python layer prints its fallback.
+    with _stderr_captured() as logged, contextlib.redirect_stdout(printed):
+        try:
+            session = ort.InferenceSession(
+                _probe_model_bytes(), options, providers=[name, "CPUExecutionProvider"]
+            )
+            loaded = session.get_providers()
+        except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
+            error = str(err).strip()
+    if name in loaded:
+        return ProviderStatus(name, True, True)
+    if error is None:
+        error = _load_error(logged + printed.getvalue().splitlines(), name)
+    missing: list[str] = []
+    if key != "cpu":
+        try:
+            ctypes.CDLL(_provider_library(key))
+        except OSError as err:
+            first = str(err).split(":", 1)[0].strip()
+            if first and not first.endswith(f"providers_{key}.so"):
+                missing.append(first)
+        names = _cuda_library_names() + (_TENSORRT_LIBRARIES if key == "tensorrt" else ())
+        for library, _role in names:
+            if library not in missing and not _open_library(library).found:
+                missing.append(library)
+    logger.debug("provider %s does not load: %s (missing %s)", name, error, missing)
+    return ProviderStatus(name, True, False, error=error, missing_libraries=missing)
+
+
+def _load_error(lines: list[str], name: str) -> str:
+    """The reason in ORT's log for a provider that fell back: the library that failed to open
+    when it says so, else its first complaint."""
+    for line in lines:
+        found = re.search(r"Failed to load library (\S+) with error: (.*)", line)
+        if found:
+            return f"{os.path.basename(found.group(1))}: {found.group(2).strip()}"
+    for line in lines:
+        if "Error" in line or "Failed" in line or "Please install" in line:
+            return re.sub(r"^.*?\] ", "", line).strip()
+    return f"{name} was asked for, but the session fell back to the CPU"
+
+
+def _gpus() -> list[GpuInfo]:
+    """GPUs from nvidia-smi when it is on PATH; none otherwise."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return []
+    query = "--query-gpu=name,memory.total,memory.used,driver_version"
+    try:
+        done = subprocess.run(
+            [smi, query, "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20, check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        logger.debug("nvidia-smi failed: %s", err)
+        return []
+    gpus = []
+    for line in done.stdout.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) < 4:
+            continue
+        gpus.append(GpuInfo(fields[0], _int_or_none(fields[1]), _int_or_none(fields[2]), fields[3]))
+    return gpus
+
+
+def _int_or_none(text: str) -> int | None:
+    try:
+        return int(float(text))
+    except ValueError:
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# The report
+
+
+def diagnose(*, provider: str | None = None) -> DoctorReport:
+    """Diagnose the environment; ``provider`` (cpu, cuda, tensorrt) is what the user needs, so
+    :attr:`DoctorReport.ok` says whether that one works."""
+    requested = _short_name(provider) if provider is not None else None
+    versions: dict[str, str | None] = {
+        "python": sys.version.split()[0],
+        "graphfix": graphfix.__version__,
+        "onnx": _version("onnx"),
+        "onnxsim": _version("onnxsim"),
+        "onnx_graphsurgeon": _version("onnx-graphsurgeon") or _version("onnx_graphsurgeon"),
+        "numpy": _version("numpy"),
+    }
+    problems: list[Problem] = []
+    distributions = _ort_distributions()
+    try:
+        import onnxruntime as ort
+    except ImportError as err:
+        versions["onnxruntime"] = None
+        problems.append(Problem("any", f"onnxruntime cannot be imported ({err})",
+                                "pip install onnxruntime-gpu (or onnxruntime where no GPU wheel exists)"))
+        return DoctorReport(
+            versions, None, distributions, None, None, {}, False, [], [], _gpus(), problems,
+            requested,
+        )
+    versions["onnxruntime"] = ort.__version__
+    distribution = _providing_distribution(distributions)
+    if len(distributions) > 1:
+        problems.append(Problem(
+            "any",
+            f"several distributions provide the onnxruntime module ({', '.join(distributions)}); "
+            "whichever was installed last overwrote the others' files",
+            f"pip uninstall {' '.join(distributions)}, then install one of them",
+        ))
+    cuda_version = _build_cuda_version()
+    from graphfix.model_io import max_ir_version
+
+    try:
+        ir = max_ir_version()
+    except Exception as err:  # noqa: BLE001 - ORT cannot even run the CPU probe
+        ir = None
+        problems.append(Problem("any", f"ONNX Runtime cannot load a one-node model ({err})",
+                                "reinstall onnxruntime-gpu"))
+
+    statuses = {key: probe_provider(key) for key in PROVIDERS}
+    preload_ran, preload_messages = preload_cuda_libraries() if statuses["cuda"].available else (
+        False, ())
+    libraries: list[Library] = []
+    if statuses["cuda"].available:
+        libraries = [_open_library(name) for name, _role in _cuda_library_names()]
+    if statuses["tensorrt"].available:
+        libraries += [_open_library(name) for name, _role in _TENSORRT_LIBRARIES]
+    problems += _provider_problems(statuses, libraries, distribution, cuda_version)
+    report = DoctorReport(
+        versions=versions,
+        onnxruntime_distribution=distribution,
+        onnxruntime_distributions=distributions,
+        onnxruntime_cuda_version=cuda_version,
+        max_ir_version=ir,
+        providers=statuses,
+        preload_ran=preload_ran,
+        preload_messages=list(preload_messages),
+        libraries=libraries,
+        gpus=_gpus(),
+        problems=problems,
+        requested=requested,
+    )
+    logger.debug("doctor: %s", report.to_dict())
+    return report
+
+
+def _providing_distribution(distributions: list[str]) -> str | None:
+    if not distributions:
+        return None
+    gpu = [name for name in distributions if "gpu" in name.lower()]
+    return gpu[0] if len(distributions) == 1 or not gpu else distributions[0]
+
+
+def _build_cuda_version() -> str | None:
+    try:
+        from onnxruntime.capi import build_and_package_info
+    except ImportError:
+        return None
+    version = getattr(build_and_package_info, "cuda_version", None)
+    return str(version) if version else None
+
+
+def _provider_problems(
+    statuses: dict[str, ProviderStatus],
+    libraries: list[Library],
+    distribution: str | None,
+    cuda_version: str | None,
+) -> list[Problem]:
+    problems: list[Problem] = []
+    cpu = statuses["cpu"]
+    if not cpu.loadable:
+        problems.append(Problem("cpu", f"the CPU provider does not load ({cpu.error})",
+                                "reinstall onnxruntime-gpu"))
+    cuda = statuses["cuda"]
+    missing = {library.name for library in libraries if not library.found}
+    if not cuda.available:
+        problems.append(Problem(
+            "cuda",
+            f"{distribution or 'the installed onnxruntime'} is built without the CUDA provider",
+            "pip uninstall onnxruntime && pip install onnxruntime-gpu "
+            "(on Linux or Windows x86-64)",
+        ))
+    elif not cuda.loadable:
+        detail = f" (missing: {', '.join(cuda.missing_libraries)})" if cuda.missing_libraries else ""
+        if "libcuda.so.1" in missing:
+            problems.append(Problem(
+                "cuda", "no NVIDIA driver: libcuda.so.1 cannot be opened",
+                "install the NVIDIA driver (a machine with an NVIDIA GPU is needed)",
+            ))
+        needs = f"CUDA {cuda_version.split('.')[0]} and cuDNN 9" if cuda_version else "CUDA and cuDNN"
+        problems.append(Problem(
+            "cuda",
+            f"the CUDA provider does not load{detail}: {cuda.error}",
+            f"{CUDA_FIX}; or install {needs} system-wide and put their libraries on "
+            "LD_LIBRARY_PATH",
+        ))
+    trt = statuses["tensorrt"]
+    if trt.available and not trt.loadable:
+        detail = f" (missing: {', '.join(trt.missing_libraries)})" if trt.missing_libraries else ""
+        problems.append(Problem(
+            "tensorrt",
+            f"the TensorRT provider does not load{detail}",
+            "install TensorRT 10 for the CUDA version of onnxruntime-gpu and put libnvinfer on "
+            "LD_LIBRARY_PATH; the CUDA provider must load too",
+        ))
+    elif not trt.available:
+        problems.append(Problem("tensorrt", "the installed onnxruntime has no TensorRT provider",
+                                "pip install onnxruntime-gpu"))
+    return problems
