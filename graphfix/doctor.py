@@ -354,7 +354,7 @@ def probe_provider(provider: str) -> ProviderStatus:
     with _stderr_captured() as logged, contextlib.redirect_stdout(printed):
         try:
             session = ort.InferenceSession(
-                _probe_model_bytes(), options, providers=[name, "CPUExecutionProvider"]
+                _probe_model_bytes(), options, providers=list(dict.fromkeys([name, PROVIDERS["cpu"]]))
             )
             loaded = session.get_providers()
         except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
