@@ -12,7 +12,12 @@ Method
    optimizations off: what a deployment sees that pre-optimized its model and turned the online
    rewrites off to load faster. Every session's creation time is reported.
 2. CPU: ``threads`` intra-op threads (default: the physical cores this process may run on),
-   sequential execution, optionally ``session.dynamic_block_base``.
+   sequential execution, optionally ``session.dynamic_block_base``. Idle intra-op threads do not
+   spin (``session.intra_op.allow_spinning`` = 0) unless ``allow_spinning=True``: with two
+   sessions' thread pools in one process, the pool that just finished keeps spinning on the cores
+   the other session's call needs, which made per-call times bimodal (median and p90 two to three
+   times apart for the same model) in A/A tests; without spinning an identical copy times alike.
+   Both sessions always get the same setting.
    CUDA: inputs are copied to the device once and outputs pre-allocated there, both bound with
    IO binding, so a timed call holds no host-device copy; the clock is read after
    ``run_with_iobinding`` and a device synchronization. ``cudnn_conv_use_max_workspace`` is on;
@@ -46,7 +51,7 @@ CUDA, compute nodes left on the CPU provider give a warning.
       "provider": "cpu"|"cuda",                 # what ran, after "auto" was resolved
       "session_providers": [str],               # the candidate session's get_providers()
       "threads": int, "warmup": int, "runs": int, "seed": int,
-      "cuda_graph": bool, "dynamic_block_base": int|null,
+      "cuda_graph": bool, "dynamic_block_base": int|null, "allow_spinning": bool,
       "input_shapes": {input name: [int]},      # the shapes that were fed
       "candidate": Stats, "baseline": Stats|null,
       "candidate_offline": Stats|null, "baseline_offline": Stats|null,   # offline=True
@@ -180,6 +185,7 @@ class BenchResult:
     seed: int
     cuda_graph: bool
     dynamic_block_base: int | None
+    allow_spinning: bool
     input_shapes: dict[str, list[int]]
     candidate: Stats
     baseline: Stats | None = None
@@ -219,6 +225,7 @@ class BenchResult:
             "seed": self.seed,
             "cuda_graph": self.cuda_graph,
             "dynamic_block_base": self.dynamic_block_base,
+            "allow_spinning": self.allow_spinning,
             "input_shapes": {name: list(shape) for name, shape in self.input_shapes.items()},
             "candidate": self.candidate.to_dict(),
             "baseline": stats(self.baseline),
@@ -456,26 +463,42 @@ class _Config:
     optimization: str
 
 
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """How every session of one benchmark is made (the same for baseline and candidate)."""
+
+    provider: str
+    threads: int
+    dynamic_block_base: int | None
+    allow_spinning: bool
+    cuda_graph: bool
+
+
 def _session_options(
-    threads: int, dynamic_block_base: int | None, *, profile_prefix: str | None = None
+    settings: _Settings, *, profile_prefix: str | None = None
 ) -> onnxruntime.SessionOptions:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    options.intra_op_num_threads = settings.threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     options.log_severity_level = 3
-    if dynamic_block_base is not None:
-        options.add_session_config_entry("session.dynamic_block_base", str(dynamic_block_base))
+    options.add_session_config_entry(
+        "session.intra_op.allow_spinning", "1" if settings.allow_spinning else "0"
+    )
+    if settings.dynamic_block_base is not None:
+        options.add_session_config_entry(
+            "session.dynamic_block_base", str(settings.dynamic_block_base)
+        )
     if profile_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix
     return options
 
 
-def _providers(provider: str, *, cuda_graph: bool) -> list[str | tuple[str, dict[str, str]]]:
-    if provider == "cpu":
+def _providers(settings: _Settings, *, cuda_graph: bool) -> list[str | tuple[str, dict[str, str]]]:
+    if settings.provider == "cpu":
         return ["CPUExecutionProvider"]
     cuda_options = {
         "device_id": "0",
@@ -486,23 +509,31 @@ def _providers(provider: str, *, cuda_graph: bool) -> list[str | tuple[str, dict
 
 
 def _open(
-    config: _Config, provider: str, threads: int, dynamic_block_base: int | None, cuda_graph: bool
+    config: _Config, settings: _Settings, *, profile_prefix: str | None = None
 ) -> tuple[onnxruntime.InferenceSession, float]:
-    options = _session_options(threads, dynamic_block_base)
+    """A session for ``config`` and its creation time in ms; profiling sessions never use CUDA
+    graphs (they only count nodes)."""
+    options = _session_options(settings, profile_prefix=profile_prefix)
+    cuda_graph = settings.cuda_graph and profile_prefix is None
     started = time.perf_counter()
     try:
         session = model_io.ort_session(
             config.model,
             optimization=config.optimization,
-            providers=_providers(provider, cuda_graph=cuda_graph),
+            providers=_providers(settings, cuda_graph=cuda_graph),
             options=options,
         )
     except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
         raise BenchmarkError(
-            f"ONNX Runtime cannot open the {config.label} model on {provider}: "
-            f"{str(err).strip().splitlines()[0] if str(err).strip() else repr(err)}"
+            f"ONNX Runtime cannot open the {config.label} model on {settings.provider}: "
+            f"{_first_line(err)}"
         ) from None
     return session, (time.perf_counter() - started) * 1e3
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else repr(err)
 
 
 def parse_profile(events: Sequence[Mapping[str, Any]], *, provider: str = "cpu") -> Placement:
@@ -539,29 +570,11 @@ def parse_profile(events: Sequence[Mapping[str, Any]], *, provider: str = "cpu")
 
 
 def _profile(
-    config: _Config,
-    provider: str,
-    threads: int,
-    dynamic_block_base: int | None,
-    feeds: Mapping[str, np.ndarray],
+    config: _Config, settings: _Settings, feeds: Mapping[str, np.ndarray]
 ) -> tuple[Placement, dict[str, np.ndarray]]:
-    """Placement of ``config`` on ``provider``, and the outputs of one run (for their shapes)."""
+    """Placement of ``config``, and the outputs of one run (for their shapes)."""
     with model_io.temporary_folder("graphfix-profile-") as folder:
-        options = _session_options(
-            threads, dynamic_block_base, profile_prefix=str(folder / "profile")
-        )
-        try:
-            session = model_io.ort_session(
-                config.model,
-                optimization=config.optimization,
-                providers=_providers(provider, cuda_graph=False),
-                options=options,
-            )
-        except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
-            raise BenchmarkError(
-                f"ONNX Runtime cannot open the {config.label} model on {provider}: "
-                f"{str(err).strip().splitlines()[0] if str(err).strip() else repr(err)}"
-            ) from None
+        session, _ = _open(config, settings, profile_prefix=str(folder / "profile"))
         feed = _check_feeds(config.label, session, feeds)
         names = [o.name for o in session.get_outputs()]
         try:
@@ -569,14 +582,13 @@ def _profile(
                 values = session.run(names, feed)
         except Exception as err:  # noqa: BLE001
             raise ValidationInputError(
-                f"the {config.label} model does not run on the given inputs: "
-                f"{str(err).strip().splitlines()[0]}",
+                f"the {config.label} model does not run on the given inputs: {_first_line(err)}",
                 hint="check the input shapes (input_shapes=...) or pass feeds=...",
             ) from None
         path = session.end_profiling()
         with open(path, encoding="utf-8") as handle:
             events = json.load(handle)
-    return parse_profile(events, provider=provider), dict(zip(names, values))
+    return parse_profile(events, provider=settings.provider), dict(zip(names, values))
 
 
 class _Timer:
@@ -687,6 +699,7 @@ def benchmark(
     cuda_graph: bool = False,
     offline: bool = False,
     dynamic_block_base: int | None = None,
+    allow_spinning: bool = False,
     seed: int = 0,
     confidence: float = 0.95,
     resamples: int = 2000,
@@ -698,7 +711,8 @@ def benchmark(
     ``provider``: "auto" (CUDA when it really loads, else CPU), "cpu" or "cuda" (raises
     :class:`ProviderUnavailableError` when it does not load). ``feeds``: one set of inputs by
     name (made from ``seed`` and ``input_shapes`` when not given). ``offline`` adds both models
-    with ORT's optimizations off. ``progress(label, done, total)`` is called as rounds finish.
+    with ORT's optimizations off. ``allow_spinning`` lets idle ORT threads spin (off by
+    default, see the module docstring). ``progress(label, done, total)`` is called as rounds finish.
     """
     if runs < 1 or warmup < 0:
         raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
@@ -711,7 +725,9 @@ def benchmark(
         raise BenchmarkError(
             "cuda_graph needs the CUDA provider", hint="use provider='cuda' or drop cuda_graph"
         )
-    threads = threads or default_threads()
+    settings = _Settings(
+        used, threads or default_threads(), dynamic_block_base, allow_spinning, cuda_graph
+    )
     models = {"candidate": model} | ({"baseline": baseline} if baseline is not None else {})
     if cuda_graph:
         _check_cuda_graph(models, input_shapes, feeds is not None)
@@ -731,9 +747,7 @@ def benchmark(
     placements: dict[str, Placement] = {}
     outputs: dict[str, dict[str, np.ndarray]] = {}
     for config in configs:
-        placements[config.label], outputs[config.label] = _profile(
-            config, used, threads, dynamic_block_base, feeds
-        )
+        placements[config.label], outputs[config.label] = _profile(config, settings, feeds)
         fallback = placements[config.label].cpu_fallback
         if fallback:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(fallback.items()))
@@ -758,9 +772,7 @@ def benchmark(
     created: dict[str, float] = {}
     session_providers: list[str] = []
     for config in configs:
-        session, created[config.label] = _open(
-            config, used, threads, dynamic_block_base, cuda_graph
-        )
+        session, created[config.label] = _open(config, settings)
         if config.label == "candidate":
             session_providers = list(session.get_providers())
         feed = _check_feeds(config.label, session, feeds)
@@ -801,12 +813,13 @@ def benchmark(
     result = BenchResult(
         provider=used,
         session_providers=session_providers,
-        threads=threads,
+        threads=settings.threads,
         warmup=warmup,
         runs=runs,
         seed=seed,
         cuda_graph=cuda_graph,
         dynamic_block_base=dynamic_block_base,
+        allow_spinning=allow_spinning,
         input_shapes={name: [int(d) for d in value.shape] for name, value in feeds.items()},
         candidate=stats["candidate"],
         baseline=stats.get("baseline"),

@@ -62,7 +62,8 @@ def _result(comparison: Comparison | None) -> BenchResult:
     stats = Stats("candidate", "all", 1.0, 1.2, 0.9, 1.05, 5, 3.0)
     return BenchResult(
         provider="cpu", session_providers=["CPUExecutionProvider"], threads=1, warmup=1,
-        runs=5, seed=0, cuda_graph=False, dynamic_block_base=None, input_shapes={},
+        runs=5, seed=0, cuda_graph=False, dynamic_block_base=None, allow_spinning=False,
+        input_shapes={},
         candidate=stats, baseline=stats if comparison else None, comparison=comparison,
     )
 
@@ -247,7 +248,7 @@ def test_to_dict_is_json_serializable_with_the_documented_keys() -> None:
     data = json.loads(json.dumps(result.to_dict()))
     assert {
         "provider", "session_providers", "threads", "warmup", "runs", "seed", "cuda_graph",
-        "dynamic_block_base", "input_shapes", "candidate", "baseline", "candidate_offline",
+        "dynamic_block_base", "allow_spinning", "input_shapes", "candidate", "baseline", "candidate_offline",
         "baseline_offline", "speedup", "ci_low", "ci_high", "confidence", "verdict",
         "offline_speedup", "placement", "warnings",
     } == set(data)
@@ -277,9 +278,14 @@ def test_given_feeds_are_used_and_checked() -> None:
         benchmark(_model(), feeds={"other": np.ones((1, 16), np.float32)}, **TINY)
 
 
-def test_dynamic_block_base_is_accepted() -> None:
-    result = benchmark(_model(), dynamic_block_base=4, **TINY)
-    assert result.dynamic_block_base == 4
+def test_session_settings_are_applied_and_reported() -> None:
+    result = benchmark(_model(), dynamic_block_base=4, allow_spinning=True, **TINY)
+    assert result.dynamic_block_base == 4 and result.allow_spinning
+    settings = bench._Settings("cpu", 2, 4, False, False)
+    entries = bench._session_options(settings)
+    assert entries.get_session_config_entry("session.dynamic_block_base") == "4"
+    assert entries.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert entries.intra_op_num_threads == 2
 
 
 @pytest.mark.parametrize(
