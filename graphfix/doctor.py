@@ -354,7 +354,9 @@ def probe_provider(provider: str) -> ProviderStatus:
     with _stderr_captured() as logged, contextlib.redirect_stdout(printed):
         try:
             session = ort.InferenceSession(
-                _probe_model_bytes(), options, providers=list(dict.fromkeys([name, PROVIDERS["cpu"]]))
+                _probe_model_bytes(),
+                options,
+                providers=list(dict.fromkeys([name, PROVIDERS["cpu"]])),
             )
             loaded = session.get_providers()
         except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
@@ -444,8 +446,11 @@ def diagnose(*, provider: str | None = None) -> DoctorReport:
         import onnxruntime as ort
     except ImportError as err:
         versions["onnxruntime"] = None
-        problems.append(Problem("any", f"onnxruntime cannot be imported ({err})",
-                                "pip install onnxruntime-gpu (or onnxruntime where no GPU wheel exists)"))
+        problems.append(Problem(
+            "any",
+            f"onnxruntime cannot be imported ({err})",
+            "pip install onnxruntime-gpu (or onnxruntime where no GPU wheel exists)",
+        ))
         return DoctorReport(
             versions, None, distributions, None, None, {}, False, [], [], _gpus(), problems,
             requested,
@@ -533,13 +538,16 @@ def _provider_problems(
             "(on Linux or Windows x86-64)",
         ))
     elif not cuda.loadable:
-        detail = f" (missing: {', '.join(cuda.missing_libraries)})" if cuda.missing_libraries else ""
+        detail = ", ".join(cuda.missing_libraries)
+        detail = f" (missing: {detail})" if detail else ""
         if "libcuda.so.1" in missing:
             problems.append(Problem(
                 "cuda", "no NVIDIA driver: libcuda.so.1 cannot be opened",
                 "install the NVIDIA driver (a machine with an NVIDIA GPU is needed)",
             ))
-        needs = f"CUDA {cuda_version.split('.')[0]} and cuDNN 9" if cuda_version else "CUDA and cuDNN"
+        needs = "CUDA and cuDNN"
+        if cuda_version:
+            needs = f"CUDA {cuda_version.split('.')[0]} and cuDNN 9"
         problems.append(Problem(
             "cuda",
             f"the CUDA provider does not load{detail}: {cuda.error}",

@@ -1,7 +1,7 @@
 """A/A test of graphfix's benchmark: each model against an identical copy of itself.
 
     python tools/aa_test.py MODEL... [--repeats 10] [--runs 50] [--warmup 10] [--threads N]
-                            [--provider cpu|cuda|auto] [--json out.json]
+                            [--provider cpu|cuda|auto] [--allow-spinning] [--json out.json]
 
 MODEL is an .onnx file or one of the built-in models: mobilenetv2 (NHWC, 160x160, width 1.0),
 resnet (NHWC ResNet-style, 96x96, width 0.5), transformer (BERT-style encoder, 4 layers,
@@ -74,6 +74,7 @@ def aa_test(
     warmup: int = 10,
     threads: int | None = None,
     provider: str = "cpu",
+    allow_spinning: bool = False,
     band: tuple[float, float] = (0.95, 1.05),
 ) -> dict[str, Any]:
     """Benchmark ``model`` against a copy ``repeats`` times; every ratio, interval and verdict."""
@@ -82,7 +83,7 @@ def aa_test(
     for repeat in range(repeats):
         result = benchmark(
             model, baseline=twin, provider=provider, threads=threads, warmup=warmup, runs=runs,
-            seed=repeat,
+            seed=repeat, allow_spinning=allow_spinning,
         )
         rows.append({
             "repeat": repeat,
@@ -112,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--provider", default="cpu", choices=["cpu", "cuda", "auto"])
+    parser.add_argument("--allow-spinning", action="store_true",
+                        help="let idle ORT threads spin (ORT's default; off in graphfix's bench)")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here")
     args = parser.parse_args(argv)
 
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         summary = aa_test(
             model, repeats=args.repeats, runs=args.runs, warmup=args.warmup,
-            threads=args.threads, provider=args.provider,
+            threads=args.threads, provider=args.provider, allow_spinning=args.allow_spinning,
         )
         summary["seconds"] = time.perf_counter() - started
         results[spec] = summary

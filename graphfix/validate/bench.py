@@ -315,7 +315,7 @@ def bootstrap_speedup(
 
 
 def require_speedup(result: BenchResult, ratio: float) -> None:
-    """Raise :class:`BenchmarkError` unless the speedup interval's lower bound is above ``ratio``."""
+    """Raise :class:`BenchmarkError` unless the interval's lower bound is above ``ratio``."""
     comparison = result.comparison
     if comparison is None:
         raise BenchmarkError(
@@ -367,7 +367,8 @@ def resolve_provider(provider: str) -> str:
     if provider == "auto":
         logger.info("CUDA provider does not load (%s); benchmarking on the CPU", status.error)
         return "cpu"
-    missing = f"; missing: {', '.join(status.missing_libraries)}" if status.missing_libraries else ""
+    missing = ", ".join(status.missing_libraries)
+    missing = f"; missing: {missing}" if missing else ""
     raise ProviderUnavailableError(
         f"the CUDA execution provider cannot be loaded: {status.error}{missing}",
         hint=f"{CUDA_FIX}; `graphfix doctor --provider cuda` shows the details",

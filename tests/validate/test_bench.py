@@ -143,7 +143,12 @@ def test_bootstrap_is_seeded_and_contains_its_point() -> None:
 
 @pytest.mark.parametrize(
     ("a", "b", "options"),
-    [([1.0, 2.0], [1.0], {}), ([], [], {}), ([1.0], [0.0], {}), ([1.0], [1.0], {"confidence": 1.0})],
+    [
+        ([1.0, 2.0], [1.0], {}),
+        ([], [], {}),
+        ([1.0], [0.0], {}),
+        ([1.0], [1.0], {"confidence": 1.0}),
+    ],
 )
 def test_bootstrap_rejects_bad_samples(a: list[float], b: list[float], options: dict) -> None:
     with pytest.raises(ValueError):
@@ -248,9 +253,9 @@ def test_to_dict_is_json_serializable_with_the_documented_keys() -> None:
     data = json.loads(json.dumps(result.to_dict()))
     assert {
         "provider", "session_providers", "threads", "warmup", "runs", "seed", "cuda_graph",
-        "dynamic_block_base", "allow_spinning", "input_shapes", "candidate", "baseline", "candidate_offline",
-        "baseline_offline", "speedup", "ci_low", "ci_high", "confidence", "verdict",
-        "offline_speedup", "placement", "warnings",
+        "dynamic_block_base", "allow_spinning", "input_shapes", "candidate", "baseline",
+        "candidate_offline", "baseline_offline", "speedup", "ci_low", "ci_high", "confidence",
+        "verdict", "offline_speedup", "placement", "warnings",
     } == set(data)
     assert set(data["candidate"]) == {"label", "optimization", "median_ms", "p90_ms", "min_ms",
                                       "mean_ms", "runs", "session_create_ms"}
