@@ -10,14 +10,20 @@ twin rewrites the model it is given in place and returns it::
 from __future__ import annotations
 
 from graphfix.passes.eliminate_transposes import EliminateTransposes, eliminate_transposes
+from graphfix.passes.ort_offline import OrtOffline, ort_offline
 from graphfix.passes.remove_initializer_inputs import (
     RemoveInitializerInputs,
     remove_initializer_inputs,
 )
+from graphfix.passes.simplify import Simplify, simplify
 
 __all__ = [
     "EliminateTransposes",
     "eliminate_transposes",
+    "OrtOffline",
+    "ort_offline",
     "RemoveInitializerInputs",
     "remove_initializer_inputs",
+    "Simplify",
+    "simplify",
 ]

@@ -96,21 +96,30 @@ def _run_isolated(
         with open(in_path, "wb") as f:
             f.write(model_bytes)
         # A fresh interpreter rather than multiprocessing's spawn, which re-imports the caller's
-        # __main__ (fails from stdin, re-runs unguarded scripts).
+        # __main__ (fails from stdin, re-runs unguarded scripts). It starts in the temporary
+        # folder: ``-c`` puts the working directory first on sys.path, and a source checkout
+        # there would shadow the installed package.
         payload = json.dumps(
             {"in": in_path, "out": out_path, "err": err_path, "kwargs": kwargs, "fail": fail}
         )
         code = "from graphfix.passes.simplify import _child_main; _child_main()"
         proc = subprocess.run(
-            [sys.executable, "-c", code, payload], capture_output=True, check=False
+            [sys.executable, "-c", code, payload],
+            capture_output=True,
+            check=False,
+            cwd=folder,
         )
         if proc.returncode != 0 or not os.path.exists(out_path):
             if os.path.exists(err_path):
                 with open(err_path, encoding="utf-8") as err:
                     lines = [ln for ln in err.read().strip().splitlines() if ln.strip()]
                 return f"onnxsim failed: {lines[-1] if lines else 'unknown error'}"
-            logger.debug("simplify child stderr: %s", proc.stderr.decode(errors="replace")[-2000:])
-            return f"onnxsim crashed (child exit code {proc.returncode})"
+            stderr = proc.stderr.decode(errors="replace").strip()
+            logger.debug("simplify child stderr: %s", stderr[-2000:])
+            last = stderr.splitlines()[-1] if stderr else ""
+            return f"onnxsim crashed (child exit code {proc.returncode})" + (
+                f": {last}" if last else ""
+            )
         return onnx.load(out_path)
 
 
