@@ -239,16 +239,14 @@ def _verify(
     report.parity = result.to_dict()
     if result.passed:
         return
-    worst = result.worst
     guilty = _find_guilty_pass(original, pipeline, check_parity, parity_options)
-    what = f"output {worst.name!r}: {worst.reason}" if worst is not None else "outputs differ"
+    what = result.describe()
     if guilty is None:
         raise ParityError(
             f"the optimized model does not match the original ({what})",
             hint="no single pass reproduces it alone; try --passes with fewer passes",
         )
-    name, bad = guilty
-    broke = f"output {bad.name!r}: {bad.reason}" if bad is not None else what
+    name, broke = guilty
     error = ParityError(
         f"the optimized model does not match the original; pass {name!r} broke {broke}",
         hint=f"run again with --skip {name}",
@@ -262,15 +260,16 @@ def _find_guilty_pass(
     pipeline: Sequence[registry.Pass],
     check_parity: Callable[..., Any],
     parity_options: dict[str, Any],
-) -> tuple[str, Any] | None:
-    """Re-run the pipeline from the original, one pass at a time, checking parity after each."""
+) -> tuple[str, str] | None:
+    """Re-run the pipeline from the original, one pass at a time, checking parity after each:
+    the first pass after which parity fails, and what it broke."""
     model = _copy(original)
     for pass_ in pipeline:
         model = pass_(model).model
         result = check_parity(original, model, **parity_options)
         if not result.passed:
             logger.info("parity first fails after pass %s", pass_.name)
-            return pass_.name, result.worst
+            return pass_.name, result.describe()
     return None
 
 

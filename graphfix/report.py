@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import onnx
@@ -113,21 +114,22 @@ def _json_default(value: Any) -> Any:
 # Model facts
 
 
-def _graphs(graph: onnx.GraphProto):
+def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every subgraph in it (If/Loop/Scan bodies, nested), depth first."""
     yield graph
     for node in graph.node:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
+                yield from graphs(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:
                 for sub in attr.graphs:
-                    yield from _graphs(sub)
+                    yield from graphs(sub)
 
 
 def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
     """Op types of all graphs (subgraphs included), custom domains as ``domain::Op``."""
     counts: collections.Counter[str] = collections.Counter()
-    for graph in _graphs(model.graph):
+    for graph in graphs(model.graph):
         for node in graph.node:
             domain = node.domain if node.domain not in ("", "ai.onnx") else ""
             counts[f"{domain}::{node.op_type}" if domain else node.op_type] += 1
@@ -135,7 +137,7 @@ def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def count_nodes(model: onnx.ModelProto) -> int:
-    return sum(len(graph.node) for graph in _graphs(model.graph))
+    return sum(len(graph.node) for graph in graphs(model.graph))
 
 
 def _tensor_facts(value: onnx.ValueInfoProto, dynamic: set[str]) -> TensorFacts:
@@ -168,7 +170,7 @@ def model_facts(
     dynamic: set[str] = set()
     inputs = [_tensor_facts(v, dynamic) for v in model.graph.input]
     outputs = [_tensor_facts(v, dynamic) for v in model.graph.output]
-    graphs = list(_graphs(model.graph))
+    every = list(graphs(model.graph))
     if size_bytes is None:
         try:
             size_bytes = model.ByteSize()
@@ -183,9 +185,9 @@ def model_facts(
         nodes=sum(histogram.values()),
         op_histogram=histogram,
         transposes=histogram.get("Transpose", 0),
-        initializers=sum(len(g.initializer) for g in graphs),
+        initializers=sum(len(g.initializer) for g in every),
         initializer_inputs=sum(1 for v in model.graph.input if v.name in initializer_names),
-        subgraphs=len(graphs) - 1,
+        subgraphs=len(every) - 1,
         inputs=inputs,
         outputs=outputs,
         dynamic_dims=sorted(dynamic),
@@ -244,15 +246,24 @@ def format_summary(report: Report) -> str:
         )
     if report.parity is not None:
         lines.append("")
-        verdict = "passed" if report.parity.get("passed") else "FAILED"
-        worst = report.parity.get("worst") or {}
+        parity = report.parity
+        verdict = "passed" if parity.get("passed") else "FAILED"
+        worst = next(
+            (o for o in parity.get("outputs", []) if o.get("name") == parity.get("worst")), None
+        )
         detail = ""
-        if worst:
+        if parity.get("problem"):
+            detail = f" ({parity['problem']})"
+        elif worst:
             detail = (
-                f" (worst output {worst.get('name')!r}: max abs error "
-                f"{_num(worst.get('max_abs_error'))})"
+                f" (worst output {worst['name']!r}: max abs error "
+                f"{_num(worst.get('max_abs_error'))}, {_percent(worst.get('tolerance_used'))} "
+                "of tolerance)"
             )
-        lines.append(f"parity: {verdict} on {report.parity.get('feeds', '?')} input set(s){detail}")
+        runs = len(parity.get("runs", []))
+        lines.append(
+            f"parity: {verdict} on {runs} input set(s) in {parity.get('seconds', 0):.1f}s{detail}"
+        )
     elif not report.verify:
         lines.append("")
         lines.append("parity: not checked (--no-verify)")
@@ -267,6 +278,10 @@ def format_summary(report: Report) -> str:
     if report.written:
         lines.append(f"wrote {report.written} in {report.seconds:.1f}s")
     return "\n".join(lines)
+
+
+def _percent(value: Any) -> str:
+    return f"{value:.1%}" if isinstance(value, (int, float)) else str(value)
 
 
 def _num(value: Any) -> str:

@@ -100,6 +100,10 @@ def _trim_opset_imports(optimized: onnx.ModelProto, original: onnx.ModelProto) -
     optimized.opset_import.extend(kept)
 
 
+class _CannotLoad(Exception):
+    """ORT refused the model itself (not an option or a provider problem)."""
+
+
 @register("ort-offline")
 class OrtOffline(Pass):
     """Run ONNX Runtime's graph rewrites offline (basic on CPU: standard ops only)."""
@@ -150,7 +154,8 @@ class OrtOffline(Pass):
                     model, optimization=self.level, providers=providers, options=options
                 )
             except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
-                raise PassError(f"ort-offline: ONNX Runtime cannot load the model: {exc}") from exc
+                raise _CannotLoad(str(exc).strip().splitlines()[0] if str(exc).strip() else
+                                  type(exc).__name__) from exc
             if PROVIDERS[self.provider] not in session.get_providers():
                 raise ProviderUnavailableError(
                     f"ort-offline: {PROVIDERS[self.provider]} cannot load in onnxruntime "
@@ -170,7 +175,14 @@ class OrtOffline(Pass):
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
         }
-        optimized = self._optimize(model)
+        try:
+            optimized = self._optimize(model)
+        except _CannotLoad as exc:
+            # A custom op ORT lacks, an opset it does not implement: the other passes can still
+            # do their work, so this one steps aside.
+            reason = f"ONNX Runtime cannot load the model ({exc}); model kept"
+            logger.warning("ort-offline: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason)
         in_names = [i.name for i in model.graph.input]
         out_names = [o.name for o in model.graph.output]
         if [o.name for o in optimized.graph.output] != out_names or not set(

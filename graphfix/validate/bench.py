@@ -387,55 +387,11 @@ def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
 def _make_feeds(
     model: onnx.ModelProto, *, seed: int, input_shapes: Mapping[str, Sequence[int]] | None
 ) -> dict[str, np.ndarray]:
-    """One set of inputs: from graphfix.validate.feeds when it is installed, else made here
-    (floats from a seeded normal, integers 0/1 so that indices stay in range, booleans 0/1)."""
-    try:
-        from graphfix.validate.feeds import make_feeds
-    except ImportError:
-        make_feeds = None
-    if make_feeds is not None:
-        made = make_feeds(model, seed=seed, input_shapes=dict(input_shapes or {}))
-        return _first_feed(made)
-    rng = np.random.default_rng(seed)
-    shapes = dict(input_shapes or {})
-    feeds: dict[str, np.ndarray] = {}
-    for value in _graph_inputs(model):
-        tensor = value.type.tensor_type
-        if not value.type.HasField("tensor_type"):
-            raise ValidationInputError(
-                f"input {value.name!r} is not a tensor", hint="pass feeds=... for this model"
-            )
-        if value.name in shapes:
-            shape = [int(d) for d in shapes[value.name]]
-        else:
-            shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim]
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feeds[value.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype == np.bool_:
-            feeds[value.name] = rng.integers(0, 2, shape).astype(np.bool_)
-        elif np.issubdtype(dtype, np.integer):
-            feeds[value.name] = rng.integers(0, 2, shape).astype(dtype)
-        else:
-            raise ValidationInputError(
-                f"cannot make inputs of type {dtype} for {value.name!r}",
-                hint="pass feeds=... for this model",
-            )
-    return feeds
+    """One set of generated inputs (see :mod:`graphfix.validate.feeds`): dynamic dimensions at
+    their first size unless ``input_shapes`` fixes them."""
+    from graphfix.validate.feeds import make_feeds
 
-
-def _first_feed(made: Any) -> dict[str, np.ndarray]:
-    """The first feed of what feeds.py returns (a dict, a list of them, or a wrapper of either)."""
-    for attribute in ("feeds", "arrays", "values"):
-        inner = getattr(made, attribute, None)
-        if inner is not None and not callable(inner):
-            made = inner
-            break
-    if isinstance(made, Mapping):
-        return {str(k): np.asarray(v) for k, v in made.items()}
-    if isinstance(made, Sequence) and made:
-        return _first_feed(made[0])
-    raise ValidationInputError("no inputs could be made for the model", hint="pass feeds=...")
+    return make_feeds(model, seed=seed, runs=1, input_shapes=input_shapes)[0]
 
 
 def _check_feeds(

@@ -154,3 +154,14 @@ def test_refuses_folding_that_bloats() -> None:
     assert result.skipped and "grows the model" in result.skipped and not result.modified
     allowed = OrtOffline(max_growth=None)(_copy(model))
     assert allowed.modified and allowed.model.ByteSize() > 64 * 64 * 9 * 4
+
+
+def test_a_model_ort_cannot_load_is_skipped_not_fatal() -> None:
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17, "my.domain" : 1]>
+    g (float[2] x) => (float[2] y) { t = Relu (x)  y = my.domain.Custom (t) }
+    """)
+    result = OrtOffline()(model)
+    assert result.skipped and not result.modified and result.model is model
+    assert "cannot load" in result.skipped and "my.domain" in result.skipped
+    assert result.warnings

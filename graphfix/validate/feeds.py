@@ -1,0 +1,453 @@
+"""Inputs for checking a model: generated from its signature, or read from real data.
+
+Generated inputs follow what the model does with each input rather than its dtype alone:
+
+- floats are drawn from a seeded uniform distribution (``float_range``, default [-1, 1]);
+- an integer input that indexes a ``Gather``/``GatherElements`` or an embedding (directly or
+  through Cast, Unsqueeze, Reshape, Squeeze, Flatten, Identity, Expand, Transpose, Slice, Concat)
+  stays inside the indexed table's rows, so a BERT ``input_ids`` is a real vocabulary id;
+- mask-like inputs (the name contains "mask") are mostly 1 with some 0 (the first position of
+  each row always 1), booleans are 0/1, other integers small and positive (1..4);
+- strings come from a small vocabulary; a sequence of tensors gets two elements.
+
+Dynamic dimensions (a ``dim_param`` or an unknown size) are checked at two sizes: the first set
+of inputs uses one size ladder, the second another (:data:`BATCH_SIZES` for a leading batch axis,
+:data:`OTHER_SIZES` for the rest). When the original model rejects a size (a UNet needs spatial
+sizes divisible by 32, a convolution needs at least its kernel), the caller retries the set with
+the next ``attempt`` — see :func:`graphfix.validate.parity.check_parity`. Dimensions with the same
+``dim_param`` share a size; unnamed dynamic dimensions share one per axis position.
+
+Real data: :func:`load_feeds` reads a ``.npz`` file (input names to arrays), a folder of ONNX
+``input_N.pb`` tensors, or a folder of ``test_data_set_*`` folders (one set of inputs each), and
+:func:`check_feeds` says exactly which arrays are missing, extra, mis-typed or mis-shaped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from graphfix.errors import ValidationInputError
+from graphfix.report import graphs
+
+Feeds = dict[str, Any]  # input name -> numpy array (or a list of arrays for a sequence input)
+
+BATCH_SIZES: tuple[tuple[int, ...], tuple[int, ...]] = ((1, 2, 4), (2, 3, 1))
+"""Size ladders of a leading (batch) dynamic axis, for the first and second set of inputs."""
+OTHER_SIZES: tuple[tuple[int, ...], tuple[int, ...]] = (
+    (8, 16, 32, 64, 128, 224, 1),
+    (13, 24, 48, 96, 160, 256, 2),
+)
+"""Size ladders of any other dynamic axis (sequence length, height, width, ...)."""
+ATTEMPTS = max(len(ladder) for ladder in BATCH_SIZES + OTHER_SIZES)
+
+DEFAULT_FLOAT_RANGE = (-1.0, 1.0)
+_INT_RANGE = (1, 5)
+_WORDS = np.array(["graph", "Monday", "tensor", "a", "ONNX", "hello world"], dtype=object)
+
+# Ops whose output carries the values of input 0 unchanged (up to layout or dtype): an index
+# that flows through them is still an index.
+_PASS_THROUGH = {
+    "Cast", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Expand", "Transpose",
+    "Slice", "Concat", "CastLike", "Tile",
+}
+# (op, input position of the indices) -> input position of the table, axis attribute, default axis
+_INDEXERS: dict[tuple[str, int], tuple[int, str | None, int]] = {
+    ("Gather", 1): (0, "axis", 0),
+    ("GatherElements", 1): (0, "axis", 0),
+    ("EmbedLayerNormalization", 0): (2, None, 0),  # com.microsoft: input_ids -> word_embedding
+    ("EmbedLayerNormalization", 1): (4, None, 0),  # segment_ids -> segment_embedding
+    ("EmbedLayerNormalization", 9): (3, None, 0),  # position_ids -> position_embedding
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class InputSpec:
+    """What the model declares about one input, and how graphfix will fill it."""
+
+    name: str
+    kind: str  # "tensor" or "sequence"
+    dtype: np.dtype | None  # None for element types numpy cannot hold (bfloat16, float8)
+    elem_type: int
+    dims: tuple[int | str | None, ...] | None  # None: rank unknown
+    index_rows: int | None = None  # an index into a table with this many rows
+
+    @property
+    def dynamic(self) -> bool:
+        return self.dims is None or any(not isinstance(d, int) for d in self.dims)
+
+
+def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
+    """The inputs a caller must feed (initializers listed as inputs are left out), in order."""
+    graph = model.graph
+    initializers = {init.name for init in graph.initializer}
+    rows = index_bounds(model)
+    specs = []
+    for value in graph.input:
+        if value.name in initializers:
+            continue
+        kind, tensor_type = "tensor", value.type.tensor_type
+        if value.type.HasField("sequence_type"):
+            kind, tensor_type = "sequence", value.type.sequence_type.elem_type.tensor_type
+        elif not value.type.HasField("tensor_type"):
+            raise ValidationInputError(
+                f"input {value.name!r} is of a type graphfix cannot generate "
+                f"({value.type.WhichOneof('value')})",
+                hint="give real inputs with --inputs, or skip the check with --no-verify",
+            )
+        dims: tuple[int | str | None, ...] | None = None
+        if tensor_type.HasField("shape"):
+            dims = tuple(
+                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+                for d in tensor_type.shape.dim
+            )
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+        except (KeyError, TypeError, ValueError):
+            dtype = None
+        if dtype is not None and dtype.kind == "V":  # bfloat16, float8 stored as raw bytes
+            dtype = None
+        specs.append(
+            InputSpec(value.name, kind, dtype, tensor_type.elem_type, dims, rows.get(value.name))
+        )
+    return specs
+
+
+def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
+    """Graph inputs used as indices into a table, with the table's row count (the smallest when
+    an input indexes several). Follows the input through value-preserving ops and into
+    subgraphs that read it from the outer scope."""
+    graph = model.graph
+    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    shapes: dict[str, list[int]] = {}
+    for g in graphs(graph):
+        for init in g.initializer:
+            shapes[init.name] = list(init.dims)
+        for value in list(g.value_info) + list(g.input) + list(g.output):
+            dims = value.type.tensor_type.shape.dim
+            if dims and all(d.HasField("dim_value") for d in dims):
+                shapes.setdefault(value.name, [d.dim_value for d in dims])
+        for node in g.node:
+            for position, name in enumerate(node.input):
+                if name:
+                    consumers.setdefault(name, []).append((node, position))
+            if node.op_type == "Constant" and node.output:
+                for attr in node.attribute:
+                    if attr.name == "value":
+                        shapes[node.output[0]] = list(attr.t.dims)
+
+    bounds: dict[str, int] = {}
+    for value in graph.input:
+        rows = _rows_indexed(value.name, consumers, shapes, seen=set())
+        if rows is not None:
+            bounds[value.name] = rows
+    return bounds
+
+
+def _rows_indexed(
+    name: str,
+    consumers: Mapping[str, list[tuple[onnx.NodeProto, int]]],
+    shapes: Mapping[str, list[int]],
+    seen: set[str],
+) -> int | None:
+    if name in seen:
+        return None
+    seen.add(name)
+    found: list[int] = []
+    for node, position in consumers.get(name, ()):
+        indexer = _INDEXERS.get((node.op_type, position))
+        if indexer is not None:
+            table_position, axis_name, axis = indexer
+            for attr in node.attribute:
+                if attr.name == axis_name:
+                    axis = attr.i
+            if table_position < len(node.input):
+                shape = shapes.get(node.input[table_position])
+                if shape and -len(shape) <= axis < len(shape) and shape[axis] > 0:
+                    found.append(shape[axis])
+        elif node.op_type in _PASS_THROUGH and (position == 0 or node.op_type == "Concat"):
+            for output in node.output:
+                rows = _rows_indexed(output, consumers, shapes, seen)
+                if rows is not None:
+                    found.append(rows)
+    return min(found) if found else None
+
+
+def has_dynamic_dims(model: onnx.ModelProto) -> bool:
+    return any(spec.dynamic for spec in input_specs(model))
+
+
+def make_feeds(
+    model: onnx.ModelProto,
+    *,
+    seed: int = 0,
+    runs: int | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    float_range: tuple[float, float] = DEFAULT_FLOAT_RANGE,
+) -> list[Feeds]:
+    """``runs`` sets of inputs for ``model`` (default: two when it has dynamic dimensions, one
+    otherwise), set ``i`` drawn with seed ``seed + i`` at the ``i % 2``-th dynamic size.
+    ``input_shapes`` fixes the shape of named inputs."""
+    specs = input_specs(model)
+    if runs is None:
+        runs = 2 if any(s.dynamic for s in specs if s.name not in (input_shapes or {})) else 1
+    return [
+        make_feed_set(
+            specs, index, seed=seed + index, input_shapes=input_shapes, float_range=float_range
+        )
+        for index in range(runs)
+    ]
+
+
+def make_feed_set(
+    specs: Sequence[InputSpec],
+    index: int,
+    *,
+    seed: int = 0,
+    attempt: int = 0,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    float_range: tuple[float, float] = DEFAULT_FLOAT_RANGE,
+) -> Feeds:
+    """One set of inputs: dynamic sizes from ladder ``index % 2`` at step ``attempt``."""
+    rng = np.random.default_rng(seed)
+    shapes = {name: [int(d) for d in dims] for name, dims in (input_shapes or {}).items()}
+    unknown = set(shapes) - {spec.name for spec in specs}
+    if unknown:
+        raise ValidationInputError(
+            f"--input-shape names {', '.join(map(repr, sorted(unknown)))}, which the model does "
+            "not take",
+            hint=f"the model's inputs are {', '.join(repr(s.name) for s in specs) or 'none'}",
+        )
+    sizes = dynamic_sizes(specs, index, attempt, fixed=shapes)
+    feeds: Feeds = {}
+    for spec in specs:
+        shape = shapes.get(spec.name) or _shape(spec, sizes)
+        if spec.dtype is None:
+            raise ValidationInputError(
+                f"cannot generate values of type {onnx.TensorProto.DataType.Name(spec.elem_type)} "
+                f"for input {spec.name!r}",
+                hint="give real inputs with --inputs, or skip the check with --no-verify",
+            )
+        if spec.kind == "sequence":
+            feeds[spec.name] = [_values(spec, shape, rng, float_range) for _ in range(2)]
+        else:
+            feeds[spec.name] = _values(spec, shape, rng, float_range)
+    return feeds
+
+
+def dynamic_sizes(
+    specs: Sequence[InputSpec],
+    index: int,
+    attempt: int,
+    *,
+    fixed: Mapping[str, Sequence[int]] | None = None,
+) -> dict[str, int]:
+    """The size of each dynamic dimension key (``dim_param`` or ``?<axis>``) for one set."""
+    sizes: dict[str, int] = {}
+    for spec in specs:
+        if spec.dims is None or (fixed and spec.name in fixed):
+            continue
+        for axis, dim in enumerate(spec.dims):
+            if isinstance(dim, int):
+                continue
+            key = _dim_key(dim, axis)
+            if key in sizes:
+                continue
+            ladder = (BATCH_SIZES if _batch_like(dim, axis, len(spec.dims)) else OTHER_SIZES)[
+                index % 2
+            ]
+            sizes[key] = ladder[min(attempt, len(ladder) - 1)]
+    return sizes
+
+
+def _dim_key(dim: str | None, axis: int) -> str:
+    return dim if dim else f"?{axis}"
+
+
+_BATCH_NAMES = re.compile(r"^(n|b|bs|batch|batch_size|batchsize|unk__\d+_0|N|B)$", re.IGNORECASE)
+
+
+def _batch_like(dim: str | None, axis: int, rank: int) -> bool:
+    if dim and _BATCH_NAMES.match(dim):
+        return True
+    return axis == 0 and rank >= 2 and not (dim and re.search(r"seq|len|token|time", dim, re.I))
+
+
+def _shape(spec: InputSpec, sizes: Mapping[str, int]) -> list[int]:
+    if spec.dims is None:  # rank unknown: a vector
+        return [sizes.get("?0", 1)]
+    return [
+        d if isinstance(d, int) else sizes[_dim_key(d, axis)] for axis, d in enumerate(spec.dims)
+    ]
+
+
+def _values(
+    spec: InputSpec, shape: Sequence[int], rng: np.random.Generator, float_range: tuple[float, float]
+) -> np.ndarray:
+    dtype = spec.dtype
+    assert dtype is not None
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if "mask" in spec.name.lower():
+        mask = (rng.random(shape) < 0.8).astype(dtype)
+        if mask.ndim >= 1 and mask.size:
+            mask[..., 0] = 1  # no row fully masked out
+        return mask
+    if dtype.kind in "iu":
+        if spec.index_rows is not None:
+            return rng.integers(0, spec.index_rows, shape).astype(dtype)
+        return rng.integers(*_INT_RANGE, shape).astype(dtype)
+    if dtype.kind == "f":
+        low, high = float_range
+        return rng.uniform(low, high, shape).astype(dtype)
+    if dtype.kind == "c":
+        low, high = float_range
+        return (rng.uniform(low, high, shape) + 1j * rng.uniform(low, high, shape)).astype(dtype)
+    if dtype.kind in "OUS":
+        return rng.choice(_WORDS, size=shape).astype(object)
+    raise ValidationInputError(
+        f"cannot generate values of type {dtype} for input {spec.name!r}",
+        hint="give real inputs with --inputs, or skip the check with --no-verify",
+    )
+
+
+def describe(feeds: Feeds) -> dict[str, str]:
+    """Input name -> ``dtype[shape]``, for reports."""
+    out = {}
+    for name, value in feeds.items():
+        if isinstance(value, list):
+            inner = describe({"": v for v in value[:1]}).get("", "?")
+            out[name] = f"seq({len(value)} x {inner})"
+        else:
+            array = np.asarray(value)
+            out[name] = f"{array.dtype}{list(array.shape)}"
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Real data
+
+PathLike = Union[str, Path]
+
+
+def load_feeds(path: PathLike, model: onnx.ModelProto | None = None) -> list[Feeds]:
+    """Sets of real inputs from ``path``: a ``.npz`` file (one set, arrays by input name), a
+    folder of ``input_N.pb`` TensorProtos (one set, in the model's input order, or by the
+    tensors' own names), or a folder of ``test_data_set_*`` folders (one set each). With
+    ``model``, every set is checked against its inputs (:func:`check_feeds`)."""
+    path = Path(path)
+    if not path.exists():
+        raise ValidationInputError(f"{path}: no such file or folder", hint="check the --inputs path")
+    specs = input_specs(model) if model is not None else None
+    if path.is_file():
+        if path.suffix != ".npz":
+            raise ValidationInputError(
+                f"{path}: inputs must be a .npz file or a folder of input_N.pb files",
+                hint="numpy.savez('inputs.npz', input_name=array, ...) writes one",
+            )
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                sets = [{name: data[name] for name in data.files}]
+        except (OSError, ValueError) as err:
+            raise ValidationInputError(f"{path}: not a readable .npz file ({err})") from None
+    else:
+        subsets = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith("test_data"))
+        folders = subsets or [path]
+        sets = [_read_pb_folder(folder, specs) for folder in folders]
+    if specs is not None:
+        for index, feeds in enumerate(sets):
+            check_feeds(specs, feeds, where=f"{path}" + (f" (set {index})" if len(sets) > 1 else ""))
+    return sets
+
+
+def _read_pb_folder(folder: Path, specs: Sequence[InputSpec] | None) -> Feeds:
+    files = sorted(folder.glob("input_*.pb"), key=lambda p: _pb_index(p))
+    if not files:
+        raise ValidationInputError(
+            f"{folder}: no input_N.pb files", hint="give a .npz file or a folder of input_N.pb"
+        )
+    feeds: Feeds = {}
+    for position, file in enumerate(files):
+        name, value = _read_pb(file)
+        if specs is not None and position < len(specs):
+            name = name if name in {s.name for s in specs} else specs[position].name
+        if not name:
+            raise ValidationInputError(
+                f"{file}: the tensor has no name and no model was given to name it"
+            )
+        feeds[name] = value
+    return feeds
+
+
+def _pb_index(path: Path) -> int:
+    try:
+        return int(path.stem.split("_", 1)[1])
+    except (IndexError, ValueError):
+        raise ValidationInputError(f"{path}: expected a name like input_0.pb") from None
+
+
+def _read_pb(path: Path) -> tuple[str, Any]:
+    data = path.read_bytes()
+    tensor = onnx.TensorProto()
+    try:
+        tensor.ParseFromString(data)
+        if tensor.data_type:
+            return tensor.name, numpy_helper.to_array(tensor)
+    except Exception:  # noqa: BLE001 - not a tensor: maybe a sequence
+        pass
+    sequence = onnx.SequenceProto()
+    try:
+        sequence.ParseFromString(data)
+        return sequence.name, numpy_helper.to_list(sequence)
+    except Exception as err:  # noqa: BLE001
+        raise ValidationInputError(f"{path}: not an ONNX TensorProto or SequenceProto ({err})") from None
+
+
+def check_feeds(specs: Sequence[InputSpec], feeds: Mapping[str, Any], *, where: str = "inputs") -> None:
+    """Raise ValidationInputError listing every missing, extra, mis-typed or mis-shaped array."""
+    problems = []
+    names = {spec.name for spec in specs}
+    missing = [spec.name for spec in specs if spec.name not in feeds]
+    if missing:
+        problems.append(f"missing {', '.join(map(repr, missing))}")
+    extra = sorted(set(feeds) - names)
+    if extra:
+        problems.append(f"not inputs of the model: {', '.join(map(repr, extra))}")
+    for spec in specs:
+        if spec.name not in feeds or spec.kind != "tensor":
+            continue
+        array = np.asarray(feeds[spec.name])
+        if spec.dtype is not None and array.dtype != spec.dtype:
+            if not (spec.dtype.kind in "OUS" and array.dtype.kind in "OUS"):
+                problems.append(f"{spec.name!r} is {array.dtype}, the model takes {spec.dtype}")
+                continue
+        if spec.dims is not None:
+            if array.ndim != len(spec.dims):
+                problems.append(
+                    f"{spec.name!r} has shape {list(array.shape)}, the model takes rank "
+                    f"{len(spec.dims)} {_format_dims(spec.dims)}"
+                )
+            elif any(isinstance(d, int) and d != s for d, s in zip(spec.dims, array.shape)):
+                problems.append(
+                    f"{spec.name!r} has shape {list(array.shape)}, the model takes "
+                    f"{_format_dims(spec.dims)}"
+                )
+    if problems:
+        raise ValidationInputError(
+            f"{where}: " + "; ".join(problems),
+            hint="the model's inputs are "
+            + ", ".join(f"{s.name} {s.dtype}{_format_dims(s.dims)}" for s in specs),
+        )
+
+
+def _format_dims(dims: Sequence[int | str | None] | None) -> str:
+    if dims is None:
+        return "[?]"
+    return "[" + ", ".join(str(d) if d is not None else "?" for d in dims) + "]"

@@ -1,0 +1,496 @@
+"""Numerical parity: does the candidate model compute what the reference computes?
+
+Both models run on ONNX Runtime with its graph optimizations off (so ORT's own rewrites cannot
+hide a broken graph, or break a right one), on the same inputs (:mod:`graphfix.validate.feeds`),
+and their outputs are matched by name. Per output graphfix records dtype and shape equality,
+max / mean / 99th-percentile absolute error, max relative error, cosine similarity, NaN and Inf
+appearing or disappearing, and for integers, booleans and strings the number of differing
+elements.
+
+Tolerances. A float element passes when ``|cand - ref| <= atol * scale + rtol * |ref|``, where
+``scale`` is the root mean square of the reference output's finite values (1 when they are all
+zero). The ``atol`` term is therefore relative to the output's own magnitude: logits that all sit
+around 1e-3 get the same scrutiny as activations around 1, where a fixed atol of 1e-5 would wave
+through a 1% error. Defaults per dtype (:data:`DEFAULT_TOLERANCES`):
+
+=========  ======  =====  =================================================================
+dtype      atol    rtol   why
+=========  ======  =====  =================================================================
+float32    1e-4    1e-3   legal rewrites reassociate sums (Conv+BatchNorm folding, fused
+                          MatMul+Add, reordered reductions): errors of ~1e-6 of the scale per
+                          layer, accumulating over deep nets; a real bug is orders larger
+float64    1e-9    1e-7   the same rewrites at double precision
+float16    1e-2    1e-2   10 mantissa bits: one rounding is ~5e-4 relative
+bfloat16   5e-2    5e-2   7 mantissa bits
+integers   exact          indices, counts and argmax results have no rounding to forgive
+=========  ======  =====  =================================================================
+
+Override them for all outputs (``tolerances={"*": (atol, rtol)}``) or per output name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from graphfix import model_io
+from graphfix.errors import ValidationInputError
+from graphfix.validate import feeds as feeds_module
+from graphfix.validate.feeds import Feeds
+
+logger = logging.getLogger(__name__)
+
+Tolerance = tuple[float, float]  # (atol relative to the output's scale, rtol)
+Progress = Callable[[str, int, int], None]
+
+DEFAULT_TOLERANCES: dict[str, Tolerance] = {
+    "float32": (1e-4, 1e-3),
+    "float64": (1e-9, 1e-7),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (5e-2, 5e-2),
+    "complex64": (1e-4, 1e-3),
+    "complex128": (1e-9, 1e-7),
+}
+_EXACT: Tolerance = (0.0, 0.0)
+_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+
+
+@dataclasses.dataclass
+class OutputParity:
+    """How one output of the candidate compares with the reference (worst run)."""
+
+    name: str
+    dtype: str
+    shape: list[int] | None
+    passed: bool = True
+    reason: str = ""
+    candidate_dtype: str | None = None
+    candidate_shape: list[int] | None = None
+    max_abs_error: float | None = None
+    mean_abs_error: float | None = None
+    p99_abs_error: float | None = None
+    max_rel_error: float | None = None
+    cosine: float | None = None
+    scale: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    mismatched: int = 0
+    elements: int = 0
+    tolerance_used: float = 0.0  # worst element's error / its allowance; > 1 fails
+    run: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: _json_number(v) for k, v in dataclasses.asdict(self).items()}
+
+    @property
+    def severity(self) -> float:
+        return self.tolerance_used
+
+
+@dataclasses.dataclass
+class ParityResult:
+    """The verdict of :func:`check_parity`, with per-output statistics."""
+
+    passed: bool
+    outputs: list[OutputParity]
+    problem: str | None = None  # a failure that is not one output's (load error, signature)
+    runs: list[dict[str, str]] = dataclasses.field(default_factory=list)  # inputs of each run
+    notes: list[str] = dataclasses.field(default_factory=list)
+    provider: str = "cpu"
+    seconds: float = 0.0
+
+    @property
+    def worst(self) -> OutputParity | None:
+        """The failing output with the largest error, else the one closest to its tolerance."""
+        if not self.outputs:
+            return None
+        failing = [o for o in self.outputs if not o.passed]
+        return max(failing or self.outputs, key=lambda o: o.severity)
+
+    def describe(self) -> str:
+        """One line: what is wrong (or how close the worst output came)."""
+        if self.problem:
+            return self.problem
+        worst = self.worst
+        if worst is None:
+            return "no outputs to compare"
+        text = f"output {worst.name!r}: {worst.reason}"
+        others = [o.name for o in self.outputs if not o.passed and o is not worst]
+        if others:
+            text += f" (also wrong: {', '.join(map(repr, others))})"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "problem": self.problem,
+            "provider": self.provider,
+            "seconds": round(self.seconds, 4),
+            "runs": self.runs,
+            "notes": self.notes,
+            "worst": self.worst.name if self.worst else None,
+            "outputs": [o.to_dict() for o in self.outputs],
+        }
+
+
+def _json_number(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def default_tolerance(dtype: np.dtype | str) -> Tolerance:
+    """The default (atol, rtol) of a dtype; integers, booleans and strings compare exactly."""
+    return DEFAULT_TOLERANCES.get(str(dtype), _EXACT)
+
+
+def parse_tolerance(text: str) -> tuple[str, Tolerance]:
+    """``name:atol:rtol`` (name ``*`` for every output) -> (name, (atol, rtol))."""
+    name, sep, rest = text.rpartition(":")
+    name, sep2, atol = name.rpartition(":")
+    if not sep or not sep2 or not name:
+        raise ValueError(f"expected name:atol:rtol, got {text!r}")
+    try:
+        return name, (float(atol), float(rest))
+    except ValueError:
+        raise ValueError(f"atol and rtol must be numbers in {text!r}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Comparison of one output
+
+
+def compare_output(
+    name: str, reference: Any, candidate: Any, tolerance: Tolerance | None = None, run: int = 0
+) -> OutputParity:
+    """Statistics and verdict for one output of one run."""
+    if isinstance(reference, list) or isinstance(candidate, list):
+        return _compare_sequence(name, reference, candidate, tolerance, run)
+    ref, cand = np.asarray(reference), np.asarray(candidate)
+    result = OutputParity(
+        name, str(ref.dtype), list(ref.shape), candidate_dtype=str(cand.dtype),
+        candidate_shape=list(cand.shape), elements=int(ref.size), run=run,
+    )
+    if ref.dtype != cand.dtype:
+        return _fail(result, f"dtype {cand.dtype} where the reference has {ref.dtype}")
+    if ref.shape != cand.shape:
+        return _fail(result, f"shape {list(cand.shape)} where the reference has {list(ref.shape)}")
+    atol, rtol = tolerance if tolerance is not None else default_tolerance(ref.dtype)
+    result.atol, result.rtol = atol, rtol
+    if ref.dtype.kind in "fc":
+        return _compare_floats(result, ref, cand, atol, rtol)
+    if ref.dtype.kind in "iub" and (atol or rtol):
+        return _compare_floats(result, ref.astype(np.float64), cand.astype(np.float64), atol, rtol)
+    differ = int(np.count_nonzero(ref != cand))
+    result.mismatched = differ
+    if ref.dtype.kind in "iub" and ref.size:
+        diff = np.abs(ref.astype(np.float64) - cand.astype(np.float64))
+        result.max_abs_error = float(diff.max())
+        result.mean_abs_error = float(diff.mean())
+    result.tolerance_used = math.inf if differ else 0.0
+    if differ:
+        return _fail(result, f"{differ} of {ref.size} values differ (compared exactly)")
+    return result
+
+
+def _compare_floats(
+    result: OutputParity, ref: np.ndarray, cand: np.ndarray, atol: float, rtol: float
+) -> OutputParity:
+    ref64 = ref.astype(np.complex128 if ref.dtype.kind == "c" else np.float64)
+    cand64 = cand.astype(ref64.dtype)
+    problems = []
+    for label, test in (("NaN", np.isnan), ("Inf", np.isinf)):
+        r, c = test(ref64), test(cand64)
+        if np.any(r != c):
+            appear, vanish = int(np.count_nonzero(c & ~r)), int(np.count_nonzero(r & ~c))
+            problems.append(
+                ", ".join(
+                    part for part in (
+                        f"{label} appears in {appear} element(s)" if appear else "",
+                        f"{label} disappears from {vanish} element(s)" if vanish else "",
+                    ) if part
+                )
+            )
+    both_inf = np.isinf(ref64) & np.isinf(cand64)
+    if np.any(both_inf & (ref64 != cand64)):
+        problems.append("an Inf changes sign")
+    finite = np.isfinite(ref64) & np.isfinite(cand64)
+    r, c = ref64[finite], cand64[finite]
+    scale = float(np.sqrt(np.mean(np.abs(r) ** 2))) if r.size else 0.0
+    scale = scale if scale > 0 else 1.0
+    result.scale = scale
+    if r.size:
+        diff = np.abs(c - r)
+        allowance = atol * scale + rtol * np.abs(r)
+        ratio = np.divide(diff, allowance, out=np.full(diff.shape, np.inf), where=allowance > 0)
+        ratio[(diff == 0)] = 0.0
+        result.max_abs_error = float(diff.max())
+        result.mean_abs_error = float(diff.mean())
+        result.p99_abs_error = float(np.percentile(diff, 99))
+        result.max_rel_error = float(np.max(diff / np.maximum(np.abs(r), 1e-3 * scale)))
+        result.tolerance_used = float(ratio.max())
+        result.mismatched = int(np.count_nonzero(ratio > 1))
+        norm = float(np.linalg.norm(r) * np.linalg.norm(c))
+        if norm > 0:
+            result.cosine = float(np.real(np.vdot(r, c)) / norm)
+        elif not np.any(r) and not np.any(c):
+            result.cosine = 1.0
+    else:
+        result.max_abs_error = result.mean_abs_error = result.p99_abs_error = 0.0
+    if result.mismatched:
+        problems.insert(
+            0,
+            f"max abs error {result.max_abs_error:.3g} ({result.mismatched} of {ref.size} "
+            f"element(s) beyond {atol:g} x scale {scale:.3g} + {rtol:g} x |ref|)",
+        )
+    if problems:
+        return _fail(result, "; ".join(problems))
+    result.reason = (
+        f"max abs error {result.max_abs_error:.3g}, {result.tolerance_used:.2%} of tolerance"
+    )
+    return result
+
+
+def _compare_sequence(
+    name: str, reference: Any, candidate: Any, tolerance: Tolerance | None, run: int
+) -> OutputParity:
+    result = OutputParity(name, "sequence", None, run=run)
+    if not (isinstance(reference, list) and isinstance(candidate, list)):
+        return _fail(result, "one model returns a sequence, the other a tensor")
+    if len(reference) != len(candidate):
+        return _fail(result, f"sequence of {len(candidate)} where the reference has {len(reference)}")
+    worst = result
+    for index, (r, c) in enumerate(zip(reference, candidate)):
+        item = compare_output(f"{name}[{index}]", r, c, tolerance, run)
+        if not item.passed or item.tolerance_used > worst.tolerance_used:
+            worst = item
+        if not item.passed:
+            break
+    worst.name = name
+    return worst
+
+
+def _fail(result: OutputParity, reason: str) -> OutputParity:
+    result.passed = False
+    result.reason = reason
+    if not result.mismatched:  # structural: dtype, shape, NaN, a missing output
+        result.tolerance_used = math.inf
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Running both models
+
+
+def check_parity(
+    reference: onnx.ModelProto,
+    candidate: onnx.ModelProto,
+    *,
+    feeds: Sequence[Feeds] | Feeds | None = None,
+    inputs: str | None = None,
+    runs: int | None = None,
+    seed: int = 0,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    tolerances: Mapping[str, Tolerance] | None = None,
+    provider: str = "cpu",
+    progress: Progress | None = None,
+) -> ParityResult:
+    """Compare ``candidate`` with ``reference`` on the same inputs.
+
+    Inputs are ``feeds`` (one dict or a list of them), else read from ``inputs`` (a ``.npz``
+    file or a folder of ``input_N.pb``), else generated: ``runs`` sets (default two when the
+    model has dynamic dimensions, at two sizes; one otherwise), seeded by ``seed``, with
+    ``input_shapes`` fixing named inputs. ``tolerances`` maps output names (``*`` for all) to
+    ``(atol, rtol)``. ``provider`` is ``cpu`` or ``cuda``.
+
+    Raises :class:`ValidationInputError` when the reference itself cannot be loaded or run on
+    the inputs (nothing can be proven then); a candidate that fails to load or run fails parity.
+    """
+    started = time.perf_counter()
+    if provider not in _PROVIDERS:
+        raise ValidationInputError(f"unknown provider {provider!r}", hint="use cpu or cuda")
+    providers = [_PROVIDERS[provider]] + (["CPUExecutionProvider"] if provider != "cpu" else [])
+    result = ParityResult(True, [], provider=provider)
+    ref_session = _session(reference, providers, "original")
+    specs = feeds_module.input_specs(reference)
+
+    given: list[Feeds] | None = None
+    if feeds is not None:
+        given = [dict(feeds)] if isinstance(feeds, Mapping) else [dict(f) for f in feeds]
+    elif inputs is not None:
+        given = feeds_module.load_feeds(inputs, reference)
+    if given is not None:
+        for index, feed in enumerate(given):
+            feeds_module.check_feeds(specs, feed, where=f"inputs (set {index})")
+        total = len(given)
+    else:
+        dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
+        total = runs if runs is not None else (2 if dynamic else 1)
+
+    try:
+        cand_session = _session(candidate, providers, "optimized")
+    except ValidationInputError as err:
+        result.passed = False
+        result.problem = str(err)
+        result.seconds = time.perf_counter() - started
+        return result
+    names = [o.name for o in ref_session.get_outputs()]
+    cand_names = [o.name for o in cand_session.get_outputs()]
+    problems = _signature_problems(ref_session, cand_session)
+
+    by_name: dict[str, OutputParity] = {}
+    for run in range(total):
+        if progress is not None:
+            progress("parity", run, total)
+        if given is not None:
+            feed, ref_out = given[run], _run_reference(ref_session, given[run], None)
+        else:
+            feed, ref_out = _generated_run(
+                ref_session, specs, run, seed, input_shapes, result.notes
+            )
+        result.runs.append(feeds_module.describe(feed))
+        try:
+            cand_out = cand_session.run(None, _for(cand_session, feed))
+        except Exception as err:  # noqa: BLE001 - any ORT failure is the candidate's failure
+            problems.append(f"the optimized model fails to run on {_shapes(feed)}: "
+                            f"{_first_line(err)}")
+            break
+        cand_by_name = dict(zip(cand_names, cand_out))
+        for name, ref_value in zip(names, ref_out):
+            if name not in cand_by_name:
+                stats = OutputParity(name, _dtype_name(ref_value), None, run=run)
+                _fail(stats, "missing from the optimized model")
+            else:
+                stats = compare_output(
+                    name, ref_value, cand_by_name[name], _tolerance(tolerances, name), run
+                )
+            previous = by_name.get(name)
+            if previous is None or (previous.passed and stats.severity > previous.severity):
+                by_name[name] = stats
+    if progress is not None:
+        progress("parity", total, total)
+    result.outputs = [by_name[name] for name in names if name in by_name]
+    result.problem = "; ".join(problems) or None
+    result.passed = not problems and all(o.passed for o in result.outputs)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _session(model: onnx.ModelProto, providers: list[str], label: str) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # errors only: warnings about the model are not ours to print
+    try:
+        return model_io.ort_session(
+            model, optimization="disabled", providers=providers, options=options
+        )
+    except Exception as err:  # noqa: BLE001 - ORT raises several unrelated types
+        raise ValidationInputError(
+            f"ONNX Runtime cannot load the {label} model: {_first_line(err)}",
+            hint="parity needs both models to run on ONNX Runtime; "
+            "skip the check with --no-verify" if label == "original" else None,
+        ) from None
+
+
+def _signature_problems(ref_session: Any, cand_session: Any) -> list[str]:
+    problems = []
+    ref_out = [o.name for o in ref_session.get_outputs()]
+    cand_out = [o.name for o in cand_session.get_outputs()]
+    extra = [n for n in cand_out if n not in ref_out]
+    if extra:
+        problems.append(f"outputs only in the optimized model: {', '.join(map(repr, extra))}")
+    common = [n for n in ref_out if n in cand_out]
+    if common != [n for n in cand_out if n in ref_out]:
+        problems.append("the optimized model lists its outputs in another order")
+    ref_in = {i.name: i.type for i in ref_session.get_inputs()}
+    for item in cand_session.get_inputs():
+        if item.name not in ref_in:
+            problems.append(f"the optimized model takes an input the original lacks: {item.name!r}")
+        elif item.type != ref_in[item.name]:
+            problems.append(
+                f"input {item.name!r} is {item.type} in the optimized model, "
+                f"{ref_in[item.name]} in the original"
+            )
+    return problems
+
+
+def _generated_run(
+    session: Any,
+    specs: Sequence[feeds_module.InputSpec],
+    run: int,
+    seed: int,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    notes: list[str],
+) -> tuple[Feeds, list[Any]]:
+    """Generated inputs for ``run`` that the reference accepts, trying the next dynamic sizes
+    when it rejects them."""
+    attempts = feeds_module.ATTEMPTS if any(s.dynamic for s in specs) else 1
+    rejected: list[str] = []
+    error: Exception | None = None
+    for attempt in range(attempts):
+        feed = feeds_module.make_feed_set(
+            specs, run, seed=seed + run, attempt=attempt, input_shapes=input_shapes
+        )
+        try:
+            outputs = session.run(None, _for(session, feed))
+        except Exception as err:  # noqa: BLE001
+            error = err
+            rejected.append(_shapes(feed))
+            continue
+        if rejected:
+            notes.append(
+                f"run {run}: the original rejects {'; '.join(rejected)} "
+                f"({_first_line(error)}); checked at {_shapes(feed)}"
+            )
+        return feed, outputs
+    raise ValidationInputError(
+        f"ONNX Runtime cannot run the original model on generated inputs ({_shapes(feed)}): "
+        f"{_first_line(error)}",
+        hint="give real inputs with --inputs, fix dynamic sizes with --input-shape, "
+        "or skip the check with --no-verify",
+    )
+
+
+def _run_reference(session: Any, feed: Feeds, _: Any) -> list[Any]:
+    try:
+        return session.run(None, _for(session, feed))
+    except Exception as err:  # noqa: BLE001
+        raise ValidationInputError(
+            f"ONNX Runtime cannot run the original model on the given inputs: {_first_line(err)}",
+            hint="check the inputs against `graphfix inspect`",
+        ) from None
+
+
+def _for(session: Any, feed: Feeds) -> Feeds:
+    """The part of ``feed`` this session takes (an optimized model may need fewer inputs)."""
+    wanted = {i.name for i in session.get_inputs()}
+    return {name: value for name, value in feed.items() if name in wanted}
+
+
+def _tolerance(tolerances: Mapping[str, Tolerance] | None, name: str) -> Tolerance | None:
+    if not tolerances:
+        return None
+    return tolerances.get(name, tolerances.get("*"))
+
+
+def _shapes(feed: Feeds) -> str:
+    return ", ".join(f"{k} {v}" for k, v in feeds_module.describe(feed).items()) or "no inputs"
+
+
+def _dtype_name(value: Any) -> str:
+    return "sequence" if isinstance(value, list) else str(np.asarray(value).dtype)
+
+
+def _first_line(err: BaseException | None) -> str:
+    text = str(err).strip() if err is not None else "unknown error"
+    lines = [line for line in text.splitlines() if line.strip()]
+    line = lines[0] if lines else type(err).__name__
+    return line if len(line) <= 300 else line[:297] + "..."

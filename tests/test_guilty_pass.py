@@ -1,0 +1,192 @@
+"""Planted bugs: wrong passes in a pipeline with correct ones are caught, and named.
+
+Each planted pass is registered for the test only, runs between real passes, and breaks the
+model in one of the ways simplifiers have broken models in the field. ``optimize`` must refuse
+the result, name the output and the guilty pass, and write nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import graphfix
+from graphfix import registry
+from graphfix.errors import ParityError
+from graphfix.registry import Pass, PassResult
+
+MODEL_TEXT = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 3, 8, 8] x) => (float[N, 4, 8, 8] features, float[N, 4] pooled, float[N, 4] scores,
+                            int64[N] label) {
+    conv = Conv <pads = [1, 1, 1, 1]> (x, w, b)
+    features = Relu (conv)
+    pooled = ReduceMean <axes = [2, 3], keepdims = 0> (features)
+    scores = Softmax <axis = 1> (pooled)
+    label = ArgMax <axis = 1, keepdims = 0> (pooled)
+}
+"""
+
+
+def _model() -> onnx.ModelProto:
+    model = onnx.parser.parse_model(MODEL_TEXT)
+    rng = np.random.default_rng(0)
+    model.graph.initializer.extend([
+        numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b"),
+    ])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _producer(graph: onnx.GraphProto, name: str) -> onnx.NodeProto:
+    return next(n for n in graph.node if name in n.output)
+
+
+def _rename_output(graph: onnx.GraphProto, name: str, new: str) -> onnx.NodeProto:
+    """The producer of ``name`` writes ``new`` instead; consumers still read ``name``, which a
+    node inserted by the caller then produces."""
+    node = _producer(graph, name)
+    node.output[list(node.output).index(name)] = new
+    return node
+
+
+def _append(graph: onnx.GraphProto, *nodes: onnx.NodeProto) -> None:
+    """Add nodes and keep the graph topologically sorted (they go before their consumers)."""
+    existing = list(graph.node)
+    del graph.node[:]
+    produced = {out for n in nodes for out in n.output}
+    placed = False
+    for node in existing:
+        if not placed and any(i in produced for i in node.input):
+            graph.node.extend(nodes)
+            placed = True
+        graph.node.append(node)
+    if not placed:
+        graph.node.extend(nodes)
+
+
+def wrong_permutation(graph: onnx.GraphProto) -> None:
+    _rename_output(graph, "conv", "conv_raw")
+    _append(graph, helper.make_node("Transpose", ["conv_raw"], ["conv"], perm=[0, 1, 3, 2]))
+
+
+def dropped_bias(graph: onnx.GraphProto) -> None:
+    conv = _producer(graph, "conv")
+    del conv.input[2]
+
+
+def swapped_outputs(graph: onnx.GraphProto) -> None:
+    _rename_output(graph, "pooled", "pooled_value")
+    for node in graph.node:
+        if node.op_type in ("Softmax", "ArgMax"):
+            node.input[0] = "pooled_value"
+    _rename_output(graph, "scores", "pooled")
+    graph.node.append(helper.make_node("Identity", ["pooled_value"], ["scores"]))
+
+
+def changed_dtype(graph: onnx.GraphProto) -> None:
+    _rename_output(graph, "scores", "scores32")
+    _append(graph, helper.make_node("Cast", ["scores32"], ["scores"], to=onnx.TensorProto.FLOAT16))
+    next(o for o in graph.output if o.name == "scores").type.tensor_type.elem_type = (
+        onnx.TensorProto.FLOAT16
+    )
+
+
+def changed_shape(graph: onnx.GraphProto) -> None:
+    _producer(graph, "pooled").attribute[1].i = 1  # keepdims=1: [N, 4, 1, 1]
+    label = _producer(graph, "label")
+    label.input[0] = "pooled_flat"
+    scores = _producer(graph, "scores")
+    scores.input[0] = "pooled_flat"
+    _append(graph, helper.make_node("Flatten", ["pooled"], ["pooled_flat"]))
+    del next(o for o in graph.output if o.name == "pooled").type.tensor_type.shape.dim[:]
+
+
+def nan_source(graph: onnx.GraphProto) -> None:
+    _producer(graph, "features").op_type = "Sqrt"  # Relu -> Sqrt: NaN for negatives
+
+
+def off_by_one(graph: onnx.GraphProto) -> None:
+    _rename_output(graph, "label", "label0")
+    graph.initializer.append(numpy_helper.from_array(np.array(1, np.int64), "one"))
+    _append(graph, helper.make_node("Add", ["label0", "one"], ["label"]))
+
+
+def batch_one_assumed(graph: onnx.GraphProto) -> None:
+    """Right at batch 1, wrong at any other size: every row becomes the first one."""
+    _rename_output(graph, "pooled", "pooled_all")
+    graph.initializer.extend([
+        numpy_helper.from_array(np.array([0], np.int64), "zero"),
+        numpy_helper.from_array(np.array([1], np.int64), "one"),
+    ])
+    _append(
+        graph,
+        helper.make_node("Slice", ["pooled_all", "zero", "one", "zero"], ["first"]),
+        helper.make_node("Shape", ["pooled_all"], ["pooled_shape"]),
+        helper.make_node("Expand", ["first", "pooled_shape"], ["pooled"]),
+    )
+
+
+ALL = {"features", "pooled", "scores", "label"}
+# each bug, and the outputs it breaks (the error names the worst of them)
+BUGS = {
+    "wrong-permutation": (wrong_permutation, {"features"}),
+    "dropped-bias": (dropped_bias, ALL),
+    "swapped-outputs": (swapped_outputs, {"pooled", "scores"}),
+    "changed-dtype": (changed_dtype, {"scores"}),
+    "changed-shape": (changed_shape, {"pooled"}),
+    "nan-source": (nan_source, ALL),
+    "off-by-one": (off_by_one, {"label"}),
+    "batch-one-assumed": (batch_one_assumed, {"pooled", "scores", "label"}),
+}
+
+
+def _planted(name: str, edit) -> type[Pass]:
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        edit(model.graph)
+        return PassResult(model, modified=True)
+
+    return type(name.title().replace("-", ""), (Pass,), {"__doc__": f"Planted bug: {name}.",
+                                                         "call": call})
+
+
+@pytest.fixture()
+def isolated_registry(monkeypatch):
+    registry._ensure_loaded()
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_planted_bug_is_caught_and_its_pass_named(bug, isolated_registry, tmp_path) -> None:
+    edit, broken = BUGS[bug]
+    registry.register(f"planted-{bug}")(_planted(bug, edit))
+    src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(_model(), str(src))
+    passes = ["remove-initializer-inputs", "eliminate-transposes", f"planted-{bug}",
+              "eliminate-transposes"]
+    with pytest.raises(ParityError) as info:
+        graphfix.optimize_file(src, dst, passes=passes)
+    message = str(info.value)
+    assert info.value.guilty_pass == f"planted-{bug}"
+    assert f"pass 'planted-{bug}' broke" in message
+    named = message.split("broke output ", 1)[1].split(":", 1)[0].strip("'")
+    assert named in broken, message
+    assert f"--skip planted-{bug}" in info.value.hint
+    assert not dst.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["in.onnx"]
+    # dropping the guilty pass, as the hint says, gives a model that passes
+    graphfix.optimize_file(src, dst, passes=passes, skip=[f"planted-{bug}"])
+    assert dst.exists()
+
+
+def test_batch_bug_is_only_visible_at_the_second_size(isolated_registry) -> None:
+    from graphfix.validate.parity import check_parity
+
+    model = _model()
+    broken = _model()
+    batch_one_assumed(broken.graph)
+    first = check_parity(model, broken, feeds={"x": np.ones((1, 3, 8, 8), np.float32)})
+    assert first.passed
+    assert not check_parity(model, broken).passed

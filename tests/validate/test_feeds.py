@@ -1,0 +1,143 @@
+"""Input generation and real-data loading."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from graphfix.errors import ValidationInputError
+from graphfix.validate import feeds
+from models.transformer import transformer_encoder
+
+
+def _model(text: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model(text)
+
+
+EMBED = _model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (int32[batch, seq] ids, int64[batch, seq] attention_mask, bool[3] flags, float[batch, 4] x)
+  => (float[batch, seq, 8] y, float[batch, 4] z) <float[50, 8] table = {0.0}> {
+    ids64 = Cast <to = 7> (ids)
+    flat = Unsqueeze (ids64, axes)
+    y0 = Gather (table, flat)
+    y = Squeeze (y0, axes)
+    z = Relu (x)
+}
+""")
+
+
+def test_index_inputs_stay_inside_the_table_through_cast_and_unsqueeze() -> None:
+    model = onnx.parser.parse_model(
+        onnx.printer.to_text(EMBED).replace("Unsqueeze (ids64, axes)", "Identity (ids64)")
+        .replace("Squeeze (y0, axes)", "Identity (y0)")
+    )
+    model.graph.initializer[0].CopyFrom(
+        numpy_helper.from_array(np.zeros((50, 8), np.float32), "table")
+    )
+    assert feeds.index_bounds(model) == {"ids": 50}
+    sets = feeds.make_feeds(model, runs=4)
+    for feed in sets:
+        assert feed["ids"].dtype == np.int32
+        assert feed["ids"].min() >= 0 and feed["ids"].max() < 50
+        assert set(np.unique(feed["attention_mask"])) <= {0, 1}
+        assert np.all(feed["attention_mask"][..., 0] == 1)
+        assert feed["flags"].dtype == np.bool_
+
+
+def test_bert_like_model_gets_ids_inside_its_vocabulary() -> None:
+    model = transformer_encoder(vocab=300)
+    assert feeds.index_bounds(model)["input_ids"] == 300
+    ids = np.concatenate([f["input_ids"].ravel() for f in feeds.make_feeds(model, runs=6)])
+    assert ids.min() >= 0 and ids.max() < 300
+    assert ids.max() > 100  # the whole range is used, not just 0/1
+
+
+def test_dynamic_dims_get_two_sizes_and_shared_names_agree() -> None:
+    sets = feeds.make_feeds(transformer_encoder())
+    assert len(sets) == 2
+    shapes = [f["input_ids"].shape for f in sets]
+    assert shapes[0] != shapes[1]
+    for f in sets:
+        assert f["input_ids"].shape == f["attention_mask"].shape
+
+
+def test_static_model_gets_one_set_and_seed_is_deterministic() -> None:
+    model = _model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3] x) => (float[2, 3] y) { y = Relu (x) }
+    """)
+    a, b = feeds.make_feeds(model, seed=3), feeds.make_feeds(model, seed=3)
+    assert len(a) == 1 and np.array_equal(a[0]["x"], b[0]["x"])
+    assert not np.array_equal(a[0]["x"], feeds.make_feeds(model, seed=4)[0]["x"])
+    low, high = -0.25, 0.5
+    x = feeds.make_feeds(model, float_range=(low, high))[0]["x"]
+    assert x.min() >= low and x.max() <= high
+
+
+def test_input_shapes_fix_dims_and_unknown_names_are_refused() -> None:
+    model = transformer_encoder()
+    sets = feeds.make_feeds(model, input_shapes={"input_ids": [3, 5], "attention_mask": [3, 5]})
+    assert len(sets) == 1 and sets[0]["input_ids"].shape == (3, 5)
+    with pytest.raises(ValidationInputError, match="not take"):
+        feeds.make_feeds(model, input_shapes={"nope": [1]})
+
+
+def test_initializer_inputs_are_not_fed() -> None:
+    model = _model("""
+    <ir_version: 3, opset_import: ["" : 9]>
+    g (float[2] x, float[2] w) => (float[2] y) <float[2] w = {1.0, 2.0}> { y = Add (x, w) }
+    """)
+    assert [s.name for s in feeds.input_specs(model)] == ["x"]
+
+
+def test_npz_and_pb_folders_load_and_are_checked(tmp_path) -> None:
+    model = EMBED
+    good = {
+        "ids": np.zeros((1, 4), np.int32), "attention_mask": np.ones((1, 4), np.int64),
+        "flags": np.zeros(3, bool), "x": np.zeros((1, 4), np.float32),
+    }
+    np.savez(tmp_path / "in.npz", **good)
+    (loaded,) = feeds.load_feeds(tmp_path / "in.npz", model)
+    assert sorted(loaded) == sorted(good)
+
+    folder = tmp_path / "pb"
+    for index in range(2):
+        data_set = folder / f"test_data_set_{index}"
+        data_set.mkdir(parents=True)
+        for position, (name, array) in enumerate(good.items()):
+            tensor = numpy_helper.from_array(array, name if index else "")
+            (data_set / f"input_{position}.pb").write_bytes(tensor.SerializeToString())
+    sets = feeds.load_feeds(folder, model)
+    assert len(sets) == 2 and all(sorted(s) == sorted(good) for s in sets)
+
+    bad = dict(good, x=np.zeros((1, 5), np.float64), extra=np.zeros(1))
+    del bad["ids"]
+    np.savez(tmp_path / "bad.npz", **bad)
+    with pytest.raises(ValidationInputError) as info:
+        feeds.load_feeds(tmp_path / "bad.npz", model)
+    message = str(info.value)
+    assert "missing 'ids'" in message and "'extra'" in message and "float64" in message
+
+    np.savez(tmp_path / "shape.npz", **dict(good, x=np.zeros((1, 5), np.float32)))
+    with pytest.raises(ValidationInputError, match=r"\[1, 5\]"):
+        feeds.load_feeds(tmp_path / "shape.npz", model)
+    with pytest.raises(ValidationInputError, match="no such"):
+        feeds.load_feeds(tmp_path / "missing.npz", model)
+    (tmp_path / "x.txt").write_text("hi")
+    with pytest.raises(ValidationInputError, match=".npz"):
+        feeds.load_feeds(tmp_path / "x.txt", model)
+
+
+def test_types_numpy_cannot_hold_are_refused_with_a_hint() -> None:
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.BFLOAT16, [2])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.BFLOAT16, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ValidationInputError) as info:
+        feeds.make_feeds(model)
+    assert "BFLOAT16" in str(info.value) and "--no-verify" in info.value.hint

@@ -1,0 +1,177 @@
+"""Parity: per-output statistics, scale-aware tolerances, and verdicts on real ORT runs."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+
+from graphfix.errors import ValidationInputError
+from graphfix.validate.parity import (
+    DEFAULT_TOLERANCES,
+    check_parity,
+    compare_output,
+    parse_tolerance,
+)
+
+
+def _model(text: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model(text)
+
+
+def test_scale_aware_tolerance_catches_a_one_percent_error_on_small_outputs(rng) -> None:
+    for magnitude in (1e-3, 1.0, 1e3):
+        ref = (rng.standard_normal(1000) * magnitude).astype(np.float32)
+        off = compare_output("y", ref, ref * np.float32(1.01))
+        assert not off.passed, magnitude
+        # a legal reassociation: errors of a few float32 ulps of the scale
+        noise = rng.standard_normal(1000).astype(np.float32) * np.float32(magnitude * 1e-6)
+        close = compare_output("y", ref, ref + noise)
+        assert close.passed, (magnitude, close.reason)
+        assert close.tolerance_used < 0.1
+
+
+def test_statistics_are_reported() -> None:
+    ref = np.array([1.0, -2.0, 3.0, 4.0], np.float32)
+    cand = ref + np.array([0, 0, 0, 1e-2], np.float32)
+    stats = compare_output("y", ref, cand)
+    assert not stats.passed and stats.mismatched == 1 and stats.elements == 4
+    assert math.isclose(stats.max_abs_error, 1e-2, rel_tol=1e-3)
+    assert math.isclose(stats.mean_abs_error, 2.5e-3, rel_tol=1e-3)
+    assert math.isclose(stats.max_rel_error, 2.5e-3, rel_tol=1e-3)
+    assert 0.99 < stats.cosine <= 1.0
+    assert "max abs error 0.01" in stats.reason
+    as_dict = stats.to_dict()
+    assert as_dict["name"] == "y" and as_dict["passed"] is False
+
+
+@pytest.mark.parametrize(
+    "cand, words",
+    [
+        (np.array([1.0, np.nan, 3.0], np.float32), "NaN appears in 1"),
+        (np.array([1.0, np.inf, 3.0], np.float32), "Inf appears in 1"),
+        (np.array([1.0, 2.0, 3.0], np.float16), "dtype float16"),
+        (np.array([[1.0, 2.0, 3.0]], np.float32), "shape [1, 3]"),
+    ],
+)
+def test_structural_differences_fail(cand, words) -> None:
+    stats = compare_output("y", np.array([1.0, 2.0, 3.0], np.float32), cand)
+    assert not stats.passed and words in stats.reason
+    assert stats.tolerance_used == math.inf
+
+
+def test_nan_in_both_at_the_same_place_passes() -> None:
+    ref = np.array([1.0, np.nan, -np.inf], np.float32)
+    assert compare_output("y", ref, ref.copy()).passed
+
+
+def test_integers_compare_exactly_unless_told_otherwise() -> None:
+    ref = np.array([3, 4, 5], np.int64)
+    stats = compare_output("label", ref, ref + np.array([0, 0, 1]))
+    assert not stats.passed and "1 of 3 values differ" in stats.reason
+    assert compare_output("label", ref, ref + np.array([0, 0, 1]), (1.0, 0.0)).passed
+    assert compare_output("flag", np.array([True]), np.array([True])).passed
+
+
+def test_defaults_are_looser_for_half_precision() -> None:
+    assert DEFAULT_TOLERANCES["float16"][1] > DEFAULT_TOLERANCES["float32"][1]
+    ref = np.linspace(-1, 1, 100).astype(np.float16)
+    assert compare_output("y", ref, (ref * np.float16(1.003)).astype(np.float16)).passed
+    assert not compare_output("y", ref, (ref * np.float16(1.05)).astype(np.float16)).passed
+
+
+def test_parse_tolerance() -> None:
+    assert parse_tolerance("logits:1e-3:1e-2") == ("logits", (1e-3, 1e-2))
+    assert parse_tolerance("a:b:0:0.1") == ("a:b", (0.0, 0.1))
+    for bad in ("logits", "logits:1", "x:a:b"):
+        with pytest.raises(ValueError):
+            parse_tolerance(bad)
+
+
+RELU = _model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] x) => (float[N, 4] y, float[N] s) {
+    y = Relu (x)
+    axes = Constant <value = int64[1] {1}> ()
+    s = ReduceSum <keepdims = 0> (y, axes)
+}
+""")
+
+
+def _edit(model: onnx.ModelProto, old: str, new: str) -> onnx.ModelProto:
+    return _model(onnx.printer.to_text(model).replace(old, new))
+
+
+def test_identical_models_pass_at_two_dynamic_sizes() -> None:
+    result = check_parity(RELU, RELU)
+    assert result.passed and result.problem is None
+    assert [o.name for o in result.outputs] == ["y", "s"]
+    assert len(result.runs) == 2 and result.runs[0]["x"] != result.runs[1]["x"]
+    assert result.to_dict()["passed"] is True
+
+
+def test_a_wrong_candidate_fails_and_names_the_output() -> None:
+    wrong = _edit(RELU, "y = Relu (x)", "y = Sigmoid (x)")
+    result = check_parity(RELU, wrong)
+    assert not result.passed
+    assert result.worst.name == "y" and "y" in result.describe()
+
+
+def test_tolerances_override_globally_and_per_output() -> None:
+    shifted = _edit(
+        RELU, "y = Relu (x)", "r = Relu (x)\n eps = Constant <value = float {0.01}> ()\n y = Add (r, eps)"
+    )
+    assert not check_parity(RELU, shifted).passed
+    assert check_parity(RELU, shifted, tolerances={"*": (1.0, 0.0)}).passed
+    result = check_parity(RELU, shifted, tolerances={"y": (1.0, 0.0)})
+    assert not result.passed and result.worst.name == "s"
+
+
+def test_signature_changes_fail() -> None:
+    extra = _edit(RELU, "=> (float[N,4] y, float[N] s)", "=> (float[N,4] y, float[N] s, float[N,4] x2)")
+    extra = _edit(extra, "y = Relu (x)", "y = Relu (x)\n x2 = Identity (x)")
+    result = check_parity(RELU, extra)
+    assert not result.passed and "only in the optimized model" in result.problem
+    swapped = _edit(RELU, "=> (float[N,4] y, float[N] s)", "=> (float[N] s, float[N,4] y)")
+    assert "another order" in check_parity(RELU, swapped).problem
+
+
+def test_a_candidate_that_does_not_load_fails_parity_and_a_bad_original_is_an_error() -> None:
+    broken = _edit(RELU, "y = Relu (x)", "y = Relu (x, x)")
+    result = check_parity(RELU, broken)
+    assert not result.passed and "cannot load the optimized model" in result.problem
+    with pytest.raises(ValidationInputError) as info:
+        check_parity(broken, RELU)
+    assert "original" in str(info.value) and "--no-verify" in info.value.hint
+
+
+def test_sizes_the_original_rejects_are_retried_and_noted() -> None:
+    model = _model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, S] x) => (float[R, 16] y) {
+        shape = Constant <value = int64[2] {-1, 16}> ()
+        y = Reshape (x, shape)
+    }
+    """)
+    result = check_parity(model, model)
+    assert result.passed
+    assert all(int(run["x"].split(", ")[1].rstrip("]")) % 16 == 0 for run in result.runs)
+    assert result.notes and "rejects" in result.notes[0]
+
+
+def test_given_feeds_and_npz_inputs(tmp_path) -> None:
+    x = np.arange(8, dtype=np.float32).reshape(2, 4) - 4
+    result = check_parity(RELU, RELU, feeds={"x": x})
+    assert result.passed and result.runs == [{"x": "float32[2, 4]"}]
+    np.savez(tmp_path / "in.npz", x=x)
+    assert check_parity(RELU, RELU, inputs=str(tmp_path / "in.npz")).passed
+    with pytest.raises(ValidationInputError, match="float64"):
+        check_parity(RELU, RELU, feeds={"x": x.astype(np.float64)})
+
+
+def test_progress_is_reported() -> None:
+    seen = []
+    check_parity(RELU, RELU, runs=3, progress=lambda label, done, total: seen.append((done, total)))
+    assert seen[0] == (0, 3) and seen[-1] == (3, 3)
