@@ -288,3 +288,95 @@ def _num(value: Any) -> str:
     if isinstance(value, (int, float)):
         return f"{value:.3g}"
     return str(value)
+
+
+def format_parity(parity: dict[str, Any]) -> str:
+    """The outputs of a parity check (``ParityResult.to_dict()``) as a table, then the verdict."""
+    rows = []
+    for o in parity.get("outputs", []):
+        rows.append([
+            o["name"],
+            f"{o['dtype']}{o['shape'] if o.get('shape') is not None else ''}",
+            _num(o.get("max_abs_error")),
+            _num(o.get("max_rel_error")),
+            _num(o.get("cosine")) if o.get("cosine") is not None else "-",
+            _percent(o.get("tolerance_used")),
+            "ok" if o["passed"] else "FAIL",
+        ])
+    lines = _table(rows, ["output", "type", "max abs", "max rel", "cosine", "of tol", ""]) if rows else []
+    for index, run in enumerate(parity.get("runs", [])):
+        shapes = ", ".join(f"{name} {desc}" for name, desc in run.items())
+        lines.append(f"run {index}: {shapes or 'no inputs'}")
+    lines += [f"note: {note}" for note in parity.get("notes", [])]
+    if parity.get("problem"):
+        lines.append(f"problem: {parity['problem']}")
+    for o in parity.get("outputs", []):
+        if not o["passed"]:
+            lines.append(f"{o['name']}: {o['reason']}")
+    verdict = "parity holds" if parity.get("passed") else "parity FAILED"
+    lines.append(f"{verdict} ({parity.get('seconds', 0):.1f}s on {parity.get('provider')})")
+    return "\n".join(lines)
+
+
+def format_bench(bench: dict[str, Any], name: str, other: str | None) -> str:
+    """A benchmark (``BenchResult.to_dict()``) as a latency table and the speedup line."""
+    labels = {"candidate": name, "baseline": other or "baseline",
+              "candidate_offline": f"{name} (ORT opt off)",
+              "baseline_offline": f"{other or 'baseline'} (ORT opt off)"}
+    rows = []
+    for key, label in labels.items():
+        stats = bench.get(key)
+        if stats:
+            rows.append([label, f"{stats['median_ms']:.3f}", f"{stats['p90_ms']:.3f}",
+                         f"{stats['min_ms']:.3f}", f"{stats['session_create_ms']:.0f}"])
+    lines = _table(rows, ["model", "median ms", "p90 ms", "min ms", "session ms"])
+    lines.append(
+        f"provider {bench['provider']} ({', '.join(bench['session_providers'])}), "
+        f"{bench['threads']} thread(s), {bench['warmup']} warm-up + {bench['runs']} rounds"
+    )
+    if bench.get("speedup") is not None:
+        lines.append(
+            f"speedup {_num(bench['speedup'])}x, {bench['confidence']:.0%} interval "
+            f"[{_num(bench['ci_low'])}, {_num(bench['ci_high'])}]: {bench['verdict']}"
+        )
+    offline = bench.get("offline_speedup")
+    if offline:
+        lines.append(
+            f"{name} with ORT optimizations off vs {other or 'baseline'} under ORT defaults: "
+            f"{_num(offline['speedup'])}x [{_num(offline['ci_low'])}, "
+            f"{_num(offline['ci_high'])}]: {offline['verdict']}"
+        )
+    for label, placement in bench.get("placement", {}).items():
+        nodes = ", ".join(f"{p.replace('ExecutionProvider', '')} {n}"
+                          for p, n in placement.get("nodes", {}).items())
+        if nodes:
+            lines.append(f"placement {labels.get(label, label)}: {nodes}, "
+                         f"Memcpy {placement.get('memcpy_nodes', 0)}")
+    lines += [f"warning: {w}" for w in bench.get("warnings", [])]
+    return "\n".join(lines)
+
+
+def format_doctor(found: dict[str, Any]) -> str:
+    """The environment check (``DoctorReport.to_dict()``) for a terminal."""
+    lines = ["versions: " + ", ".join(
+        f"{k} {v or 'missing'}" for k, v in found["versions"].items())]
+    lines.append(f"onnxruntime from: {found.get('onnxruntime_distribution') or '?'}"
+                 + (f" (built for CUDA {found['onnxruntime_cuda_version']})"
+                    if found.get("onnxruntime_cuda_version") else ""))
+    lines.append(f"highest IR version ORT loads: {found.get('max_ir_version')}")
+    for key, status in found["providers"].items():
+        state = "loads" if status["loadable"] else (
+            "listed but does not load" if status["available"] else "not available")
+        lines.append(f"provider {key}: {state}"
+                     + (f" ({status['error']})" if status.get("error") and not status["loadable"]
+                        else ""))
+    for library in found.get("libraries", []):
+        lines.append(f"library {library['name']} ({library['role']}): "
+                     + (library.get("path") or "found" if library["found"] else "missing"))
+    for gpu in found.get("gpus", []):
+        lines.append(f"GPU {gpu['name']}, {gpu.get('memory_total_mib')} MiB, "
+                     f"driver {gpu.get('driver_version')}")
+    for problem in found.get("problems", []):
+        lines.append(f"problem ({problem['provider']}): {problem['what']}\n  fix: {problem['fix']}")
+    lines.append("ok" if found.get("ok") else f"not usable: {found.get('requested') or 'cpu'}")
+    return "\n".join(lines)

@@ -25,7 +25,8 @@ bfloat16   5e-2    5e-2   7 mantissa bits
 integers   exact          indices, counts and argmax results have no rounding to forgive
 =========  ======  =====  =================================================================
 
-Override them for all outputs (``tolerances={"*": (atol, rtol)}``) or per output name.
+Override them for all outputs (``tolerances={"*": (atol, rtol)}``) or per output name; a part
+given as None keeps the default.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import onnx
@@ -47,7 +48,8 @@ from graphfix.validate.feeds import Feeds
 
 logger = logging.getLogger(__name__)
 
-Tolerance = tuple[float, float]  # (atol relative to the output's scale, rtol)
+# (atol relative to the output's scale, rtol); None keeps the dtype's default for that part
+Tolerance = tuple[Optional[float], Optional[float]]
 Progress = Callable[[str, int, int], None]
 
 DEFAULT_TOLERANCES: dict[str, Tolerance] = {
@@ -182,7 +184,10 @@ def compare_output(
         return _fail(result, f"dtype {cand.dtype} where the reference has {ref.dtype}")
     if ref.shape != cand.shape:
         return _fail(result, f"shape {list(cand.shape)} where the reference has {list(ref.shape)}")
-    atol, rtol = tolerance if tolerance is not None else default_tolerance(ref.dtype)
+    default_atol, default_rtol = default_tolerance(ref.dtype)
+    atol, rtol = tolerance if tolerance is not None else (None, None)
+    atol = default_atol if atol is None else atol
+    rtol = default_rtol if rtol is None else rtol
     result.atol, result.rtol = atol, rtol
     if ref.dtype.kind in "fc":
         return _compare_floats(result, ref, cand, atol, rtol)
@@ -476,9 +481,13 @@ def _for(session: Any, feed: Feeds) -> Feeds:
 
 
 def _tolerance(tolerances: Mapping[str, Tolerance] | None, name: str) -> Tolerance | None:
+    """The output's own tolerance, with parts it leaves unset taken from ``*``."""
     if not tolerances:
         return None
-    return tolerances.get(name, tolerances.get("*"))
+    own, every = tolerances.get(name), tolerances.get("*")
+    if own is None or every is None:
+        return own if own is not None else every
+    return (own[0] if own[0] is not None else every[0], own[1] if own[1] is not None else every[1])
 
 
 def _shapes(feed: Feeds) -> str:

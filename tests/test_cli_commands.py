@@ -1,0 +1,153 @@
+"""check, bench, doctor, inspect's plan, and optimize's pass, parity and bench options."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+
+from graphfix import registry
+from graphfix.cli import cli
+from graphfix.doctor import probe_provider
+from models.sample import SAMPLE_PATH
+from tests.test_guilty_pass import _model as planted_model
+from tests.test_guilty_pass import _planted, dropped_bias
+
+RELU = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] x) => (float[N, 4] y) { y = Relu (x) }
+"""
+
+
+def invoke(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def _save(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    onnx.save(onnx.parser.parse_model(text), str(path))
+    return path
+
+
+def test_check_passes_fails_and_speaks_json(tmp_path) -> None:
+    ref = _save(tmp_path, "ref.onnx", RELU)
+    same = _save(tmp_path, "same.onnx", RELU.replace("Relu (x)", "Max (x, zero)").replace(
+        "{ y", "<float zero = {0.0}> { y"))
+    other = _save(tmp_path, "other.onnx", RELU.replace("Relu", "Sigmoid"))
+    ok = invoke("check", ref, same)
+    assert ok.exit_code == 0 and "parity holds" in ok.output and "run 1: x float32" in ok.output
+    bad = invoke("check", ref, other)
+    assert bad.exit_code == 1 and "parity FAILED" in bad.output and "FAIL" in bad.output
+    data = json.loads(invoke("check", ref, other, "--json", "--runs", "3").output)
+    assert data["passed"] is False and len(data["runs"]) == 3
+    assert data["outputs"][0]["name"] == "y"
+    loose = invoke("check", ref, other, "--atol", "10")
+    assert loose.exit_code == 0
+    assert invoke("check", ref, other, "--tol", "y:10:0").exit_code == 0
+    assert invoke("check", ref, other, "--tol", "y:10").exit_code == 2
+
+
+def test_check_with_real_inputs_and_shapes(tmp_path) -> None:
+    ref = _save(tmp_path, "ref.onnx", RELU)
+    np.savez(tmp_path / "in.npz", x=np.ones((5, 4), np.float32))
+    result = invoke("check", ref, ref, "--inputs", tmp_path / "in.npz")
+    assert result.exit_code == 0 and "x float32[5, 4]" in result.output
+    result = invoke("check", ref, ref, "--input-shape", "x:3x4")
+    assert "x float32[3, 4]" in result.output
+    np.savez(tmp_path / "bad.npz", z=np.ones(2))
+    bad = invoke("check", ref, ref, "--inputs", tmp_path / "bad.npz")
+    assert bad.exit_code == 1 and "missing 'x'" in bad.output
+
+
+def test_a_guilty_pass_is_named_with_the_command_to_run(tmp_path, monkeypatch) -> None:
+    registry._ensure_loaded()
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry.register("planted-dropped-bias")(_planted("dropped-bias", dropped_bias))
+    src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(planted_model(), str(src))
+    args = ["optimize", src, dst, "--passes", "eliminate-transposes,planted-dropped-bias"]
+    result = invoke(*args)
+    assert result.exit_code == 1 and not dst.exists()
+    assert "pass 'planted-dropped-bias' broke" in result.output
+    command = result.output.split("to leave it out: ", 1)[1].rstrip(")\n")
+    assert shlex.split(command)[-2:] == ["--skip", "planted-dropped-bias"]
+    assert invoke(*shlex.split(command)[1:]).exit_code == 0 and dst.exists()
+
+
+def test_pass_options_reach_the_passes(tmp_path) -> None:
+    out = tmp_path / "out.onnx"
+    report = tmp_path / "r.json"
+    result = invoke("optimize", SAMPLE_PATH, out, "--skip", "simplify", "--ort-level", "all",
+                    "--max-growth", "0", "--report", report)
+    assert result.exit_code == 0, result.output
+    written = onnx.load(str(out))
+    props = {p.key: p.value for p in written.metadata_props}
+    assert props["graphfix.ort_level"] == "all"
+    passes = {p["name"]: p for p in json.loads(report.read_text())["passes"]}
+    assert passes["ort-offline"]["options"]["max_growth"] is None
+    assert "tied to" in result.output
+
+
+def test_input_shape_fixes_dims_in_simplify_and_parity(tmp_path) -> None:
+    src = _save(tmp_path, "ref.onnx", RELU)
+    out = tmp_path / "out.onnx"
+    result = invoke("optimize", src, out, "--input-shape", "x:3x4", "--report", tmp_path / "r.json")
+    assert result.exit_code == 0, result.output
+    dims = [d.dim_value for d in onnx.load(str(out)).graph.input[0].type.tensor_type.shape.dim]
+    assert dims == [3, 4]
+    parity = json.loads((tmp_path / "r.json").read_text())["parity"]
+    assert parity["runs"] == [{"x": "float32[3, 4]"}]
+
+
+def test_no_verify_is_reported_and_verification_options_conflict_cleanly(tmp_path) -> None:
+    src = _save(tmp_path, "ref.onnx", RELU)
+    result = invoke("optimize", src, tmp_path / "o.onnx", "--passes", "eliminate-transposes",
+                    "--no-verify")
+    assert result.exit_code == 0 and "parity: not checked" in result.output
+
+
+def test_require_speedup_refuses_a_model_that_gained_nothing(tmp_path) -> None:
+    src = _save(tmp_path, "ref.onnx", RELU)
+    out = tmp_path / "out.onnx"
+    result = invoke("optimize", src, out, "--passes", "eliminate-transposes",
+                    "--require-speedup", "1.05", "--report", tmp_path / "r.json")
+    assert result.exit_code == 1, result.output
+    assert "speedup" in result.output and not out.exists()
+
+
+def test_bench_table_and_json(tmp_path) -> None:
+    src = _save(tmp_path, "ref.onnx", RELU)
+    result = invoke("bench", src, "--vs", src, "--runs", "10", "--warmup", "2", "--offline",
+                    "--shape", "x:8x4")
+    assert result.exit_code == 0, result.output
+    assert "median ms" in result.output and "speedup" in result.output
+    data = json.loads(invoke("bench", src, "--runs", "5", "--warmup", "1", "--json").output)
+    assert data["candidate"]["runs"] == 5 and data["speedup"] is None
+
+
+@pytest.mark.skipif(probe_provider("cuda").loadable, reason="CUDA loads here")
+def test_cuda_requests_fail_cleanly_without_cuda(tmp_path) -> None:
+    src = _save(tmp_path, "ref.onnx", RELU)
+    doctor = invoke("doctor", "--provider", "cuda")
+    assert doctor.exit_code == 1 and "fix:" in doctor.output
+    bench = invoke("bench", src, "--provider", "cuda")
+    assert bench.exit_code == 1 and "error:" in bench.output and "Traceback" not in bench.output
+
+
+def test_doctor_json(tmp_path) -> None:
+    result = invoke("doctor", "--json")
+    data = json.loads(result.output)
+    assert result.exit_code == (0 if data["ok"] else 1)
+    assert data["providers"]["cpu"]["loadable"] is True
+
+
+def test_inspect_says_what_would_change() -> None:
+    result = invoke("inspect", SAMPLE_PATH)
+    assert "remove-initializer-inputs: drop 20 initializer(s)" in result.output
+    assert "eliminate-transposes: Transposes 18 -> 1" in result.output
+    data = json.loads(invoke("inspect", SAMPLE_PATH, "--json").output)
+    assert data["transposes"] == 18 and "eliminate-transposes" in data["would_change"]
