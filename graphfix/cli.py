@@ -314,11 +314,15 @@ def optimize(
             kwargs["require_speedup"] = require_speedup
     try:
         result = pipeline.optimize_file(src, dst, external_data=external_data, **kwargs)
-    except ParityError as err:
+    except GraphfixError as err:
         guilty = getattr(err, "guilty_pass", None)
-        if guilty:
+        if isinstance(err, ParityError) and guilty:
             command = ["graphfix", "optimize", *ctx.meta.get("graphfix.argv", [src, dst])]
             err.hint = f"to leave it out: {shlex.join(map(str, command + ['--skip', guilty]))}"
+        failed_report = getattr(err, "report", None)
+        if report_path and failed_report is not None:
+            failed_report.error = str(err)
+            _write_json(report_path, failed_report.to_dict())
         raise
     if report_path:
         _write_json(report_path, result.report.to_dict())

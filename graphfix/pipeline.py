@@ -208,19 +208,26 @@ def optimize(
         original = model_io.load(loaded.path)
     for pass_report in report.passes:
         report.warnings += [f"{pass_report.name}: {w}" for w in pass_report.warnings]
-        if pass_report.skipped:
+        if pass_report.skipped and pass_report.skipped not in pass_report.warnings:
             report.warnings.append(f"{pass_report.name} skipped: {pass_report.skipped}")
 
-    if verify:
-        _verify(original, optimized, report, pipeline, dict(parity_options or {}))
-    if bench or require_speedup is not None:
-        from graphfix.validate.bench import benchmark, require_speedup as check_speedup
+    try:
+        if verify:
+            _verify(original, optimized, report, pipeline, dict(parity_options or {}))
+        if bench or require_speedup is not None:
+            from graphfix.validate.bench import benchmark, require_speedup as check_speedup
 
-        result = benchmark(optimized, baseline=original, **dict(bench_options or {}))
-        report.bench = result.to_dict()
-        report.warnings += list(getattr(result, "warnings", []))
-        if require_speedup is not None:
-            check_speedup(result, require_speedup)
+            result = benchmark(optimized, baseline=original, **dict(bench_options or {}))
+            report.bench = result.to_dict()
+            report.warnings += list(getattr(result, "warnings", []))
+            if require_speedup is not None:
+                check_speedup(result, require_speedup)
+    except GraphfixError as error:
+        # The refusal's evidence (parity statistics, bench figures) travels with it.
+        report.output = model_facts(optimized)
+        report.seconds = time.perf_counter() - started
+        error.report = report  # type: ignore[attr-defined]
+        raise
     report.output = model_facts(optimized)
     report.seconds = time.perf_counter() - started
     return OptimizeResult(optimized, report)

@@ -11,9 +11,15 @@ JSON schema ``graphfix.report/1`` (``Report.to_dict()``), stable within a major 
 - ``passes``: one entry per pass run, in order: ``name``, ``options``, ``modified``, ``skipped``
   (reason or null), ``seconds``, ``nodes_before``, ``nodes_after``, ``op_delta``
   ({op type: change}), ``stats`` ({name: int}), ``warnings``;
-- ``verify``: whether parity was checked; ``parity``: the parity result or null;
-- ``bench``: the benchmark result or null;
-- ``warnings``: everything the run warned about, in order; ``written``: output path or null.
+- ``verify``: whether parity was checked; ``parity``: the parity result or null
+  (:meth:`graphfix.validate.parity.ParityResult.to_dict`: ``passed``, ``problem``, ``provider``,
+  ``seconds``, ``runs`` (input shapes of each run), ``notes``, ``worst`` (an output name),
+  ``outputs`` ([{name, dtype, shape, passed, reason, max_abs_error, mean_abs_error,
+  p99_abs_error, max_rel_error, cosine, scale, atol, rtol, mismatched, elements,
+  tolerance_used, ...}]));
+- ``bench``: the benchmark result or null (see :mod:`graphfix.validate.bench`);
+- ``warnings``: everything the run warned about, in order; ``written``: output path or null;
+- ``error``: why nothing was written (a refused parity check or speedup), or null.
 """
 
 from __future__ import annotations
@@ -36,6 +42,10 @@ __all__ = [
     "count_nodes",
     "op_histogram",
     "format_summary",
+    "format_parity",
+    "format_bench",
+    "format_doctor",
+    "graphs",
 ]
 
 SCHEMA = "graphfix.report/1"
@@ -93,6 +103,7 @@ class Report:
     warnings: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     written: str | None = None
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

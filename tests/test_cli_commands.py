@@ -117,6 +117,8 @@ def test_require_speedup_refuses_a_model_that_gained_nothing(tmp_path) -> None:
                     "--require-speedup", "1.05", "--report", tmp_path / "r.json")
     assert result.exit_code == 1, result.output
     assert "speedup" in result.output and not out.exists()
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["bench"]["ci_low"] < 1.05 and "required speedup" in data["error"]
 
 
 def test_bench_table_and_json(tmp_path) -> None:
@@ -151,3 +153,17 @@ def test_inspect_says_what_would_change() -> None:
     assert "eliminate-transposes: Transposes 18 -> 1" in result.output
     data = json.loads(invoke("inspect", SAMPLE_PATH, "--json").output)
     assert data["transposes"] == 18 and "eliminate-transposes" in data["would_change"]
+
+
+def test_a_refused_run_still_writes_its_report(tmp_path, monkeypatch) -> None:
+    registry._ensure_loaded()
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry.register("planted-dropped-bias")(_planted("dropped-bias", dropped_bias))
+    src, report = tmp_path / "in.onnx", tmp_path / "r.json"
+    onnx.save(planted_model(), str(src))
+    result = invoke("optimize", src, tmp_path / "out.onnx", "--passes", "planted-dropped-bias",
+                    "--report", report)
+    assert result.exit_code == 1
+    data = json.loads(report.read_text())
+    assert data["parity"]["passed"] is False and data["written"] is None
+    assert "planted-dropped-bias" in data["error"]
