@@ -1,28 +1,37 @@
 """Model I/O: the only module of graphfix that touches files.
 
 - :func:`load` reads a model from a path, bytes or a ModelProto, with its external data resolved
-  inside the model's folder (a location that escapes it is refused);
+  inside the model's folder (a location that escapes it is refused). With
+  ``load_external_data=False`` the weights stay in their data files: each external tensor keeps a
+  reference to the checked file (its absolute path), and :func:`tensor_value` reads one tensor on
+  demand;
 - :func:`save` writes atomically (a temporary file in the target folder, then a rename; nothing
   partial is left behind), with external data beside the model when it is over 2 GB or when asked,
-  and ``ir_version`` capped to what the installed ONNX Runtime reads;
-- :func:`ort_session` opens an ONNX Runtime session on an in-memory model of any size.
+  and ``ir_version`` capped to what the installed ONNX Runtime reads. Tensors still in their
+  source files are copied file to file, in chunks; the model in memory is never changed;
+- :func:`ort_session` opens an ONNX Runtime session on an in-memory model of any size, weights in
+  their source files included, without reading them into Python.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import functools
 import logging
+import math
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, BinaryIO, Union
 
+import google.protobuf.descriptor
 import google.protobuf.message
+import numpy as np
 import onnx
-from onnx import external_data_helper
+from onnx import external_data_helper, numpy_helper
 
 from graphfix.errors import ModelLoadError, ModelSaveError
 
@@ -40,6 +49,10 @@ __all__ = [
     "max_ir_version",
     "ort_session",
     "iter_tensors",
+    "tensor_value",
+    "has_value",
+    "load_external_values",
+    "weight_bytes",
     "PROTOBUF_LIMIT",
     "write_text",
     "temporary_folder",
@@ -55,6 +68,21 @@ _EXTERNAL_MARGIN = 64 * 2**20
 # Tensors at least this large go to the external data file (onnx's own default threshold).
 _EXTERNAL_THRESHOLD = 1024
 _ALIGNMENT = 4096
+# Weights copied file to file (or read) this much at a time when the kernel cannot copy them.
+_CHUNK_BYTES = 16 * 2**20
+# ONNX Runtime (1.17 and later) resolves the external data of a model given as bytes in this
+# folder, so a session on a model whose weights stay in their files needs no copy of them.
+_ORT_EXTERNAL_FOLDER = "session.model_external_initializers_file_folder_path"
+# A model holding more than this in memory reaches ONNX Runtime through a temporary file with
+# external data rather than as bytes: from bytes, ORT parses its own copy of the message and
+# then copies the weights out of it (a 1 GB model peaked at 4.2x its weights, through a file
+# at 1.2x before the first run and 2.2x after, the weights then mapped from the file).
+_SESSION_BYTES_LIMIT = 256 * 2**20
+
+_DATA_FIELDS = frozenset({
+    "raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data",
+    "uint64_data",
+})
 
 
 @dataclasses.dataclass
@@ -162,7 +190,11 @@ def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> L
         raise ModelLoadError(f"{path}: cannot read ({err.strerror})") from None
     model = _parse(data, str(path))
     size = len(data)
+    del data
     external = _external_tensors(model)
+    # tensor -> (data file, offset, length), every location checked before any is used.
+    sources: list[tuple[onnx.TensorProto, Path, int, int]] = []
+    file_sizes: dict[Path, int] = {}
     for tensor in external:
         info = external_data_helper.ExternalDataInfo(tensor)
         target = _resolve_location(path.parent, info.location)
@@ -171,35 +203,215 @@ def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> L
                 f"{path}: external data file {info.location!r} of tensor {tensor.name!r} is missing",
                 hint="keep the data file beside the model, under the name the model records",
             )
-        file_size = target.stat().st_size
-        if info.length and info.offset + info.length > file_size:
+        file_size = file_sizes.setdefault(target, target.stat().st_size)
+        offset = info.offset or 0
+        length = file_size - offset if info.length is None else info.length
+        if offset > file_size or offset + length > file_size:
             raise ModelLoadError(
                 f"{path}: external data of tensor {tensor.name!r} runs past the end of "
                 f"{info.location!r}",
                 hint="the data file is truncated or belongs to another model",
             )
+        sources.append((tensor, target, offset, length))
+    size += sum(file_sizes.values())
     if external and load_external_data:
-        sizes = {}
-        for tensor in external:
-            location = external_data_helper.ExternalDataInfo(tensor).location
-            sizes[location] = _resolve_location(path.parent, location).stat().st_size
-        size += sum(sizes.values())
         try:
             external_data_helper.load_external_data_for_model(model, str(path.parent))
         except (OSError, ValueError, onnx.checker.ValidationError) as err:
             raise ModelLoadError(f"{path}: cannot read external data ({err})") from None
+    else:
+        for tensor, target, offset, length in sources:
+            _VETTED.add(str(target))
+            _point_at(tensor, str(target), offset, length)
     return LoadedModel(model, path=path, external_data=bool(external), size_bytes=size)
 
 
 def load(source: ModelSource, *, load_external_data: bool = True) -> onnx.ModelProto:
     """Load an ONNX model from a path, bytes, or a ModelProto (returned as is).
 
-    External data is resolved relative to the model's folder and read into memory unless
-    ``load_external_data`` is false; a location that escapes the folder, a missing data file or
-    one too short for its tensors raises :class:`ModelLoadError`, as does anything that is not an
-    ONNX model.
+    External data is resolved relative to the model's folder; a location that escapes the
+    folder, a missing data file or one too short for its tensors raises :class:`ModelLoadError`,
+    as does anything that is not an ONNX model. With ``load_external_data`` false the weights
+    are not read: each external tensor then refers to its checked data file by absolute path,
+    which :func:`tensor_value`, :func:`save`, :func:`ort_session` and :func:`check_model`
+    understand (``onnx.numpy_helper.to_array`` does not: use :func:`tensor_value`, or
+    :func:`load_external_values` to read them all in).
     """
     return load_with_info(source, load_external_data=load_external_data).model
+
+
+# --------------------------------------------------------------------------------------------
+# Weights that stay in their files
+
+# Data files that load() checked (inside their model's folder, long enough). A tensor whose
+# location is one of these absolute paths is read on demand; any other external tensor (from a
+# ModelProto made elsewhere) is treated as not loaded, so a crafted model cannot make graphfix
+# read an arbitrary file.
+_VETTED: set[str] = set()
+
+
+def _lazy_source(tensor: onnx.TensorProto) -> tuple[Path, int, int] | None:
+    """(file, offset, length) of a tensor whose weights stay in a file :func:`load` checked."""
+    if tensor.data_location != onnx.TensorProto.EXTERNAL:
+        return None
+    location, offset, length = "", 0, -1
+    for entry in tensor.external_data:
+        if entry.key == "location":
+            location = entry.value
+        elif entry.key == "offset":
+            offset = int(entry.value)
+        elif entry.key == "length":
+            length = int(entry.value)
+    if location not in _VETTED or length < 0:
+        return None
+    return Path(location), offset, length
+
+
+def _lazy_tensors(model: onnx.ModelProto) -> list[tuple[onnx.TensorProto, Path, int, int]]:
+    found = []
+    for tensor in iter_tensors(model.graph):
+        source = _lazy_source(tensor)
+        if source is not None:
+            found.append((tensor, *source))
+    return found
+
+
+def _read_into(path: Path, offset: int, buffer: memoryview) -> None:
+    """Fill ``buffer`` with the bytes of ``path`` from ``offset``."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            f.seek(offset)
+            done = 0
+            while done < len(buffer):
+                count = f.readinto(buffer[done:])
+                if not count:
+                    raise ModelLoadError(
+                        f"{path}: external data ends before the {len(buffer)} bytes at offset "
+                        f"{offset}",
+                        hint="the data file changed after the model was loaded",
+                    )
+                done += count
+    except OSError as err:
+        raise ModelLoadError(f"{path}: cannot read external data ({err.strerror or err})") from None
+
+
+def _read_range(path: Path, offset: int, length: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(length)
+    except OSError as err:
+        raise ModelLoadError(f"{path}: cannot read external data ({err.strerror or err})") from None
+    if len(data) != length:
+        raise ModelLoadError(
+            f"{path}: external data ends before the {length} bytes at offset {offset}",
+            hint="the data file changed after the model was loaded",
+        )
+    return data
+
+
+def _plain_dtype(data_type: int) -> np.dtype | None:
+    """The little-endian numpy type of an ONNX type whose raw data is a plain numpy buffer."""
+    if data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return None
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if dtype.kind not in "biuf" or dtype.itemsize not in (1, 2, 4, 8):
+        return None  # bfloat16, float8, int4 and friends are unpacked by numpy_helper
+    if dtype.kind == "f" and data_type not in (
+        onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE
+    ):
+        return None
+    return dtype.newbyteorder("<")
+
+
+def tensor_value(tensor: onnx.TensorProto) -> np.ndarray | None:
+    """The value of ``tensor`` as a numpy array; a tensor whose weights stay in a data file that
+    :func:`load` checked is read from it (that tensor alone). None for an external tensor that
+    was never loaded (its location is not one graphfix checked)."""
+    if tensor.data_location != onnx.TensorProto.EXTERNAL:
+        return numpy_helper.to_array(tensor)
+    source = _lazy_source(tensor)
+    if source is None:
+        return None
+    path, offset, length = source
+    dims = tuple(int(d) for d in tensor.dims)
+    dtype = _plain_dtype(tensor.data_type)
+    if dtype is not None and length == math.prod(dims) * dtype.itemsize:
+        value = np.empty(dims, dtype)
+        _read_into(path, offset, memoryview(value.reshape(-1).view(np.uint8)))
+        return value.astype(dtype.newbyteorder("="), copy=False)
+    if tensor.data_type == onnx.TensorProto.STRING:
+        return None  # onnx keeps strings inline; nothing to read
+    inline = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=dims)
+    inline.raw_data = _read_range(path, offset, length)
+    return numpy_helper.to_array(inline)
+
+
+def has_value(tensor: onnx.TensorProto) -> bool:
+    """Whether :func:`tensor_value` can give ``tensor``'s value (inline, or in a checked file)."""
+    return tensor.data_location != onnx.TensorProto.EXTERNAL or _lazy_source(tensor) is not None
+
+
+def load_external_values(model: onnx.ModelProto) -> int:
+    """Read every tensor whose weights stay in a checked data file into ``model`` (in place);
+    returns how many were read. For code that needs every weight in memory (onnxsim, say)."""
+    lazy = _lazy_tensors(model)
+    for tensor, path, offset, length in lazy:
+        data = _read_range(path, offset, length)
+        del tensor.external_data[:]
+        tensor.ClearField("data_location")
+        tensor.raw_data = data
+        del data
+    return len(lazy)
+
+
+_BITS = {
+    onnx.TensorProto.FLOAT: 32, onnx.TensorProto.UINT8: 8, onnx.TensorProto.INT8: 8,
+    onnx.TensorProto.UINT16: 16, onnx.TensorProto.INT16: 16, onnx.TensorProto.INT32: 32,
+    onnx.TensorProto.INT64: 64, onnx.TensorProto.BOOL: 8, onnx.TensorProto.FLOAT16: 16,
+    onnx.TensorProto.DOUBLE: 64, onnx.TensorProto.UINT32: 32, onnx.TensorProto.UINT64: 64,
+    onnx.TensorProto.COMPLEX64: 64, onnx.TensorProto.COMPLEX128: 128,
+    onnx.TensorProto.BFLOAT16: 16,
+    **{getattr(onnx.TensorProto, name): bits for name, bits in (
+        ("FLOAT8E4M3FN", 8), ("FLOAT8E4M3FNUZ", 8), ("FLOAT8E5M2", 8), ("FLOAT8E5M2FNUZ", 8),
+        ("UINT4", 4), ("INT4", 4), ("FLOAT4E2M1", 4), ("FLOAT8E8M0", 8), ("UINT2", 2), ("INT2", 2),
+    ) if hasattr(onnx.TensorProto, name)},
+}
+
+
+def _nbytes(tensor: onnx.TensorProto) -> int:
+    """The bytes of ``tensor``'s data, from its shape and type. Neither ``len(raw_data)`` nor
+    ``ByteSize()`` is used: with protobuf's upb backend both copy the data (ByteSize serializes
+    the message to measure it)."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        source = _lazy_source(tensor)
+        if source is not None:
+            return source[2]
+    bits = _BITS.get(tensor.data_type)
+    if bits is None:  # strings, or a type this onnx does not name: small in practice
+        return tensor.ByteSize()
+    return (math.prod(tensor.dims) * bits + 7) // 8
+
+
+def weight_bytes(model: onnx.ModelProto) -> int:
+    """The bytes of ``model``'s tensors, held in memory or left in their files, from their shapes
+    and types: cheap at any size (nothing is serialized, copied or read)."""
+    return sum(_nbytes(t) for t in iter_tensors(model.graph))
+
+
+def _inline_bytes(model: onnx.ModelProto) -> int:
+    """The bytes of the tensors ``model`` holds in memory."""
+    return sum(
+        _nbytes(t) for t in iter_tensors(model.graph)
+        if t.data_location != onnx.TensorProto.EXTERNAL
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Checking
 
 
 def check_model(model: onnx.ModelProto) -> list[str]:
@@ -207,13 +419,18 @@ def check_model(model: onnx.ModelProto) -> list[str]:
 
     A model that fails ``onnx.checker`` but that ONNX Runtime loads (contrib ops in
     ``com.microsoft``, say) is usable: the checker's complaint becomes a warning. A model that
-    both reject raises :class:`ModelLoadError` with the checker's message.
+    both reject raises :class:`ModelLoadError` with the checker's message. Weights that stay in
+    their files are not read: the checker sees a file of the right size in their place.
     """
     try:
-        if _size_or_limit(model) < PROTOBUF_LIMIT - _EXTERNAL_MARGIN:
+        lazy = bool(_lazy_tensors(model))
+        if not lazy and _inline_bytes(model) < _SESSION_BYTES_LIMIT:
             onnx.checker.check_model(model, full_check=True)
         else:
-            with _temporary_model_file(model) as path:
+            # onnx.checker would serialize the whole message and parse a copy of it; from a file
+            # it reads no external data, so every large tensor becomes a hole of its size in a
+            # sparse data file: nothing is copied, written or read.
+            with _temporary_model_file(model, lazy="hole") as path:
                 onnx.checker.check_model(str(path), full_check=True)
         return []
     except (onnx.checker.ValidationError, onnx.onnx_cpp2py_export.shape_inference.InferenceError) as err:
@@ -227,13 +444,6 @@ def check_model(model: onnx.ModelProto) -> list[str]:
             hint=f"ONNX Runtime cannot load it either: {ort_message}",
         ) from None
     return [f"onnx.checker rejects the model ({checker_message}); ONNX Runtime loads it"]
-
-
-def _size_or_limit(model: onnx.ModelProto) -> int:
-    try:
-        return model.ByteSize()
-    except ValueError:  # some protobuf builds refuse to size messages over 2 GB
-        return PROTOBUF_LIMIT
 
 
 def _point_at(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
@@ -305,8 +515,10 @@ def ort_session(
 ) -> onnxruntime.InferenceSession:
     """An ONNX Runtime session on an in-memory model, whatever its size.
 
-    ``optimization`` is one of disabled, basic, extended, layout, all. Models under the protobuf
-    limit are passed as bytes; larger ones go through a temporary folder with external data.
+    ``optimization`` is one of disabled, basic, extended, layout, all. Small models are passed
+    as bytes; weights that stay in their files are read there by ONNX Runtime (the folder is set
+    in ``options``); anything else (a model holding hundreds of MB of weights in memory) goes
+    through a temporary folder with external data, which ONNX Runtime maps instead of copying.
     """
     import onnxruntime as ort
 
@@ -319,113 +531,325 @@ def ort_session(
         ort.GraphOptimizationLevel, level_name, ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     )
     with _ir_capped(model):
-        if model.ByteSize() < PROTOBUF_LIMIT - _EXTERNAL_MARGIN and not _external_tensors(model):
+        size = _inline_bytes(model)
+        external = _external_tensors(model)
+        if size < _SESSION_BYTES_LIMIT and not external:
             return ort.InferenceSession(model.SerializeToString(), options, providers=list(providers))
-        with _temporary_model_file(model) as path:
+        lazy = _lazy_tensors(model)
+        folders = {path.parent for _, path, _, _ in lazy}
+        if size < _SESSION_BYTES_LIMIT and len(lazy) == len(external) and len(folders) == 1:
+            (folder,) = folders
+            payload = _Encoder(lazy="refer", folder=folder).serialize(model)
+            options.add_session_config_entry(_ORT_EXTERNAL_FOLDER, str(folder))
+            return ort.InferenceSession(payload, options, providers=list(providers))
+        with _temporary_model_file(model, lazy="copy") as path:
             return ort.InferenceSession(str(path), options, providers=list(providers))
 
 
 @contextlib.contextmanager
-def _temporary_model_file(model: onnx.ModelProto) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="graphfix-") as folder:
+def _temporary_model_file(model: onnx.ModelProto, *, lazy: str) -> Iterator[Path]:
+    # ONNX Runtime may map the data file for the session's life: where an open file cannot be
+    # removed (Windows), the folder is left to the system's temporary-file cleanup.
+    with tempfile.TemporaryDirectory(prefix="graphfix-", ignore_cleanup_errors=True) as folder:
         path = Path(folder) / "model.onnx"
-        _write_model(model, path, data_name="model.onnx.data", external=True)
+        _write_model(model, path, data_path=path.parent / "model.onnx.data",
+                     data_name="model.onnx.data", external=True, lazy=lazy)
         yield path
 
 
 # --------------------------------------------------------------------------------------------
 # Saving
+#
+# A model is written as a list of pieces whose sizes are known before any is written: encoded
+# bytes, messages serialized only when written, and ranges of a data file copied as they are.
+# Protobuf concatenates what it parses, so a message can be written as its small fields followed
+# by its large repeated fields one by one; the model in memory is never changed, and at most one
+# tensor is held twice at a time.
 
 
-def _tensor_bytes(tensor: onnx.TensorProto) -> int:
-    if tensor.HasField("raw_data"):
-        return len(tensor.raw_data)
-    return tensor.ByteSize()
+@dataclasses.dataclass
+class _FileRange:
+    path: Path
+    offset: int
+    length: int
 
 
-@contextlib.contextmanager
-def _weights_moved_out(
-    model: onnx.ModelProto, data_file, data_name: str
-) -> Iterator[None]:
-    """Write large tensors to ``data_file`` and point the model at it, for the duration only.
+_Piece = Union[bytes, google.protobuf.message.Message, _FileRange]
 
-    The caller's model is restored afterwards: its tensors get their data back, so saving never
-    changes the model in memory.
+
+def _piece_size(piece: _Piece) -> int:
+    if isinstance(piece, bytes):
+        return len(piece)
+    if isinstance(piece, _FileRange):
+        return piece.length
+    return piece.ByteSize()
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _field(message: type[google.protobuf.message.Message], name: str, pieces: list[_Piece]) -> list[_Piece]:
+    """``pieces`` as the length-delimited field ``name`` of ``message``."""
+    number = message.DESCRIPTOR.fields_by_name[name].number
+    size = sum(_piece_size(p) for p in pieces)
+    return [_varint(number << 3 | 2) + _varint(size), *pieces]
+
+
+def _is_repeated(field: google.protobuf.descriptor.FieldDescriptor) -> bool:
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is not None:
+        return bool(repeated)
+    return field.label == field.LABEL_REPEATED
+
+
+def _shell(message: google.protobuf.message.Message, without: frozenset[str]):
+    """A copy of ``message`` without the fields named in ``without``. Those are never read:
+    reading ``raw_data`` copies it."""
+    shell = type(message)()
+    for field in message.DESCRIPTOR.fields:
+        name = field.name
+        if name in without:
+            continue
+        if _is_repeated(field):
+            values = getattr(message, name)
+            if len(values):
+                getattr(shell, name).extend(values)
+        elif message.HasField(name):  # ONNX is proto2: every singular field has presence
+            if field.message_type is not None:
+                getattr(shell, name).CopyFrom(getattr(message, name))
+            else:
+                setattr(shell, name, getattr(message, name))
+    return shell
+
+
+_TENSOR_ATTRIBUTES = frozenset({
+    onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS,
+    onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS,
+})
+
+
+@dataclasses.dataclass
+class _Encoder:
+    """Encodes a model into pieces; large inline tensors go to ``data_file`` when there is one.
+
+    ``lazy`` says what becomes of tensors whose weights stay in a checked source file:
+    "copy" into ``data_file``; "refer": references to the source file, relative to ``folder``;
+    "inline": their bytes in the model (a range copied from the source file); "hole": their
+    space in ``data_file`` is reserved but not written, and so is that of large inline tensors
+    (a file for onnx.checker, which checks that the data file exists and never reads it).
     """
-    # (tensor, a copy when its data was in typed fields, offset, length). Raw data is restored
-    # by reading the file back, so a model's weights are never held twice at once.
-    moved: list[tuple[onnx.TensorProto, onnx.TensorProto | None, int, int]] = []
+
+    lazy: str
+    data_file: BinaryIO | None = None
+    data_name: str = ""
+    folder: Path | None = None
+    end: int = 0  # bytes of data_file used
+
+    def serialize(self, model: onnx.ModelProto) -> bytes:
+        """The encoded model as bytes (for a model under the protobuf limit)."""
+        return b"".join(_piece_bytes(p) for p in self.model(model))
+
+    def model(self, model: onnx.ModelProto) -> list[_Piece]:
+        pieces: list[_Piece] = [_shell(model, frozenset({"graph"})).SerializeToString()]
+        if model.HasField("graph"):
+            pieces += _field(onnx.ModelProto, "graph", self.graph(model.graph))
+        return pieces
+
+    def graph(self, graph: onnx.GraphProto) -> list[_Piece]:
+        pieces: list[_Piece] = [_shell(graph, frozenset({"node", "initializer"})).SerializeToString()]
+        for node in graph.node:
+            pieces += _field(onnx.GraphProto, "node", self.node(node))
+        for tensor in graph.initializer:
+            pieces += _field(onnx.GraphProto, "initializer", self.tensor(tensor))
+        return pieces
+
+    def node(self, node: onnx.NodeProto) -> list[_Piece]:
+        if not any(a.type in _TENSOR_ATTRIBUTES for a in node.attribute):
+            return [node]
+        pieces: list[_Piece] = [_shell(node, frozenset({"attribute"})).SerializeToString()]
+        for attr in node.attribute:
+            pieces += _field(onnx.NodeProto, "attribute", self.attribute(attr))
+        return pieces
+
+    def attribute(self, attr: onnx.AttributeProto) -> list[_Piece]:
+        if attr.type not in _TENSOR_ATTRIBUTES:
+            return [attr]
+        pieces: list[_Piece] = [
+            _shell(attr, frozenset({"t", "tensors", "g", "graphs"})).SerializeToString()
+        ]
+        if attr.HasField("t"):
+            pieces += _field(onnx.AttributeProto, "t", self.tensor(attr.t))
+        if attr.HasField("g"):
+            pieces += _field(onnx.AttributeProto, "g", self.graph(attr.g))
+        for tensor in attr.tensors:
+            pieces += _field(onnx.AttributeProto, "tensors", self.tensor(tensor))
+        for graph in attr.graphs:
+            pieces += _field(onnx.AttributeProto, "graphs", self.graph(graph))
+        return pieces
+
+    def tensor(self, tensor: onnx.TensorProto) -> list[_Piece]:
+        source = _lazy_source(tensor)
+        if source is None and tensor.data_location == onnx.TensorProto.EXTERNAL:
+            raise ModelSaveError(
+                f"tensor {tensor.name!r} still refers to external data that was never loaded",
+                hint="load the model with graphfix (or with its external data) before saving it",
+            )
+        if source is not None:
+            path, offset, length = source
+            if self.lazy == "refer" and self.folder is not None:
+                return [_reference(tensor, path.relative_to(self.folder).as_posix(), offset, length)]
+            if self.lazy == "inline" or self.data_file is None:
+                shell = _shell(tensor, _DATA_FIELDS | {"external_data", "data_location"})
+                return [shell.SerializeToString(), *_field(onnx.TensorProto, "raw_data", [
+                    _FileRange(path, offset, length)])]
+            start = self._place(length)
+            if self.lazy == "copy":
+                _copy_range(path, offset, length, self.data_file, start)
+            return [_reference(tensor, self.data_name, start, length)]
+        size = _nbytes(tensor)
+        if self.data_file is None or size < _EXTERNAL_THRESHOLD:
+            return [tensor]
+        if self.lazy == "hole":  # the checker reads no data: any length inside the file will do
+            return [_reference(tensor, self.data_name, self._place(size), size)]
+        if tensor.HasField("raw_data"):
+            raw = tensor.raw_data
+        else:  # typed fields: the file holds the little-endian bytes
+            raw = numpy_helper.to_array(tensor).tobytes()
+        start = self._place(len(raw))
+        self.data_file.seek(start)
+        self.data_file.write(raw)
+        return [_reference(tensor, self.data_name, start, len(raw))]
+
+    def _place(self, length: int) -> int:
+        """Where the next ``length`` bytes go in ``data_file``: aligned after what is there."""
+        start = self.end + (-self.end) % _ALIGNMENT
+        self.end = start + length
+        return start
+
+    def finish(self) -> bool:
+        """Give ``data_file`` its full size (holes included); returns whether it holds anything."""
+        if self.data_file is None:
+            return False
+        self.data_file.truncate(self.end)
+        return self.end > 0
+
+
+def _reference(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> bytes:
+    shell = _shell(tensor, _DATA_FIELDS | {"external_data", "data_location"})
+    _point_at(shell, location, offset, length)
+    return shell.SerializeToString()
+
+
+def _piece_bytes(piece: _Piece) -> bytes:
+    if isinstance(piece, bytes):
+        return piece
+    if isinstance(piece, _FileRange):
+        return _read_range(piece.path, piece.offset, piece.length)
+    return piece.SerializeToString()
+
+
+# errno values with which copy_file_range declines a pair of files (another filesystem on an old
+# kernel, a filesystem without it); the copy then goes through a buffer.
+_NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
+
+
+def _copy_range(source: Path, offset: int, length: int, target: BinaryIO, start: int) -> None:
+    """Copy ``length`` bytes at ``offset`` of ``source`` to ``start`` of ``target``, in chunks
+    (in the kernel where it can), never holding the whole range in memory."""
+    copied = 0
     try:
-        for tensor in iter_tensors(model.graph):
-            if tensor.data_location == onnx.TensorProto.EXTERNAL:
-                raise ModelSaveError(
-                    f"tensor {tensor.name!r} still refers to external data that was never loaded",
-                    hint="load the model with its external data before saving it elsewhere",
-                )
-            if _tensor_bytes(tensor) < _EXTERNAL_THRESHOLD:
-                continue
-            original: onnx.TensorProto | None = None
-            if tensor.HasField("raw_data"):
-                raw = tensor.raw_data
-            else:  # typed fields: keep a copy to restore, write the little-endian bytes
-                original = onnx.TensorProto()
-                original.CopyFrom(tensor)
-                raw = onnx.numpy_helper.to_array(tensor).tobytes()
-            offset = data_file.tell()
-            padding = (-offset) % _ALIGNMENT
-            if padding:
-                data_file.write(b"\0" * padding)
-                offset += padding
-            data_file.write(raw)
-            length = len(raw)
-            del raw
-            moved.append((tensor, original, offset, length))
-            for field in ("raw_data", "float_data", "int32_data", "int64_data", "double_data",
-                          "uint64_data", "string_data"):
-                tensor.ClearField(field)
-            _point_at(tensor, data_name, offset, length)
-        yield
-    finally:
-        data_file.flush()
-        for tensor, original, offset, length in moved:
-            if original is not None:
-                tensor.CopyFrom(original)
-                continue
-            del tensor.external_data[:]
-            tensor.ClearField("data_location")
-            data_file.seek(offset)
-            tensor.raw_data = data_file.read(length)
-        data_file.seek(0, os.SEEK_END)
+        with open(source, "rb", buffering=0) as src:
+            if hasattr(os, "copy_file_range"):
+                try:
+                    while copied < length:
+                        count = os.copy_file_range(
+                            src.fileno(), target.fileno(), min(length - copied, 2**30),
+                            offset + copied, start + copied,
+                        )
+                        if not count:
+                            break
+                        copied += count
+                except OSError as err:
+                    if err.errno not in _NO_KERNEL_COPY:
+                        raise
+            if copied < length:
+                src.seek(offset + copied)
+                target.seek(start + copied)
+                buffer = bytearray(min(_CHUNK_BYTES, length - copied))
+                view = memoryview(buffer)
+                while copied < length:
+                    count = src.readinto(view[: min(len(buffer), length - copied)])
+                    if not count:
+                        break
+                    target.write(view[:count])
+                    copied += count
+    except OSError as err:
+        raise ModelSaveError(
+            f"cannot copy external data from {source} ({err.strerror or err})",
+            hint="check that the source data file is readable and the disk has room",
+        ) from None
+    if copied < length:
+        raise ModelSaveError(
+            f"{source}: external data ends before the {length} bytes at offset {offset}",
+            hint="the data file changed after the model was loaded",
+        )
+
+
+def _write_pieces(f: BinaryIO, pieces: list[_Piece]) -> None:
+    for piece in pieces:
+        if isinstance(piece, _FileRange):
+            f.flush()
+            _copy_range(piece.path, piece.offset, piece.length, f, f.tell())
+            f.seek(0, os.SEEK_END)
+        else:
+            f.write(_piece_bytes(piece))
 
 
 def _write_model(
-    model: onnx.ModelProto, path: Path, *, data_name: str, external: bool
+    model: onnx.ModelProto,
+    path: Path,
+    *,
+    data_path: Path,
+    data_name: str,
+    external: bool,
+    lazy: str = "copy",
 ) -> bool:
-    """Write ``model`` to ``path``, and its large weights to ``data_name`` beside it when
-    ``external``; returns whether a data file was written (no tensor may be large enough)."""
+    """Write ``model`` to ``path``, and its large weights to ``data_path`` (recorded in the model
+    as ``data_name``) when ``external``; returns whether a data file was written (no tensor may be
+    large enough). Weights that stay in their source files are copied (``lazy="copy"``), left as
+    holes (``"hole"``), or inlined when not ``external``."""
     with _ir_capped(model):
         wrote_data = False
         if external:
-            data_path = path.parent / data_name
-            with open(data_path, "w+b") as data_file:
-                with _weights_moved_out(model, data_file, data_name):
-                    payload = model.SerializeToString()
-                wrote_data = data_file.tell() > 0
-                data_file.flush()
+            with open(data_path, "w+b", buffering=0) as data_file:
+                encoder = _Encoder(lazy=lazy, data_file=data_file, data_name=data_name)
+                pieces = encoder.model(model)
+                wrote_data = encoder.finish()
                 os.fsync(data_file.fileno())
             if not wrote_data:
                 data_path.unlink()
         else:
-            payload = model.SerializeToString()
+            pieces = _Encoder(lazy="inline").model(model)
+        if sum(_piece_size(p) for p in pieces) > PROTOBUF_LIMIT:
+            raise ModelSaveError(
+                f"{path.name}: the model is over 2 GB and cannot be written as a single file",
+                hint="save it with external data",
+            )
         with open(path, "wb") as f:
-            f.write(payload)
+            _write_pieces(f, pieces)
             f.flush()
             os.fsync(f.fileno())
         return wrote_data
 
 
 def _needs_external(model: onnx.ModelProto) -> bool:
-    return _size_or_limit(model) >= PROTOBUF_LIMIT - _EXTERNAL_MARGIN
+    return weight_bytes(model) >= PROTOBUF_LIMIT - _EXTERNAL_MARGIN
 
 
 def save(
@@ -439,9 +863,11 @@ def save(
 
     ``external_data``: None writes weights beside the model (``<name>.data``) only when the model
     is over the 2 GB protobuf limit; True always; False never (a model too large then raises).
-    ``protect`` lists paths that must not be overwritten (the input model, say). The model's
-    ``ir_version`` is capped in the written file to what the installed ONNX Runtime reads; the
-    model in memory is left unchanged. On any failure nothing is left behind.
+    Weights that stay in their source files (see :func:`load`) are copied from them in chunks.
+    ``protect`` lists paths that must not be overwritten (the input model, say); the data files
+    the model's weights are read from are never overwritten either. The model's ``ir_version``
+    is capped in the written file to what the installed ONNX Runtime reads; the model in memory
+    is left unchanged. On any failure nothing is left behind.
     """
     target = Path(path)
     for protected in protect:
@@ -455,24 +881,35 @@ def save(
     folder = target.parent
     if not folder.is_dir():
         raise ModelSaveError(f"{folder}: no such folder", hint="create it first")
+    data_name = f"{target.name}.data"
+    sources = {path.resolve() for _, path, _, _ in _lazy_tensors(model)}
+    for written in (target, folder / data_name):
+        if written.resolve() in sources:
+            raise ModelSaveError(
+                f"{written}: refusing to overwrite the external data the model's weights are "
+                "read from",
+                hint="write the optimized model to another folder or under another name",
+            )
     external = _needs_external(model) if external_data is None else external_data
     if external_data is False and _needs_external(model):
         raise ModelSaveError(
             f"{target}: the model is over 2 GB and cannot be written as a single file",
             hint="save it with external data",
         )
-    data_name = f"{target.name}.data"
     tmp_model: Path | None = None
     tmp_data_name = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
         os.close(fd)
         tmp_model = Path(tmp)
-        # Weights go under a temporary name too, then are renamed with the model.
+        # Weights go under a temporary name too, then are renamed with the model; the model
+        # records their final name.
         tmp_data_name = f"{tmp_model.name}.data"
-        wrote_data = _write_model(model, tmp_model, data_name=tmp_data_name, external=external)
+        wrote_data = _write_model(
+            model, tmp_model, data_path=folder / tmp_data_name, data_name=data_name,
+            external=external,
+        )
         if wrote_data:
-            _rename_data_reference(tmp_model, tmp_data_name, data_name)
             os.replace(folder / tmp_data_name, folder / data_name)
         os.replace(tmp_model, target)
     except ModelSaveError:
@@ -491,20 +928,6 @@ def save(
     data_path = folder / data_name if wrote_data else None
     size = target.stat().st_size + (data_path.stat().st_size if data_path else 0)
     return WrittenModel(target, data_path, size)
-
-
-def _rename_data_reference(model_path: Path, old: str, new: str) -> None:
-    """Point every external-data location in the written model file at ``new``."""
-    written = onnx.ModelProto()
-    written.ParseFromString(model_path.read_bytes())
-    for tensor in _external_tensors(written):
-        for entry in tensor.external_data:
-            if entry.key == "location" and entry.value == old:
-                entry.value = new
-    with open(model_path, "wb") as f:
-        f.write(written.SerializeToString())
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _remove_quietly(tmp_model: Path | None, folder: Path, tmp_data_name: str | None) -> None:

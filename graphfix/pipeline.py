@@ -49,6 +49,12 @@ DEFAULT_PASSES: tuple[str, ...] = (
 
 Progress = Callable[[str, int, int], None]
 
+# Passes that serialize or size the whole model, so they need every weight in memory. A model
+# read from a file keeps its weights there (read one tensor at a time when a pass needs a value)
+# unless the pipeline holds one of these and the model fits in one protobuf message (above that,
+# those passes cannot take it whole anyway).
+_NEEDS_WEIGHTS = frozenset({"ort-offline", "simplify"})
+
 
 @dataclasses.dataclass
 class OptimizeResult:
@@ -189,7 +195,10 @@ def optimize(
     the speedup (``bench_options`` go to :func:`graphfix.validate.bench.benchmark`);
     ``require_speedup`` raises :class:`BenchmarkError` when it is not reached.
     """
-    loaded = model if isinstance(model, model_io.LoadedModel) else model_io.load_with_info(model)
+    loaded = (
+        model if isinstance(model, model_io.LoadedModel)
+        else model_io.load_with_info(model, load_external_data=False)
+    )
     started = time.perf_counter()
     original = loaded.model
     report = Report(graphfix_version=graphfix.__version__, verify=verify)
@@ -203,9 +212,13 @@ def optimize(
     # from its file for the parity check; a caller's model is never touched.
     in_place = loaded.owned and (not verify or loaded.path is not None)
     working = original if in_place else _copy(original)
+    if any(p.name in _NEEDS_WEIGHTS for p in pipeline) and (
+        model_io.weight_bytes(working) < model_io.PROTOBUF_LIMIT
+    ):
+        model_io.load_external_values(working)
     optimized, report.passes = run_pipeline(working, pipeline, progress=progress)
     if in_place and verify:
-        original = model_io.load(loaded.path)
+        original = model_io.load(loaded.path, load_external_data=False)
     for pass_report in report.passes:
         report.warnings += [f"{pass_report.name}: {w}" for w in pass_report.warnings]
         if pass_report.skipped and pass_report.skipped not in pass_report.warnings:
@@ -299,7 +312,7 @@ def optimize_file(
         )
     if not dst_path.parent.is_dir():
         raise ModelSaveError(f"{dst_path.parent}: no such folder", hint="create it first")
-    loaded = model_io.load_with_info(src_path)
+    loaded = model_io.load_with_info(src_path, load_external_data=False)
     result = optimize(loaded, **kwargs)
     if external_data is None and loaded.external_data:
         external_data = True

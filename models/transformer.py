@@ -187,9 +187,10 @@ def write_large_transformer(
 
     Input ``x`` float [batch, seq, hidden]; per layer single-head attention (MatMul/Add
     projections, Softmax), Add + LayerNormalization, a Relu feed-forward block, and every sixth
-    layer a stray ``Transpose(0,2,1)`` pair. Weights go to ``<name>.data`` beside ``path``
-    (relative location), written as generated, so peak memory stays near one 16 MB chunk plus
-    the protobuf. ``initializers_as_inputs`` also lists every initializer as a graph input,
+    layer a stray ``Transpose(0,2,1)`` pair and a query weight stored transposed behind a
+    ``Transpose`` (a constant a layout pass folds, reading that one weight). Weights go to
+    ``<name>.data`` beside ``path`` (relative location), written as generated, so peak memory
+    stays near one 16 MB chunk plus the protobuf. ``initializers_as_inputs`` also lists every initializer as a graph input,
     as IR 3 exporters did; the model keeps ``ir_version`` as given (opset 17).
     """
     path = Path(path)
@@ -200,8 +201,12 @@ def write_large_transformer(
     writer = _ExternalWriter(path.parent / location, location, seed)
     g = GraphBuilder(seed)
     try:
-        def linear(x: str, cin: int, cout: int) -> str:
-            w = writer.add("W", [cin, cout], 1 / math.sqrt(cin))
+        def linear(x: str, cin: int, cout: int, transposed: bool = False) -> str:
+            if transposed:  # stored [cout, cin] behind a Transpose, as nn.Linear exports do
+                w = g.op1("Transpose", [writer.add("W", [cout, cin], 1 / math.sqrt(cin))],
+                          perm=[1, 0])
+            else:
+                w = writer.add("W", [cin, cout], 1 / math.sqrt(cin))
             b = g.const("B", np.zeros(cout, np.float32))
             return g.op1("Add", [g.op1("MatMul", [x, w]), b])
 
@@ -210,7 +215,8 @@ def write_large_transformer(
         for layer in range(layers):
             if layer % 6 == 0:
                 x = g.op1("Transpose", [g.op1("Transpose", [x], perm=[0, 2, 1])], perm=[0, 2, 1])
-            q, k, v = (linear(x, hidden, hidden) for _ in range(3))
+            q = linear(x, hidden, hidden, transposed=layer % 6 == 0)
+            k, v = (linear(x, hidden, hidden) for _ in range(2))
             kt = g.op1("Transpose", [k], perm=[0, 2, 1])
             probs = g.op1("Softmax", [g.op1("Div", [g.op1("MatMul", [q, kt]), scale])], axis=-1)
             attn = linear(g.op1("MatMul", [probs, v]), hidden, hidden)

@@ -64,6 +64,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from graphfix import model_io
 from graphfix.errors import PassError
 from graphfix.registry import Pass, PassResult, register
 
@@ -542,10 +543,9 @@ class _GraphOptimizer:
     # ------------------------------------------------------------ facts about tensors
     def const_value(self, name: str) -> np.ndarray | None:
         if name in self.initializers:
-            init = self.initializers[name]
-            if init.data_location == onnx.TensorProto.EXTERNAL:
-                return None  # weights stay lazy
-            return numpy_helper.to_array(init)
+            # Weights left in their data file are read here, this tensor alone, when a rule
+            # needs the value; None when the external data was never loaded.
+            return model_io.tensor_value(self.initializers[name])
         node = self.producer.get(name)
         if node is not None and node.op_type == "Constant" and node.domain in _DEFAULT_DOMAINS:
             for attr in node.attribute:
@@ -561,7 +561,7 @@ class _GraphOptimizer:
 
     def is_constant(self, name: str) -> bool:
         if name in self.initializers:
-            return self.initializers[name].data_location != onnx.TensorProto.EXTERNAL
+            return model_io.has_value(self.initializers[name])
         return self.const_value(name) is not None
 
     def transpose_perm(self, node: onnx.NodeProto) -> Perm | None:
@@ -1165,10 +1165,14 @@ class _GraphOptimizer:
         del self.graph.node[:]
         self.graph.node.extend(ordered)
         if self.removed_initializers or self.new_initializers:
-            kept = [i for i in self.graph.initializer if i.name not in self.removed_initializers]
-            kept.extend(i for i in self.new_initializers if i.name not in self.removed_initializers)
-            del self.graph.initializer[:]
-            self.graph.initializer.extend(kept)
+            # Removed in place: rebuilding the list would copy every weight it keeps.
+            initializers = self.graph.initializer
+            for index in reversed(range(len(initializers))):
+                if initializers[index].name in self.removed_initializers:
+                    del initializers[index]
+            initializers.extend(
+                i for i in self.new_initializers if i.name not in self.removed_initializers
+            )
         present = set(self.graph_inputs) | set(self.graph_outputs) | set(self.initializers)
         for node in ordered:
             present.update(node.output)

@@ -202,3 +202,249 @@ def test_load_from_bytes_and_proto():
     model = linear_model()
     assert model_io.load(model) is model
     assert model_io.load(model.SerializeToString()).graph.node[0].op_type == "MatMul"
+
+
+# --------------------------------------------------------------------------------------------
+# Weights that stay in their files
+
+# Transpose of a constant weight (folded by eliminate-transposes, reading that weight alone)
+# next to a weight no pass needs the value of.
+FOLDABLE = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[2,512] x) => (float[2,2048] y) {
+    wt = Transpose <perm = [1, 0]> (w1)
+    h = MatMul (x, wt)
+    a = Relu (h)
+    y = MatMul (a, w2)
+}
+"""
+
+
+def write_external(folder: Path, name: str = "src.onnx", location: str = "weights.bin"):
+    """A model with 5 MB of weights in ``location`` (written by onnx, not graphfix)."""
+    rng = np.random.default_rng(1)
+    model = onnx.parser.parse_model(FOLDABLE)
+    weights = {
+        "w1": rng.standard_normal((512, 512)).astype(np.float32),
+        "w2": rng.standard_normal((512, 2048)).astype(np.float32),
+    }
+    model.graph.initializer.extend(onnx.numpy_helper.from_array(v, k) for k, v in weights.items())
+    folder.mkdir(exist_ok=True)
+    onnx.save_model(model, str(folder / name), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location=location, size_threshold=1024)
+    return folder / name, weights
+
+
+def files_of(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_lazy_load_reads_no_weights(tmp_path):
+    src, weights = write_external(tmp_path / "src")
+    info = model_io.load_with_info(src, load_external_data=False)
+    tensors = {t.name: t for t in info.model.graph.initializer}
+    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in tensors.values())
+    assert not any(t.HasField("raw_data") for t in tensors.values())
+    assert info.model.ByteSize() < 4096
+    assert info.size_bytes == src.stat().st_size + (src.parent / "weights.bin").stat().st_size
+    for name, value in weights.items():
+        assert model_io.has_value(tensors[name])
+        np.testing.assert_array_equal(model_io.tensor_value(tensors[name]), value)
+    assert model_io.weight_bytes(info.model) == sum(v.nbytes for v in weights.values())
+    model_io.load_external_values(info.model)
+    assert model_io.weight_bytes(info.model) == sum(v.nbytes for v in weights.values())
+    assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in info.model.graph.initializer)
+
+
+def test_external_data_graphfix_did_not_check_is_never_read(tmp_path):
+    src, _ = write_external(tmp_path / "src")
+    # Loaded by onnx without its data: a location relative to a folder graphfix never saw.
+    raw = onnx.load(str(src), load_external_data=False)
+    tensor = raw.graph.initializer[0]
+    assert not model_io.has_value(tensor) and model_io.tensor_value(tensor) is None
+    # A crafted absolute location is not read either, even when the file exists.
+    entry = next(e for e in tensor.external_data if e.key == "location")
+    entry.value = str((src.parent / "weights.bin").resolve())
+    assert not model_io.has_value(tensor) and model_io.tensor_value(tensor) is None
+    with pytest.raises(ModelSaveError, match="never loaded"):
+        model_io.save(raw, tmp_path / "out.onnx", external_data=True)
+    assert sorted(os.listdir(tmp_path)) == ["src"]
+
+
+def test_optimize_file_leaves_weights_in_files_and_copies_them(tmp_path):
+    from graphfix.pipeline import optimize_file
+
+    src, weights = write_external(tmp_path / "src")
+    before = files_of(src.parent)
+    out = tmp_path / "out" / "model.onnx"
+    out.parent.mkdir()
+    result = optimize_file(src, out, passes=["remove-initializer-inputs", "eliminate-transposes"],
+                           verify=False)
+    assert result.report.passes[1].stats["folded_into_constants"] == 1
+    # In memory: the weight no pass needed was never read; only the folded one is inline.
+    tensors = {t.name: t for t in result.model.graph.initializer}
+    assert tensors["w2"].data_location == onnx.TensorProto.EXTERNAL
+    assert not tensors["w2"].HasField("raw_data")
+    assert "w1" not in tensors and result.model.ByteSize() < weights["w1"].nbytes + 4096
+    # On disk: every weight in the new data file, byte for byte; the input untouched.
+    assert sorted(os.listdir(out.parent)) == ["model.onnx", "model.onnx.data"]
+    written = onnx.load(str(out))
+    values = {t.name: onnx.numpy_helper.to_array(t) for t in written.graph.initializer}
+    assert values["w2"].tobytes() == weights["w2"].tobytes()
+    (folded,) = (v for k, v in values.items() if k != "w2")
+    np.testing.assert_array_equal(folded, weights["w1"].T)
+    assert files_of(src.parent) == before
+    x = np.random.default_rng(2).standard_normal((2, 512)).astype(np.float32)
+    expected = np.maximum(x @ weights["w1"].T, 0) @ weights["w2"]
+    got = run_feeds(model_io.load(out), {"x": x})
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-3)
+
+
+def run_feeds(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    return model_io.ort_session(model).run(None, feeds)[0]
+
+
+def test_optimize_with_parity_keeps_weights_in_files(tmp_path):
+    from graphfix.pipeline import optimize
+
+    src, _ = write_external(tmp_path / "src")
+    result = optimize(src, passes=["remove-initializer-inputs", "eliminate-transposes"])
+    assert result.report.parity["passed"]
+    (w2,) = (t for t in result.model.graph.initializer if t.name == "w2")
+    assert w2.data_location == onnx.TensorProto.EXTERNAL and not w2.HasField("raw_data")
+
+
+@pytest.mark.parametrize("name", ["ort-offline", "simplify"])
+def test_passes_that_take_the_whole_model_get_its_weights(tmp_path, name):
+    from graphfix.pipeline import optimize
+
+    src, _ = write_external(tmp_path / "src")
+    result = optimize(src, passes=[name])
+    (report,) = result.report.passes
+    assert report.skipped is None and report.modified, report
+    assert result.report.parity["passed"]
+
+
+def test_ort_session_reads_weights_where_they_are(tmp_path, monkeypatch):
+    src, weights = write_external(tmp_path / "src")
+    lazy = model_io.load(src, load_external_data=False)
+    before = lazy.SerializeToString()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(model_io.tempfile, "tempdir", str(scratch))
+    x = np.random.default_rng(3).standard_normal((2, 512)).astype(np.float32)
+    got = run_feeds(lazy, {"x": x})
+    assert os.listdir(scratch) == []  # no copy of the weights was written anywhere
+    np.testing.assert_array_equal(got, run_feeds(model_io.load(src), {"x": x}))
+    assert lazy.SerializeToString() == before
+
+
+def test_check_model_on_weights_left_in_files(tmp_path):
+    src, _ = write_external(tmp_path / "src")
+    lazy = model_io.load(src, load_external_data=False)
+    assert model_io.check_model(lazy) == []
+    lazy.graph.node[1].input[1] = "missing"
+    with pytest.raises(ModelLoadError, match="invalid model"):
+        model_io.check_model(lazy)
+
+
+def test_save_copies_weights_from_their_files(tmp_path):
+    src, weights = write_external(tmp_path / "src")
+    lazy = model_io.load(src, load_external_data=False)
+    before = lazy.SerializeToString()
+    (tmp_path / "a").mkdir()
+    first = model_io.save(lazy, tmp_path / "a" / "m.onnx", external_data=True)
+    assert lazy.SerializeToString() == before
+    assert first.data_path is not None and first.size_bytes > sum(v.nbytes for v in weights.values())
+    loaded = onnx.load(str(first.path))
+    for tensor in loaded.graph.initializer:
+        assert onnx.numpy_helper.to_array(tensor).tobytes() == weights[tensor.name].tobytes()
+    (tmp_path / "b").mkdir()
+    second = model_io.save(lazy, tmp_path / "b" / "m.onnx", external_data=True)
+    assert files_of(tmp_path / "a") == files_of(tmp_path / "b")  # same model, same bytes
+    # One file: the weights are copied into the model itself.
+    single = model_io.save(lazy, tmp_path / "single.onnx", external_data=False)
+    assert single.data_path is None
+    inline = onnx.load(str(single.path))
+    assert all(t.data_location != onnx.TensorProto.EXTERNAL for t in inline.graph.initializer)
+    for tensor in inline.graph.initializer:
+        assert onnx.numpy_helper.to_array(tensor).tobytes() == weights[tensor.name].tobytes()
+    assert second.path.read_bytes() == first.path.read_bytes()
+
+
+def test_save_never_overwrites_the_data_file_weights_are_read_from(tmp_path):
+    # The source's data file is named as graphfix would name the data of "b.onnx".
+    src, _ = write_external(tmp_path / "src", name="a.onnx", location="b.onnx.data")
+    lazy = model_io.load(src, load_external_data=False)
+    before = files_of(src.parent)
+    with pytest.raises(ModelSaveError, match="external data the model's weights are read from"):
+        model_io.save(lazy, src.parent / "b.onnx", external_data=True)
+    assert files_of(src.parent) == before
+
+
+def test_failed_save_of_weights_left_in_files_leaves_nothing(tmp_path, monkeypatch):
+    src, _ = write_external(tmp_path / "src")
+    lazy = model_io.load(src, load_external_data=False)
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(model_io.os, "fsync", full_disk)
+    with pytest.raises(ModelSaveError, match="No space left"):
+        model_io.save(lazy, out / "m.onnx", external_data=True)
+    assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize("dtype", [
+    onnx.TensorProto.FLOAT16, onnx.TensorProto.INT64, onnx.TensorProto.BOOL,
+    onnx.TensorProto.UINT8, onnx.TensorProto.BFLOAT16, onnx.TensorProto.INT4,
+])
+def test_tensor_value_of_every_type(tmp_path, dtype):
+    values = np.random.default_rng(4).integers(-7, 8, size=(40, 50))
+    if dtype == onnx.TensorProto.BOOL:
+        values = values > 0
+    elif dtype == onnx.TensorProto.UINT8:
+        values = np.abs(values)
+    typed = onnx.helper.make_tensor("t", dtype, values.shape, values.flatten().tolist())
+    tensor = onnx.numpy_helper.from_array(onnx.numpy_helper.to_array(typed), "t")  # raw data
+    model = onnx.parser.parse_model("""
+    <ir_version: 10, opset_import: ["" : 21]>
+    g (float[1] x) => (float[1] y) { y = Identity (x) }
+    """)
+    model.graph.initializer.append(tensor)
+    onnx.save_model(model, str(tmp_path / "m.onnx"), save_as_external_data=True,
+                    location="m.bin", size_threshold=0)
+    lazy = model_io.load(tmp_path / "m.onnx", load_external_data=False).graph.initializer[0]
+    eager = model_io.load(tmp_path / "m.onnx").graph.initializer[0]
+    assert lazy.data_location == onnx.TensorProto.EXTERNAL
+    expected = onnx.numpy_helper.to_array(eager)
+    got = model_io.tensor_value(lazy)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert got.tobytes() == expected.tobytes()
+
+
+def test_tensor_in_typed_fields_goes_to_external_data(tmp_path):
+    model = linear_model()
+    w = onnx.numpy_helper.to_array(model.graph.initializer[0])
+    typed = onnx.helper.make_tensor("w", onnx.TensorProto.FLOAT, w.shape, w.flatten().tolist())
+    assert not typed.HasField("raw_data")
+    model.graph.initializer[0].CopyFrom(typed)
+    before = model.SerializeToString()
+    written = model_io.save(model, tmp_path / "m.onnx", external_data=True)
+    assert model.SerializeToString() == before and written.data_path is not None
+    np.testing.assert_array_equal(
+        onnx.numpy_helper.to_array(onnx.load(str(written.path)).graph.initializer[0]), w)
+
+
+@pytest.mark.slow
+def test_large_model_memory_stays_below_the_weights(tmp_path):
+    from tools.large_model import measure
+
+    m = measure(0.5, ["--passes", "remove-initializer-inputs,eliminate-transposes", "--no-verify"],
+                folder=tmp_path)
+    assert m.returncode == 0, m.stderr[-2000:]
+    assert m.written["large.opt.onnx.data"] >= m.weight_bytes
+    assert m.written["large.opt.onnx"] < 2**20
+    assert m.ratio <= 1.2, f"peak RSS {m.ratio:.2f}x the weight bytes"
