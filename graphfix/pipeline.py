@@ -212,10 +212,7 @@ def optimize(
     # from its file for the parity check; a caller's model is never touched.
     in_place = loaded.owned and (not verify or loaded.path is not None)
     working = original if in_place else _copy(original)
-    if any(p.name in _NEEDS_WEIGHTS for p in pipeline) and (
-        model_io.weight_bytes(working) < model_io.PROTOBUF_LIMIT
-    ):
-        model_io.load_external_values(working)
+    _read_weights_if_needed(working, pipeline)
     optimized, report.passes = run_pipeline(working, pipeline, progress=progress)
     if in_place and verify:
         original = model_io.load(loaded.path, load_external_data=False)
@@ -275,6 +272,14 @@ def _verify(
     raise error
 
 
+def _read_weights_if_needed(model: onnx.ModelProto, pipeline: Sequence[registry.Pass]) -> None:
+    """Read the weights in when a pass of ``pipeline`` needs them inline (and can take them)."""
+    if any(p.name in _NEEDS_WEIGHTS for p in pipeline) and (
+        model_io.weight_bytes(model) < model_io.PROTOBUF_LIMIT
+    ):
+        model_io.load_external_values(model)
+
+
 def _find_guilty_pass(
     original: onnx.ModelProto,
     pipeline: Sequence[registry.Pass],
@@ -284,6 +289,7 @@ def _find_guilty_pass(
     """Re-run the pipeline from the original, one pass at a time, checking parity after each:
     the first pass after which parity fails, and what it broke."""
     model = _copy(original)
+    _read_weights_if_needed(model, pipeline)
     for pass_ in pipeline:
         model = pass_(model).model
         result = check_parity(original, model, **parity_options)

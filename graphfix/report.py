@@ -137,6 +137,23 @@ def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
                     yield from graphs(sub)
 
 
+_MEASURED_SIZE_LIMIT = 64 * 1024 * 1024
+
+
+def _serialized_size(model: onnx.ModelProto) -> int:
+    """The model's size in bytes: serialized below 64 MiB of weights; above, the weights' bytes
+    alone (measuring a large message serializes, hence copies, all of it)."""
+    from graphfix import model_io
+
+    weights = model_io.weight_bytes(model)
+    if weights >= _MEASURED_SIZE_LIMIT:
+        return weights
+    try:
+        return model.ByteSize()
+    except ValueError:
+        return weights
+
+
 def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
     """Op types of all graphs (subgraphs included), custom domains as ``domain::Op``."""
     counts: collections.Counter[str] = collections.Counter()
@@ -183,10 +200,7 @@ def model_facts(
     outputs = [_tensor_facts(v, dynamic) for v in model.graph.output]
     every = list(graphs(model.graph))
     if size_bytes is None:
-        try:
-            size_bytes = model.ByteSize()
-        except ValueError:
-            size_bytes = -1
+        size_bytes = _serialized_size(model)
     return ModelFacts(
         ir_version=model.ir_version,
         opsets={imp.domain or "": imp.version for imp in model.opset_import},
