@@ -53,7 +53,7 @@ Progress = Callable[[str, int, int], None]
 # read from a file keeps its weights there (read one tensor at a time when a pass needs a value)
 # unless the pipeline holds one of these and the model fits in one protobuf message (above that,
 # those passes cannot take it whole anyway).
-_NEEDS_WEIGHTS = frozenset({"ort-offline", "simplify"})
+_NEEDS_WEIGHTS = frozenset({"simplify"})
 
 
 @dataclasses.dataclass

@@ -29,7 +29,17 @@ Decisions:
    (skip with the sizes; ``max_growth=None`` allows it). ORT offers no per-fold threshold, so the
    refusal is whole.
 7. Graph inputs and outputs are restored from the original (names, order, dtypes, shapes); the IR
-   version is capped to what the installed ORT reads.
+   version is capped to what the installed ORT reads, and raised to 4 when an IR-3 model gains
+   initializers that are not inputs (IR 3 requires every initializer to be an input).
+8. ORT's output is checked before it is returned (ONNX's checker, structure only), because ORT
+   (1.31) can write a model that no longer loads:
+   a. When initializers go to an external file, a Constant node of an If body nested in another
+      If body is written twice, as an initializer of that body and as the node (two definitions
+      of one name). Such a Constant node is dropped when the initializer holds the same tensor.
+   b. A lossless Cast pair (float -> double -> float) whose result a subgraph reads is removed
+      from the graph while the subgraph still reads its name. ORT does this even with its
+      optimizations off, so no option avoids it; the pass skips.
+   Any structural fault the checker finds makes the pass skip with the checker's reason.
 """
 
 from __future__ import annotations
@@ -41,7 +51,14 @@ from typing import Any
 import onnx
 
 from graphfix.errors import PassError, ProviderUnavailableError
-from graphfix.model_io import max_ir_version, ort_session, temporary_folder
+from graphfix.model_io import (
+    PROTOBUF_LIMIT,
+    max_ir_version,
+    ort_session,
+    temporary_folder,
+    tensor_value,
+    weight_bytes,
+)
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["OrtOffline", "ort_offline", "LEVELS", "PROVIDERS", "DEFAULT_MAX_GROWTH"]
@@ -73,7 +90,10 @@ def graph_signature(graph: onnx.GraphProto) -> str:
         digest.update(key)
     inits = []
     for init in graph.initializer:
-        value = onnx.numpy_helper.to_array(init)
+        value = tensor_value(init)
+        if value is None:  # external data this process cannot read: compare where it lives
+            inits.append(init.name.encode() + init.SerializeToString())
+            continue
         inits.append(
             init.name.encode() + str((value.dtype, value.shape)).encode()
             + hashlib.sha256(value.tobytes()).digest()
@@ -98,6 +118,57 @@ def _trim_opset_imports(optimized: onnx.ModelProto, original: onnx.ModelProto) -
     kept = [o for o in optimized.opset_import if o.domain in used]
     del optimized.opset_import[:]
     optimized.opset_import.extend(kept)
+
+
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    graphs = []
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            graphs.append(attr.g)
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            graphs.extend(attr.graphs)
+    return graphs
+
+
+def _drop_duplicate_constants(graph: onnx.GraphProto) -> int:
+    """Rule 8: drop a Constant node whose output is also an initializer of the same graph
+    holding the same tensor; returns how many were dropped (in subgraphs too)."""
+    initializers = {t.name: t for t in graph.initializer}
+    kept: list[onnx.NodeProto] = []
+    dropped = 0
+    for node in graph.node:
+        for sub in _subgraphs(node):
+            dropped += _drop_duplicate_constants(sub)
+        init = initializers.get(node.output[0]) if len(node.output) == 1 else None
+        if init is not None and node.op_type == "Constant" and node.domain in _STANDARD_DOMAINS:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None and _same_tensor(value, init):
+                dropped += 1
+                continue
+        kept.append(node)
+    if dropped and len(kept) != len(graph.node):
+        del graph.node[:]
+        graph.node.extend(kept)
+    return dropped
+
+
+def _same_tensor(a: onnx.TensorProto, b: onnx.TensorProto) -> bool:
+    x, y = tensor_value(a), tensor_value(b)
+    if x is None or y is None:
+        return False
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def _invalid(model: onnx.ModelProto) -> str | None:
+    """ONNX's checker's complaint about ``model`` (structure only: SSA, topological order,
+    attributes), or None. Models over 2 GB are not checked: the checker cannot take them."""
+    if weight_bytes(model) >= PROTOBUF_LIMIT:
+        return None
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as err:
+        return " ".join(str(err).split("==> Context")[0].split())
+    return None
 
 
 class _CannotLoad(Exception):
@@ -183,6 +254,10 @@ class OrtOffline(Pass):
             reason = f"ONNX Runtime cannot load the model ({exc}); model kept"
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
+        duplicates = _drop_duplicate_constants(optimized.graph)
+        if duplicates:
+            logger.debug("ort-offline: %d Constant nodes ORT also wrote as initializers dropped",
+                         duplicates)
         in_names = [i.name for i in model.graph.input]
         out_names = [o.name for o in model.graph.output]
         if [o.name for o in optimized.graph.output] != out_names or not set(
@@ -194,7 +269,9 @@ class OrtOffline(Pass):
             reason = f"ORT basic emitted non-standard ops ({', '.join(contrib)}); model kept"
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
-        size, new_size = model.ByteSize(), optimized.ByteSize()
+        # Sizes from tensor shapes: serializing a model to measure it copies every weight and
+        # fails past 2 GB.
+        size, new_size = weight_bytes(model), weight_bytes(optimized)
         if self.max_growth is not None and new_size > max(
             int(size * self.max_growth), size + GROWTH_ALLOWANCE
         ):
@@ -223,6 +300,11 @@ class OrtOffline(Pass):
         del optimized.graph.output[:]
         optimized.graph.output.extend(model.graph.output)
         optimized.ir_version = min(optimized.ir_version, max(model.ir_version, max_ir_version()))
+        listed = {i.name for i in optimized.graph.input}
+        if optimized.ir_version < 4 and any(
+            t.name not in listed for t in optimized.graph.initializer
+        ):
+            optimized.ir_version = 4  # IR 3 requires every initializer to be an input
         optimized.producer_name, optimized.producer_version = model.producer_name, model.producer_version
         del optimized.metadata_props[:]
         optimized.metadata_props.extend(model.metadata_props)
@@ -244,6 +326,11 @@ class OrtOffline(Pass):
                 f"{PROVIDERS[self.provider]} on this CPU type and onnxruntime {ort.__version__}"
                 + (f" (contrib ops: {', '.join(contrib)})" if contrib else "")
             )
+        invalid = _invalid(optimized)
+        if invalid:
+            reason = f"ONNX Runtime wrote an invalid model ({invalid}); model kept"
+            logger.warning("ort-offline: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason)
         stats.update(
             nodes_after=len(optimized.graph.node),
             initializers_after=len(optimized.graph.initializer),
