@@ -8,17 +8,22 @@ Decisions:
    ``sys.executable``; multiprocessing's spawn was dropped because it re-imports the caller's
    ``__main__``), the model passed through a temporary folder. An exception, abort or segfault there
    becomes ``PassResult(skipped=reason)`` with the model unchanged and the run goes on. The cost
-   is one interpreter start plus importing onnxsim there: about 2.3 s per run on a 2-core CPU,
-   almost all of it ``import onnxsim`` (2.1 s), against 0.05 s of folding for a small ResNet-50;
-   a run that refuses growth pays it up to three times.
+   is one interpreter start plus importing onnx and onnxsim there. ``import onnxsim`` also pulls
+   in torch and sympy when they are installed (for PPQ quantization and for printing symbolic
+   MAC counts, neither of which simplification uses; both imports are optional in onnxsim):
+   the child blocks them (``_UNUSED_BY_ONNXSIM``), which takes the child's start from about
+   2.3 s to 0.4 s on a 2-core CPU where torch is installed. The bounded re-runs of rule 3 happen
+   in the same child, so a run that refuses growth pays it once.
 3. Growth policy. Folding can replicate data (Tile, Expand, broadcasts of constants to a batch,
    Range tables, ConstantOfShape) and grow a model 5-10x. The output may be at most
    ``max(max_growth * original, original + GROWTH_ALLOWANCE)`` bytes (default ``max_growth=1.5``,
    allowance 64 KiB so tiny models may gain a few folded constants). When onnxsim's output is
    larger, the pass re-runs it with ``tensor_size_threshold`` set to the growth budget and then a
-   quarter of it, so that only folds producing small tensors are kept; the refused folds (new
-   initializers of the bloated output that the kept output lacks) are reported with the bytes each
-   would have added (``refused_fold_bytes``, warnings). If no bounded run fits, the pass skips.
+   quarter of it, so that only folds producing small tensors are kept, and last without constant
+   folding (many small folds can add up past the budget; dead code, Dropout and the other
+   optimizer rewrites are still worth having); the refused folds (new initializers of the
+   bloated output that the kept output lacks) are reported with the bytes each would have added
+   (``refused_fold_bytes``, warnings). If no bounded run fits, the pass skips.
    ``max_growth=None`` turns the policy off (folding still never crosses 2 GB: onnxsim's own
    threshold is capped below the protobuf limit).
 4. ConstantOfShape feeding a Conv (the weights of onnx's "light" models are computed at load time
@@ -32,6 +37,15 @@ Decisions:
    nothing changed the input model is returned untouched. Graph input/output names are kept, or
    the pass skips.
 7. Models over 2 GB or with external data are skipped: onnxsim serializes the whole model.
+8. Never more nodes. onnxsim 0.8 opts into ``fuse_matmul_add_bias_into_gemm_batched`` by
+   default: every ``MatMul(x[B,S,K], W) + b`` becomes ``Reshape -> Gemm -> Reshape`` with a
+   ``Shape -> Slice -> Concat`` chain computing the output shape, and the reshapes are only
+   cancelled between element-wise ops. On a transformer encoder that took 84 nodes to 113
+   (12 MatMul+Add pairs became 12 Gemm, 20 Reshape, 8 Shape, 8 Slice, 8 Concat). It is a
+   layout rewrite rather than a simplification (ORT runs batched MatMul natively), so it is
+   skipped (``SKIPPED_OPTIMIZERS``; onnxsim ignores unknown names there, so older versions are
+   unaffected). Whatever the cause, an output with more nodes than the input (subgraphs
+   counted) is not taken: the pass skips with the reason and the ops that grew.
 """
 
 from __future__ import annotations
@@ -43,15 +57,22 @@ import os
 import subprocess
 import sys
 import traceback
+from collections import Counter
 from typing import Any
 
 import onnx
 
 from graphfix.errors import PassError
-from graphfix.model_io import PROTOBUF_LIMIT, iter_tensors, temporary_folder
+from graphfix.model_io import PROTOBUF_LIMIT, iter_tensors, temporary_folder, weight_bytes
 from graphfix.registry import Pass, PassResult, register
 
-__all__ = ["Simplify", "simplify", "DEFAULT_MAX_GROWTH", "GROWTH_ALLOWANCE"]
+__all__ = [
+    "Simplify",
+    "simplify",
+    "DEFAULT_MAX_GROWTH",
+    "GROWTH_ALLOWANCE",
+    "SKIPPED_OPTIMIZERS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -59,22 +80,43 @@ DEFAULT_MAX_GROWTH = 1.5
 GROWTH_ALLOWANCE = 64 * 1024
 _FOLD_CAP = PROTOBUF_LIMIT // 2  # onnxsim's per-tensor folding threshold, never near 2 GB
 _FAILURES = ("raise", "abort")
+# Rule 8: onnxsim optimizers that add nodes.
+SKIPPED_OPTIMIZERS: tuple[str, ...] = ("fuse_matmul_add_bias_into_gemm_batched",)
+# Rule 2: optional imports of onnxsim that simplification never uses (about 1.9 s of its 2.1 s
+# import when they are installed); the child makes them fail at once.
+_UNUSED_BY_ONNXSIM = ("torch", "sympy")
 
 
 def _child(
-    in_path: str, out_path: str, err_path: str, kwargs: dict[str, Any], fail: str | None
+    in_path: str,
+    out_paths: list[str],
+    err_path: str,
+    attempts: list[dict[str, Any]],
+    limit: int | None,
+    fail: str | None,
 ) -> None:
-    """Runs in the spawned child: onnxsim on the model file, result or traceback to files."""
+    """Runs in the child: onnxsim on the model file with each option set of ``attempts`` in
+    turn until an output is at most ``limit`` bytes (None: the first). The first output and the
+    last one tried are written to ``out_paths[0]`` and ``out_paths[i]``; failures as text."""
     try:
         if fail == "abort":
             os.abort()
         if fail == "raise":
             raise RuntimeError("failure injected for testing")
+        for name in _UNUSED_BY_ONNXSIM:
+            sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # import fails fast
         import onnxsim
 
         model = onnx.load(in_path)
-        simplified, _ = onnxsim.simplify(model, check_n=0, **kwargs)
-        onnx.save(simplified, out_path)
+        for index, kwargs in enumerate(attempts):
+            source = onnx.ModelProto()
+            source.CopyFrom(model)
+            simplified, _ = onnxsim.simplify(source, check_n=0, **kwargs)
+            size = simplified.ByteSize()
+            if index == 0 or limit is None or size <= limit or index == len(attempts) - 1:
+                onnx.save(simplified, out_paths[index])
+            if limit is None or size <= limit:
+                break
     except BaseException:  # noqa: BLE001 - everything goes back to the parent as text
         with open(err_path, "w", encoding="utf-8") as err:
             err.write(traceback.format_exc())
@@ -84,24 +126,27 @@ def _child(
 def _child_main() -> None:
     """Entry point of the child interpreter: arguments as one JSON document in argv[1]."""
     args = json.loads(sys.argv[1])
-    _child(args["in"], args["out"], args["err"], args["kwargs"], args["fail"])
+    _child(args["in"], args["outs"], args["err"], args["attempts"], args["limit"], args["fail"])
 
 
 def _run_isolated(
-    model_bytes: bytes, kwargs: dict[str, Any], fail: str | None
-) -> onnx.ModelProto | str:
-    """onnxsim in a child process: the simplified model, or a one-line reason it failed."""
+    model_bytes: bytes, attempts: list[dict[str, Any]], limit: int | None, fail: str | None
+) -> list[onnx.ModelProto] | str:
+    """onnxsim in a child process, trying each option set of ``attempts`` until an output fits
+    in ``limit`` bytes: ``[first output, last output tried]`` (one entry when the first fits or
+    only one set was given), or a one-line reason it failed. One child for all attempts, so the
+    interpreter start and ``import onnxsim`` (most of the cost on small models) are paid once."""
     with temporary_folder(prefix="graphfix-simplify-") as folder:
-        in_path, out_path, err_path = (str(folder / n) for n in ("in.onnx", "out.onnx", "err.txt"))
+        in_path, err_path = str(folder / "in.onnx"), str(folder / "err.txt")
+        out_paths = [str(folder / f"out{i}.onnx") for i in range(len(attempts))]
         with open(in_path, "wb") as f:
             f.write(model_bytes)
         # A fresh interpreter rather than multiprocessing's spawn, which re-imports the caller's
         # __main__ (fails from stdin, re-runs unguarded scripts). It starts in the temporary
         # folder: ``-c`` puts the working directory first on sys.path, and a source checkout
         # there would shadow the installed package.
-        payload = json.dumps(
-            {"in": in_path, "out": out_path, "err": err_path, "kwargs": kwargs, "fail": fail}
-        )
+        payload = json.dumps({"in": in_path, "outs": out_paths, "err": err_path,
+                              "attempts": attempts, "limit": limit, "fail": fail})
         code = "from graphfix.passes.simplify import _child_main; _child_main()"
         proc = subprocess.run(
             [sys.executable, "-c", code, payload],
@@ -109,7 +154,7 @@ def _run_isolated(
             check=False,
             cwd=folder,
         )
-        if proc.returncode != 0 or not os.path.exists(out_path):
+        if proc.returncode != 0 or not os.path.exists(out_paths[0]):
             if os.path.exists(err_path):
                 with open(err_path, encoding="utf-8") as err:
                     lines = [ln for ln in err.read().strip().splitlines() if ln.strip()]
@@ -120,7 +165,8 @@ def _run_isolated(
             return f"onnxsim crashed (child exit code {proc.returncode})" + (
                 f": {last}" if last else ""
             )
-        return onnx.load(out_path)
+        written = [p for p in out_paths if os.path.exists(p)]
+        return [onnx.load(written[0])] + ([onnx.load(written[-1])] if len(written) > 1 else [])
 
 
 def _signature(graph: onnx.GraphProto) -> str:
@@ -139,6 +185,28 @@ def _signature(graph: onnx.GraphProto) -> str:
     for key in nodes + [b"|"] + inits:
         digest.update(key)
     return digest.hexdigest()
+
+
+def _count_nodes(graph: onnx.GraphProto) -> int:
+    """Nodes of ``graph`` and of every subgraph (If/Loop/Scan bodies)."""
+    total = 0
+    for node in graph.node:
+        total += 1
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                total += _count_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                total += sum(_count_nodes(g) for g in attr.graphs)
+    return total
+
+
+def _grown_ops(model: onnx.ModelProto, reference: onnx.ModelProto) -> str:
+    """The op types ``model`` has more of than ``reference``, as ``"Reshape +20, Gemm +12"``."""
+    before = Counter(n.op_type for n in reference.graph.node)
+    after = Counter(n.op_type for n in model.graph.node)
+    grown = sorted(((op, after[op] - before[op]) for op in after if after[op] > before[op]),
+                   key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{op} +{d}" for op, d in grown) or "subgraph nodes"
 
 
 def _static_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
@@ -210,6 +278,9 @@ class Simplify(Pass):
         if any(t.data_location == onnx.TensorProto.EXTERNAL for t in iter_tensors(model.graph)):
             reason = "external data not loaded; onnxsim needs it inline"
             return PassResult(model, False, skipped=reason)
+        # Measured from tensor shapes first: ByteSize() serializes the model and fails past 2 GB.
+        if weight_bytes(model) >= PROTOBUF_LIMIT:
+            return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
         size = model.ByteSize()
         if size >= PROTOBUF_LIMIT:
             return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
@@ -223,28 +294,29 @@ class Simplify(Pass):
             "initializers_before": len(model.graph.initializer),
             "bytes_before": size,
         }
-        base: dict[str, Any] = {"tensor_size_threshold": f"{_FOLD_CAP}B"}
+        base: dict[str, Any] = {
+            "tensor_size_threshold": f"{_FOLD_CAP}B",
+            "skipped_optimizers": list(SKIPPED_OPTIMIZERS),
+        }
         if self.input_shapes:
             base["overwrite_input_shapes"] = self.input_shapes
         data = model.SerializeToString()
-        result = _run_isolated(data, base, self._fail)
-        if isinstance(result, str):
-            logger.warning("simplify skipped: %s", result)
-            return PassResult(model, False, warnings=[result], skipped=result)
-        warnings: list[str] = []
         limit = self._limit(size)
+        # Rule 3: the bounded re-runs go to the same child, tried only when the first is too big.
+        budget = max(limit - size, 1)
+        attempts = [base] + [
+            {**base, "tensor_size_threshold": f"{max(threshold, 1)}B"}
+            for threshold in (budget, budget // 4)
+        ] + [{**base, "skip_constant_folding": True}]
+        outputs = _run_isolated(data, attempts, limit, self._fail)
+        if isinstance(outputs, str):
+            logger.warning("simplify skipped: %s", outputs)
+            return PassResult(model, False, warnings=[outputs], skipped=outputs)
+        warnings: list[str] = []
+        result = outputs[0]
         if result.ByteSize() > limit:
-            bloated = result
-            budget = max(limit - size, 1)
-            for threshold in (budget, budget // 4):
-                bounded = {**base, "tensor_size_threshold": f"{max(threshold, 1)}B"}
-                retry = _run_isolated(data, bounded, None)
-                if isinstance(retry, str):
-                    return PassResult(model, False, warnings=[retry], skipped=retry)
-                if retry.ByteSize() <= limit:
-                    result = retry
-                    break
-            else:
+            bloated, result = outputs[0], outputs[-1]
+            if result is bloated or result.ByteSize() > limit:
                 reason = (
                     f"every simplification grows the model past {limit} bytes "
                     f"(max_growth={self.max_growth})"
@@ -259,6 +331,17 @@ class Simplify(Pass):
                     f"refused fold {name!r}: would add {nbytes} bytes "
                     f"(max_growth={self.max_growth})"
                 )
+        # Rule 8: never more nodes.
+        nodes_before, nodes_out = _count_nodes(model.graph), _count_nodes(result.graph)
+        if nodes_out > nodes_before:
+            reason = (
+                f"onnxsim's output has more nodes ({nodes_before} -> {nodes_out}: "
+                f"{_grown_ops(result, model)}); model kept"
+            )
+            logger.warning("simplify skipped: %s", reason)
+            stats["refused_nodes_after"] = nodes_out
+            return PassResult(model, False, stats=stats, warnings=[*warnings, reason],
+                              skipped=reason)
         # Rule 6: names of graph outputs.
         if [o.name for o in result.graph.output] != [o.name for o in model.graph.output]:
             reason = "onnxsim renamed graph outputs; model kept"
@@ -279,6 +362,10 @@ class Simplify(Pass):
                 bytes_after=size,
             )
             return PassResult(model, False, stats=stats, warnings=warnings)
+        # onnxsim stamps its own name and version into the model's metadata; what the model
+        # says about itself stays the original's.
+        del result.metadata_props[:]
+        result.metadata_props.extend(model.metadata_props)
         stats.update(
             nodes_after=len(result.graph.node),
             initializers_after=len(result.graph.initializer),

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
+from collections import Counter
+
 import numpy as np
 import onnx
 import onnx.parser
@@ -43,6 +46,23 @@ g (float[1,64,8,8] x) => (float[1,64,8,8] y) {
 }""")
 
 
+# Forty 4 KiB ConstantOfShape folds: each under every bounded threshold, 160 KiB together.
+MANY_SMALL_FOLDS = onnx.parser.parse_model(
+    """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,1024] x) => (float[N,1024] y) {
+    s = Constant <value = int64[1] {1024}> ()
+    dead = Neg (x)
+"""
+    + "".join(
+        f"    c{i} = ConstantOfShape <value = float[1] {{{i + 1}}}> (s)\n"
+        f"    a{i} = Add ({'x' if i == 0 else f'a{i - 1}'}, c{i})\n"
+        for i in range(40)
+    )
+    + "    y = Identity (a39)\n}"
+)
+
+
 def _ops(model: onnx.ModelProto) -> list[str]:
     return [n.op_type for n in model.graph.node]
 
@@ -69,6 +89,16 @@ def test_folds_constants_and_drops_dead_code(ort_run, rng) -> None:
     # Idempotence.
     again = Simplify()(result.model)
     assert not again.modified and again.model is result.model
+
+
+def test_metadata_stays_the_originals() -> None:
+    model = _copy(FOLD)
+    model.producer_name, model.producer_version = "exporter", "1.0"
+    onnx.helper.set_model_props(model, {"author": "someone"})
+    result = Simplify()(model)
+    assert result.modified
+    assert {p.key: p.value for p in result.model.metadata_props} == {"author": "someone"}
+    assert (result.model.producer_name, result.model.producer_version) == ("exporter", "1.0")
 
 
 def test_input_shapes_fix_dims_and_are_reported() -> None:
@@ -136,3 +166,78 @@ def test_unknown_input_in_shapes() -> None:
 
 def test_function_twin() -> None:
     assert "Add" not in _ops(simplify(_copy(FOLD)))
+
+
+def _encoder_feeds(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    mask = np.ones((2, 7), np.int64)
+    mask[1, 5:] = 0
+    return {"input_ids": rng.integers(0, 1000, (2, 7), dtype=np.int64), "attention_mask": mask}
+
+
+def test_transformer_encoder_does_not_gain_nodes(ort_run, rng) -> None:
+    # Regression: onnxsim 0.8's default batched MatMul+Add -> Reshape/Gemm/Reshape rewrite (with a
+    # Shape/Slice/Concat chain per linear layer) took this encoder from 84 to 113 nodes.
+    from models.transformer import transformer_encoder
+
+    model = transformer_encoder()
+    before = Counter(_ops(model))
+    result = Simplify()(_copy(model))
+    assert result.skipped is None and result.modified
+    after = Counter(_ops(result.model))
+    assert sum(after.values()) < sum(before.values())
+    assert result.stats["nodes_after"] == sum(after.values())
+    for op in ("Gemm", "Slice", "Concat"):
+        assert after[op] == 0, op
+    for op in ("MatMul", "Reshape", "Shape", "Add"):
+        assert after[op] == before[op], op
+    assert after["Transpose"] == before["Transpose"] - 2  # the adjacent inverse pair
+    onnx.checker.check_model(result.model, full_check=True)
+    for vi in result.model.graph.input:
+        assert [d.dim_param for d in vi.type.tensor_type.shape.dim] == ["batch", "seq"]
+    feeds = _encoder_feeds(rng)
+    np.testing.assert_allclose(
+        ort_run(result.model, feeds)["last_hidden_state"],
+        ort_run(model, feeds)["last_hidden_state"],
+        rtol=1e-4, atol=1e-5,
+    )
+    again = Simplify()(result.model)
+    assert not again.modified and again.model is result.model
+
+
+def test_output_with_more_nodes_is_refused(monkeypatch) -> None:
+    # Rule 8's guard on onnxsim's real output: with nothing skipped, onnxsim grows the encoder.
+    import onnxsim
+
+    from models.transformer import transformer_encoder
+
+    model = transformer_encoder()
+    grown, _ = onnxsim.simplify(_copy(model), check_n=0)
+    if len(grown.graph.node) <= len(model.graph.node):
+        pytest.skip(f"onnxsim {onnxsim.__version__} does not add nodes to the encoder")
+    module = importlib.import_module("graphfix.passes.simplify")
+    monkeypatch.setattr(module, "SKIPPED_OPTIMIZERS", ())
+    result = Simplify()(model)
+    assert result.skipped is not None and not result.modified
+    assert result.model is model
+    assert f"{len(model.graph.node)} -> {len(grown.graph.node)}" in result.skipped
+    assert "Gemm +12" in result.skipped and result.skipped in result.warnings
+    assert result.stats["refused_nodes_after"] == len(grown.graph.node)
+
+
+def test_many_small_folds_over_budget_fall_back_to_no_folding(ort_run, rng) -> None:
+    result = Simplify()(_copy(MANY_SMALL_FOLDS))
+    assert result.skipped is None and result.modified
+    ops = Counter(_ops(result.model))
+    assert ops["ConstantOfShape"] == 40 and ops["Add"] == 40
+    assert "Neg" not in ops  # dead code still goes
+    assert result.model.ByteSize() <= MANY_SMALL_FOLDS.ByteSize() + 64 * 1024
+    assert result.stats["refused_folds"] == 40
+    assert result.stats["refused_fold_bytes"] >= 40 * 4096
+    onnx.checker.check_model(result.model, full_check=True)
+    x = rng.standard_normal((3, 1024)).astype(np.float32)
+    np.testing.assert_allclose(
+        ort_run(result.model, {"x": x})["y"], ort_run(MANY_SMALL_FOLDS, {"x": x})["y"],
+        rtol=1e-6, atol=1e-6,
+    )
+    unbounded = Simplify(max_growth=None)(_copy(MANY_SMALL_FOLDS))
+    assert "ConstantOfShape" not in _ops(unbounded.model)
