@@ -1,14 +1,23 @@
 """Compare graphfix with its peers on every .onnx model of a folder, side by side.
 
     python tools/compare_peers.py CORPUS_DIR [--json out.json] [--runs 50] [--threads 2]
+                                             [--only NAME ...]
 
 Tools: the original, onnxsim, onnxslim, onnxoptimizer, ORT offline basic, ORT offline extended,
 graphfix's default pipeline (``graphfix.optimize(model, verify=False)``). Per model and tool:
-success or the error, tool time, nodes, Transposes, serialized size, whether it loads in ORT
-(defaults / optimizations off), max abs error against the original on the same seeded inputs,
+success or the error, tool time, nodes, Transposes, nodes outside the standard ONNX domains,
+the symbolic dimensions of the inputs, serialized size, whether it loads in ORT (defaults /
+optimizations off), max abs error against the original on the same seeded inputs (graphfix's
+own input generator: embedding ids inside their table, 0/1 masks, dynamic dims at size > 1),
 median ORT CPU latency with defaults and with optimizations off (runs interleaved across tools
-in rounds, after warm-up), and session-creation time. Peers that are not installed are skipped
-with a note.
+in rounds, after warm-up), and session-creation time. ``--runs 0`` measures no latency and keeps
+no session open (structure only; less memory on large models). Peers that are not installed are
+skipped with a note.
+
+After the table, one line per model checks graphfix against the peers: nodes no more than the
+best of onnxsim, onnxslim, onnxoptimizer and ORT offline basic; Transposes no more than any
+peer; only standard-domain ops; input dimensions as symbolic as the original's; tool time at
+most twice onnxsim's.
 """
 
 from __future__ import annotations
@@ -31,8 +40,11 @@ from graphfix.model_io import ort_session
 
 __all__ = ["main", "compare_model", "TOOLS"]
 
-_NP = {1: np.float32, 2: np.uint8, 3: np.int8, 6: np.int32, 7: np.int64, 9: np.bool_,
-       10: np.float16, 11: np.float64}
+
+_STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+_NODE_PEERS = ("onnxsim", "onnxslim", "onnxoptimizer", "ort-basic")
+_TRANSPOSE_PEERS = ("onnxsim", "onnxslim", "onnxoptimizer", "ort-basic", "ort-extended")
+MAX_TIME_RATIO = 2.0
 
 
 def _onnxsim(m: onnx.ModelProto) -> onnx.ModelProto:
@@ -82,20 +94,32 @@ TOOLS: dict[str, tuple[str | None, Callable[[onnx.ModelProto], onnx.ModelProto]]
 
 
 def _feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
+    from graphfix.validate.feeds import make_feeds
+
+    return dict(make_feeds(model, seed=seed, runs=1)[0])
+
+
+def _nonstandard(model: onnx.ModelProto) -> int:
+    """Nodes outside the standard ONNX domains (contrib ops tie a model to one runtime)."""
+    from graphfix.report import graphs
+
+    return sum(
+        node.domain not in _STANDARD_DOMAINS for graph in graphs(model.graph) for node in graph.node
+    )
+
+
+def _dynamic_dims(model: onnx.ModelProto) -> str:
+    """Symbolic input dimensions, ``input:dim,dim;...`` (inputs that are initializers left out)."""
     inits = {t.name for t in model.graph.initializer}
-    feeds = {}
+    parts = []
     for vi in model.graph.input:
         if vi.name in inits:
             continue
-        tt = vi.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tt.shape.dim]
-        dtype = _NP.get(tt.elem_type, np.float32)
-        if np.issubdtype(dtype, np.floating):
-            feeds[vi.name] = rng.standard_normal(shape).astype(dtype)
-        else:
-            feeds[vi.name] = np.zeros(shape, dtype=dtype)  # indices stay in any table's range
-    return feeds
+        dims = [d.dim_param or "?" for d in vi.type.tensor_type.shape.dim
+                if not d.HasField("dim_value")]
+        if dims:
+            parts.append(f"{vi.name}:{','.join(dims)}")
+    return ";".join(parts)
 
 
 def _session(model: onnx.ModelProto, level: str, threads: int) -> tuple[Any, float]:
@@ -115,7 +139,7 @@ def compare_model(path: Path, runs: int, threads: int, notes: list[str]) -> list
     feeds = _feeds(original)
     rows: list[dict[str, Any]] = []
     sessions: dict[tuple[int, str], Any] = {}
-    reference: list[np.ndarray] | None = None
+    reference: dict[str, np.ndarray] | None = None
     for name, (module, fn) in TOOLS.items():
         row: dict[str, Any] = {"model": path.name, "tool": name}
         rows.append(row)
@@ -131,12 +155,15 @@ def compare_model(path: Path, runs: int, threads: int, notes: list[str]) -> list
         try:
             out = fn(copy.deepcopy(original))
         except Exception as exc:  # noqa: BLE001 - a peer's failure is a result
-            row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+            first = str(exc).splitlines()[0][:120] if str(exc) else ""
+            row["error"] = f"{type(exc).__name__}: {first}"
             continue
         row["time_s"] = time.perf_counter() - start
         row["nodes"] = len(out.graph.node)
         row["transposes"] = sum(n.op_type == "Transpose" for n in out.graph.node)
         row["bytes"] = out.ByteSize()
+        row["nonstd_ops"] = _nonstandard(out)
+        row["dynamic"] = _dynamic_dims(out)
         for level, key in (("all", "default"), ("disabled", "opt_off")):
             try:
                 session, created = _session(out, level, threads)
@@ -152,16 +179,24 @@ def compare_model(path: Path, runs: int, threads: int, notes: list[str]) -> list
             wanted = {i.name for i in session.get_inputs()}
             try:
                 outs = session.run(names, {k: v for k, v in feeds.items() if k in wanted})
+                if runs <= 0:
+                    for key in ("default", "opt_off"):
+                        sessions.pop((len(rows) - 1, key), None)
             except Exception as exc:  # noqa: BLE001 - e.g. required inputs the feeds lack
                 row["error"] = f"run: {str(exc).splitlines()[0][:120]}"
                 for key in ("default", "opt_off"):
                     sessions.pop((len(rows) - 1, key), None)
                 continue
+            by_name = dict(zip(names, outs))
             if reference is None:
-                reference = outs
+                reference = by_name
+            missing = sorted(set(reference) - set(by_name))
+            if missing:
+                row["error"] = f"outputs missing: {missing}"
             row["max_abs_err"] = max(
-                (float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)))) if a.size else 0.0
-                 for a, b in zip(outs, reference)), default=0.0)
+                (float(np.max(np.abs(by_name[k].astype(np.float64) - ref.astype(np.float64))))
+                 if ref.size else 0.0
+                 for k, ref in reference.items() if k in by_name), default=0.0)
     # Latency: interleaved rounds across tools, after warm-up.
     timings: dict[tuple[int, str], list[float]] = {k: [] for k in sessions}
     for key, session in sessions.items():
@@ -180,8 +215,11 @@ def compare_model(path: Path, runs: int, threads: int, notes: list[str]) -> list
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    cols = ["model", "tool", "time_s", "nodes", "transposes", "bytes", "loads_default", "loads_opt_off",
-            "max_abs_err", "latency_ms_default", "latency_ms_opt_off", "session_s_default", "error"]
+    cols = ["model", "tool", "time_s", "nodes", "transposes", "nonstd_ops", "dynamic", "bytes",
+            "loads_default", "loads_opt_off", "max_abs_err", "latency_ms_default",
+            "latency_ms_opt_off", "session_s_default", "error"]
+    if not any("latency_ms_default" in r for r in rows):
+        cols = [c for c in cols if not c.startswith("latency")]
 
     def fmt(v: Any) -> str:
         if isinstance(v, float):
@@ -195,24 +233,72 @@ def _table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def check_model(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """graphfix against the peers on one model: figures and the list of failed criteria."""
+    by_tool = {r["tool"]: r for r in rows if "nodes" in r}
+    gf, original = by_tool.get("graphfix"), by_tool.get("original")
+    out: dict[str, Any] = {"model": rows[0]["model"], "failures": []}
+    if gf is None or original is None:
+        out["failures"].append("graphfix failed: " + next(
+            (r.get("error", "") for r in rows if r["tool"] == "graphfix"), ""))
+        return out
+    fails: list[str] = out["failures"]
+    node_peers = {t: by_tool[t]["nodes"] for t in _NODE_PEERS if t in by_tool}
+    if node_peers:
+        best = min(node_peers, key=node_peers.__getitem__)
+        out.update(nodes=gf["nodes"], best_peer_nodes=node_peers[best], best_peer=best)
+        if gf["nodes"] > node_peers[best]:
+            fails.append(f"nodes {gf['nodes']} > {best} {node_peers[best]}")
+    t_peers = {t: by_tool[t]["transposes"] for t in _TRANSPOSE_PEERS if t in by_tool}
+    if t_peers:
+        low = min(t_peers, key=t_peers.__getitem__)
+        out.update(transposes=gf["transposes"], min_peer_transposes=t_peers[low])
+        if gf["transposes"] > t_peers[low]:
+            fails.append(f"Transposes {gf['transposes']} > {low} {t_peers[low]}")
+    if gf["nonstd_ops"]:
+        fails.append(f"{gf['nonstd_ops']} nodes outside the standard domains")
+    if gf["dynamic"] != original["dynamic"]:
+        fails.append(f"input dims {original['dynamic']!r} -> {gf['dynamic']!r}")
+    if not gf.get("loads_default") or not gf.get("loads_opt_off"):
+        fails.append("does not load in ORT")
+    if "onnxsim" in by_tool and by_tool["onnxsim"]["time_s"] > 0:
+        ratio = gf["time_s"] / by_tool["onnxsim"]["time_s"]
+        out["time_ratio_vs_onnxsim"] = ratio
+        if ratio > MAX_TIME_RATIO:
+            fails.append(f"tool time {gf['time_s']:.2f}s = {ratio:.1f}x onnxsim's "
+                         f"{by_tool['onnxsim']['time_s']:.2f}s")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--only", nargs="+", default=None,
+                        help="model file names or stems to compare (default: all)")
     args = parser.parse_args(argv)
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
+    checks: list[dict[str, Any]] = []
     for path in sorted(args.corpus.glob("*.onnx")):
-        rows.extend(compare_model(path, args.runs, args.threads, notes))
+        if args.only and path.name not in args.only and path.stem not in args.only:
+            continue
+        model_rows = compare_model(path, args.runs, args.threads, notes)
+        rows.extend(model_rows)
+        checks.append(check_model(model_rows))
         print(f"done {path.name}", file=sys.stderr, flush=True)
     print(_table(rows))
+    print()
+    for check in checks:
+        verdict = "; ".join(check["failures"]) or "ok"
+        print(f"check {check['model']}: {verdict}")
     for note in notes:
         print(f"note: {note}")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "notes": notes, "runs": args.runs,
-                                         "threads": args.threads}, indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "checks": checks, "notes": notes,
+                                         "runs": args.runs, "threads": args.threads}, indent=1))
     return 0
 
 
