@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import errno
 import functools
+import hashlib
 import logging
 import math
 import os
@@ -51,6 +52,7 @@ __all__ = [
     "iter_tensors",
     "tensor_value",
     "has_value",
+    "tensor_digest",
     "load_external_values",
     "weight_bytes",
     "PROTOBUF_LIMIT",
@@ -348,6 +350,25 @@ def tensor_value(tensor: onnx.TensorProto) -> np.ndarray | None:
     inline = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=dims)
     inline.raw_data = _read_range(path, offset, length)
     return numpy_helper.to_array(inline)
+
+
+def tensor_digest(tensor: onnx.TensorProto) -> bytes:
+    """A digest of ``tensor``'s type, shape and data, not of its name. Raw bytes held in memory
+    are hashed as they are (no array is built); two tensors with the same digest hold the same
+    value. An external tensor that was never loaded is digested by where it lives."""
+    digest = hashlib.sha256(f"{tensor.data_type}:{list(tensor.dims)}:".encode())
+    if tensor.data_location != onnx.TensorProto.EXTERNAL and tensor.HasField("raw_data"):
+        digest.update(b"raw:" + tensor.raw_data)
+        return digest.digest()
+    value = tensor_value(tensor)
+    if value is None:
+        digest.update(b"at:" + str(sorted((e.key, e.value) for e in tensor.external_data)).encode())
+    elif value.dtype == object:
+        digest.update(b"strings:" + b"\0".join(bytes(v) for v in value.reshape(-1)))
+    else:
+        digest.update(b"raw:" + np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<"),
+                                                                  copy=False).tobytes())
+    return digest.digest()
 
 
 def has_value(tensor: onnx.TensorProto) -> bool:

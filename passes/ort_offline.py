@@ -44,7 +44,6 @@ Decisions:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any
 
@@ -52,10 +51,10 @@ import onnx
 
 from graphfix.errors import PassError, ProviderUnavailableError
 from graphfix.model_io import (
-    PROTOBUF_LIMIT,
     max_ir_version,
     ort_session,
     temporary_folder,
+    tensor_digest,
     tensor_value,
     weight_bytes,
 )
@@ -83,24 +82,18 @@ def _node_key(node: onnx.NodeProto) -> bytes:
     )
 
 
-def graph_signature(graph: onnx.GraphProto) -> str:
-    """A digest of a graph's nodes and initializers, independent of their order."""
-    digest = hashlib.sha256()
-    for key in sorted(_node_key(n) for n in graph.node):
-        digest.update(key)
-    inits = []
-    for init in graph.initializer:
-        value = tensor_value(init)
-        if value is None:  # external data this process cannot read: compare where it lives
-            inits.append(init.name.encode() + init.SerializeToString())
-            continue
-        inits.append(
-            init.name.encode() + str((value.dtype, value.shape)).encode()
-            + hashlib.sha256(value.tobytes()).digest()
-        )
-    for key in sorted(inits):
-        digest.update(key)
-    return digest.hexdigest()
+def _initializer_keys(graph: onnx.GraphProto) -> list[bytes]:
+    return sorted(t.name.encode() + b"\0" + tensor_digest(t) for t in graph.initializer)
+
+
+def same_graph(a: onnx.GraphProto, b: onnx.GraphProto) -> bool:
+    """Whether two graphs hold the same nodes and initializers, in any order. The nodes are
+    compared first: the weights are only hashed when everything else matches."""
+    if len(a.node) != len(b.node) or len(a.initializer) != len(b.initializer):
+        return False
+    if sorted(map(_node_key, a.node)) != sorted(map(_node_key, b.node)):
+        return False
+    return _initializer_keys(a) == _initializer_keys(b)
 
 
 def nonstandard_ops(graph: onnx.GraphProto) -> list[str]:
@@ -159,13 +152,38 @@ def _same_tensor(a: onnx.TensorProto, b: onnx.TensorProto) -> bool:
     return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
 
 
+def _copy_fields(source: Any, target: Any, skip: str) -> None:
+    for field, value in source.ListFields():
+        if field.name == skip:
+            continue
+        # ``is_repeated`` in protobuf 5.29+, ``label`` before (removed in 7).
+        repeated = getattr(field, "is_repeated", None)
+        if repeated is None:
+            repeated = field.label == field.LABEL_REPEATED
+        if repeated:
+            getattr(target, field.name).extend(value)
+        elif field.message_type is not None:
+            getattr(target, field.name).CopyFrom(value)
+        else:
+            setattr(target, field.name, value)
+
+
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its main graph's initializers emptied (name and type kept, no data):
+    what the structural checks need, without copying or serializing the weights."""
+    skeleton = onnx.ModelProto()
+    _copy_fields(model, skeleton, skip="graph")
+    _copy_fields(model.graph, skeleton.graph, skip="initializer")
+    for init in model.graph.initializer:
+        skeleton.graph.initializer.add(name=init.name, data_type=init.data_type, dims=[0])
+    return skeleton
+
+
 def _invalid(model: onnx.ModelProto) -> str | None:
     """ONNX's checker's complaint about ``model`` (structure only: SSA, topological order,
-    attributes), or None. Models over 2 GB are not checked: the checker cannot take them."""
-    if weight_bytes(model) >= PROTOBUF_LIMIT:
-        return None
+    attributes, in subgraphs too), or None. The main graph's weights are left out."""
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(_skeleton(model))
     except onnx.checker.ValidationError as err:
         return " ".join(str(err).split("==> Context")[0].split())
     return None
@@ -241,7 +259,6 @@ class OrtOffline(Pass):
     def call(self, model: onnx.ModelProto) -> PassResult:
         import onnxruntime as ort
 
-        before = graph_signature(model.graph)
         stats: dict[str, Any] = {
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
@@ -281,7 +298,7 @@ class OrtOffline(Pass):
             )
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
-        if graph_signature(optimized.graph) == before:
+        if same_graph(optimized.graph, model.graph):
             stats.update(nodes_after=stats["nodes_before"],
                          initializers_after=stats["initializers_before"], contrib_ops=0)
             return PassResult(model, False, stats=stats)

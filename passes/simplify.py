@@ -50,7 +50,6 @@ Decisions:
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import json
 import os
@@ -63,7 +62,13 @@ from typing import Any
 import onnx
 
 from graphfix.errors import PassError
-from graphfix.model_io import PROTOBUF_LIMIT, iter_tensors, temporary_folder, weight_bytes
+from graphfix.model_io import (
+    PROTOBUF_LIMIT,
+    iter_tensors,
+    temporary_folder,
+    tensor_digest,
+    weight_bytes,
+)
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = [
@@ -107,15 +112,14 @@ def _child(
             sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # import fails fast
         import onnxsim
 
-        model = onnx.load(in_path)
         for index, kwargs in enumerate(attempts):
-            source = onnx.ModelProto()
-            source.CopyFrom(model)
-            simplified, _ = onnxsim.simplify(source, check_n=0, **kwargs)
-            size = simplified.ByteSize()
-            if index == 0 or limit is None or size <= limit or index == len(attempts) - 1:
-                onnx.save(simplified, out_paths[index])
-            if limit is None or size <= limit:
+            # Read for each attempt rather than copied: most runs make one.
+            simplified, _ = onnxsim.simplify(onnx.load(in_path), check_n=0, **kwargs)
+            data = simplified.SerializeToString()
+            if index == 0 or limit is None or len(data) <= limit or index == len(attempts) - 1:
+                with open(out_paths[index], "wb") as out:
+                    out.write(data)
+            if limit is None or len(data) <= limit:
                 break
     except BaseException:  # noqa: BLE001 - everything goes back to the parent as text
         with open(err_path, "w", encoding="utf-8") as err:
@@ -131,10 +135,10 @@ def _child_main() -> None:
 
 def _run_isolated(
     model_bytes: bytes, attempts: list[dict[str, Any]], limit: int | None, fail: str | None
-) -> list[onnx.ModelProto] | str:
+) -> list[tuple[onnx.ModelProto, int]] | str:
     """onnxsim in a child process, trying each option set of ``attempts`` until an output fits
     in ``limit`` bytes: ``[first output, last output tried]`` (one entry when the first fits or
-    only one set was given), or a one-line reason it failed. One child for all attempts, so the
+    only one set was given) with the serialized size of each, or a one-line reason it failed. One child for all attempts, so the
     interpreter start and ``import onnxsim`` (most of the cost on small models) are paid once."""
     with temporary_folder(prefix="graphfix-simplify-") as folder:
         in_path, err_path = str(folder / "in.onnx"), str(folder / "err.txt")
@@ -166,25 +170,27 @@ def _run_isolated(
                 f": {last}" if last else ""
             )
         written = [p for p in out_paths if os.path.exists(p)]
-        return [onnx.load(written[0])] + ([onnx.load(written[-1])] if len(written) > 1 else [])
+        kept = written[:1] + written[1:][-1:]
+        return [(onnx.load(p), os.path.getsize(p)) for p in kept]
 
 
-def _signature(graph: onnx.GraphProto) -> str:
-    """Nodes and initializers, independent of order and of tensor/node names."""
-    digest = hashlib.sha256()
-    nodes = sorted(
-        n.domain.encode() + b"\0" + n.op_type.encode() + b"\0"
-        + b"\0".join(sorted(a.SerializeToString(deterministic=True) for a in n.attribute))
-        for n in graph.node
-    )
-    inits = sorted(
-        bytes(t.data_type.to_bytes(2, "little")) + str(list(t.dims)).encode()
-        + hashlib.sha256(onnx.numpy_helper.to_array(t).tobytes()).digest()
-        for t in graph.initializer
-    )
-    for key in nodes + [b"|"] + inits:
-        digest.update(key)
-    return digest.hexdigest()
+def _same_graph(a: onnx.GraphProto, b: onnx.GraphProto) -> bool:
+    """Same nodes and initializers, independent of order and of tensor/node names. The nodes
+    are compared first: hashing the weights is only needed when they match."""
+
+    def nodes(graph: onnx.GraphProto) -> list[bytes]:
+        return sorted(
+            n.domain.encode() + b"\0" + n.op_type.encode() + b"\0"
+            + b"\0".join(sorted(x.SerializeToString(deterministic=True) for x in n.attribute))
+            for n in graph.node
+        )
+
+    def initializers(graph: onnx.GraphProto) -> list[bytes]:
+        return sorted(map(tensor_digest, graph.initializer))
+
+    if len(a.node) != len(b.node) or len(a.initializer) != len(b.initializer):
+        return False
+    return nodes(a) == nodes(b) and initializers(a) == initializers(b)
 
 
 def _count_nodes(graph: onnx.GraphProto) -> int:
@@ -221,14 +227,9 @@ def _static_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
 
 def _new_initializers(model: onnx.ModelProto, reference: onnx.ModelProto) -> dict[str, int]:
     """Initializers of ``model`` whose contents are not in ``reference``: name -> bytes."""
-    known = {
-        hashlib.sha256(onnx.numpy_helper.to_array(t).tobytes()).digest()
-        for t in iter_tensors(reference.graph)
-    }
+    known = {tensor_digest(t) for t in iter_tensors(reference.graph)}
     return {
-        t.name: t.ByteSize()
-        for t in model.graph.initializer
-        if hashlib.sha256(onnx.numpy_helper.to_array(t).tobytes()).digest() not in known
+        t.name: t.ByteSize() for t in model.graph.initializer if tensor_digest(t) not in known
     }
 
 
@@ -281,7 +282,8 @@ class Simplify(Pass):
         # Measured from tensor shapes first: ByteSize() serializes the model and fails past 2 GB.
         if weight_bytes(model) >= PROTOBUF_LIMIT:
             return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
-        size = model.ByteSize()
+        data = model.SerializeToString()
+        size = len(data)
         if size >= PROTOBUF_LIMIT:
             return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
         if self.input_shapes:
@@ -300,7 +302,6 @@ class Simplify(Pass):
         }
         if self.input_shapes:
             base["overwrite_input_shapes"] = self.input_shapes
-        data = model.SerializeToString()
         limit = self._limit(size)
         # Rule 3: the bounded re-runs go to the same child, tried only when the first is too big.
         budget = max(limit - size, 1)
@@ -313,10 +314,10 @@ class Simplify(Pass):
             logger.warning("simplify skipped: %s", outputs)
             return PassResult(model, False, warnings=[outputs], skipped=outputs)
         warnings: list[str] = []
-        result = outputs[0]
-        if result.ByteSize() > limit:
-            bloated, result = outputs[0], outputs[-1]
-            if result is bloated or result.ByteSize() > limit:
+        (result, result_size), (last, last_size) = outputs[0], outputs[-1]
+        if result_size > limit:
+            bloated, result, result_size = result, last, last_size
+            if result is bloated or result_size > limit:
                 reason = (
                     f"every simplification grows the model past {limit} bytes "
                     f"(max_growth={self.max_growth})"
@@ -355,7 +356,7 @@ class Simplify(Pass):
                     fixed += 1
                     warnings.append(f"dimension {axis} of {name!r} ({a}) is now static: {b}")
         stats["dims_fixed"] = fixed
-        if _signature(result.graph) == _signature(model.graph) and not fixed:
+        if not fixed and _same_graph(result.graph, model.graph):
             stats.update(
                 nodes_after=stats["nodes_before"],
                 initializers_after=stats["initializers_before"],
@@ -369,7 +370,7 @@ class Simplify(Pass):
         stats.update(
             nodes_after=len(result.graph.node),
             initializers_after=len(result.graph.initializer),
-            bytes_after=result.ByteSize(),
+            bytes_after=result_size,
         )
         return PassResult(result, True, stats=stats, warnings=warnings)
 
