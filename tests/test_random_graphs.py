@@ -38,7 +38,7 @@ _NP = {FLOAT: np.float32, DOUBLE: np.float64, BOOL: np.bool_}
 UNARY = ("Relu", "Neg", "Abs", "Sigmoid", "Tanh", "Identity", "Softsign", "LeakyRelu")
 BINARY = ("Add", "Sub", "Mul", "Max", "Min", "Div")
 REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceSumSquare", "ReduceL2")
-# The passes of the fast pipeline (the default one without onnxsim, which costs an interpreter).
+# The default pipeline without onnxsim (which costs an interpreter start per example).
 FAST_PASSES = ("remove-initializer-inputs", "eliminate-transposes", "ort-offline",
                "eliminate-transposes")
 _REDUCE_AXES_INPUT_FROM = {"ReduceSum": 13}  # the others take axes as an input from opset 18
@@ -562,8 +562,7 @@ def test_random_graphs_through_fast_pipeline(model):
     _check_or_show(model, FAST_PASSES)
 
 
-@pytest.mark.slow
-@settings(max_examples=50, **_SETTINGS)
+@settings(max_examples=200, **_SETTINGS)
 @given(model=random_models())
 def test_random_graphs_through_default_pipeline(model):
     _check_or_show(model, None)
