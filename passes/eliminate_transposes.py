@@ -671,7 +671,7 @@ class _GraphOptimizer:
                 if self.only_consumer(name, node):
                     return -1 if identity else 0
                 return 0 if identity else 1
-        if self._arriving_transpose(name, node, perm) is not None:
+        if self._arriving_transpose(name, node, perm, source) is not None:
             return -1
         if self._sibling_transpose(name, inverse, source) is not None:
             return 0
@@ -687,13 +687,23 @@ class _GraphOptimizer:
         return None
 
     def _arriving_transpose(
-        self, name: str, node: onnx.NodeProto, perm: Perm
+        self, name: str, node: onnx.NodeProto, perm: Perm, pushed: str
     ) -> onnx.NodeProto | None:
         """The ``T(perm)`` that ``name``, read by ``node`` alone, comes from through a chain of
         single-reader elementwise ops it will be pushed through. It will reach ``node`` and
-        cancel the compensation, so the operand costs what a direct ``T(perm)`` operand costs."""
+        cancel the compensation, so the operand costs what a direct ``T(perm)`` operand costs.
+        The chain may end at ``pushed``, the transposed tensor being pushed now, whatever else
+        reads it: that push moves the Transpose past all of its readers (``N(t, f(t))``, as in
+        Swish ``t * Sigmoid(t)``)."""
         current, reader = name, node
         for _ in range(_CHAIN_DEPTH):
+            if current == pushed and current != name:
+                producer = self.producer.get(current)
+                if producer is not None and producer.op_type == "Transpose" and (
+                    producer.domain in _DEFAULT_DOMAINS
+                ) and self.transpose_perm(producer) == perm:
+                    return producer
+                return None
             if not self.only_consumer(current, reader) or current in self.implicit:
                 return None
             producer = self.producer.get(current)
@@ -1097,7 +1107,7 @@ class _GraphOptimizer:
                 return name
             self.stats.folded_into_constants += 1
             return self._new_initializer(moved, f"{name}_transposed", order)
-        arriving = self._arriving_transpose(name, self.reader, _invert(inverse))
+        arriving = self._arriving_transpose(name, self.reader, _invert(inverse), self.pushing)
         new = self.names.fresh(f"{name}_transposed")
         self._record_shape(name, inverse, new, inverse=False)
         compensation = self._new_transpose(name, inverse, new, order)

@@ -1026,3 +1026,19 @@ def test_regression_compensation_waits_for_the_arriving_transpose(ort_run, rng):
     assert ops(result.model) == ["Neg", "Sub", "Add", "Transpose"]
     assert result.stats["pushed_through"] == 3
     assert not EliminateTransposes()(model).modified
+
+
+def test_swish_reads_the_pushed_tensor_twice(ort_run, rng):
+    # t * Sigmoid(t) before a global pool (EfficientNet's head): the operand Sigmoid(t) of the
+    # Mul is counted as carrying the pushed Transpose, since the push moves it past both
+    # readers of t; the Transpose then vanishes into the reduction.
+    model = parse("""
+    g (float[1,3,4,4] x) => (float[1,3] y) {
+        t = Transpose <perm = [0, 2, 3, 1]> (x)
+        s = Sigmoid (t)
+        m = Mul (t, s)
+        y = ReduceMean <axes = [1, 2], keepdims = 0> (m)
+    }""", opset=13)
+    result = optimize(model, ort_run, rng, exact=False)
+    assert ops(result.model) == ["Sigmoid", "Mul", "ReduceMean"]
+    assert not EliminateTransposes()(result.model).modified
