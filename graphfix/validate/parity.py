@@ -339,6 +339,22 @@ def check_parity(
         dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
         total = runs if runs is not None else (2 if dynamic else 1)
 
+    # The reference runs first, on every input set, and its session is released before the
+    # candidate's is built: one model's weights in ONNX Runtime at a time (a large model's
+    # weights are most of the run's memory). Reference outputs are kept; they are small.
+    names = [o.name for o in ref_session.get_outputs()]
+    ref_signature = _Signature(ref_session)
+    runs_done: list[tuple[Feeds, list[Any]]] = []
+    for run in range(total):
+        if progress is not None:
+            progress("parity", run, 2 * total)
+        if given is not None:
+            runs_done.append((given[run], _run_reference(ref_session, given[run], None)))
+        else:
+            runs_done.append(
+                _generated_run(ref_session, specs, run, seed, input_shapes, result.notes)
+            )
+    del ref_session
     try:
         cand_session = _session(candidate, providers, "optimized")
     except ValidationInputError as err:
@@ -346,20 +362,13 @@ def check_parity(
         result.problem = str(err)
         result.seconds = time.perf_counter() - started
         return result
-    names = [o.name for o in ref_session.get_outputs()]
     cand_names = [o.name for o in cand_session.get_outputs()]
-    problems = _signature_problems(ref_session, cand_session)
+    problems = _signature_problems(ref_signature, cand_session)
 
     by_name: dict[str, OutputParity] = {}
-    for run in range(total):
+    for run, (feed, ref_out) in enumerate(runs_done):
         if progress is not None:
-            progress("parity", run, total)
-        if given is not None:
-            feed, ref_out = given[run], _run_reference(ref_session, given[run], None)
-        else:
-            feed, ref_out = _generated_run(
-                ref_session, specs, run, seed, input_shapes, result.notes
-            )
+            progress("parity", total + run, 2 * total)
         result.runs.append(feeds_module.describe(feed))
         try:
             cand_out = cand_session.run(None, _for(cand_session, feed))
@@ -380,7 +389,7 @@ def check_parity(
             if previous is None or (previous.passed and stats.severity > previous.severity):
                 by_name[name] = stats
     if progress is not None:
-        progress("parity", total, total)
+        progress("parity", 2 * total, 2 * total)
     result.outputs = [by_name[name] for name in names if name in by_name]
     result.problem = "; ".join(problems) or None
     result.passed = not problems and all(o.passed for o in result.outputs)
@@ -403,6 +412,28 @@ def _session(model: onnx.ModelProto, providers: list[str], label: str) -> Any:
             hint="parity needs both models to run on ONNX Runtime; "
             "skip the check with --no-verify" if label == "original" else None,
         ) from None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Arg:
+    name: str
+    type: str
+    shape: Any
+
+
+class _Signature:
+    """A session's inputs and outputs, kept after the session itself is released."""
+
+    def __init__(self, session: Any) -> None:
+        # Plain copies: ORT's NodeArg objects would keep the session (and its weights) alive.
+        self._inputs = [_Arg(i.name, i.type, i.shape) for i in session.get_inputs()]
+        self._outputs = [_Arg(o.name, o.type, o.shape) for o in session.get_outputs()]
+
+    def get_inputs(self) -> list[Any]:
+        return self._inputs
+
+    def get_outputs(self) -> list[Any]:
+        return self._outputs
 
 
 def _signature_problems(ref_session: Any, cand_session: Any) -> list[str]:
