@@ -46,17 +46,23 @@ Decisions:
    skipped (``SKIPPED_OPTIMIZERS``; onnxsim ignores unknown names there, so older versions are
    unaffected). Whatever the cause, an output with more nodes than the input (subgraphs
    counted) is not taken: the pass skips with the reason and the ops that grew.
+9. Memory. The child needs about five times the serialized model at its peak
+   (``_CHILD_MEMORY_FACTOR``: the model read in, onnxsim's C++ copy, its output, and that output
+   serialized); when the system does not have that much available, the pass skips with the
+   figures rather than let the system kill a process. The parent writes the model to the
+   child's folder without keeping the serialized bytes.
 """
 
 from __future__ import annotations
 
-import logging
 import json
+import logging
 import os
 import subprocess
 import sys
 import traceback
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import onnx
@@ -87,6 +93,8 @@ _FOLD_CAP = PROTOBUF_LIMIT // 2  # onnxsim's per-tensor folding threshold, never
 _FAILURES = ("raise", "abort")
 # Rule 8: onnxsim optimizers that add nodes.
 SKIPPED_OPTIMIZERS: tuple[str, ...] = ("fuse_matmul_add_bias_into_gemm_batched",)
+# Rule 9: the onnxsim child's peak memory, in multiples of the serialized model.
+_CHILD_MEMORY_FACTOR = 5
 # Rule 2: optional imports of onnxsim that simplification never uses (about 1.9 s of its 2.1 s
 # import when they are installed); the child makes them fail at once.
 _UNUSED_BY_ONNXSIM = ("torch", "sympy")
@@ -133,45 +141,63 @@ def _child_main() -> None:
     _child(args["in"], args["outs"], args["err"], args["attempts"], args["limit"], args["fail"])
 
 
+def _available_memory() -> int | None:
+    """Bytes of memory available to a new process (Linux's MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _write_input(model: onnx.ModelProto, path: Path) -> int:
+    """Write ``model`` for the child; returns its serialized size (the bytes are not kept)."""
+    data = model.SerializeToString()
+    with open(path, "wb") as f:
+        f.write(data)
+    return len(data)
+
+
 def _run_isolated(
-    model_bytes: bytes, attempts: list[dict[str, Any]], limit: int | None, fail: str | None
+    folder: Path, attempts: list[dict[str, Any]], limit: int | None, fail: str | None
 ) -> list[tuple[onnx.ModelProto, int]] | str:
-    """onnxsim in a child process, trying each option set of ``attempts`` until an output fits
-    in ``limit`` bytes: ``[first output, last output tried]`` (one entry when the first fits or
-    only one set was given) with the serialized size of each, or a one-line reason it failed. One child for all attempts, so the
-    interpreter start and ``import onnxsim`` (most of the cost on small models) are paid once."""
-    with temporary_folder(prefix="graphfix-simplify-") as folder:
-        in_path, err_path = str(folder / "in.onnx"), str(folder / "err.txt")
-        out_paths = [str(folder / f"out{i}.onnx") for i in range(len(attempts))]
-        with open(in_path, "wb") as f:
-            f.write(model_bytes)
-        # A fresh interpreter rather than multiprocessing's spawn, which re-imports the caller's
-        # __main__ (fails from stdin, re-runs unguarded scripts). It starts in the temporary
-        # folder: ``-c`` puts the working directory first on sys.path, and a source checkout
-        # there would shadow the installed package.
-        payload = json.dumps({"in": in_path, "outs": out_paths, "err": err_path,
-                              "attempts": attempts, "limit": limit, "fail": fail})
-        code = "from graphfix.passes.simplify import _child_main; _child_main()"
-        proc = subprocess.run(
-            [sys.executable, "-c", code, payload],
-            capture_output=True,
-            check=False,
-            cwd=folder,
+    """onnxsim in a child process on ``folder/in.onnx``, trying each option set of ``attempts``
+    until an output fits in ``limit`` bytes: ``[first output, last output tried]`` (one entry
+    when the first fits or only one set was given) with the serialized size of each, or a
+    one-line reason it failed. One child for all attempts, so the interpreter start and
+    ``import onnxsim`` (most of the cost on small models) are paid once."""
+    in_path, err_path = str(folder / "in.onnx"), str(folder / "err.txt")
+    out_paths = [str(folder / f"out{i}.onnx") for i in range(len(attempts))]
+    # A fresh interpreter rather than multiprocessing's spawn, which re-imports the caller's
+    # __main__ (fails from stdin, re-runs unguarded scripts). It starts in the temporary
+    # folder: ``-c`` puts the working directory first on sys.path, and a source checkout
+    # there would shadow the installed package.
+    payload = json.dumps({"in": in_path, "outs": out_paths, "err": err_path,
+                          "attempts": attempts, "limit": limit, "fail": fail})
+    code = "from graphfix.passes.simplify import _child_main; _child_main()"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, payload],
+        capture_output=True,
+        check=False,
+        cwd=folder,
+    )
+    if proc.returncode != 0 or not os.path.exists(out_paths[0]):
+        if os.path.exists(err_path):
+            with open(err_path, encoding="utf-8") as err:
+                lines = [ln for ln in err.read().strip().splitlines() if ln.strip()]
+            return f"onnxsim failed: {lines[-1] if lines else 'unknown error'}"
+        stderr = proc.stderr.decode(errors="replace").strip()
+        logger.debug("simplify child stderr: %s", stderr[-2000:])
+        last = stderr.splitlines()[-1] if stderr else ""
+        return f"onnxsim crashed (child exit code {proc.returncode})" + (
+            f": {last}" if last else ""
         )
-        if proc.returncode != 0 or not os.path.exists(out_paths[0]):
-            if os.path.exists(err_path):
-                with open(err_path, encoding="utf-8") as err:
-                    lines = [ln for ln in err.read().strip().splitlines() if ln.strip()]
-                return f"onnxsim failed: {lines[-1] if lines else 'unknown error'}"
-            stderr = proc.stderr.decode(errors="replace").strip()
-            logger.debug("simplify child stderr: %s", stderr[-2000:])
-            last = stderr.splitlines()[-1] if stderr else ""
-            return f"onnxsim crashed (child exit code {proc.returncode})" + (
-                f": {last}" if last else ""
-            )
-        written = [p for p in out_paths if os.path.exists(p)]
-        kept = written[:1] + written[1:][-1:]
-        return [(onnx.load(p), os.path.getsize(p)) for p in kept]
+    written = [p for p in out_paths if os.path.exists(p)]
+    kept = written[:1] + written[1:][-1:]
+    return [(onnx.load(p), os.path.getsize(p)) for p in kept]
 
 
 def _same_graph(a: onnx.GraphProto, b: onnx.GraphProto) -> bool:
@@ -282,15 +308,26 @@ class Simplify(Pass):
         # Measured from tensor shapes first: ByteSize() serializes the model and fails past 2 GB.
         if weight_bytes(model) >= PROTOBUF_LIMIT:
             return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
-        data = model.SerializeToString()
-        size = len(data)
-        if size >= PROTOBUF_LIMIT:
-            return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
         if self.input_shapes:
             names = {i.name for i in model.graph.input}
             unknown = sorted(set(self.input_shapes) - names)
             if unknown:
                 raise PassError(f"simplify: input_shapes names unknown inputs {unknown}")
+        with temporary_folder(prefix="graphfix-simplify-") as folder:
+            return self._simplify(model, folder)
+
+    def _simplify(self, model: onnx.ModelProto, folder: Path) -> PassResult:
+        size = _write_input(model, folder / "in.onnx")
+        if size >= PROTOBUF_LIMIT:
+            return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
+        needed, available = _CHILD_MEMORY_FACTOR * size, _available_memory()
+        if available is not None and needed > available:
+            reason = (
+                f"onnxsim would need about {needed / 2**30:.1f} GiB of memory for this model "
+                f"and {available / 2**30:.1f} GiB are available; model kept"
+            )
+            logger.warning("simplify skipped: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason)
         stats: dict[str, int] = {
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
@@ -309,7 +346,7 @@ class Simplify(Pass):
             {**base, "tensor_size_threshold": f"{max(threshold, 1)}B"}
             for threshold in (budget, budget // 4)
         ] + [{**base, "skip_constant_folding": True}]
-        outputs = _run_isolated(data, attempts, limit, self._fail)
+        outputs = _run_isolated(folder, attempts, limit, self._fail)
         if isinstance(outputs, str):
             logger.warning("simplify skipped: %s", outputs)
             return PassResult(model, False, warnings=[outputs], skipped=outputs)

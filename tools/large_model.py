@@ -4,7 +4,9 @@ and how much memory does it take?
 Builds a transformer-like model of about ``--gb`` GiB with external data (weights written in
 chunks, never all in memory), then runs ``graphfix optimize`` on it in a child process and reports
 
-- the peak resident memory of the graphfix process (its ``ru_maxrss``), and
+- the largest peak resident memory of one process: graphfix, or one of its children such as
+  the onnxsim child (``ru_maxrss`` from ``wait4``, which Linux takes over the process and its
+  waited-for descendants), and
 - on Linux, the peak of the whole process tree's resident memory summed (graphfix and its
   onnxsim child at the same moment), sampled from ``/proc`` every 20 ms,
 
@@ -44,7 +46,7 @@ class Measurement:
     build_seconds: float
     seconds: float
     returncode: int
-    peak_rss: int  # the graphfix process (its ru_maxrss)
+    peak_rss: int  # the largest of graphfix and each of its children (ru_maxrss from wait4)
     peak_tree_rss: int | None  # graphfix and its children summed, sampled; None off Linux
     written: dict[str, int]  # file name -> size in bytes
     stdout: str
@@ -159,7 +161,7 @@ def main() -> int:
     print(f"exit code {m.returncode}, {m.seconds:.0f}s")
     if m.peak_rss:
         print(f"peak RSS {m.peak_rss / 2**30:.2f} GiB = {m.ratio:.2f}x the weight bytes "
-              "(the graphfix process)")
+              "(the largest single process: graphfix or its onnxsim child)")
     if m.peak_tree_rss is not None:
         print(f"peak RSS of the process tree {m.peak_tree_rss / 2**30:.2f} GiB = "
               f"{m.tree_ratio:.2f}x the weight bytes (sampled)")

@@ -8,7 +8,7 @@ Each example is a random valid model from the strategy of ``tests/test_random_gr
 through ``graphfix.optimize`` (which checks parity itself) and then checked for the contract:
 same graph inputs and outputs (names, dtypes, shapes), accepted by ONNX's checker. Without
 ``--full`` the pipeline is the default one without ``simplify`` (onnxsim costs an interpreter
-start, about 2.3 s, per call); with ``--full`` it is ``graphfix.DEFAULT_PASSES``.
+start, about 0.4 s, per call); with ``--full`` it is ``graphfix.DEFAULT_PASSES``.
 
 Outcomes: ``passed``; ``parity`` (ParityError; the guilty pass when one pass alone reproduces
 it); ``contract`` (the optimized model changed the signature or fails ONNX's checker); ``crash``

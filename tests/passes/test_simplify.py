@@ -241,3 +241,12 @@ def test_many_small_folds_over_budget_fall_back_to_no_folding(ort_run, rng) -> N
     )
     unbounded = Simplify(max_growth=None)(_copy(MANY_SMALL_FOLDS))
     assert "ConstantOfShape" not in _ops(unbounded.model)
+
+
+def test_skips_when_memory_for_onnxsim_is_not_available(monkeypatch) -> None:
+    simplify_module = importlib.import_module("graphfix.passes.simplify")
+    monkeypatch.setattr(simplify_module, "_available_memory", lambda: 16)
+    model = _copy(FOLD)
+    result = Simplify()(model)
+    assert result.model is model and not result.modified
+    assert result.skipped is not None and "GiB are available" in result.skipped
