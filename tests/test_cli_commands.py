@@ -129,6 +129,10 @@ def test_bench_table_and_json(tmp_path) -> None:
     assert "median ms" in result.output and "speedup" in result.output
     data = json.loads(invoke("bench", src, "--runs", "5", "--warmup", "1", "--json").output)
     assert data["candidate"]["runs"] == 5 and data["speedup"] is None
+    assert data["dynamic_block_base"] is None
+    data = json.loads(invoke("bench", src, "--runs", "5", "--warmup", "1", "--json",
+                             "--dynamic-block-base", "4").output)
+    assert data["dynamic_block_base"] == 4
 
 
 @pytest.mark.skipif(probe_provider("cuda").loadable, reason="CUDA loads here")
