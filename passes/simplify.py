@@ -15,10 +15,13 @@ Decisions:
    2.3 s to 0.4 s on a 2-core CPU where torch is installed. The bounded re-runs of rule 3 happen
    in the same child, so a run that refuses growth pays it once.
 3. Growth policy. Folding can replicate data (Tile, Expand, broadcasts of constants to a batch,
-   Range tables, ConstantOfShape) and grow a model 5-10x. The output may be at most
-   ``max(max_growth * original, original + GROWTH_ALLOWANCE)`` bytes (default ``max_growth=1.5``,
-   allowance 64 KiB so tiny models may gain a few folded constants). When onnxsim's output is
-   larger, the pass re-runs it with ``tensor_size_threshold`` set to the growth budget and then a
+   Range tables, ConstantOfShape) and grow a model 5-10x. The output's tensors (initializers
+   and Constant values) may hold at most ``max(max_growth * original, original +
+   GROWTH_ALLOWANCE)`` bytes (default ``max_growth=1.5``, allowance 64 KiB so tiny models may
+   gain a few folded constants). Tensor bytes rather than file size: onnxsim also records the
+   inferred shape of every tensor (``value_info``), which on a large graph with small weights
+   (10k nodes, 0.5 MB) adds more than half the file without replicating any data. When
+   onnxsim's output holds more, the pass re-runs it with ``tensor_size_threshold`` set to the growth budget and then a
    quarter of it, so that only folds producing small tensors are kept, and last without constant
    folding (many small folds can add up past the budget; dead code, Dropout and the other
    optimizer rewrites are still worth having); the refused folds (new initializers of the
@@ -109,8 +112,9 @@ def _child(
     fail: str | None,
 ) -> None:
     """Runs in the child: onnxsim on the model file with each option set of ``attempts`` in
-    turn until an output is at most ``limit`` bytes (None: the first). The first output and the
-    last one tried are written to ``out_paths[0]`` and ``out_paths[i]``; failures as text."""
+    turn until an output's tensors hold at most ``limit`` bytes (None: the first) and it fits in
+    one protobuf message. The first output and the last one tried are written to
+    ``out_paths[0]`` and ``out_paths[i]``; failures as text."""
     try:
         if fail == "abort":
             os.abort()
@@ -123,11 +127,13 @@ def _child(
         for index, kwargs in enumerate(attempts):
             # Read for each attempt rather than copied: most runs make one.
             simplified, _ = onnxsim.simplify(onnx.load(in_path), check_n=0, **kwargs)
+            fits = limit is None or weight_bytes(simplified) <= limit
             data = simplified.SerializeToString()
-            if index == 0 or limit is None or len(data) <= limit or index == len(attempts) - 1:
+            fits = fits and len(data) < PROTOBUF_LIMIT
+            if index == 0 or fits or index == len(attempts) - 1:
                 with open(out_paths[index], "wb") as out:
                     out.write(data)
-            if limit is None or len(data) <= limit:
+            if fits:
                 break
     except BaseException:  # noqa: BLE001 - everything goes back to the parent as text
         with open(err_path, "w", encoding="utf-8") as err:
@@ -165,7 +171,7 @@ def _run_isolated(
     folder: Path, attempts: list[dict[str, Any]], limit: int | None, fail: str | None
 ) -> list[tuple[onnx.ModelProto, int]] | str:
     """onnxsim in a child process on ``folder/in.onnx``, trying each option set of ``attempts``
-    until an output fits in ``limit`` bytes: ``[first output, last output tried]`` (one entry
+    until an output's tensors fit in ``limit`` bytes: ``[first output, last output tried]`` (one entry
     when the first fits or only one set was given) with the serialized size of each, or a
     one-line reason it failed. One child for all attempts, so the interpreter start and
     ``import onnxsim`` (most of the cost on small models) are paid once."""
@@ -339,9 +345,11 @@ class Simplify(Pass):
         }
         if self.input_shapes:
             base["overwrite_input_shapes"] = self.input_shapes
-        limit = self._limit(size)
+        tensors = weight_bytes(model)
+        stats["tensor_bytes_before"] = tensors
+        limit = self._limit(tensors)
         # Rule 3: the bounded re-runs go to the same child, tried only when the first is too big.
-        budget = max(limit - size, 1)
+        budget = max(limit - tensors, 1)
         attempts = [base] + [
             {**base, "tensor_size_threshold": f"{max(threshold, 1)}B"}
             for threshold in (budget, budget // 4)
@@ -351,12 +359,15 @@ class Simplify(Pass):
             logger.warning("simplify skipped: %s", outputs)
             return PassResult(model, False, warnings=[outputs], skipped=outputs)
         warnings: list[str] = []
+        def fits(candidate: onnx.ModelProto, serialized: int) -> bool:
+            return weight_bytes(candidate) <= limit and serialized < PROTOBUF_LIMIT
+
         (result, result_size), (last, last_size) = outputs[0], outputs[-1]
-        if result_size > limit:
+        if not fits(result, result_size):
             bloated, result, result_size = result, last, last_size
-            if result is bloated or result_size > limit:
+            if result is bloated or not fits(result, result_size):
                 reason = (
-                    f"every simplification grows the model past {limit} bytes "
+                    f"every simplification grows the model's tensors past {limit} bytes "
                     f"(max_growth={self.max_growth})"
                 )
                 return PassResult(model, False, warnings=[reason], skipped=reason)
@@ -398,6 +409,7 @@ class Simplify(Pass):
                 nodes_after=stats["nodes_before"],
                 initializers_after=stats["initializers_before"],
                 bytes_after=size,
+                tensor_bytes_after=tensors,
             )
             return PassResult(model, False, stats=stats, warnings=warnings)
         # onnxsim stamps its own name and version into the model's metadata; what the model
@@ -408,6 +420,7 @@ class Simplify(Pass):
             nodes_after=len(result.graph.node),
             initializers_after=len(result.graph.initializer),
             bytes_after=result_size,
+            tensor_bytes_after=weight_bytes(result),
         )
         return PassResult(result, True, stats=stats, warnings=warnings)
 
