@@ -4,16 +4,19 @@
 
 Decisions:
 1. onnxsim runs with its own check off (``check_n=0``); graphfix validates separately.
-2. Crash isolation. onnxsim is a C++ extension: it runs in a child interpreter (subprocess of
+2. Crash isolation. onnxsim is a C++ extension: it runs in a worker interpreter (a subprocess of
    ``sys.executable``; multiprocessing's spawn was dropped because it re-imports the caller's
-   ``__main__``), the model passed through a temporary folder. An exception, abort or segfault there
-   becomes ``PassResult(skipped=reason)`` with the model unchanged and the run goes on. The cost
-   is one interpreter start plus importing onnx and onnxsim there. ``import onnxsim`` also pulls
-   in torch and sympy when they are installed (for PPQ quantization and for printing symbolic
-   MAC counts, neither of which simplification uses; both imports are optional in onnxsim):
-   the child blocks them (``_UNUSED_BY_ONNXSIM``), which takes the child's start from about
-   2.3 s to 0.4 s on a 2-core CPU where torch is installed. The bounded re-runs of rule 3 happen
-   in the same child, so a run that refuses growth pays it once.
+   ``__main__``), the model passed through a temporary folder. An exception, abort or segfault
+   there becomes ``PassResult(skipped=reason)`` with the model unchanged and the run goes on.
+   Starting the worker costs an interpreter start plus importing onnx and onnxsim.
+   ``import onnxsim`` also pulls in torch and sympy when they are installed (for PPQ
+   quantization and for printing symbolic MAC counts, neither of which simplification uses;
+   both imports are optional in onnxsim): the worker blocks them (``_UNUSED_BY_ONNXSIM``), which
+   takes its start from about 2.3 s to 0.4 s on a 2-core CPU where torch is installed. The
+   worker then stays for the next run in the same process (an exporter optimizing many models,
+   the guilty-pass search), so the start is paid once; it is replaced after a crash and stopped
+   after a model over 64 MiB, so that its memory goes back. The bounded re-runs of rule 3 are
+   one job.
 3. Growth policy. Folding can replicate data (Tile, Expand, broadcasts of constants to a batch,
    Range tables, ConstantOfShape) and grow a model 5-10x. The output's tensors (initializers
    and Constant values) may hold at most ``max(max_growth * original, original +
@@ -58,11 +61,15 @@ Decisions:
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import traceback
 from collections import Counter
 from pathlib import Path
@@ -98,6 +105,9 @@ _FAILURES = ("raise", "abort")
 SKIPPED_OPTIMIZERS: tuple[str, ...] = ("fuse_matmul_add_bias_into_gemm_batched",)
 # Rule 9: the onnxsim child's peak memory, in multiples of the serialized model.
 _CHILD_MEMORY_FACTOR = 5
+# Rule 2: the worker is stopped after a model larger than this, to give its memory back.
+_KEEP_WORKER_BELOW = 64 * 2**20
+_WORKER_CODE = "from graphfix.passes.simplify import _worker_main; _worker_main()"
 # Rule 2: optional imports of onnxsim that simplification never uses (about 1.9 s of its 2.1 s
 # import when they are installed); the child makes them fail at once.
 _UNUSED_BY_ONNXSIM = ("torch", "sympy")
@@ -111,17 +121,15 @@ def _child(
     limit: int | None,
     fail: str | None,
 ) -> None:
-    """Runs in the child: onnxsim on the model file with each option set of ``attempts`` in
+    """Runs in the worker: onnxsim on the model file with each option set of ``attempts`` in
     turn until an output's tensors hold at most ``limit`` bytes (None: the first) and it fits in
     one protobuf message. The first output and the last one tried are written to
-    ``out_paths[0]`` and ``out_paths[i]``; failures as text."""
+    ``out_paths[0]`` and ``out_paths[i]``; an exception is written to ``err_path`` as text."""
     try:
         if fail == "abort":
             os.abort()
         if fail == "raise":
             raise RuntimeError("failure injected for testing")
-        for name in _UNUSED_BY_ONNXSIM:
-            sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # import fails fast
         import onnxsim
 
         for index, kwargs in enumerate(attempts):
@@ -135,16 +143,87 @@ def _child(
                     out.write(data)
             if fits:
                 break
-    except BaseException:  # noqa: BLE001 - everything goes back to the parent as text
+    except Exception:  # noqa: BLE001 - everything goes back to the parent as text
         with open(err_path, "w", encoding="utf-8") as err:
             err.write(traceback.format_exc())
-        raise SystemExit(1) from None
 
 
-def _child_main() -> None:
-    """Entry point of the child interpreter: arguments as one JSON document in argv[1]."""
-    args = json.loads(sys.argv[1])
-    _child(args["in"], args["outs"], args["err"], args["attempts"], args["limit"], args["fail"])
+def _worker_main() -> None:
+    """Entry point of the worker interpreter: one job (a JSON document) per line of stdin,
+    answered with a line on the original stdout once its files are written; ends when stdin
+    closes. What onnxsim and ONNX print goes to the job's log file (fd 1 and 2), so that a
+    crash message reaches the parent and nothing printed can garble the answers."""
+    for name in _UNUSED_BY_ONNXSIM:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # import fails fast
+    import onnxsim  # noqa: F401 - paid once per worker, before the first job
+
+    answers = os.fdopen(os.dup(1), "w", encoding="ascii")
+    for line in sys.stdin:
+        job = json.loads(line)
+        log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        _child(job["in"], job["outs"], job["err"], job["attempts"], job["limit"], job["fail"])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        answers.write("done\n")
+        answers.flush()
+
+
+class _Worker:
+    """A child interpreter with onnxsim imported, kept between runs (rule 2)."""
+
+    def __init__(self) -> None:
+        # It starts in a folder of its own: ``-c`` puts the working directory first on
+        # sys.path, and a source checkout there would shadow the installed package.
+        self.owner = os.getpid()  # a forked process must not share the pipes: it starts its own
+        self.folder = Path(tempfile.mkdtemp(prefix="graphfix-onnxsim-"))
+        with open(self.folder / "start.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", _WORKER_CODE],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.folder,
+            )
+
+    def run(self, job: dict[str, Any]) -> bool:
+        """Send ``job``; True once it is done, False when the worker died on the way."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+            self.proc.stdin.flush()
+            return self.proc.stdout.readline() == b"done\n"
+        except OSError:  # a broken pipe: it died before reading the job
+            return False
+
+    def start_log(self) -> str:
+        return (self.folder / "start.log").read_text(errors="replace")
+
+    def close(self) -> int | None:
+        """Stop the worker (it ends when its stdin closes); its exit code."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            code = self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            code = self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return code
+
+
+_worker: _Worker | None = None
+_worker_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_worker() -> None:
+    global _worker
+    with _worker_lock:
+        if _worker is not None and _worker.owner == os.getpid():
+            _worker.close()
+            _worker = None
 
 
 def _available_memory() -> int | None:
@@ -170,37 +249,36 @@ def _write_input(model: onnx.ModelProto, path: Path) -> int:
 def _run_isolated(
     folder: Path, attempts: list[dict[str, Any]], limit: int | None, fail: str | None
 ) -> list[tuple[onnx.ModelProto, int]] | str:
-    """onnxsim in a child process on ``folder/in.onnx``, trying each option set of ``attempts``
-    until an output's tensors fit in ``limit`` bytes: ``[first output, last output tried]`` (one entry
-    when the first fits or only one set was given) with the serialized size of each, or a
-    one-line reason it failed. One child for all attempts, so the interpreter start and
-    ``import onnxsim`` (most of the cost on small models) are paid once."""
-    in_path, err_path = str(folder / "in.onnx"), str(folder / "err.txt")
+    """onnxsim in the worker process on ``folder/in.onnx``, trying each option set of
+    ``attempts`` until an output's tensors fit in ``limit`` bytes: ``[first output, last output
+    tried]`` (one entry when the first fits or only one set was given) with the serialized size
+    of each, or a one-line reason it failed. A worker that crashed is replaced at the next run;
+    one that simplified a large model is stopped, so that its memory goes back."""
+    global _worker
+    in_path = folder / "in.onnx"
+    err_path, log_path = folder / "err.txt", folder / "log.txt"
     out_paths = [str(folder / f"out{i}.onnx") for i in range(len(attempts))]
-    # A fresh interpreter rather than multiprocessing's spawn, which re-imports the caller's
-    # __main__ (fails from stdin, re-runs unguarded scripts). It starts in the temporary
-    # folder: ``-c`` puts the working directory first on sys.path, and a source checkout
-    # there would shadow the installed package.
-    payload = json.dumps({"in": in_path, "outs": out_paths, "err": err_path,
-                          "attempts": attempts, "limit": limit, "fail": fail})
-    code = "from graphfix.passes.simplify import _child_main; _child_main()"
-    proc = subprocess.run(
-        [sys.executable, "-c", code, payload],
-        capture_output=True,
-        check=False,
-        cwd=folder,
-    )
-    if proc.returncode != 0 or not os.path.exists(out_paths[0]):
-        if os.path.exists(err_path):
-            with open(err_path, encoding="utf-8") as err:
-                lines = [ln for ln in err.read().strip().splitlines() if ln.strip()]
-            return f"onnxsim failed: {lines[-1] if lines else 'unknown error'}"
-        stderr = proc.stderr.decode(errors="replace").strip()
-        logger.debug("simplify child stderr: %s", stderr[-2000:])
-        last = stderr.splitlines()[-1] if stderr else ""
-        return f"onnxsim crashed (child exit code {proc.returncode})" + (
-            f": {last}" if last else ""
-        )
+    job = {"in": str(in_path), "outs": out_paths, "err": str(err_path), "log": str(log_path),
+           "attempts": attempts, "limit": limit, "fail": fail}
+    code: int | None = None
+    with _worker_lock:
+        if _worker is None or _worker.owner != os.getpid():
+            _worker = _Worker()
+        worker = _worker
+        done = worker.run(job)
+        if not done or in_path.stat().st_size > _KEEP_WORKER_BELOW:
+            code = worker.close()
+            _worker = None
+    if not done:
+        text = log_path.read_text(errors="replace") if log_path.exists() else worker.start_log()
+        lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+        logger.debug("simplify worker output: %s", text[-2000:])
+        return f"onnxsim crashed (child exit code {code})" + (f": {lines[-1]}" if lines else "")
+    if err_path.exists():
+        lines = [ln for ln in err_path.read_text(errors="replace").splitlines() if ln.strip()]
+        return f"onnxsim failed: {lines[-1] if lines else 'unknown error'}"
+    if not os.path.exists(out_paths[0]):
+        return "onnxsim wrote no model"
     written = [p for p in out_paths if os.path.exists(p)]
     kept = written[:1] + written[1:][-1:]
     return [(onnx.load(p), os.path.getsize(p)) for p in kept]

@@ -269,3 +269,19 @@ def test_shape_annotations_on_a_large_graph_are_not_growth() -> None:
     assert "Abs" not in _ops(result.model)
     assert result.stats["bytes_after"] > 1.5 * result.stats["bytes_before"]
     assert result.stats["tensor_bytes_after"] <= result.stats["tensor_bytes_before"]
+
+
+def test_worker_is_reused_and_replaced_after_a_crash() -> None:
+    simplify_module = importlib.import_module("graphfix.passes.simplify")
+    assert Simplify()(_copy(FOLD)).modified
+    worker = simplify_module._worker
+    assert worker is not None and worker.proc.poll() is None
+    assert Simplify()(_copy(FOLD)).modified
+    assert simplify_module._worker is worker  # one interpreter start for both runs
+    crashed = Simplify(fail_for_testing="abort")(_copy(FOLD))
+    assert crashed.skipped and "crashed" in crashed.skipped
+    assert simplify_module._worker is None and worker.proc.poll() is not None
+    assert not worker.folder.exists()
+    again = Simplify()(_copy(FOLD))  # a new worker takes over
+    assert again.modified and again.skipped is None
+    assert simplify_module._worker is not None and simplify_module._worker is not worker
