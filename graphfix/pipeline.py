@@ -110,6 +110,8 @@ def run_pipeline(
     A pass that raises stops the run: :class:`PassError` names it and how to skip it.
     """
     reports: list[PassReport] = []
+    for pass_ in passes:
+        pass_.prepare()
     for index, pass_ in enumerate(passes):
         if progress:
             progress(pass_.name, index, len(passes))

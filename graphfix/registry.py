@@ -54,6 +54,11 @@ class Pass:
     def call(self, model: onnx.ModelProto) -> PassResult:
         raise NotImplementedError
 
+    def prepare(self) -> None:
+        """Called once when a pipeline holding this pass starts, before any pass runs: a pass
+        that needs a slow helper (a worker process) starts it here, so that it gets ready while
+        the passes before it run. Nothing by default."""
+
     def options(self) -> dict[str, Any]:
         """The options this instance runs with, for the report (public attributes by default)."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}

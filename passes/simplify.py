@@ -14,9 +14,10 @@ Decisions:
    both imports are optional in onnxsim): the worker blocks them (``_UNUSED_BY_ONNXSIM``), which
    takes its start from about 2.3 s to 0.4 s on a 2-core CPU where torch is installed. The
    worker then stays for the next run in the same process (an exporter optimizing many models,
-   the guilty-pass search), so the start is paid once; it is replaced after a crash and stopped
-   after a model over 64 MiB, so that its memory goes back. The bounded re-runs of rule 3 are
-   one job.
+   the guilty-pass search), so the start is paid once; it is started when the pipeline starts
+   (``prepare``), so that it imports while the passes before simplify run; it is replaced after
+   a crash, and after a model over 64 MiB (so that its memory goes back). The bounded re-runs
+   of rule 3 are one job.
 3. Growth policy. Folding can replicate data (Tile, Expand, broadcasts of constants to a batch,
    Range tables, ConstantOfShape) and grow a model 5-10x. The output's tensors (initializers
    and Constant values) may hold at most ``max(max_growth * original, original +
@@ -217,6 +218,15 @@ _worker: _Worker | None = None
 _worker_lock = threading.Lock()
 
 
+def _start_worker() -> None:
+    """Start the worker if this process has none; returns at once (it imports in the
+    background)."""
+    global _worker
+    with _worker_lock:
+        if _worker is None or _worker.owner != os.getpid():
+            _worker = _Worker()
+
+
 @atexit.register
 def _stop_worker() -> None:
     global _worker
@@ -268,7 +278,8 @@ def _run_isolated(
         done = worker.run(job)
         if not done or in_path.stat().st_size > _KEEP_WORKER_BELOW:
             code = worker.close()
-            _worker = None
+            # A fresh one gets ready in the background for the next run.
+            _worker = _Worker() if done else None
     if not done:
         text = log_path.read_text(errors="replace") if log_path.exists() else worker.start_log()
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
@@ -384,6 +395,9 @@ class Simplify(Pass):
         if self.max_growth is None:
             return PROTOBUF_LIMIT
         return min(PROTOBUF_LIMIT, max(int(size * self.max_growth), size + GROWTH_ALLOWANCE))
+
+    def prepare(self) -> None:
+        _start_worker()
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         if any(t.data_location == onnx.TensorProto.EXTERNAL for t in iter_tensors(model.graph)):

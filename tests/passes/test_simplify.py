@@ -285,3 +285,14 @@ def test_worker_is_reused_and_replaced_after_a_crash() -> None:
     again = Simplify()(_copy(FOLD))  # a new worker takes over
     assert again.modified and again.skipped is None
     assert simplify_module._worker is not None and simplify_module._worker is not worker
+
+
+def test_prepare_starts_the_worker_that_the_run_then_uses() -> None:
+    simplify_module = importlib.import_module("graphfix.passes.simplify")
+    simplify_module._stop_worker()
+    pass_ = Simplify()
+    pass_.prepare()
+    worker = simplify_module._worker
+    assert worker is not None and worker.proc.poll() is None
+    assert pass_(_copy(FOLD)).modified
+    assert simplify_module._worker is worker
