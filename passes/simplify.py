@@ -42,7 +42,8 @@ Decisions:
    warnings and counted in ``dims_fixed``.
 6. ``modified`` compares nodes and initializers canonically (onnxsim renames and reorders); when
    nothing changed the input model is returned untouched. Graph input/output names are kept, or
-   the pass skips.
+   the pass skips; so are the names of their symbolic dimensions (onnxsim's shape inference
+   can rename one, ``N`` -> ``unk__0``, when a rewritten graph no longer ties it to another).
 7. Models over 2 GB or with external data are skipped: onnxsim serializes the whole model.
 8. Never more nodes. onnxsim 0.8 opts into ``fuse_matmul_add_bias_into_gemm_batched`` by
    default: every ``MatMul(x[B,S,K], W) + b`` becomes ``Reshape -> Gemm -> Reshape`` with a
@@ -336,6 +337,25 @@ def _grown_ops(model: onnx.ModelProto, reference: onnx.ModelProto) -> str:
     return ", ".join(f"{op} +{d}" for op, d in grown) or "subgraph nodes"
 
 
+def _keep_dim_names(graph: onnx.GraphProto, original: onnx.GraphProto) -> None:
+    """Give every graph input and output of ``graph`` the symbolic dimension names it had in
+    ``original`` where it is still symbolic (rule 6); static dimensions are left as they are."""
+    declared = {v.name: v for v in list(original.input) + list(original.output)}
+    for value in list(graph.input) + list(graph.output):
+        before = declared.get(value.name)
+        if before is None or not value.type.HasField("tensor_type") or not (
+            before.type.HasField("tensor_type")
+        ):
+            continue
+        old_dims = before.type.tensor_type.shape.dim
+        new_dims = value.type.tensor_type.shape.dim
+        if len(old_dims) != len(new_dims):
+            continue
+        for old, new in zip(old_dims, new_dims):
+            if old.HasField("dim_param") and not new.HasField("dim_value"):
+                new.dim_param = old.dim_param
+
+
 def _static_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
     out = {}
     for vi in list(graph.input) + list(graph.output):
@@ -487,6 +507,7 @@ class Simplify(Pass):
         if [o.name for o in result.graph.output] != [o.name for o in model.graph.output]:
             reason = "onnxsim renamed graph outputs; model kept"
             return PassResult(model, False, warnings=[reason], skipped=reason)
+        _keep_dim_names(result.graph, model.graph)
         before_dims, after_dims = _static_dims(model.graph), _static_dims(result.graph)
         fixed = 0
         for name, dims in before_dims.items():

@@ -643,3 +643,30 @@ def test_regression_relu_clip_on_double_that_ort_cannot_optimize():
     assert set(skipped) <= {"ort-offline"}
     if skipped:
         assert "cannot load" in skipped["ort-offline"]
+
+
+def test_regression_symbolic_input_dimension_keeps_its_name():
+    # Found by tools/random_graphs.py: once ORT and onnxsim had removed the dead Squeeze of x,
+    # onnxsim's shape inference named x's dynamic dimension "unk__0" instead of "N".
+    model = onnx.parser.parse_model("""
+    <ir_version: 10, opset_import: ["" : 21]>
+    random (float[1,N,1] x, float[N,2] y) => (float[1,N,3] sub20, float[N,2] transpose9)
+    <float[1,1,1] c1 = {-0.39902058}, int64[2] c6 = {0,-2}, int64[2] c10 = {0,1},
+     int64[6] c15 = {1,1,0,1,1,1}, float c17 = {-1.4118277},
+     float[3] c19 = {0.34728888,0.22267888,0.05863074}> {
+        max2 = Max (x, c1)
+        relu3 = Relu (x)
+        c4 = Constant <value = int64[2] {0,-1}> ()
+        squeeze5 = Squeeze (x, c4)
+        reducemean7 = ReduceMean <keepdims = 1> (max2, c6)
+        transpose8 = Transpose <perm = [2, 1, 0]> (x)
+        transpose9 = Transpose <perm = [0, 1]> (y)
+        reducemax11 = ReduceMax <keepdims = 0> (y, c10)
+        transpose12 = Transpose <perm = [2, 1, 0]> (relu3)
+        neg13 = Neg (reducemean7)
+        pad16 = Pad (relu3, c15)
+        sub18 = Sub (transpose12, c17)
+        sub20 = Sub (transpose8, c19)
+    }""")
+    onnx.checker.check_model(model, full_check=True)
+    check_pipeline(model, None)
