@@ -4,7 +4,8 @@
                                              [--only NAME ...]
 
 Tools: the original, onnxsim, onnxslim, onnxoptimizer, ORT offline basic, ORT offline extended,
-graphfix's default pipeline (``graphfix.optimize(model, verify=False)``). Per model and tool:
+graphfix's default pipeline (``graphfix.optimize(model, verify=False)``) and graphfix with
+``--ort-level all`` (``graphfix-all``, tied to this CPU type). Per model and tool:
 success or the error, tool time, nodes, Transposes, nodes outside the standard ONNX domains,
 the symbolic dimensions of the inputs, serialized size, whether it loads in ORT (defaults /
 optimizations off), max abs error against the original on the same seeded inputs (graphfix's
@@ -17,7 +18,9 @@ skipped with a note.
 After the table, one line per model checks graphfix against the peers: nodes no more than the
 best of onnxsim, onnxslim, onnxoptimizer and ORT offline basic; Transposes no more than any
 peer; only standard-domain ops; input dimensions as symbolic as the original's; tool time at
-most twice onnxsim's.
+most twice onnxsim's; and, when latency is measured, a median under ORT defaults at most 1.02x
+the fastest peer's, with ORT's optimizations off at most 1.02x ORT offline basic's, and
+graphfix-all with optimizations off within 5% of its own median under defaults.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ _STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 _NODE_PEERS = ("onnxsim", "onnxslim", "onnxoptimizer", "ort-basic")
 _TRANSPOSE_PEERS = ("onnxsim", "onnxslim", "onnxoptimizer", "ort-basic", "ort-extended")
 MAX_TIME_RATIO = 2.0
+MAX_LATENCY_RATIO = 1.02
 
 
 def _onnxsim(m: onnx.ModelProto) -> onnx.ModelProto:
@@ -82,6 +86,12 @@ def _graphfix(m: onnx.ModelProto) -> onnx.ModelProto:
     return graphfix.optimize(m, verify=False).model
 
 
+def _graphfix_all(m: onnx.ModelProto) -> onnx.ModelProto:
+    # `graphfix optimize --ort-level all`: tied to this CPU type, for deployments that run with
+    # ORT's optimizations off.
+    return graphfix.optimize(m, verify=False, options={"ort-offline": {"level": "all"}}).model
+
+
 TOOLS: dict[str, tuple[str | None, Callable[[onnx.ModelProto], onnx.ModelProto]]] = {
     "original": (None, lambda m: m),
     "onnxsim": ("onnxsim", _onnxsim),
@@ -90,6 +100,7 @@ TOOLS: dict[str, tuple[str | None, Callable[[onnx.ModelProto], onnx.ModelProto]]
     "ort-basic": (None, _ort("basic")),
     "ort-extended": (None, _ort("extended")),
     "graphfix": (None, _graphfix),
+    "graphfix-all": (None, _graphfix_all),
 }
 
 
@@ -202,8 +213,13 @@ def compare_model(path: Path, runs: int, threads: int, notes: list[str]) -> list
     for key, session in sessions.items():
         wanted = {i.name for i in session.get_inputs()}
         session.run(None, {k: v for k, v in feeds.items() if k in wanted})
+    # Each round visits the sessions in a fresh random order: a fixed order gives the tools
+    # late in the round a systematic handicap (caches, frequency).
+    order = list(sessions.items())
+    shuffle = np.random.default_rng(0).shuffle
     for _ in range(runs):
-        for key, session in sessions.items():
+        shuffle(order)
+        for key, session in order:
             wanted = {i.name for i in session.get_inputs()}
             f = {k: v for k, v in feeds.items() if k in wanted}
             start = time.perf_counter()
@@ -261,6 +277,29 @@ def check_model(rows: list[dict[str, Any]]) -> dict[str, Any]:
         fails.append(f"input dims {original['dynamic']!r} -> {gf['dynamic']!r}")
     if not gf.get("loads_default") or not gf.get("loads_opt_off"):
         fails.append("does not load in ORT")
+    # Latency (when measured): under ORT defaults no slower than the best peer; with ORT's
+    # optimizations off no slower than ORT's own offline basic output; --ort-level all within
+    # 5% of its own figure under defaults.
+    latency = {t: r["latency_ms_default"] for t, r in by_tool.items()
+               if "latency_ms_default" in r and t in _NODE_PEERS + ("ort-extended",)}
+    if latency and "latency_ms_default" in gf:
+        best = min(latency, key=latency.__getitem__)
+        ratio = gf["latency_ms_default"] / latency[best]
+        out.update(latency_ratio_vs_best_peer=ratio, best_latency_peer=best)
+        if ratio > MAX_LATENCY_RATIO:
+            fails.append(f"latency {ratio:.3f}x {best}'s under ORT defaults")
+    basic = by_tool.get("ort-basic", {})
+    if "latency_ms_opt_off" in gf and "latency_ms_opt_off" in basic:
+        ratio = gf["latency_ms_opt_off"] / basic["latency_ms_opt_off"]
+        out["offline_ratio_vs_ort_basic"] = ratio
+        if ratio > MAX_LATENCY_RATIO:
+            fails.append(f"offline latency {ratio:.3f}x ORT basic's")
+    tied = by_tool.get("graphfix-all", {})
+    if "latency_ms_opt_off" in tied and "latency_ms_default" in tied:
+        ratio = tied["latency_ms_opt_off"] / tied["latency_ms_default"]
+        out["all_offline_vs_own_default"] = ratio
+        if ratio > 1.05:
+            fails.append(f"--ort-level all offline {ratio:.3f}x its own latency under defaults")
     if "onnxsim" in by_tool and by_tool["onnxsim"]["time_s"] > 0:
         ratio = gf["time_s"] / by_tool["onnxsim"]["time_s"]
         out["time_ratio_vs_onnxsim"] = ratio
