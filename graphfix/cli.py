@@ -222,8 +222,13 @@ class _RecordArgs(click.Command):
               help="Target provider of ort-offline (cpu by default) and of --bench "
                    "(auto: CUDA when it loads).")
 @click.option("--max-growth", type=float, metavar="X",
-              help="Largest output/input size ratio constant folding may reach (default 1.5); "
+              help="Largest output/input ratio of tensor bytes that constant folding may "
+                   "reach (default 1.5); "
                    "0 allows any growth.")
+@click.option("--keep-reduction-order", is_flag=True,
+              help="eliminate-transposes keeps one Transpose before each sum-like reduction "
+                   "(a global pool) so outputs stay bit-identical; by default it is pushed "
+                   "through, which reorders the float sum (last-bit differences).")
 @_shape_option
 @click.option("--no-verify", is_flag=True,
               help="Do not check numerical parity (the report says it was off).")
@@ -246,6 +251,7 @@ def optimize(
     ort_level: str | None,
     provider: str | None,
     max_growth: float | None,
+    keep_reduction_order: bool,
     input_shape: tuple[str, ...],
     no_verify: bool,
     inputs: str | None,
@@ -292,6 +298,8 @@ def optimize(
     if max_growth is not None:
         for name in ("ort-offline", "simplify"):
             set_option(name, "max_growth", max_growth or None)
+    if keep_reduction_order:
+        set_option("eliminate-transposes", "reorder_reductions", False)
     if shapes:
         set_option("simplify", "input_shapes", shapes)
     if options:

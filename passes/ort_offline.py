@@ -25,7 +25,8 @@ Decisions:
    ORT's own output reports ``modified=False``.
 6. Growth: ORT's constant folding materialises weights a model computes at load time
    (ConstantOfShape feeding a Conv grows onnx's light models from ~0.1 MB to several MB). As in
-   simplify, an output over ``max(max_growth * original, original + 64 KiB)`` bytes is refused
+   simplify, an output whose tensors hold over ``max(max_growth * original, original + 64 KiB)``
+   bytes is refused
    (skip with the sizes; ``max_growth=None`` allows it). ORT offers no per-fold threshold, so the
    refusal is whole.
 7. Graph inputs and outputs are restored from the original (names, order, dtypes, shapes); the IR

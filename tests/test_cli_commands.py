@@ -171,3 +171,23 @@ def test_a_refused_run_still_writes_its_report(tmp_path, monkeypatch) -> None:
     data = json.loads(report.read_text())
     assert data["parity"]["passed"] is False and data["written"] is None
     assert "planted-dropped-bias" in data["error"]
+
+
+def test_keep_reduction_order_keeps_the_transpose_before_the_pool(tmp_path) -> None:
+    pool = _save(tmp_path, "pool.onnx", """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 3, 4, 4] x) => (float[1, 3] y) {
+        t = Transpose <perm = [0, 2, 3, 1]> (x)
+        r = Relu (t)
+        y = ReduceMean <axes = [1, 2], keepdims = 0> (r)
+    }""")
+    for flag, transposes in ((), 0), (("--keep-reduction-order",), 1):
+        out, report = tmp_path / f"out{len(flag)}.onnx", tmp_path / f"r{len(flag)}.json"
+        result = invoke("optimize", pool, out, "-q", "--skip", "simplify", "--report", report,
+                        *flag)
+        assert result.exit_code == 0, result.output
+        ops = [n.op_type for n in onnx.load(str(out)).graph.node]
+        assert ops.count("Transpose") == transposes, ops
+        options = [p["options"] for p in json.loads(report.read_text())["passes"]
+                   if p["name"] == "eliminate-transposes"]
+        assert all(o["reorder_reductions"] is not bool(flag) for o in options)
