@@ -120,12 +120,12 @@ def _child(
     out_paths: list[str],
     err_path: str,
     attempts: list[dict[str, Any]],
-    limit: int | None,
+    limit: int,
     fail: str | None,
 ) -> None:
     """Runs in the worker: onnxsim on the model file with each option set of ``attempts`` in
-    turn until an output's tensors hold at most ``limit`` bytes (None: the first) and it fits in
-    one protobuf message. The first output and the last one tried are written to
+    turn until an output's tensors hold at most ``limit`` bytes and it fits in one protobuf
+    message. The first output and the last one tried are written to
     ``out_paths[0]`` and ``out_paths[i]``; an exception is written to ``err_path`` as text."""
     try:
         if fail == "abort":
@@ -137,9 +137,8 @@ def _child(
         for index, kwargs in enumerate(attempts):
             # Read for each attempt rather than copied: most runs make one.
             simplified, _ = onnxsim.simplify(onnx.load(in_path), check_n=0, **kwargs)
-            fits = limit is None or weight_bytes(simplified) <= limit
             data = simplified.SerializeToString()
-            fits = fits and len(data) < PROTOBUF_LIMIT
+            fits = _fits(simplified, len(data), limit)
             if index == 0 or fits or index == len(attempts) - 1:
                 with open(out_paths[index], "wb") as out:
                     out.write(data)
@@ -258,7 +257,7 @@ def _write_input(model: onnx.ModelProto, path: Path) -> int:
 
 
 def _run_isolated(
-    folder: Path, attempts: list[dict[str, Any]], limit: int | None, fail: str | None
+    folder: Path, attempts: list[dict[str, Any]], limit: int, fail: str | None
 ) -> list[tuple[onnx.ModelProto, int]] | str:
     """onnxsim in the worker process on ``folder/in.onnx``, trying each option set of
     ``attempts`` until an output's tensors fit in ``limit`` bytes: ``[first output, last output
@@ -294,6 +293,11 @@ def _run_isolated(
     written = [p for p in out_paths if os.path.exists(p)]
     kept = written[:1] + written[1:][-1:]
     return [(onnx.load(p), os.path.getsize(p)) for p in kept]
+
+
+def _fits(model: onnx.ModelProto, serialized: int, limit: int) -> bool:
+    """Rule 3: the tensors of ``model`` within ``limit`` bytes, the whole in one message."""
+    return weight_bytes(model) <= limit and serialized < PROTOBUF_LIMIT
 
 
 def _same_graph(a: onnx.GraphProto, b: onnx.GraphProto) -> bool:
@@ -471,13 +475,10 @@ class Simplify(Pass):
             logger.warning("simplify skipped: %s", outputs)
             return PassResult(model, False, warnings=[outputs], skipped=outputs)
         warnings: list[str] = []
-        def fits(candidate: onnx.ModelProto, serialized: int) -> bool:
-            return weight_bytes(candidate) <= limit and serialized < PROTOBUF_LIMIT
-
         (result, result_size), (last, last_size) = outputs[0], outputs[-1]
-        if not fits(result, result_size):
+        if not _fits(result, result_size, limit):
             bloated, result, result_size = result, last, last_size
-            if result is bloated or not fits(result, result_size):
+            if result is bloated or not _fits(result, result_size, limit):
                 reason = (
                     f"every simplification grows the model's tensors past {limit} bytes "
                     f"(max_growth={self.max_growth})"
