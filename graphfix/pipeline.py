@@ -211,21 +211,15 @@ def optimize(
     pipeline = build_passes(passes, skip=skip, options=options)
 
     # A model graphfix loaded itself is rewritten in place when the original can be read again
-    # from its file for the parity check; a caller's model is never touched.
-    # The original is needed again for parity and for the benchmark's baseline.
+    # from its file for the parity check and the benchmark's baseline (or is not needed again);
+    # a caller's model is never touched.
     needs_original = verify or bench or require_speedup is not None
     in_place = loaded.owned and (not needs_original or loaded.path is not None)
-    path = loaded.path
-    working = [original if in_place else _copy(original)]
-    if in_place:
-        del original, loaded  # the pipeline's own reference must be the last one
-    _read_weights_if_needed(working[0], pipeline)
-    # Handed over, not shared: run_pipeline then holds the only reference to each intermediate
-    # model, so one is freed as soon as the next pass has replaced it (weights are most of the
-    # memory of a large model).
-    optimized, report.passes = run_pipeline(working.pop(), pipeline, progress=progress)
-    if in_place:
-        original = model_io.load(path, load_external_data=False) if needs_original else None
+    working = original if in_place else _copy(original)
+    _read_weights_if_needed(working, pipeline)
+    optimized, report.passes = run_pipeline(working, pipeline, progress=progress)
+    if in_place and needs_original:
+        original = model_io.load(loaded.path, load_external_data=False)
     for pass_report in report.passes:
         report.warnings += [f"{pass_report.name}: {w}" for w in pass_report.warnings]
         if pass_report.skipped and pass_report.skipped not in pass_report.warnings:
@@ -328,11 +322,10 @@ def optimize_file(
         )
     if not dst_path.parent.is_dir():
         raise ModelSaveError(f"{dst_path.parent}: no such folder", hint="create it first")
-    loaded = [model_io.load_with_info(src_path, load_external_data=False)]
-    if external_data is None and loaded[0].external_data:
+    loaded = model_io.load_with_info(src_path, load_external_data=False)
+    result = optimize(loaded, **kwargs)
+    if external_data is None and loaded.external_data:
         external_data = True
-    # Handed over, so that optimize() can free the original as the passes replace it.
-    result = optimize(loaded.pop(), **kwargs)
     written = model_io.save(result.model, dst_path, external_data=external_data, protect=[src_path])
     result.report.written = str(written.path)
     result.report.output = model_facts(

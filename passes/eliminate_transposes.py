@@ -66,6 +66,7 @@ from onnx import numpy_helper
 
 from graphfix import model_io
 from graphfix.errors import PassError
+from graphfix.passes._graphs import subgraphs
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["EliminateTransposes", "eliminate_transposes"]
@@ -143,14 +144,6 @@ def _set_attr(node: onnx.NodeProto, name: str, value: Any) -> None:
     node.attribute.append(onnx.helper.make_attribute(name, value))
 
 
-def _subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
-
-
 def _outer_refs(graph: onnx.GraphProto) -> set[str]:
     """Names a (sub)graph reads from enclosing scopes."""
     defined = {i.name for i in graph.input}
@@ -161,7 +154,7 @@ def _outer_refs(graph: onnx.GraphProto) -> set[str]:
     refs: set[str] = set()
     for node in graph.node:
         refs.update(name for name in node.input if name and name not in defined)
-        for sub in _subgraphs(node):
+        for sub in subgraphs(node):
             refs.update(_outer_refs(sub) - defined)
     refs.update(o.name for o in graph.output if o.name not in defined)
     return refs
@@ -177,7 +170,7 @@ def _all_names(graph: onnx.GraphProto, names: set[str]) -> None:
         names.update(node.output)
         if node.name:
             names.add(node.name)
-        for sub in _subgraphs(node):
+        for sub in subgraphs(node):
             _all_names(sub, names)
 
 
@@ -186,7 +179,7 @@ def _count_transposes(graph: onnx.GraphProto) -> int:
     for node in graph.node:
         if node.op_type == "Transpose" and node.domain in _DEFAULT_DOMAINS:
             count += 1
-        for sub in _subgraphs(node):
+        for sub in subgraphs(node):
             count += _count_transposes(sub)
     return count
 
@@ -524,7 +517,7 @@ class _GraphOptimizer:
             for name in node.input:
                 if name:
                     self.consumers.setdefault(name, {})[id(node)] = node
-            for sub in _subgraphs(node):
+            for sub in subgraphs(node):
                 for name in _outer_refs(sub):
                     self.consumers.setdefault(name, {})[id(node)] = node
                     self.implicit.setdefault(name, set()).add(id(node))
@@ -744,7 +737,7 @@ class _GraphOptimizer:
             logger.debug("barrier %s (%s): no handler for %s::%s", node.name, source,
                          node.domain or "ai.onnx", node.op_type)
             return None
-        if any(True for _ in _subgraphs(node)):
+        if any(True for _ in subgraphs(node)):
             return None
         self.source = source
         plan = handler(self, node, perm)
@@ -993,7 +986,7 @@ class _GraphOptimizer:
         (user,) = users
         if user.domain not in _DEFAULT_DOMAINS or _PUSH_THROUGH.get(user.op_type) is not _unary:
             return None
-        if len(user.output) != 1 or any(True for _ in _subgraphs(user)):
+        if len(user.output) != 1 or any(True for _ in subgraphs(user)):
             return None
         return 0, [(user, _unary(self, user, perm))]  # type: ignore[list-item]
 
@@ -1198,7 +1191,7 @@ class _GraphOptimizer:
         needs: dict[int, list[onnx.NodeProto]] = {}
         for node in nodes:
             deps = [name for name in node.input if name]
-            for sub in _subgraphs(node):
+            for sub in subgraphs(node):
                 deps.extend(sorted(_outer_refs(sub)))
             needs[id(node)] = [producer[d] for d in deps if d in producer]
         emitted: set[int] = set()
@@ -1266,7 +1259,7 @@ def _shape_facts(
                     d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim
                 )
         for node in g.node:
-            for sub in _subgraphs(node):
+            for sub in subgraphs(node):
                 collect(sub)
 
     collect(inferred.graph)
@@ -1275,7 +1268,7 @@ def _shape_facts(
 
 def _graphs_bottom_up(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     for node in graph.node:
-        for sub in _subgraphs(node):
+        for sub in subgraphs(node):
             yield from _graphs_bottom_up(sub)
     yield graph
 

@@ -56,9 +56,9 @@ from graphfix.model_io import (
     ort_session,
     temporary_folder,
     tensor_digest,
-    tensor_value,
     weight_bytes,
 )
+from graphfix.passes._graphs import same_graph, subgraphs
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["OrtOffline", "ort_offline", "LEVELS", "PROVIDERS", "DEFAULT_MAX_GROWTH"]
@@ -73,28 +73,6 @@ _DATA_NAME = "optimized.onnx.data"
 _EXTERNAL_MIN_BYTES = 1024
 DEFAULT_MAX_GROWTH = 1.5
 GROWTH_ALLOWANCE = 64 * 1024
-
-
-def _node_key(node: onnx.NodeProto) -> bytes:
-    attrs = sorted(a.SerializeToString(deterministic=True) for a in node.attribute)
-    return b"\0".join(
-        [node.domain.encode(), node.op_type.encode(), "|".join(node.input).encode(),
-         "|".join(node.output).encode(), *attrs]
-    )
-
-
-def _initializer_keys(graph: onnx.GraphProto) -> list[bytes]:
-    return sorted(t.name.encode() + b"\0" + tensor_digest(t) for t in graph.initializer)
-
-
-def same_graph(a: onnx.GraphProto, b: onnx.GraphProto) -> bool:
-    """Whether two graphs hold the same nodes and initializers, in any order. The nodes are
-    compared first: the weights are only hashed when everything else matches."""
-    if len(a.node) != len(b.node) or len(a.initializer) != len(b.initializer):
-        return False
-    if sorted(map(_node_key, a.node)) != sorted(map(_node_key, b.node)):
-        return False
-    return _initializer_keys(a) == _initializer_keys(b)
 
 
 def nonstandard_ops(graph: onnx.GraphProto) -> list[str]:
@@ -114,16 +92,6 @@ def _trim_opset_imports(optimized: onnx.ModelProto, original: onnx.ModelProto) -
     optimized.opset_import.extend(kept)
 
 
-def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
-    graphs = []
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            graphs.append(attr.g)
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            graphs.extend(attr.graphs)
-    return graphs
-
-
 def _drop_duplicate_constants(graph: onnx.GraphProto) -> int:
     """Rule 8: drop a Constant node whose output is also an initializer of the same graph
     holding the same tensor; returns how many were dropped (in subgraphs too)."""
@@ -131,12 +99,12 @@ def _drop_duplicate_constants(graph: onnx.GraphProto) -> int:
     kept: list[onnx.NodeProto] = []
     dropped = 0
     for node in graph.node:
-        for sub in _subgraphs(node):
+        for sub in subgraphs(node):
             dropped += _drop_duplicate_constants(sub)
         init = initializers.get(node.output[0]) if len(node.output) == 1 else None
         if init is not None and node.op_type == "Constant" and node.domain in _STANDARD_DOMAINS:
             value = next((a.t for a in node.attribute if a.name == "value"), None)
-            if value is not None and _same_tensor(value, init):
+            if value is not None and tensor_digest(value) == tensor_digest(init):
                 dropped += 1
                 continue
         kept.append(node)
@@ -144,13 +112,6 @@ def _drop_duplicate_constants(graph: onnx.GraphProto) -> int:
         del graph.node[:]
         graph.node.extend(kept)
     return dropped
-
-
-def _same_tensor(a: onnx.TensorProto, b: onnx.TensorProto) -> bool:
-    x, y = tensor_value(a), tensor_value(b)
-    if x is None or y is None:
-        return False
-    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
 
 
 def _copy_fields(source: Any, target: Any, skip: str) -> None:
@@ -299,7 +260,7 @@ class OrtOffline(Pass):
             )
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
-        if same_graph(optimized.graph, model.graph):
+        if same_graph(optimized.graph, model.graph, names=True):
             stats.update(nodes_after=stats["nodes_before"],
                          initializers_after=stats["initializers_before"], contrib_ops=0)
             return PassResult(model, False, stats=stats)

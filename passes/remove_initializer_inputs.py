@@ -21,6 +21,7 @@ import logging
 
 import onnx
 
+from graphfix.passes._graphs import subgraphs
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["RemoveInitializerInputs", "remove_initializer_inputs"]
@@ -28,15 +29,6 @@ __all__ = ["RemoveInitializerInputs", "remove_initializer_inputs"]
 logger = logging.getLogger(__name__)
 
 _MIN_IR_VERSION = 4
-
-
-def _subgraphs(graph: onnx.GraphProto):
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield attr.g
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                yield from attr.graphs
 
 
 def _remove_from_graph(graph: onnx.GraphProto) -> int:
@@ -49,8 +41,9 @@ def _remove_from_graph(graph: onnx.GraphProto) -> int:
         logger.debug("graph %r: %d initializer inputs removed", graph.name, removed)
         del graph.input[:]
         graph.input.extend(kept)
-    for subgraph in _subgraphs(graph):
-        removed += _remove_from_graph(subgraph)
+    for node in graph.node:
+        for subgraph in subgraphs(node):
+            removed += _remove_from_graph(subgraph)
     return removed
 
 

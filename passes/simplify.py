@@ -54,11 +54,11 @@ Decisions:
    skipped (``SKIPPED_OPTIMIZERS``; onnxsim ignores unknown names there, so older versions are
    unaffected). Whatever the cause, an output with more nodes than the input (subgraphs
    counted) is not taken: the pass skips with the reason and the ops that grew.
-9. Memory. The child needs about five times the serialized model at its peak
-   (``_CHILD_MEMORY_FACTOR``: the model read in, onnxsim's C++ copy, its output, and that output
+9. Memory. The worker needs about five times the serialized model at its peak
+   (``_WORKER_MEMORY_FACTOR``: the model read in, onnxsim's C++ copy, its output, and that output
    serialized); when the system does not have that much available, the pass skips with the
    figures rather than let the system kill a process. The parent writes the model to the
-   child's folder without keeping the serialized bytes.
+   job's folder without keeping the serialized bytes.
 """
 
 from __future__ import annotations
@@ -87,6 +87,7 @@ from graphfix.model_io import (
     tensor_digest,
     weight_bytes,
 )
+from graphfix.passes._graphs import count_nodes, same_graph
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = [
@@ -105,17 +106,17 @@ _FOLD_CAP = PROTOBUF_LIMIT // 2  # onnxsim's per-tensor folding threshold, never
 _FAILURES = ("raise", "abort")
 # Rule 8: onnxsim optimizers that add nodes.
 SKIPPED_OPTIMIZERS: tuple[str, ...] = ("fuse_matmul_add_bias_into_gemm_batched",)
-# Rule 9: the onnxsim child's peak memory, in multiples of the serialized model.
-_CHILD_MEMORY_FACTOR = 5
+# Rule 9: the onnxsim worker's peak memory, in multiples of the serialized model.
+_WORKER_MEMORY_FACTOR = 5
 # Rule 2: the worker is stopped after a model larger than this, to give its memory back.
 _KEEP_WORKER_BELOW = 64 * 2**20
 _WORKER_CODE = "from graphfix.passes.simplify import _worker_main; _worker_main()"
 # Rule 2: optional imports of onnxsim that simplification never uses (about 1.9 s of its 2.1 s
-# import when they are installed); the child makes them fail at once.
+# import when they are installed); the worker makes them fail at once.
 _UNUSED_BY_ONNXSIM = ("torch", "sympy")
 
 
-def _child(
+def _simplify_job(
     in_path: str,
     out_paths: list[str],
     err_path: str,
@@ -165,7 +166,7 @@ def _worker_main() -> None:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
-        _child(job["in"], job["outs"], job["err"], job["attempts"], job["limit"], job["fail"])
+        _simplify_job(job["in"], job["outs"], job["err"], job["attempts"], job["limit"], job["fail"])
         sys.stdout.flush()
         sys.stderr.flush()
         answers.write("done\n")
@@ -249,7 +250,7 @@ def _available_memory() -> int | None:
 
 
 def _write_input(model: onnx.ModelProto, path: Path) -> int:
-    """Write ``model`` for the child; returns its serialized size (the bytes are not kept)."""
+    """Write ``model`` for the worker; returns its serialized size (the bytes are not kept)."""
     data = model.SerializeToString()
     with open(path, "wb") as f:
         f.write(data)
@@ -284,7 +285,7 @@ def _run_isolated(
         text = log_path.read_text(errors="replace") if log_path.exists() else worker.start_log()
         lines = [ln for ln in text.strip().splitlines() if ln.strip()]
         logger.debug("simplify worker output: %s", text[-2000:])
-        return f"onnxsim crashed (child exit code {code})" + (f": {lines[-1]}" if lines else "")
+        return f"onnxsim crashed (worker exit code {code})" + (f": {lines[-1]}" if lines else "")
     if err_path.exists():
         lines = [ln for ln in err_path.read_text(errors="replace").splitlines() if ln.strip()]
         return f"onnxsim failed: {lines[-1] if lines else 'unknown error'}"
@@ -298,38 +299,6 @@ def _run_isolated(
 def _fits(model: onnx.ModelProto, serialized: int, limit: int) -> bool:
     """Rule 3: the tensors of ``model`` within ``limit`` bytes, the whole in one message."""
     return weight_bytes(model) <= limit and serialized < PROTOBUF_LIMIT
-
-
-def _same_graph(a: onnx.GraphProto, b: onnx.GraphProto) -> bool:
-    """Same nodes and initializers, independent of order and of tensor/node names. The nodes
-    are compared first: hashing the weights is only needed when they match."""
-
-    def nodes(graph: onnx.GraphProto) -> list[bytes]:
-        return sorted(
-            n.domain.encode() + b"\0" + n.op_type.encode() + b"\0"
-            + b"\0".join(sorted(x.SerializeToString(deterministic=True) for x in n.attribute))
-            for n in graph.node
-        )
-
-    def initializers(graph: onnx.GraphProto) -> list[bytes]:
-        return sorted(map(tensor_digest, graph.initializer))
-
-    if len(a.node) != len(b.node) or len(a.initializer) != len(b.initializer):
-        return False
-    return nodes(a) == nodes(b) and initializers(a) == initializers(b)
-
-
-def _count_nodes(graph: onnx.GraphProto) -> int:
-    """Nodes of ``graph`` and of every subgraph (If/Loop/Scan bodies)."""
-    total = 0
-    for node in graph.node:
-        total += 1
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                total += _count_nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                total += sum(_count_nodes(g) for g in attr.graphs)
-    return total
 
 
 def _grown_ops(model: onnx.ModelProto, reference: onnx.ModelProto) -> str:
@@ -442,7 +411,7 @@ class Simplify(Pass):
         size = _write_input(model, folder / "in.onnx")
         if size >= PROTOBUF_LIMIT:
             return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
-        needed, available = _CHILD_MEMORY_FACTOR * size, _available_memory()
+        needed, available = _WORKER_MEMORY_FACTOR * size, _available_memory()
         if available is not None and needed > available:
             reason = (
                 f"onnxsim would need about {needed / 2**30:.1f} GiB of memory for this model "
@@ -464,7 +433,7 @@ class Simplify(Pass):
         tensors = weight_bytes(model)
         stats["tensor_bytes_before"] = tensors
         limit = self._limit(tensors)
-        # Rule 3: the bounded re-runs go to the same child, tried only when the first is too big.
+        # Rule 3: the bounded re-runs are one job of the worker, tried only when the first is too big.
         budget = max(limit - tensors, 1)
         attempts = [base] + [
             {**base, "tensor_size_threshold": f"{max(threshold, 1)}B"}
@@ -494,7 +463,7 @@ class Simplify(Pass):
                     f"(max_growth={self.max_growth})"
                 )
         # Rule 8: never more nodes.
-        nodes_before, nodes_out = _count_nodes(model.graph), _count_nodes(result.graph)
+        nodes_before, nodes_out = count_nodes(model.graph), count_nodes(result.graph)
         if nodes_out > nodes_before:
             reason = (
                 f"onnxsim's output has more nodes ({nodes_before} -> {nodes_out}: "
@@ -518,7 +487,7 @@ class Simplify(Pass):
                     fixed += 1
                     warnings.append(f"dimension {axis} of {name!r} ({a}) is now static: {b}")
         stats["dims_fixed"] = fixed
-        if not fixed and _same_graph(result.graph, model.graph):
+        if not fixed and same_graph(result.graph, model.graph, names=False):
             stats.update(
                 nodes_after=stats["nodes_before"],
                 initializers_after=stats["initializers_before"],

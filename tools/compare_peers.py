@@ -288,18 +288,19 @@ def check_model(rows: list[dict[str, Any]]) -> dict[str, Any]:
         out.update(latency_ratio_vs_best_peer=ratio, best_latency_peer=best)
         if ratio > MAX_LATENCY_RATIO:
             fails.append(f"latency {ratio:.3f}x {best}'s under ORT defaults")
-    basic = by_tool.get("ort-basic", {})
-    if "latency_ms_opt_off" in gf and "latency_ms_opt_off" in basic:
-        ratio = gf["latency_ms_opt_off"] / basic["latency_ms_opt_off"]
-        out["offline_ratio_vs_ort_basic"] = ratio
-        if ratio > MAX_LATENCY_RATIO:
-            fails.append(f"offline latency {ratio:.3f}x ORT basic's")
-    tied = by_tool.get("graphfix-all", {})
-    if "latency_ms_opt_off" in tied and "latency_ms_default" in tied:
-        ratio = tied["latency_ms_opt_off"] / tied["latency_ms_default"]
-        out["all_offline_vs_own_default"] = ratio
-        if ratio > 1.05:
-            fails.append(f"--ort-level all offline {ratio:.3f}x its own latency under defaults")
+    basic, tied = by_tool.get("ort-basic", {}), by_tool.get("graphfix-all", {})
+    for key, (num, den), limit, what in (
+        ("offline_ratio_vs_ort_basic", (gf.get("latency_ms_opt_off"),
+                                        basic.get("latency_ms_opt_off")),
+         MAX_LATENCY_RATIO, "offline latency {:.3f}x ORT basic's"),
+        ("all_offline_vs_own_default", (tied.get("latency_ms_opt_off"),
+                                        tied.get("latency_ms_default")),
+         1.05, "--ort-level all offline {:.3f}x its own latency under defaults"),
+    ):
+        if num is not None and den:
+            out[key] = num / den
+            if out[key] > limit:
+                fails.append(what.format(out[key]))
     if "onnxsim" in by_tool and by_tool["onnxsim"]["time_s"] > 0:
         ratio = gf["time_s"] / by_tool["onnxsim"]["time_s"]
         out["time_ratio_vs_onnxsim"] = ratio

@@ -342,8 +342,9 @@ def check_parity(
     # The reference runs first, on every input set, and its session is released before the
     # candidate's is built: one model's weights in ONNX Runtime at a time (a large model's
     # weights are most of the run's memory). Reference outputs are kept; they are small.
+    # Plain values: ORT's NodeArg objects would keep the session (and its weights) alive.
     names = [o.name for o in ref_session.get_outputs()]
-    ref_signature = _Signature(ref_session)
+    ref_inputs = {i.name: i.type for i in ref_session.get_inputs()}
     runs_done: list[tuple[Feeds, list[Any]]] = []
     for run in range(total):
         if progress is not None:
@@ -363,7 +364,7 @@ def check_parity(
         result.seconds = time.perf_counter() - started
         return result
     cand_names = [o.name for o in cand_session.get_outputs()]
-    problems = _signature_problems(ref_signature, cand_session)
+    problems = _signature_problems(names, ref_inputs, cand_session)
 
     by_name: dict[str, OutputParity] = {}
     for run, (feed, ref_out) in enumerate(runs_done):
@@ -414,31 +415,12 @@ def _session(model: onnx.ModelProto, providers: list[str], label: str) -> Any:
         ) from None
 
 
-@dataclasses.dataclass(frozen=True)
-class _Arg:
-    name: str
-    type: str
-    shape: Any
-
-
-class _Signature:
-    """A session's inputs and outputs, kept after the session itself is released."""
-
-    def __init__(self, session: Any) -> None:
-        # Plain copies: ORT's NodeArg objects would keep the session (and its weights) alive.
-        self._inputs = [_Arg(i.name, i.type, i.shape) for i in session.get_inputs()]
-        self._outputs = [_Arg(o.name, o.type, o.shape) for o in session.get_outputs()]
-
-    def get_inputs(self) -> list[Any]:
-        return self._inputs
-
-    def get_outputs(self) -> list[Any]:
-        return self._outputs
-
-
-def _signature_problems(ref_session: Any, cand_session: Any) -> list[str]:
+def _signature_problems(
+    ref_out: list[str], ref_in: dict[str, str], cand_session: Any
+) -> list[str]:
+    """What the candidate's signature (from its session) changed against the reference's
+    output names and input types."""
     problems = []
-    ref_out = [o.name for o in ref_session.get_outputs()]
     cand_out = [o.name for o in cand_session.get_outputs()]
     extra = [n for n in cand_out if n not in ref_out]
     if extra:
@@ -446,7 +428,6 @@ def _signature_problems(ref_session: Any, cand_session: Any) -> list[str]:
     common = [n for n in ref_out if n in cand_out]
     if common != [n for n in cand_out if n in ref_out]:
         problems.append("the optimized model lists its outputs in another order")
-    ref_in = {i.name: i.type for i in ref_session.get_inputs()}
     for item in cand_session.get_inputs():
         if item.name not in ref_in:
             problems.append(f"the optimized model takes an input the original lacks: {item.name!r}")
