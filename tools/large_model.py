@@ -5,10 +5,10 @@ Builds a transformer-like model of about ``--gb`` GiB with external data (weight
 chunks, never all in memory), then runs ``graphfix optimize`` on it in a child process and reports
 
 - the largest peak resident memory of one process: graphfix, or one of its children such as
-  the onnxsim child (``ru_maxrss`` from ``wait4``, which Linux takes over the process and its
+  the onnxsim worker (``ru_maxrss`` from ``wait4``, which Linux takes over the process and its
   waited-for descendants), and
 - on Linux, the peak of the whole process tree's resident memory summed (graphfix and its
-  onnxsim child at the same moment), sampled from ``/proc`` every 20 ms,
+  onnxsim worker at the same moment), sampled from ``/proc`` every 20 ms,
 
 each as a multiple of the weight bytes, with the wall time and what was written.
 
@@ -161,7 +161,7 @@ def main() -> int:
     print(f"exit code {m.returncode}, {m.seconds:.0f}s")
     if m.peak_rss:
         print(f"peak RSS {m.peak_rss / 2**30:.2f} GiB = {m.ratio:.2f}x the weight bytes "
-              "(the largest single process: graphfix or its onnxsim child)")
+              "(the largest single process: graphfix or its onnxsim worker)")
     if m.peak_tree_rss is not None:
         print(f"peak RSS of the process tree {m.peak_tree_rss / 2**30:.2f} GiB = "
               f"{m.tree_ratio:.2f}x the weight bytes (sampled)")
