@@ -23,6 +23,7 @@ import hashlib
 import logging
 import math
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -80,6 +81,10 @@ _ORT_EXTERNAL_FOLDER = "session.model_external_initializers_file_folder_path"
 # then copies the weights out of it (a 1 GB model peaked at 4.2x its weights, through a file
 # at 1.2x before the first run and 2.2x after, the weights then mapped from the file).
 _SESSION_BYTES_LIMIT = 256 * 2**20
+
+# The location recorded for weights lent to ORT from memory (never a file ORT reads).
+_LENT_LOCATION = "graphfix-lent-from-memory"
+_LITTLE_ENDIAN = sys.byteorder == "little"
 
 _DATA_FIELDS = frozenset({
     "raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data",
@@ -554,15 +559,25 @@ def ort_session(
     with _ir_capped(model):
         size = _inline_bytes(model)
         external = _external_tensors(model)
-        if size < _SESSION_BYTES_LIMIT and not external:
-            return ort.InferenceSession(model.SerializeToString(), options, providers=list(providers))
         lazy = _lazy_tensors(model)
         folders = {path.parent for _, path, _, _ in lazy}
-        if size < _SESSION_BYTES_LIMIT and len(lazy) == len(external) and len(folders) == 1:
-            (folder,) = folders
-            payload = _Encoder(lazy="refer", folder=folder).serialize(model)
-            options.add_session_config_entry(_ORT_EXTERNAL_FOLDER, str(folder))
-            return ort.InferenceSession(payload, options, providers=list(providers))
+        if size < _SESSION_BYTES_LIMIT and len(lazy) == len(external) and len(folders) <= 1:
+            # The graph goes as bytes; the main graph's large weights held in memory are lent
+            # to ORT as OrtValues over their own bytes (serializing them, then ORT parsing its
+            # copy and copying them out of it, cost 3 copies and most of the session's start),
+            # and weights that stay in their files are read there by ORT.
+            memory: list[tuple[str, np.ndarray]] = []
+            encoder = _Encoder(lazy="refer", folder=next(iter(folders), None), memory=memory)
+            payload = encoder.serialize(model)
+            if folders:
+                options.add_session_config_entry(_ORT_EXTERNAL_FOLDER, str(encoder.folder))
+            values = [ort.OrtValue.ortvalue_from_numpy(value) for _, value in memory]
+            if memory:
+                options.add_external_initializers([name for name, _ in memory], values)
+            session = ort.InferenceSession(payload, options, providers=list(providers))
+            # ORT reads those weights where they are for the session's whole life.
+            session._graphfix_lent_weights = (memory, values)  # type: ignore[attr-defined]
+            return session
         with _temporary_model_file(model, lazy="copy") as path:
             return ort.InferenceSession(str(path), options, providers=list(providers))
 
@@ -670,6 +685,10 @@ class _Encoder:
     data_file: BinaryIO | None = None
     data_name: str = ""
     folder: Path | None = None
+    # When a list: large inline initializers of the main graph are not encoded but appended
+    # here as (name, array over their bytes), the tensor left as a reference ORT resolves from
+    # ``SessionOptions.add_external_initializers``.
+    memory: list[tuple[str, np.ndarray]] | None = None
     end: int = 0  # bytes of data_file used
 
     def serialize(self, model: onnx.ModelProto) -> bytes:
@@ -679,16 +698,32 @@ class _Encoder:
     def model(self, model: onnx.ModelProto) -> list[_Piece]:
         pieces: list[_Piece] = [_shell(model, frozenset({"graph"})).SerializeToString()]
         if model.HasField("graph"):
-            pieces += _field(onnx.ModelProto, "graph", self.graph(model.graph))
+            pieces += _field(onnx.ModelProto, "graph", self.graph(model.graph, main=True))
         return pieces
 
-    def graph(self, graph: onnx.GraphProto) -> list[_Piece]:
+    def graph(self, graph: onnx.GraphProto, *, main: bool = False) -> list[_Piece]:
         pieces: list[_Piece] = [_shell(graph, frozenset({"node", "initializer"})).SerializeToString()]
         for node in graph.node:
             pieces += _field(onnx.GraphProto, "node", self.node(node))
         for tensor in graph.initializer:
-            pieces += _field(onnx.GraphProto, "initializer", self.tensor(tensor))
+            lent = self._lend(tensor) if main and self.memory is not None else None
+            pieces += _field(onnx.GraphProto, "initializer", lent or self.tensor(tensor))
         return pieces
+
+    def _lend(self, tensor: onnx.TensorProto) -> list[_Piece] | None:
+        """A large inline initializer as a reference to ``memory`` (see the field), or None."""
+        assert self.memory is not None
+        dtype = _plain_dtype(tensor.data_type)
+        size = _nbytes(tensor)
+        if (tensor.data_location == onnx.TensorProto.EXTERNAL or dtype is None
+                or size < _EXTERNAL_THRESHOLD or not _LITTLE_ENDIAN):
+            return None
+        if tensor.HasField("raw_data"):
+            value = np.frombuffer(tensor.raw_data, dtype).reshape(tuple(tensor.dims))
+        else:
+            value = numpy_helper.to_array(tensor)
+        self.memory.append((tensor.name, value))
+        return [_reference(tensor, _LENT_LOCATION, 0, size)]
 
     def node(self, node: onnx.NodeProto) -> list[_Piece]:
         if not any(a.type in _TENSOR_ATTRIBUTES for a in node.attribute):

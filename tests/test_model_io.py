@@ -339,6 +339,44 @@ def test_ort_session_reads_weights_where_they_are(tmp_path, monkeypatch):
     assert lazy.SerializeToString() == before
 
 
+def test_ort_session_borrows_weights_held_in_memory():
+    # Large inline weights are lent to ORT over their own bytes; the session keeps them alive
+    # after the model is gone, and the model itself is not changed. Typed-field and float16
+    # weights take the same path; bfloat16 (no numpy type) stays in the graph's bytes.
+    import gc
+
+    model = onnx.parser.parse_model("""
+    <ir_version: 9, opset_import: ["" : 17]>
+    g (float[2,64] x) => (float[2,64] y) {
+        a = MatMul (x, w_raw)
+        b = MatMul (a, w_typed)
+        h = Cast <to = 1> (w_half)
+        c = MatMul (b, h)
+        bf = Cast <to = 1> (w_bf16)
+        y = MatMul (c, bf)
+    }""")
+    rng = np.random.default_rng(5)
+    w = [rng.standard_normal((64, 64)).astype(np.float32) / 8 for _ in range(4)]
+    model.graph.initializer.extend([
+        onnx.numpy_helper.from_array(w[0], "w_raw"),
+        onnx.helper.make_tensor("w_typed", onnx.TensorProto.FLOAT, (64, 64), w[1].ravel().tolist()),
+        onnx.numpy_helper.from_array(w[2].astype(np.float16), "w_half"),
+        onnx.helper.make_tensor("w_bf16", onnx.TensorProto.BFLOAT16, (64, 64),
+                                w[3].ravel().tolist()),
+    ])
+    before = model.SerializeToString()
+    session = model_io.ort_session(model)
+    assert model.SerializeToString() == before
+    lent = [name for name, _ in session._graphfix_lent_weights[0]]
+    assert lent == ["w_raw", "w_typed", "w_half"]
+    bf16 = onnx.numpy_helper.to_array(model.graph.initializer[3]).astype(np.float32)
+    del model
+    gc.collect()
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    expected = x @ w[0] @ w[1] @ w[2].astype(np.float16).astype(np.float32) @ bf16
+    np.testing.assert_allclose(session.run(None, {"x": x})[0], expected, rtol=1e-4, atol=1e-5)
+
+
 def test_check_model_on_weights_left_in_files(tmp_path):
     src, _ = write_external(tmp_path / "src")
     lazy = model_io.load(src, load_external_data=False)
