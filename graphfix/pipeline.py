@@ -49,13 +49,6 @@ DEFAULT_PASSES: tuple[str, ...] = (
 
 Progress = Callable[[str, int, int], None]
 
-# Passes that serialize or size the whole model, so they need every weight in memory. A model
-# read from a file keeps its weights there (read one tensor at a time when a pass needs a value)
-# unless the pipeline holds one of these and the model fits in one protobuf message (above that,
-# those passes cannot take it whole anyway).
-_NEEDS_WEIGHTS = frozenset({"simplify"})
-
-
 @dataclasses.dataclass
 class OptimizeResult:
     """The optimized model and the report of the run."""
@@ -216,7 +209,6 @@ def optimize(
     needs_original = verify or bench or require_speedup is not None
     in_place = loaded.owned and (not needs_original or loaded.path is not None)
     working = original if in_place else _copy(original)
-    _read_weights_if_needed(working, pipeline)
     optimized, report.passes = run_pipeline(working, pipeline, progress=progress)
     if in_place and needs_original:
         original = model_io.load(loaded.path, load_external_data=False)
@@ -276,14 +268,6 @@ def _verify(
     raise error
 
 
-def _read_weights_if_needed(model: onnx.ModelProto, pipeline: Sequence[registry.Pass]) -> None:
-    """Read the weights in when a pass of ``pipeline`` needs them inline (and can take them)."""
-    if any(p.name in _NEEDS_WEIGHTS for p in pipeline) and (
-        model_io.weight_bytes(model) < model_io.PROTOBUF_LIMIT
-    ):
-        model_io.load_external_values(model)
-
-
 def _find_guilty_pass(
     original: onnx.ModelProto,
     pipeline: Sequence[registry.Pass],
@@ -293,7 +277,6 @@ def _find_guilty_pass(
     """Re-run the pipeline from the original, one pass at a time, checking parity after each:
     the first pass after which parity fails, and what it broke."""
     model = _copy(original)
-    _read_weights_if_needed(model, pipeline)
     for pass_ in pipeline:
         model = pass_(model).model
         result = check_parity(original, model, **parity_options)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterator
 
 import onnx
 
-from graphfix.model_io import tensor_digest
+from graphfix.model_io import same_tensor, tensor_digest
 
 __all__ = ["subgraphs", "count_nodes", "same_graph"]
 
@@ -33,19 +34,50 @@ def _node_key(node: onnx.NodeProto, names: bool) -> bytes:
     return b"\0".join(parts)
 
 
-def _initializer_keys(graph: onnx.GraphProto, names: bool) -> list[bytes]:
-    return sorted(
-        (t.name.encode() if names else b"") + b"\0" + tensor_digest(t) for t in graph.initializer
-    )
+def _shape_key(tensor: onnx.TensorProto) -> tuple[int, tuple[int, ...]]:
+    return tensor.data_type, tuple(tensor.dims)
+
+
+def _same_initializers(a: onnx.GraphProto, b: onnx.GraphProto, names: bool) -> bool:
+    """Whether ``a`` and ``b`` hold the same initializers: paired by name, or (``names=False``)
+    by name where that pairs equal tensors and otherwise by type and shape, comparing values
+    directly when a pairing is unambiguous and through digests only among tensors of one type
+    and shape (hashing every weight cost more than the whole rewrite on large models)."""
+    if names:
+        by_name = {t.name: t for t in b.initializer}
+        return len(by_name) == len(a.initializer) and all(
+            t.name in by_name and same_tensor(t, by_name[t.name]) for t in a.initializer
+        )
+    # Rewriters rename some tensors, not most: pair the names both sides have first.
+    by_name = {t.name: t for t in b.initializer}
+    paired = {t.name for t in a.initializer if t.name in by_name and same_tensor(t, by_name[t.name])}
+    if len(by_name) != len(b.initializer) or len({t.name for t in a.initializer}) != len(a.initializer):
+        paired = set()  # names repeat (an invalid graph): no pairing by name
+    groups: dict[tuple[int, tuple[int, ...]], tuple[list, list]] = defaultdict(lambda: ([], []))
+    for t in a.initializer:
+        if t.name not in paired:
+            groups[_shape_key(t)][0].append(t)
+    for t in b.initializer:
+        if t.name not in paired:
+            groups[_shape_key(t)][1].append(t)
+    for left, right in groups.values():
+        if len(left) != len(right):
+            return False
+        if len(left) == 1:
+            if not same_tensor(left[0], right[0]):
+                return False
+        elif sorted(map(tensor_digest, left)) != sorted(map(tensor_digest, right)):
+            return False
+    return True
 
 
 def same_graph(a: onnx.GraphProto, b: onnx.GraphProto, *, names: bool = True) -> bool:
     """Whether two graphs hold the same nodes and initializers, in any order. ``names=False``
     ignores tensor names (and with them the wiring), for rewriters that rename everything: a
     graph that differs only in how it is wired then counts as the same, which only ever keeps
-    the input model. Nodes are compared first; weights are hashed only when they match."""
+    the input model. Nodes are compared first; weights only when they match."""
     if len(a.node) != len(b.node) or len(a.initializer) != len(b.initializer):
         return False
     if sorted(_node_key(n, names) for n in a.node) != sorted(_node_key(n, names) for n in b.node):
         return False
-    return _initializer_keys(a, names) == _initializer_keys(b, names)
+    return _same_initializers(a, b, names)
