@@ -49,6 +49,11 @@ DEFAULT_PASSES: tuple[str, ...] = (
 
 Progress = Callable[[str, int, int], None]
 
+# Above this many bytes of weights the parity check's reference runs after the passes instead
+# of beside them: overlapping holds a second copy of the weights (the reference session's)
+# while the passes run.
+OVERLAP_MAX_WEIGHT_BYTES = 512 * 2**20
+
 @dataclasses.dataclass
 class OptimizeResult:
     """The optimized model and the report of the run."""
@@ -208,8 +213,21 @@ def optimize(
     # a caller's model is never touched.
     needs_original = verify or bench or require_speedup is not None
     in_place = loaded.owned and (not needs_original or loaded.path is not None)
+    parity_options = dict(parity_options or {})
+    try:
+        # Read before the passes rewrite the model in place.
+        reference_run = _start_reference(original, parity_options) if verify else None
+    except GraphfixError as error:
+        report.seconds = time.perf_counter() - started
+        error.report = report  # type: ignore[attr-defined]
+        raise
     working = original if in_place else _copy(original)
-    optimized, report.passes = run_pipeline(working, pipeline, progress=progress)
+    try:
+        optimized, report.passes = run_pipeline(working, pipeline, progress=progress)
+    except BaseException:
+        if reference_run is not None:
+            reference_run.cancel()
+        raise
     if in_place and needs_original:
         original = model_io.load(loaded.path, load_external_data=False)
     for pass_report in report.passes:
@@ -219,7 +237,7 @@ def optimize(
 
     try:
         if verify:
-            _verify(original, optimized, report, pipeline, dict(parity_options or {}))
+            _verify(original, optimized, report, pipeline, parity_options, reference_run)
         if bench or require_speedup is not None:
             from graphfix.validate.bench import benchmark, require_speedup as check_speedup
 
@@ -245,10 +263,11 @@ def _verify(
     report: Report,
     pipeline: Sequence[registry.Pass],
     parity_options: dict[str, Any],
+    reference_run: Any = None,
 ) -> None:
     from graphfix.validate.parity import check_parity
 
-    result = check_parity(original, optimized, **parity_options)
+    result = check_parity(original, optimized, reference_run=reference_run, **parity_options)
     report.parity = result.to_dict()
     if result.passed:
         return
@@ -266,6 +285,21 @@ def _verify(
     )
     error.guilty_pass = name  # type: ignore[attr-defined]
     raise error
+
+
+def _start_reference(original: onnx.ModelProto, parity_options: Mapping[str, Any]) -> Any:
+    """The reference side of the parity check, running in the background while the passes
+    run (they are mostly one core of Python and a worker process waiting on each other), or
+    None for a model whose weights are too large to hold twice (its reference session is then
+    built after the passes, as the only copy of the weights in ONNX Runtime)."""
+    from graphfix.validate.parity import ReferenceRun
+
+    if model_io.weight_bytes(original) > OVERLAP_MAX_WEIGHT_BYTES:
+        return None
+    options = {k: v for k, v in parity_options.items() if k not in ("tolerances", "progress")}
+    reference_run = ReferenceRun(original, **options)
+    reference_run.start()
+    return reference_run
 
 
 def _find_guilty_pass(

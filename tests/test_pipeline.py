@@ -124,3 +124,51 @@ def test_benchmark_baseline_is_the_original_even_without_parity(tmp_path, monkey
                            bench_options={"runs": 3, "warmup": 1})
     ((optimized_nodes, baseline_nodes),) = seen
     assert baseline_nodes == original_nodes and optimized_nodes < original_nodes
+
+
+class NegatesInPlace(Pass):
+    """Rewrite the model in place so that it computes -y: a wrong pass that also mutates."""
+
+    name = "negates-in-place"
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        (out,) = model.graph.output
+        model.graph.node[-1].output[0] = "pre_neg"
+        model.graph.node.append(onnx.helper.make_node("Neg", ["pre_neg"], [out.name]))
+        return PassResult(model, modified=True)
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_reference_runs_beside_the_passes_and_sees_the_original(tmp_path, monkeypatch, overlap):
+    # The reference side of parity is read from the model before the passes rewrite it in
+    # place (optimize_file's own loaded model), and runs beside them unless the weights are too
+    # large to hold twice; either way a wrong pass is caught and nothing is written.
+    src = tmp_path / "relu.onnx"
+    onnx.save(onnx.parser.parse_model(RELU), str(src))
+    if not overlap:
+        monkeypatch.setattr(pipeline, "OVERLAP_MAX_WEIGHT_BYTES", -1)
+    result = graphfix.optimize_file(src, tmp_path / "ok.onnx", passes=["remove-initializer-inputs"])
+    assert result.report.parity["passed"]
+    assert result.report.parity["reference_overlapped"] is overlap
+    assert result.report.parity["reference_seconds"] > 0
+    with pytest.raises(graphfix.GraphfixError, match="negates-in-place"):
+        graphfix.optimize_file(src, tmp_path / "bad.onnx", passes=[NegatesInPlace()])
+    assert not (tmp_path / "bad.onnx").exists()
+
+
+def test_a_failing_pass_cancels_the_reference_runs():
+    model = onnx.parser.parse_model(RELU)
+    with pytest.raises(PassError, match="explodes"):
+        graphfix.optimize(model, passes=[Explodes()])
+
+
+def test_a_model_ort_cannot_load_is_refused_before_the_passes_with_a_report():
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17, "custom.domain" : 1]>
+    g (float[2] x) => (float[2] y) { y = custom.domain.Mystery (x) }
+    """)
+    counter = Counts()
+    with pytest.raises(graphfix.GraphfixError, match="cannot load the original") as info:
+        graphfix.optimize(model, passes=[counter])
+    assert counter.calls == 0
+    assert info.value.report.verify is True

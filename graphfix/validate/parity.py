@@ -31,9 +31,11 @@ given as None keeps the default.
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
@@ -45,6 +47,19 @@ from graphfix import model_io
 from graphfix.errors import ValidationInputError
 from graphfix.validate import feeds as feeds_module
 from graphfix.validate.feeds import Feeds
+
+__all__ = [
+    "DEFAULT_TOLERANCES",
+    "OutputParity",
+    "ParityResult",
+    "ReferenceOutputs",
+    "ReferenceRun",
+    "Tolerance",
+    "check_parity",
+    "compare_output",
+    "default_tolerance",
+    "parse_tolerance",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +121,11 @@ class ParityResult:
     runs: list[dict[str, str]] = dataclasses.field(default_factory=list)  # inputs of each run
     notes: list[str] = dataclasses.field(default_factory=list)
     provider: str = "cpu"
+    # Wall time of the check from when it was asked for (after the passes, in optimize).
     seconds: float = 0.0
+    # The reference's own runs; when they overlapped the passes, part of them is not in seconds.
+    reference_seconds: float = 0.0
+    reference_overlapped: bool = False
 
     @property
     def worst(self) -> OutputParity | None:
@@ -135,6 +154,8 @@ class ParityResult:
             "problem": self.problem,
             "provider": self.provider,
             "seconds": round(self.seconds, 4),
+            "reference_seconds": round(self.reference_seconds, 4),
+            "reference_overlapped": self.reference_overlapped,
             "runs": self.runs,
             "notes": self.notes,
             "worst": self.worst.name if self.worst else None,
@@ -294,8 +315,117 @@ def _fail(result: OutputParity, reason: str) -> OutputParity:
 # Running both models
 
 
+@dataclasses.dataclass
+class ReferenceOutputs:
+    """The reference model's side of a parity check: its signature and its outputs on every
+    input set. Plain values only: ORT's NodeArg objects would keep the session (and its
+    weights) alive."""
+
+    names: list[str]  # output names, in order
+    inputs: dict[str, str]  # input name -> ORT type
+    runs: list[tuple[Feeds, list[Any]]]
+    notes: list[str]
+    seconds: float
+
+
+class ReferenceRun:
+    """The reference side of a parity check, prepared from the model now and run now or in the
+    background.
+
+    The constructor reads everything it needs of ``reference`` (its ORT session, which holds
+    its own copy of the graph and weights, its input signature, given inputs), so the model may
+    be rewritten in place afterwards: :func:`graphfix.optimize` starts the reference's runs
+    when the pipeline starts and they overlap the passes (ORT releases the GIL while it runs).
+    Options are those of :func:`check_parity`.
+    """
+
+    def __init__(
+        self,
+        reference: onnx.ModelProto,
+        *,
+        feeds: Sequence[Feeds] | Feeds | None = None,
+        inputs: str | None = None,
+        runs: int | None = None,
+        seed: int = 0,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        provider: str = "cpu",
+    ) -> None:
+        if provider not in _PROVIDERS:
+            raise ValidationInputError(f"unknown provider {provider!r}", hint="use cpu or cuda")
+        self.provider = provider
+        self.providers = [_PROVIDERS[provider]] + (
+            ["CPUExecutionProvider"] if provider != "cpu" else []
+        )
+        self._seed, self._input_shapes = seed, input_shapes
+        self._session = _session(reference, self.providers, "original")
+        self._specs = feeds_module.input_specs(reference)
+        self._given: list[Feeds] | None = None
+        if feeds is not None:
+            self._given = [dict(feeds)] if isinstance(feeds, Mapping) else [dict(f) for f in feeds]
+        elif inputs is not None:
+            self._given = feeds_module.load_feeds(inputs, reference)
+        if self._given is not None:
+            for index, feed in enumerate(self._given):
+                feeds_module.check_feeds(self._specs, feed, where=f"inputs (set {index})")
+            self.total = len(self._given)
+        else:
+            dynamic = any(s.dynamic for s in self._specs if s.name not in (input_shapes or {}))
+            self.total = runs if runs is not None else (2 if dynamic else 1)
+        self._future: concurrent.futures.Future[ReferenceOutputs] | None = None
+        self._cancelled = threading.Event()
+
+    def start(self) -> None:
+        """Run the reference in a background thread; :meth:`result` waits for it."""
+        if self._future is None:
+            executor = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="graphfix-parity-reference"
+            )
+            self._future = executor.submit(self._run, None)
+            executor.shutdown(wait=False)
+
+    @property
+    def started(self) -> bool:
+        return self._future is not None
+
+    def cancel(self) -> None:
+        """Stop a background run after the input set it is on (its result is not wanted)."""
+        self._cancelled.set()
+
+    def result(self, progress: Progress | None = None) -> ReferenceOutputs:
+        """The reference's outputs (run here unless :meth:`start` ran them); re-raises what the
+        run raised (:class:`ValidationInputError` when the reference cannot run)."""
+        if self._future is None:
+            return self._run(progress)
+        return self._future.result()
+
+    def _run(self, progress: Progress | None) -> ReferenceOutputs:
+        started = time.perf_counter()
+        session, self._session = self._session, None
+        if session is None:
+            raise RuntimeError("a ReferenceRun runs once")
+        notes: list[str] = []
+        names = [o.name for o in session.get_outputs()]
+        inputs = {i.name: i.type for i in session.get_inputs()}
+        done: list[tuple[Feeds, list[Any]]] = []
+        for run in range(self.total):
+            if self._cancelled.is_set():
+                raise ValidationInputError("the reference's runs were cancelled")
+            if progress is not None:
+                progress("parity", run, 2 * self.total)
+            if self._given is not None:
+                done.append((self._given[run], _run_reference(session, self._given[run], None)))
+            else:
+                done.append(_generated_run(
+                    session, self._specs, run, self._seed, self._input_shapes, notes
+                ))
+        # Released before the candidate's session is built: one model's weights in ONNX
+        # Runtime at a time (a large model's weights are most of the run's memory).
+        del session
+        return ReferenceOutputs(names, inputs, done, notes, time.perf_counter() - started)
+
+
 def check_parity(
-    reference: onnx.ModelProto,
+    reference: onnx.ModelProto | None,
     candidate: onnx.ModelProto,
     *,
     feeds: Sequence[Feeds] | Feeds | None = None,
@@ -306,6 +436,7 @@ def check_parity(
     tolerances: Mapping[str, Tolerance] | None = None,
     provider: str = "cpu",
     progress: Progress | None = None,
+    reference_run: ReferenceRun | None = None,
 ) -> ParityResult:
     """Compare ``candidate`` with ``reference`` on the same inputs.
 
@@ -313,61 +444,40 @@ def check_parity(
     file or a folder of ``input_N.pb``), else generated: ``runs`` sets (default two when the
     model has dynamic dimensions, at two sizes; one otherwise), seeded by ``seed``, with
     ``input_shapes`` fixing named inputs. ``tolerances`` maps output names (``*`` for all) to
-    ``(atol, rtol)``. ``provider`` is ``cpu`` or ``cuda``.
+    ``(atol, rtol)``. ``provider`` is ``cpu`` or ``cuda``. ``reference_run`` is the reference's
+    side prepared (and perhaps started) earlier with those options; ``reference`` is then not
+    read and may be None.
 
     Raises :class:`ValidationInputError` when the reference itself cannot be loaded or run on
     the inputs (nothing can be proven then); a candidate that fails to load or run fails parity.
     """
     started = time.perf_counter()
-    if provider not in _PROVIDERS:
-        raise ValidationInputError(f"unknown provider {provider!r}", hint="use cpu or cuda")
-    providers = [_PROVIDERS[provider]] + (["CPUExecutionProvider"] if provider != "cpu" else [])
-    result = ParityResult(True, [], provider=provider)
-    ref_session = _session(reference, providers, "original")
-    specs = feeds_module.input_specs(reference)
-
-    given: list[Feeds] | None = None
-    if feeds is not None:
-        given = [dict(feeds)] if isinstance(feeds, Mapping) else [dict(f) for f in feeds]
-    elif inputs is not None:
-        given = feeds_module.load_feeds(inputs, reference)
-    if given is not None:
-        for index, feed in enumerate(given):
-            feeds_module.check_feeds(specs, feed, where=f"inputs (set {index})")
-        total = len(given)
-    else:
-        dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
-        total = runs if runs is not None else (2 if dynamic else 1)
-
-    # The reference runs first, on every input set, and its session is released before the
-    # candidate's is built: one model's weights in ONNX Runtime at a time (a large model's
-    # weights are most of the run's memory). Reference outputs are kept; they are small.
-    # Plain values: ORT's NodeArg objects would keep the session (and its weights) alive.
-    names = [o.name for o in ref_session.get_outputs()]
-    ref_inputs = {i.name: i.type for i in ref_session.get_inputs()}
-    runs_done: list[tuple[Feeds, list[Any]]] = []
-    for run in range(total):
-        if progress is not None:
-            progress("parity", run, 2 * total)
-        if given is not None:
-            runs_done.append((given[run], _run_reference(ref_session, given[run], None)))
-        else:
-            runs_done.append(
-                _generated_run(ref_session, specs, run, seed, input_shapes, result.notes)
-            )
-    del ref_session
+    if reference_run is None:
+        if reference is None:
+            raise ValueError("check_parity needs a reference model or a reference_run")
+        reference_run = ReferenceRun(
+            reference, feeds=feeds, inputs=inputs, runs=runs, seed=seed,
+            input_shapes=input_shapes, provider=provider,
+        )
+    overlapped = reference_run.started
+    ref = reference_run.result(progress)
+    total = reference_run.total
+    result = ParityResult(True, [], provider=reference_run.provider, notes=list(ref.notes))
+    result.reference_seconds = ref.seconds
+    result.reference_overlapped = overlapped
     try:
-        cand_session = _session(candidate, providers, "optimized")
+        cand_session = _session(candidate, reference_run.providers, "optimized")
     except ValidationInputError as err:
         result.passed = False
         result.problem = str(err)
         result.seconds = time.perf_counter() - started
         return result
     cand_names = [o.name for o in cand_session.get_outputs()]
-    problems = _signature_problems(names, ref_inputs, cand_session)
+    names = ref.names
+    problems = _signature_problems(names, ref.inputs, cand_session)
 
     by_name: dict[str, OutputParity] = {}
-    for run, (feed, ref_out) in enumerate(runs_done):
+    for run, (feed, ref_out) in enumerate(ref.runs):
         if progress is not None:
             progress("parity", total + run, 2 * total)
         result.runs.append(feeds_module.describe(feed))
