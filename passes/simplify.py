@@ -9,9 +9,9 @@ Decisions:
    ``__main__``), the model passed through a temporary folder: graphfix writes it with its
    weights in a data file beside it (written as they are, never serialized into one message),
    and onnxsim reads that file and writes its output in C++ (``simplify(path,
-   output_path=...)``): on the 138 MB U-Net that takes the pass from 2.8 s to 1.3 s, and
-   onnxsim's own time from 1.0 s to 0.7 s against its in-memory entry point, which serializes
-   the model for C++ and parses its result back. An exception, abort or segfault there becomes
+   output_path=...)``): on the 138 MB U-Net that takes the pass from 2.8 s to 1.3 s, and on a
+   415 MB transformer encoder onnxsim's own time from 5-7 s to 1.6-2.5 s against its in-memory
+   entry point, which serializes the model for C++ and parses its result back. An exception, abort or segfault there becomes
    ``PassResult(skipped=reason)`` with the model unchanged and the run goes on.
    Starting the worker costs an interpreter start plus importing onnx and onnxsim.
    ``import onnxsim`` also pulls in torch and sympy when they are installed (for PPQ
