@@ -13,7 +13,11 @@ Rules:
 2. Compose: ``T(q)(T(p)(x))  =>  T(r)(x)`` with ``r[i] = p[q[i]]``; the inner Transpose goes when
    nothing else reads it. An inverse pair composes to the identity and disappears by rule 1.
 3. Fold: ``T(p)(constant)  =>  constant'`` (a new initializer; an initializer that other nodes
-   still read is never modified).
+   still read is never modified). A constant is an initializer, a Constant node, or a
+   shape-only op (Identity, Reshape, Squeeze, Unsqueeze, Cast) of constants, which raw converter
+   output is full of (``Transpose(Reshape(W, shape))`` for every depthwise kernel); a Cast of a
+   constant is folded where numpy converts as ONNX does; such a
+   chain goes once nothing reads it.
 4. Push: ``N(T(p)(x), ...)  =>  T(p')(N'(x, ...))`` for ``N`` in the handler table, which remaps
    what depends on the axis order:
    a. elementwise unary ops (Relu, Clip, Cast, Sigmoid, ...): ``p' = p``;
@@ -41,6 +45,10 @@ Rules:
    (``x + x^T``) is a barrier: the push would only trade places with its compensation.
 5. Size-1 moves: a Transpose that is left and only moves size-1 dimensions (the other dims keep
    their relative order, static shape known) becomes a ``Reshape``.
+6. Unsqueeze: ``T(p)(Unsqueeze(x, axes))`` where ``p`` moves only the inserted axes (the others
+   keep their order)  =>  ``Unsqueeze(x, axes')`` with the axes where ``p`` puts them. tf2onnx
+   writes every Conv1D as ``Unsqueeze -> T(0,3,1,2) -> Conv -> T(0,2,3,1) -> Squeeze``; once the
+   pushes cancel the rest, what is left before each Conv is such a Transpose.
 
 Boundaries and barriers: graph inputs and outputs keep their names, types, shapes and layout.
 Ops outside the handler table (Resize, Reshape, Flatten, Conv, ...), ops in other domains, and
@@ -103,6 +111,32 @@ _LOOKAHEAD_BUDGET = 64
 _MAX_SWEEPS = 4
 # How far upstream the cost check looks for a Transpose that will arrive at an operand.
 _CHAIN_DEPTH = 8
+# Ops that only reshape their input: applied to constants, rule 3 computes their value (the
+# depthwise kernels tf2onnx writes as Transpose(Reshape(W, shape)) fold into one initializer).
+_SHAPE_ONLY = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze"})
+# Ops whose output has the rank of their first input (for graphs shape inference left blank,
+# where a converter computed an axes input).
+_SAME_RANK = frozenset({
+    *ELEMENTWISE_UNARY, "AveragePool", "BatchNormalization", "Concat", "Conv", "ConvTranspose",
+    "DepthToSpace", "InstanceNormalization", "LRN", "LogSoftmax", "LpPool", "MaxPool", "Pad",
+    "Resize", "Slice", "Softmax", "SpaceToDepth", "Split",
+})
+
+
+def _cast(value: np.ndarray, to: int | None) -> np.ndarray | None:
+    """``Cast(to)`` of a constant where numpy's conversion is ONNX's: integers and booleans to
+    any number, floats to floats (float to integer rounds by implementation: not folded)."""
+    try:
+        target = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(to)) if to else None
+    except (KeyError, TypeError, ValueError):
+        return None
+    if target is None or target.kind not in "biuf" or value.dtype.kind not in "biuf":
+        return None
+    if value.dtype.kind == "f" and target.kind != "f" or to == onnx.TensorProto.BFLOAT16:
+        return None
+    return value.astype(target)
+# What the look-ahead finds arriving at an operand when the Transpose is not placed yet.
+_PLANNED = onnx.NodeProto(op_type="Transpose", name="planned")
 
 
 def _is_identity(perm: Sequence[int]) -> bool:
@@ -530,6 +564,7 @@ class _GraphOptimizer:
         self.reader: onnx.NodeProto | None = None  # the node a push is rewriting
         self.pinned: set[int] = set()  # compensations waiting for an arriving Transpose
         self.perms: dict[int, Perm | None] = {}
+        self.folded: dict[str, np.ndarray | None] = {}  # values of shape-only ops (rule 3)
         self.pushes = 0
         self.max_pushes = 8 * len(self.nodes) + 64
 
@@ -540,6 +575,10 @@ class _GraphOptimizer:
             # needs the value; None when the external data was never loaded.
             return model_io.tensor_value(self.initializers[name])
         node = self.producer.get(name)
+        if node is not None and node.op_type in _SHAPE_ONLY and node.domain in _DEFAULT_DOMAINS:
+            if name not in self.folded:
+                self.folded[name] = self._shape_only_value(node)
+            return self.folded[name]
         if node is not None and node.op_type == "Constant" and node.domain in _DEFAULT_DOMAINS:
             for attr in node.attribute:
                 if attr.name == "value":
@@ -551,6 +590,50 @@ class _GraphOptimizer:
                     return np.array(onnx.helper.get_attribute_value(attr),
                                     dtype=np.float32 if attr.name == "value_floats" else np.int64)
         return None
+
+    def _shape_only_value(self, node: onnx.NodeProto) -> np.ndarray | None:
+        """Rule 3's constants include a shape-only op (``_SHAPE_ONLY``) of constants, computed
+        here; None when an input is not constant or the op cannot apply."""
+        if not node.input or len(node.output) != 1:
+            return None
+        data = self.const_value(node.input[0])
+        if data is None:
+            return None
+        if node.op_type == "Identity":
+            return data
+        if node.op_type == "Cast":
+            return _cast(data, _attr(node, "to"))
+        if node.op_type == "Reshape":
+            if self.opset < 5:
+                shape = _attr(node, "shape")
+            else:
+                value = self.const_value(node.input[1]) if len(node.input) > 1 else None
+                shape = None if value is None else value.reshape(-1).tolist()
+            if shape is None:
+                return None
+            allow_zero = bool(_attr(node, "allowzero", 0))
+            target = [data.shape[i] if d == 0 and not allow_zero and i < data.ndim else int(d)
+                      for i, d in enumerate(shape)]
+            try:
+                return data.reshape(target)
+            except ValueError:
+                return None
+        axes = self.axes_of(node)
+        if isinstance(axes, str):
+            return None
+        if node.op_type == "Squeeze":
+            if axes is None:
+                return data.reshape([d for d in data.shape if d != 1])
+            normalized = _normalize_axes(axes, data.ndim)
+            if normalized is None or any(data.shape[a] != 1 for a in normalized):
+                return None
+            return data.reshape([d for i, d in enumerate(data.shape) if i not in normalized])
+        if axes is None:  # Unsqueeze needs its axes
+            return None
+        normalized = _normalize_axes(axes, data.ndim + len(axes))
+        if normalized is None:
+            return None
+        return np.expand_dims(data, tuple(normalized))
 
     def is_constant(self, name: str) -> bool:
         if name in self.initializers:
@@ -575,6 +658,9 @@ class _GraphOptimizer:
         self.perms[id(node)] = perm
 
     def rank(self, name: str) -> int | None:
+        return self._rank(name, _CHAIN_DEPTH)
+
+    def _rank(self, name: str, depth: int) -> int | None:
         node = self.producer.get(name)
         if node is not None and node.op_type == "Transpose" and node.domain in _DEFAULT_DOMAINS:
             perm = _attr(node, "perm")
@@ -585,7 +671,25 @@ class _GraphOptimizer:
         if name in self.shapes:
             return len(self.shapes[name])
         value = self.const_value(name)
-        return None if value is None else value.ndim
+        if value is not None:
+            return value.ndim
+        # Shape inference left it blank (an axes input a converter computed): derived from the
+        # producer's inputs, ``depth`` producers up at most.
+        if node is None or node.domain not in _DEFAULT_DOMAINS or depth <= 0:
+            return None
+        if node.op_type in _SAME_RANK and node.input and node.input[0]:
+            return self._rank(node.input[0], depth - 1)
+        if node.op_type in BROADCAST_BINARY:
+            ranks = [self._rank(i, depth - 1) for i in node.input if i]
+            known = [r for r in ranks if r is not None]
+            return max(known) if known and len(known) == len(ranks) else None
+        if node.op_type in ("Squeeze", "Unsqueeze") and node.input:
+            axes = self.axes_of(node)
+            base = self._rank(node.input[0], depth - 1)
+            if base is None or not isinstance(axes, list):
+                return None
+            return base - len(axes) if node.op_type == "Squeeze" else base + len(axes)
+        return None
 
     def shape(self, name: str) -> tuple[int | None, ...] | None:
         if name in self.initializers:
@@ -694,9 +798,12 @@ class _GraphOptimizer:
                 producer = self.producer.get(current)
                 if producer is not None and producer.op_type == "Transpose" and (
                     producer.domain in _DEFAULT_DOMAINS
-                ) and self.transpose_perm(producer) == perm:
-                    return producer
-                return None
+                ):
+                    return producer if self.transpose_perm(producer) == perm else None
+                # Looking ahead, ``pushed`` is the output of a node the Transpose was planned
+                # into: it will carry T(perm) and be pushed past all of its readers the same way
+                # (Swish after a Squeeze, as Keras's Conv1D converts).
+                return _PLANNED
             if not self.only_consumer(current, reader) or current in self.implicit:
                 return None
             producer = self.producer.get(current)
@@ -825,9 +932,10 @@ class _GraphOptimizer:
             self.removed_initializers.add(name)
             return
         node = self.producer.get(name)
-        if node is not None and node.op_type in ("Transpose", "Constant") and (
-            node.domain in _DEFAULT_DOMAINS
-        ) and id(node) not in self.dead:
+        if node is not None and node.domain in _DEFAULT_DOMAINS and id(node) not in self.dead and (
+            node.op_type in ("Transpose", "Constant")
+            or node.op_type in _SHAPE_ONLY and self.const_value(name) is not None
+        ):
             self._remove_node(node)
 
     def _remove_node(self, node: onnx.NodeProto) -> None:
@@ -928,6 +1036,9 @@ class _GraphOptimizer:
         if _is_identity(perm):
             self._drop_identity(node)
             return True
+        # Rule 6.
+        if self._absorb_into_unsqueeze(node, perm):
+            return True
         # Rule 3.
         if output not in self.graph_outputs:
             value = self.const_value(source)
@@ -1004,6 +1115,38 @@ class _GraphOptimizer:
             self._drop_identity(user)
         else:
             self._enqueue(user)
+
+    def _absorb_into_unsqueeze(self, node: onnx.NodeProto, perm: Perm) -> bool:
+        """Rule 6: ``T(p)(Unsqueeze(x, axes))`` where ``p`` only moves the inserted axes is an
+        Unsqueeze that inserts them where ``p`` puts them."""
+        source = node.input[0]
+        unsqueeze = self.producer.get(source)
+        if unsqueeze is None or unsqueeze.op_type != "Unsqueeze" or (
+            unsqueeze.domain not in _DEFAULT_DOMAINS
+        ) or not self.only_consumer(source, node) or source in self.implicit:
+            return False
+        axes = self.axes_of(unsqueeze)
+        inserted = _normalize_axes(axes, len(perm)) if isinstance(axes, list) else None
+        if inserted is None:
+            return False
+        kept = [axis for axis in perm if axis not in inserted]
+        if kept != sorted(kept):
+            return False
+        moved = [i for i, axis in enumerate(perm) if axis in inserted]
+        if self.opset < 13:
+            _set_attr(unsqueeze, "axes", moved)
+        else:
+            order = self.order[id(unsqueeze)]
+            name = self._new_initializer(np.array(moved, np.int64),
+                                         f"{unsqueeze.name or 'Unsqueeze'}_axes", order)
+            self._set_input(unsqueeze, 1, name)
+        shape = self.shapes.pop(source, None)
+        if shape is not None and len(shape) == len(perm):
+            self.shapes[source] = tuple(shape[axis] for axis in perm)
+        logger.debug("absorb %s into %s: axes %s -> %s", node.name, unsqueeze.name, axes, moved)
+        self._set_perm(node, tuple(range(len(perm))))
+        self._drop_identity(node)
+        return True
 
     def _drop_identity(self, node: onnx.NodeProto) -> None:
         source, output = node.input[0], node.output[0]
@@ -1104,7 +1247,7 @@ class _GraphOptimizer:
         new = self.names.fresh(f"{name}_transposed")
         self._record_shape(name, inverse, new, inverse=False)
         compensation = self._new_transpose(name, inverse, new, order)
-        if arriving is not None:
+        if arriving is not None and arriving is not _PLANNED:
             # The compensation waits for the Transpose on its way to cancel it; pushed on first,
             # the two would chase each other round the node.
             self.pinned.add(id(compensation))

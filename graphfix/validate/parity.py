@@ -512,7 +512,9 @@ def _session(model: onnx.ModelProto, providers: list[str], label: str) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.log_severity_level = 3  # errors only: warnings about the model are not ours to print
+    # Fatal only: a run ORT refuses (a dynamic size the model cannot take, retried with the next)
+    # raises with ORT's message, which graphfix reports; ORT's own log would print it again.
+    options.log_severity_level = 4
     try:
         return model_io.ort_session(
             model, optimization="disabled", providers=providers, options=options

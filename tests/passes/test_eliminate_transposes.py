@@ -1042,3 +1042,144 @@ def test_swish_reads_the_pushed_tensor_twice(ort_run, rng):
     result = optimize(model, ort_run, rng, exact=False)
     assert ops(result.model) == ["Sigmoid", "Mul", "ReduceMean"]
     assert not EliminateTransposes()(result.model).modified
+
+
+# ------------------------------------------------------------------ raw tf2onnx patterns
+# Conv1D as tf2onnx writes it: Unsqueeze(axis 1) -> T(0,3,1,2) -> Conv -> T(0,2,3,1) -> Squeeze,
+# the Unsqueeze axes computed from a constant (Cast), as in its output without optimizers.
+CONV1D_TWICE = """
+g (float[N,16,4] x) => (float[N,16,6] y) {
+    ax = Cast <to = 7> (ax32)
+    u = Unsqueeze (x, ax)
+    t = Transpose <perm = [0, 3, 1, 2]> (u)
+    c = Conv <pads = [0, 1, 0, 1]> (t, w1)
+    b = Transpose <perm = [0, 2, 3, 1]> (c)
+    s = Squeeze (b, ax)
+    r = Relu (s)
+    u2 = Unsqueeze (r, ax)
+    t2 = Transpose <perm = [0, 3, 1, 2]> (u2)
+    c2 = Conv <pads = [0, 1, 0, 1]> (t2, w2)
+    b2 = Transpose <perm = [0, 2, 3, 1]> (c2)
+    y = Squeeze (b2, ax)
+}"""
+
+
+def _conv1d_model(body: str) -> onnx.ModelProto:
+    model = parse(body, opset=13)
+    rng = np.random.default_rng(7)
+    model.graph.initializer.extend([
+        numpy_helper.from_array(np.array([1], np.int32), "ax32"),
+        numpy_helper.from_array(rng.standard_normal((5, 4, 1, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.standard_normal((6, 5, 1, 3)).astype(np.float32), "w2"),
+    ])
+    return model
+
+
+def test_conv1d_transposes_are_absorbed_into_the_unsqueezes(ort_run, rng):
+    # Rule 6 plus the folded Cast axes: what stays is the NWC input's and output's Transposes.
+    result = optimize(_conv1d_model(CONV1D_TWICE), ort_run, rng, dims={"N": 2})
+    assert ops(result.model).count("Transpose") == 2
+    assert ops(result.model).count("Conv") == 2
+    unsqueezes = [n for n in result.model.graph.node if n.op_type == "Unsqueeze"]
+    # The second Unsqueeze now inserts the size-1 axis where the Conv wants it (NCHW: axis 2).
+    axes = {i.name: numpy_helper.to_array(i) for i in result.model.graph.initializer}
+    assert [axes[n.input[1]].tolist() if n.input[1] in axes else None for n in unsqueezes][1] \
+        == [2]
+
+
+def test_unsqueeze_negative_permutation_moves_the_kept_axes(ort_run, rng):
+    # T(0,3,1,2) after Unsqueeze(axis 1) also moves C before T: not a size-1 move, kept.
+    model = parse("""
+    g (float[2,16,4] x) => (float[2,4,1,16] y) {
+        u = Unsqueeze (x, ax)
+        y = Transpose <perm = [0, 3, 1, 2]> (u)
+    }""", opset=13)
+    model.graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "ax"))
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Unsqueeze", "Transpose"] and not result.modified
+
+
+def test_unsqueeze_absorbs_a_size_one_move_opset11(ort_run, rng):
+    model = parse("""
+    g (float[2,16,4] x) => (float[2,4,16] y) {
+        u = Unsqueeze <axes = [1]> (x)
+        t = Transpose <perm = [0, 2, 1, 3]> (u)
+        r = Relu (t)
+        y = Squeeze <axes = [2]> (r)
+    }""", opset=11)
+    # u: [2,1,16,4] -> t: [2,16,1,4]: only the inserted axis moves.
+    model.graph.output[0].type.tensor_type.shape.dim[1].dim_value = 16
+    model.graph.output[0].type.tensor_type.shape.dim[2].dim_value = 4
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Unsqueeze", "Relu", "Squeeze"]
+    assert list(result.model.graph.node[0].attribute[0].ints) == [2]
+
+
+def test_transpose_of_a_reshaped_kernel_folds_and_the_reshape_goes(ort_run, rng):
+    # tf2onnx's depthwise kernel: Transpose(Reshape(W[3,3,4,1], [3,3,1,4]), perm 3,2,0,1).
+    model = parse("""
+    g (float[1,4,8,8] x) => (float[1,4,8,8] y) {
+        k = Reshape (w, shape)
+        kt = Transpose <perm = [3, 2, 0, 1]> (k)
+        y = Conv <group = 4, pads = [1, 1, 1, 1]> (x, kt)
+    }""")
+    model.graph.initializer.extend([
+        numpy_helper.from_array(rng.standard_normal((3, 3, 4, 1)).astype(np.float32), "w"),
+        numpy_helper.from_array(np.array([3, 3, 1, 4], np.int64), "shape"),
+    ])
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Conv"]
+    assert {i.name for i in result.model.graph.initializer}.isdisjoint({"w", "shape"})
+    assert result.stats["folded_into_constants"] == 1
+
+
+def test_cast_of_a_constant_operand_is_rewritten_not_compensated(ort_run, rng):
+    model = parse("""
+    g (float[1,4,4,3] x) => (float[1,4,4,3] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        c = Cast <to = 1> (ci)
+        m = Mul (t, c)
+        y = Transpose <perm = [0, 2, 3, 1]> (m)
+    }""")
+    model.graph.initializer.append(numpy_helper.from_array(
+        np.array([1, 2, 3], np.int64).reshape(1, 3, 1, 1), "ci"))
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Mul"]
+
+
+def test_cast_float_to_int_constant_is_not_folded(ort_run, rng):
+    # numpy and ONNX Runtime may round such a cast differently: it stays a computed operand.
+    model = parse("""
+    g (int64[1,4,4,3] x) => (int64[1,4,4,3] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        c = Cast <to = 7> (cf)
+        m = Mul (t, c)
+        y = Transpose <perm = [0, 2, 3, 1]> (m)
+    }""")
+    model.graph.initializer.append(numpy_helper.from_array(
+        np.array([1.5, 2.5, -3.5], np.float32).reshape(1, 3, 1, 1), "cf"))
+    result = optimize(model, ort_run, rng)
+    assert "Cast" in ops(result.model)
+
+
+def test_swish_after_a_squeeze_is_seen_by_the_look_ahead(ort_run, rng):
+    # Conv1D -> Swish -> global average pool: the Transpose is pushed through the Squeeze into
+    # a Swish whose Mul reads the squeezed tensor twice; the look-ahead must see the planned
+    # Transpose arrive at both operands (it used to count a compensation and keep it).
+    model = parse("""
+    g (float[N,16,4] x) => (float[N,6] y) {
+        u = Unsqueeze (x, ax)
+        t = Transpose <perm = [0, 3, 1, 2]> (u)
+        c = Conv <pads = [0, 1, 0, 1]> (t, w2)
+        b = Transpose <perm = [0, 2, 3, 1]> (c)
+        s = Squeeze (b, ax)
+        g = Sigmoid (s)
+        m = Mul (s, g)
+        y = ReduceMean <axes = [1], keepdims = 0> (m)
+    }""", opset=13)
+    model.graph.initializer.extend([
+        numpy_helper.from_array(np.array([1], np.int64), "ax"),
+        numpy_helper.from_array(rng.standard_normal((6, 4, 1, 3)).astype(np.float32), "w2"),
+    ])
+    result = optimize(model, ort_run, rng, exact=False, dims={"N": 2})
+    assert ops(result.model).count("Transpose") == 1
