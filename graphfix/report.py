@@ -371,6 +371,12 @@ def format_bench(bench: dict[str, Any], name: str, other: str | None) -> str:
             f"{_num(offline['speedup'])}x [{_num(offline['ci_low'])}, "
             f"{_num(offline['ci_high'])}]: {offline['verdict']}"
         )
+    both = bench.get("both_offline_speedup")
+    if both:
+        lines.append(
+            f"both with ORT optimizations off: {_num(both['speedup'])}x "
+            f"[{_num(both['ci_low'])}, {_num(both['ci_high'])}]: {both['verdict']}"
+        )
     for label, placement in bench.get("placement", {}).items():
         nodes = ", ".join(f"{p.replace('ExecutionProvider', '')} {n}"
                           for p, n in placement.get("nodes", {}).items())

@@ -7,7 +7,9 @@ For each model: the outputs of graphfix's default pipeline and of each peer (the
 ``compare_peers.py``), then ``graphfix.benchmark(graphfix_output, baseline=peer_output)``:
 both under ORT's defaults on the CPU, interleaved rounds after warm-up, the speedup of
 graphfix over the peer (peer median / graphfix median) with a paired bootstrap interval and a
-verdict. Each comparison is repeated ``--repeats`` times with fresh sessions, so one-shot noise
+verdict. ``--offline`` compares both models with ORT's optimizations off instead (what a
+deployment that loads a pre-optimized model runs); ``--tool graphfix-all`` takes graphfix's
+``--ort-level all`` output as ours. Each comparison is repeated ``--repeats`` times with fresh sessions, so one-shot noise
 shows as such. A speedup of 0.98 or more (graphfix at most 1.02x the peer's latency), or an
 interval that reaches it, is within the acceptance line; the last lines say so per model.
 """
@@ -42,12 +44,15 @@ def main(argv: list[str] | None = None) -> int:
                         default=["onnxsim", "onnxslim", "ort-basic", "ort-extended"])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--offline", action="store_true",
+                        help="both models with ORT's optimizations off")
+    parser.add_argument("--tool", default="graphfix", choices=["graphfix", "graphfix-all"])
     args = parser.parse_args(argv)
     verdicts: list[str] = []
     for name in args.only:
         path = args.corpus / (name if name.endswith(".onnx") else name + ".onnx")
         original = onnx.load(str(path))
-        ours = TOOLS["graphfix"][1](copy.deepcopy(original))
+        ours = TOOLS[args.tool][1](copy.deepcopy(original))
         worst: tuple[float, str] | None = None
         for peer in args.peers:
             module, tool = TOOLS[peer]
@@ -59,12 +64,18 @@ def main(argv: list[str] | None = None) -> int:
                     continue
             theirs = tool(copy.deepcopy(original))
             for repeat in range(args.repeats):
-                result = graphfix.benchmark(ours, baseline=theirs, runs=args.runs)
-                speedup, low, high = result.speedup, result.ci_low, result.ci_high
-                print(f"{name}  vs {peer:13s} repeat {repeat}: graphfix "
-                      f"{result.candidate.median_ms:.2f} ms, {peer} "
-                      f"{result.baseline.median_ms:.2f} ms, speedup {speedup:.3f} "
-                      f"[{low:.3f}, {high:.3f}] {result.verdict}", flush=True)
+                result = graphfix.benchmark(ours, baseline=theirs, runs=args.runs,
+                                            offline=args.offline)
+                comparison, mine, peer_stats = result.comparison, result.candidate, \
+                    result.baseline
+                if args.offline:
+                    comparison = result.both_offline_comparison
+                    mine, peer_stats = result.candidate_offline, result.baseline_offline
+                assert comparison is not None and mine is not None and peer_stats is not None
+                speedup, low, high = comparison.speedup, comparison.ci_low, comparison.ci_high
+                print(f"{name}  vs {peer:13s} repeat {repeat}: {args.tool} "
+                      f"{mine.median_ms:.2f} ms, {peer} {peer_stats.median_ms:.2f} ms, speedup "
+                      f"{speedup:.3f} [{low:.3f}, {high:.3f}] {comparison.verdict}", flush=True)
                 # The upper end of the interval: how fast graphfix may really be.
                 if worst is None or high < worst[0]:
                     worst = (high, f"{peer} repeat {repeat}: {speedup:.3f} [{low:.3f}, {high:.3f}]")

@@ -58,6 +58,7 @@ CUDA, compute nodes left on the CPU provider give a warning.
       "speedup": float|null, "ci_low": float|null, "ci_high": float|null,
       "confidence": float, "verdict": "faster"|"slower"|"no significant difference"|null,
       "offline_speedup": Comparison|null,       # baseline (ORT defaults) vs candidate_offline
+      "both_offline_speedup": Comparison|null,  # baseline_offline vs candidate_offline
       "placement": {"candidate"|"baseline"|...: Placement},
       "warnings": [str]
     }
@@ -193,6 +194,8 @@ class BenchResult:
     baseline_offline: Stats | None = None
     comparison: Comparison | None = None
     offline_comparison: Comparison | None = None
+    # Both models with ORT's optimizations off (deployments that load pre-optimized models).
+    both_offline_comparison: Comparison | None = None
     placement: dict[str, Placement] = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
 
@@ -236,6 +239,9 @@ class BenchResult:
             "ci_high": self.ci_high,
             "confidence": self.comparison.confidence if self.comparison else None,
             "verdict": self.verdict,
+            "both_offline_speedup": (
+                self.both_offline_comparison.to_dict() if self.both_offline_comparison else None
+            ),
             "offline_speedup": (
                 self.offline_comparison.to_dict() if self.offline_comparison else None
             ),
@@ -756,7 +762,7 @@ def benchmark(
                                 created[config.label])
         for config in configs
     }
-    comparison = offline_comparison = None
+    comparison = offline_comparison = both_offline = None
     if baseline is not None:
         comparison = bootstrap_speedup(
             times["baseline"], times["candidate"],
@@ -765,6 +771,10 @@ def benchmark(
         if offline:
             offline_comparison = bootstrap_speedup(
                 times["baseline"], times["candidate_offline"],
+                confidence=confidence, resamples=resamples, seed=seed,
+            )
+            both_offline = bootstrap_speedup(
+                times["baseline_offline"], times["candidate_offline"],
                 confidence=confidence, resamples=resamples, seed=seed,
             )
     result = BenchResult(
@@ -784,6 +794,7 @@ def benchmark(
         baseline_offline=stats.get("baseline_offline"),
         comparison=comparison,
         offline_comparison=offline_comparison,
+        both_offline_comparison=both_offline,
         placement=placements,
         warnings=warnings,
     )

@@ -244,6 +244,8 @@ def test_offline_adds_the_optimizations_off_figures() -> None:
     assert result.candidate_offline.session_create_ms > 0
     offline = result.offline_comparison
     assert offline is not None and offline.ci_low <= offline.speedup <= offline.ci_high
+    both = result.both_offline_comparison
+    assert both is not None and both.ci_low <= both.speedup <= both.ci_high
     assert set(result.placement) == {"candidate", "baseline", "candidate_offline",
                                      "baseline_offline"}
 
@@ -255,7 +257,7 @@ def test_to_dict_is_json_serializable_with_the_documented_keys() -> None:
         "provider", "session_providers", "threads", "warmup", "runs", "seed", "cuda_graph",
         "dynamic_block_base", "allow_spinning", "input_shapes", "candidate", "baseline",
         "candidate_offline", "baseline_offline", "speedup", "ci_low", "ci_high", "confidence",
-        "verdict", "offline_speedup", "placement", "warnings",
+        "verdict", "offline_speedup", "both_offline_speedup", "placement", "warnings",
     } == set(data)
     assert set(data["candidate"]) == {"label", "optimization", "median_ms", "p90_ms", "min_ms",
                                       "mean_ms", "runs", "session_create_ms"}
