@@ -14,10 +14,9 @@ Rules:
    nothing else reads it. An inverse pair composes to the identity and disappears by rule 1.
 3. Fold: ``T(p)(constant)  =>  constant'`` (a new initializer; an initializer that other nodes
    still read is never modified). A constant is an initializer, a Constant node, or a
-   shape-only op (Identity, Reshape, Squeeze, Unsqueeze, Cast) of constants, which raw converter
-   output is full of (``Transpose(Reshape(W, shape))`` for every depthwise kernel); a Cast of a
-   constant is folded where numpy converts as ONNX does; such a
-   chain goes once nothing reads it.
+   shape-only op (Identity, Reshape, Squeeze, Unsqueeze, and Cast where numpy converts as ONNX
+   does) of constants: raw converter output is full of them (``Transpose(Reshape(W, shape))``
+   for every depthwise kernel). Such a chain goes once nothing reads it.
 4. Push: ``N(T(p)(x), ...)  =>  T(p')(N'(x, ...))`` for ``N`` in the handler table, which remaps
    what depends on the axis order:
    a. elementwise unary ops (Relu, Clip, Cast, Sigmoid, ...): ``p' = p``;
@@ -111,6 +110,8 @@ _LOOKAHEAD_BUDGET = 64
 _MAX_SWEEPS = 4
 # How far upstream the cost check looks for a Transpose that will arrive at an operand.
 _CHAIN_DEPTH = 8
+# What the look-ahead finds arriving at an operand when the Transpose is not placed yet.
+_PLANNED = onnx.NodeProto(op_type="Transpose", name="planned")
 # Ops that only reshape their input: applied to constants, rule 3 computes their value (the
 # depthwise kernels tf2onnx writes as Transpose(Reshape(W, shape)) fold into one initializer).
 _SHAPE_ONLY = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze"})
@@ -135,8 +136,6 @@ def _cast(value: np.ndarray, to: int | None) -> np.ndarray | None:
     if value.dtype.kind == "f" and target.kind != "f" or to == onnx.TensorProto.BFLOAT16:
         return None
     return value.astype(target)
-# What the look-ahead finds arriving at an operand when the Transpose is not placed yet.
-_PLANNED = onnx.NodeProto(op_type="Transpose", name="planned")
 
 
 def _is_identity(perm: Sequence[int]) -> bool:
