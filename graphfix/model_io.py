@@ -561,10 +561,12 @@ def ort_session(
 ) -> onnxruntime.InferenceSession:
     """An ONNX Runtime session on an in-memory model, whatever its size.
 
-    ``optimization`` is one of disabled, basic, extended, layout, all. Small models are passed
-    as bytes; weights that stay in their files are read there by ONNX Runtime (the folder is set
-    in ``options``); anything else (a model holding hundreds of MB of weights in memory) goes
-    through a temporary folder with external data, which ONNX Runtime maps instead of copying.
+    ``optimization`` is one of disabled, basic, extended, layout, all. The graph is passed as
+    bytes; large weights held in memory are lent to ONNX Runtime over their own bytes (kept
+    alive with the session) and weights that stay in their files are read there by ONNX Runtime
+    (the folder is set in ``options``). A model holding more than ``_SESSION_BYTES_LIMIT`` of
+    weights in memory, or weights in several folders, goes through a temporary folder with
+    external data, which ONNX Runtime maps instead of copying.
     """
     import onnxruntime as ort
 

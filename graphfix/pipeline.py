@@ -17,7 +17,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
@@ -25,6 +25,9 @@ import graphfix
 from graphfix import model_io, registry
 from graphfix.errors import GraphfixError, ModelSaveError, ParityError, PassError
 from graphfix.report import PassReport, Report, model_facts, op_histogram
+
+if TYPE_CHECKING:
+    from graphfix.validate.parity import ReferenceRun
 
 __all__ = [
     "DEFAULT_PASSES",
@@ -53,6 +56,7 @@ Progress = Callable[[str, int, int], None]
 # of beside them: overlapping holds a second copy of the weights (the reference session's)
 # while the passes run.
 OVERLAP_MAX_WEIGHT_BYTES = 512 * 2**20
+
 
 @dataclasses.dataclass
 class OptimizeResult:
@@ -228,8 +232,10 @@ def optimize(
         if reference_run is not None:
             reference_run.cancel()
         raise
-    if in_place and needs_original:
-        original = model_io.load(loaded.path, load_external_data=False)
+    # The passes rewrote the loaded model in place: the original is read again from its file,
+    # once and only if something asks for it (a parity check whose reference did not run
+    # beside the passes, the guilty-pass search, the benchmark's baseline).
+    original_model = _reader(original, loaded.path if in_place and needs_original else None)
     for pass_report in report.passes:
         report.warnings += [f"{pass_report.name}: {w}" for w in pass_report.warnings]
         if pass_report.skipped and pass_report.skipped not in pass_report.warnings:
@@ -237,11 +243,11 @@ def optimize(
 
     try:
         if verify:
-            _verify(original, optimized, report, pipeline, parity_options, reference_run)
+            _verify(original_model, optimized, report, pipeline, parity_options, reference_run)
         if bench or require_speedup is not None:
             from graphfix.validate.bench import benchmark, require_speedup as check_speedup
 
-            result = benchmark(optimized, baseline=original, **dict(bench_options or {}))
+            result = benchmark(optimized, baseline=original_model(), **dict(bench_options or {}))
             report.bench = result.to_dict()
             report.warnings += list(getattr(result, "warnings", []))
             if require_speedup is not None:
@@ -257,21 +263,34 @@ def optimize(
     return OptimizeResult(optimized, report)
 
 
+def _reader(model: onnx.ModelProto, path: Path | None) -> Callable[[], onnx.ModelProto]:
+    """``model`` on demand, or the model at ``path`` read once, when first asked for."""
+    read: list[onnx.ModelProto] = [] if path is not None else [model]
+
+    def get() -> onnx.ModelProto:
+        if not read:
+            read.append(model_io.load(path, load_external_data=False))
+        return read[0]
+
+    return get
+
+
 def _verify(
-    original: onnx.ModelProto,
+    original: Callable[[], onnx.ModelProto],
     optimized: onnx.ModelProto,
     report: Report,
     pipeline: Sequence[registry.Pass],
     parity_options: dict[str, Any],
-    reference_run: Any = None,
+    reference_run: ReferenceRun | None,
 ) -> None:
     from graphfix.validate.parity import check_parity
 
-    result = check_parity(original, optimized, reference_run=reference_run, **parity_options)
+    result = check_parity(original() if reference_run is None else None, optimized,
+                          reference_run=reference_run, **parity_options)
     report.parity = result.to_dict()
     if result.passed:
         return
-    guilty = _find_guilty_pass(original, pipeline, check_parity, parity_options)
+    guilty = _find_guilty_pass(original(), pipeline, check_parity, parity_options)
     what = result.describe()
     if guilty is None:
         raise ParityError(
@@ -287,7 +306,9 @@ def _verify(
     raise error
 
 
-def _start_reference(original: onnx.ModelProto, parity_options: Mapping[str, Any]) -> Any:
+def _start_reference(
+    original: onnx.ModelProto, parity_options: Mapping[str, Any]
+) -> ReferenceRun | None:
     """The reference side of the parity check, running in the background while the passes
     run (they are mostly one core of Python and a worker process waiting on each other), or
     None for a model whose weights are too large to hold twice (its reference session is then

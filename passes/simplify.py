@@ -11,8 +11,9 @@ Decisions:
    and onnxsim reads that file and writes its output in C++ (``simplify(path,
    output_path=...)``): on the 138 MB U-Net that takes the pass from 2.8 s to 1.3 s, and on a
    415 MB transformer encoder onnxsim's own time from 5-7 s to 1.6-2.5 s against its in-memory
-   entry point, which serializes the model for C++ and parses its result back. An exception, abort or segfault there becomes
-   ``PassResult(skipped=reason)`` with the model unchanged and the run goes on.
+   entry point, which serializes the model for C++ and parses its result back. An exception,
+   abort or segfault there becomes ``PassResult(skipped=reason)`` with the model unchanged and
+   the run goes on.
    Starting the worker costs an interpreter start plus importing onnx and onnxsim.
    ``import onnxsim`` also pulls in torch and sympy when they are installed (for PPQ
    quantization and for printing symbolic MAC counts, neither of which simplification uses;
