@@ -49,6 +49,14 @@ Rules:
    writes every Conv1D as ``Unsqueeze -> T(0,3,1,2) -> Conv -> T(0,2,3,1) -> Squeeze``; once the
    pushes cancel the rest, what is left before each Conv is such a Transpose.
 
+7. Absorb: a consumer that ends the layout takes the Transpose in, and nothing is left to push on:
+   a. ``Shape(T(p)(x))  =>  Gather(Shape(x), p[start:end])``;
+   b. ``MatMul(Flatten(T(p)(x)), W)`` (a Flatten, or a Reshape to ``[batch, features]``, with
+      ``p`` keeping the batch axis first and every other dimension static; the Gemm of a Keras
+      ``Dense`` after ``Flatten`` too)  =>  ``MatMul(Flatten(x), W')`` where ``W'`` is ``W`` with
+      its rows in the untransposed order: the classic ``Conv -> Flatten -> Dense`` head. Each
+      dot product then adds in another order, so this is a sum-like reduction (below).
+
 Boundaries and barriers: graph inputs and outputs keep their names, types, shapes and layout.
 Ops outside the handler table (Resize, Reshape, Flatten, Conv, ...), ops in other domains, and
 nodes holding subgraphs are barriers; the reason is logged at DEBUG. If/Loop/Scan bodies are
@@ -56,8 +64,9 @@ optimized as graphs of their own; a value read from an enclosing scope is never 
 removed under the body that reads it.
 
 Sum-like reductions (ReduceSum, ReduceMean, ReduceL2, ...) add in memory order, so after a push
-the float result can differ in the last bits; ``reorder_reductions=False`` makes them barriers and
-keeps every output bit-identical. Every other rewrite only moves data.
+the float result can differ in the last bits, and so can the dot products of rule 7b;
+``reorder_reductions=False`` makes them barriers and keeps every output bit-identical. Every other
+rewrite only moves data.
 """
 
 from __future__ import annotations
@@ -228,7 +237,15 @@ class _Plan:
     const_inputs: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass
+class _Absorb:
+    """Rule 7: the consumer takes the Transpose in (``kind`` is "shape" or "flatten")."""
+
+    kind: str
+
+
 Handler = Callable[["_GraphOptimizer", onnx.NodeProto, Perm], "_Plan | str"]
+Decision = tuple[int, list[tuple[onnx.NodeProto, "_Plan | _Absorb | None"]]]
 
 
 # ---------------------------------------------------------------- handlers (rule 4)
@@ -487,6 +504,7 @@ class _Stats:
     pushed_through: int = 0
     converted_to_reshape: int = 0
     identity_dropped: int = 0
+    absorbed_by_consumers: int = 0
 
 
 class _Names:
@@ -828,8 +846,11 @@ class _GraphOptimizer:
 
     def consumer_cost(
         self, node: onnx.NodeProto, source: str, perm: Perm, budget: list[int]
-    ) -> tuple[int, _Plan | None] | None:
+    ) -> tuple[int, _Plan | _Absorb | None] | None:
         """Cost of moving ``T(perm)`` on tensor ``source`` past ``node``; None: cannot."""
+        absorb = self.absorber(node, source, perm)
+        if absorb is not None:
+            return 0, absorb
         if node.op_type == "Transpose" and node.domain in _DEFAULT_DOMAINS:
             outer = self.transpose_perm(node)
             if outer is None or len(outer) != len(perm):
@@ -876,6 +897,141 @@ class _GraphOptimizer:
                 cost += self.place_cost(out, out_perm, budget)
         return cost, plan
 
+    def absorber(self, node: onnx.NodeProto, source: str, perm: Perm) -> _Absorb | None:
+        """Rule 7: whether ``node``, reading ``T(perm)`` as ``source``, can take it in."""
+        if node.domain not in _DEFAULT_DOMAINS or not node.input or node.input[0] != source:
+            return None
+        if node.op_type == "Shape":
+            return _Absorb("shape")
+        if node.op_type in ("Flatten", "Reshape") and self.reorder_reductions and (
+            self._flattens_into_weights(node, source, perm)
+        ):
+            return _Absorb("flatten")
+        return None
+
+    def _flattens_into_weights(self, node: onnx.NodeProto, source: str, perm: Perm) -> bool:
+        """Rule 7b: ``node`` flattens ``source`` to ``[batch, features]`` and only MatMul/Gemm
+        with constant weights read the result."""
+        shape = self.shape(source)
+        if perm[0] != 0 or shape is None or len(shape) != len(perm) or source in node.input[1:]:
+            return False
+        if any(d is None or d <= 0 for d in shape[1:]):
+            return False
+        features = int(np.prod(shape[1:]))
+        if node.op_type == "Flatten":
+            axis = _attr(node, "axis", 1)
+            if (axis + len(perm) if axis < 0 else axis) != 1:
+                return False
+        elif not self._reshapes_to(node, shape, features):
+            return False
+        out = node.output[0]
+        users = list(self.consumers.get(out, {}).values())
+        if not users or out in self.graph_outputs or out in self.implicit:
+            return False
+        for user in users:
+            if user.domain not in _DEFAULT_DOMAINS or user.op_type not in ("MatMul", "Gemm"):
+                return False
+            if len(user.input) < 2 or user.input[0] != out or user.input[1] == out:
+                return False
+            if user.op_type == "Gemm" and _attr(user, "transA", 0):
+                return False
+            weights = user.input[1]
+            if not self.is_constant(weights):
+                return False
+            weight_shape = self.shape(weights) if weights in self.initializers else None
+            if weight_shape is None:
+                value = self.const_value(weights)
+                weight_shape = None if value is None else value.shape
+            side = 1 if user.op_type == "Gemm" and _attr(user, "transB", 0) else 0
+            if weight_shape is None or len(weight_shape) != 2 or weight_shape[side] != features:
+                return False
+        return True
+
+    def _reshapes_to(
+        self, node: onnx.NodeProto, shape: tuple[int | None, ...], features: int
+    ) -> bool:
+        """Whether Reshape ``node`` of a tensor of ``shape`` gives ``[shape[0], features]``."""
+        source = node.input[0]
+        if self.opset < 5:
+            target: list[int | tuple[str, int]] | None = list(_attr(node, "shape") or []) or None
+        else:
+            target = self.shape_entries(node.input[1]) if len(node.input) > 1 else None
+        if target is None:
+            out = self.shape(node.output[0])  # shape inference's word
+            return out is not None and len(out) == 2 and out[1] == features
+        if len(target) != 2:
+            return False
+        batch, rest = target
+        if rest == features:
+            return True  # the batch entry can then only be the batch
+        producer = self.producer.get(source)
+        batch_of = {source}
+        if producer is not None and producer.op_type == "Transpose":
+            batch_of.add(producer.input[0])  # its perm keeps the batch first (checked above)
+        return rest == -1 and (
+            batch == 0 and not _attr(node, "allowzero", 0)
+            or shape[0] is not None and batch == shape[0]
+            or isinstance(batch, tuple) and batch[1] == 0 and batch[0] in batch_of
+        )
+
+    def shape_entries(self, name: str, depth: int = _CHAIN_DEPTH
+                      ) -> list[int | tuple[str, int]] | None:
+        """The value of a 1-D int64 tensor a converter computes from ``Shape`` (tf2onnx's and
+        PyTorch's ``Reshape(x, Concat(Shape(x)[0:1], [-1]))``): each entry an int, or
+        ``(tensor, axis)`` for a dimension of a tensor; None when it is not such a tensor."""
+        value = self.const_value(name)
+        if value is not None:
+            if value.ndim > 1 or not np.issubdtype(value.dtype, np.integer):
+                return None
+            return [int(v) for v in value.reshape(-1)]
+        node = self.producer.get(name)
+        if node is None or depth <= 0 or node.domain not in _DEFAULT_DOMAINS or not node.input:
+            return None
+        op = node.op_type
+        if op == "Shape":
+            rank = self.rank(node.input[0])
+            if rank is None:
+                return None
+            start, end = (_attr(node, key, default) for key, default in
+                          (("start", 0), ("end", rank)))
+            start, end = (min(max(i + rank if i < 0 else i, 0), rank) for i in (start, end))
+            return [(node.input[0], axis) for axis in range(start, end)]
+        if op in ("Identity", "Squeeze", "Unsqueeze") or op == "Cast" and _attr(node, "to") in (
+            onnx.TensorProto.INT32, onnx.TensorProto.INT64
+        ):
+            return self.shape_entries(node.input[0], depth - 1)
+        if op == "Concat":
+            parts = [self.shape_entries(i, depth - 1) for i in node.input]
+            if any(part is None for part in parts):
+                return None
+            return [entry for part in parts for entry in part]  # type: ignore[union-attr]
+        data = self.shape_entries(node.input[0], depth - 1)
+        if data is None:
+            return None
+        if op == "Gather" and len(node.input) > 1 and _attr(node, "axis", 0) == 0:
+            indices = self.const_value(node.input[1])
+            if indices is None or indices.ndim > 1:
+                return None
+            picked = [int(i) + len(data) if int(i) < 0 else int(i) for i in indices.reshape(-1)]
+            return None if any(i < 0 or i >= len(data) for i in picked) else [
+                data[i] for i in picked]
+        if op == "Slice" and self.opset >= 10:
+            bounds = [self.const_value(i) if i else None for i in node.input[1:5]]
+            if bounds[0] is None or bounds[1] is None or bounds[0].size != 1 or (
+                bounds[1].size != 1
+            ):
+                return None
+            if len(bounds) > 2 and bounds[2] is not None and int(bounds[2].reshape(-1)[0]) not in (
+                0, -1
+            ):
+                return None
+            step = 1 if len(bounds) < 4 or bounds[3] is None else int(bounds[3].reshape(-1)[0])
+            if step != 1:
+                return None
+            start, end = (int(np.clip(int(b.reshape(-1)[0]), -2**62, 2**62)) for b in bounds[:2])
+            return data[slice(start, end)]
+        return None
+
     def place_cost(self, name: str, perm: Perm, budget: list[int]) -> int:
         """Transposes that remain from putting ``T(perm)`` on ``name`` and pushing it on: at most
         1 (it stays where it is), less when it can travel on and cancel."""
@@ -884,9 +1040,7 @@ class _GraphOptimizer:
         decision = self.push_cost(name, perm, budget)
         return 1 if decision is None else min(1, decision[0])
 
-    def push_cost(
-        self, name: str, perm: Perm, budget: list[int]
-    ) -> tuple[int, list[tuple[onnx.NodeProto, _Plan | None]]] | None:
+    def push_cost(self, name: str, perm: Perm, budget: list[int]) -> Decision | None:
         """Change in the number of Transposes from moving ``T(perm)`` on ``name`` past all of
         its consumers (the Transpose itself not counted); None when one of them refuses."""
         if name in self.graph_outputs or name in self.implicit:
@@ -898,7 +1052,7 @@ class _GraphOptimizer:
         if budget[0] < 0:
             return None
         total = 0
-        plans: list[tuple[onnx.NodeProto, _Plan | None]] = []
+        plans: list[tuple[onnx.NodeProto, _Plan | _Absorb | None]] = []
         for user in users:
             result = self.consumer_cost(user, name, perm, budget)
             if result is None:
@@ -1081,15 +1235,15 @@ class _GraphOptimizer:
             source = self.renamed.get(source, source)
             if plan is None:
                 self._compose_into(user, source, perm)
+            elif isinstance(plan, _Absorb):
+                self._absorb(user, plan, output, source, perm)
             else:
                 self._apply(user, plan, output, source, perm)
         if id(node) not in self.dead:
             self._remove_node(node)
         return True
 
-    def _free_step(
-        self, name: str, perm: Perm
-    ) -> tuple[int, list[tuple[onnx.NodeProto, _Plan | None]]] | None:
+    def _free_step(self, name: str, perm: Perm) -> Decision | None:
         users = list(self.consumers.get(name, {}).values())
         if len(users) != 1 or name in self.graph_outputs or name in self.implicit:
             return None
@@ -1218,6 +1372,54 @@ class _GraphOptimizer:
             producer = self.producer.get(name)
             if producer is not None and producer.op_type == "Transpose":
                 self._enqueue(producer)
+
+    def _absorb(
+        self, user: onnx.NodeProto, plan: _Absorb, transposed: str, source: str, perm: Perm
+    ) -> None:
+        """Rule 7: ``user`` reads ``source`` instead of ``T(perm)(source)``."""
+        order = self.order[id(user)]
+        label = user.name or user.op_type
+        if plan.kind == "shape":
+            rank = len(perm)
+            start, end = (_attr(user, key, default) for key, default in
+                          (("start", 0), ("end", rank)))
+            start, end = (min(max(i + rank if i < 0 else i, 0), rank) for i in (start, end))
+            picked = list(perm[start:end])
+            out = user.output[0]
+            if picked != list(range(start, end)):
+                del user.attribute[:]
+                whole = self.names.fresh(f"{out}_untransposed")
+                self.shapes[whole] = (rank,)
+                user.output[0] = whole
+                self.producer[whole] = user
+                indices = self._new_initializer(np.array(picked, np.int64),
+                                                f"{label}_perm", order)
+                gather = onnx.helper.make_node("Gather", [whole, indices], [out], axis=0,
+                                               name=self.names.fresh(f"{label}_gather"))
+                self._add_node(gather, order)
+        else:
+            shape = self.shape(transposed)
+            assert shape is not None
+            untransposed = [0] * len(perm)  # dims 1.. of the source (the batch stays first)
+            for i, axis in enumerate(perm[1:], 1):
+                untransposed[axis] = int(shape[i])  # type: ignore[arg-type]
+            positions = np.arange(int(np.prod(untransposed[1:]))).reshape(untransposed[1:])
+            # positions[j] of the transposed flattening is row j's place in the untransposed one
+            positions = positions.transpose([axis - 1 for axis in perm[1:]]).reshape(-1)
+            rows = np.argsort(positions)
+            for reader in list(self.consumers.get(user.output[0], {}).values()):
+                weights = reader.input[1]
+                value = self.const_value(weights)
+                assert value is not None
+                side = 1 if reader.op_type == "Gemm" and _attr(reader, "transB", 0) else 0
+                moved = np.ascontiguousarray(np.take(value, rows, axis=side))
+                name = self._new_initializer(moved, f"{weights}_reordered",
+                                             self.order[id(reader)])
+                self._set_input(reader, 1, name)
+                self.stats.folded_into_constants += 1
+        self._set_input(user, 0, source)
+        self.stats.absorbed_by_consumers += 1
+        self.modified = True
 
     def _untranspose_operand(self, name: str, inverse: Perm, rank: int, order: int) -> str:
         """``name`` expressed in the untransposed layout (case 4b)."""
@@ -1383,7 +1585,7 @@ def _shape_facts(
         else:
             graph.initializer.add(name=init.name, data_type=init.data_type, dims=init.dims)
     try:
-        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False)
+        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
     except Exception as error:  # onnx raises several types (InferenceError, ValueError, ...)
         logger.debug("shape inference failed, going on with declared shapes: %s", error)
         inferred = light
@@ -1464,6 +1666,7 @@ class EliminateTransposes(Pass):
                 "pushed_through": stats.pushed_through,
                 "converted_to_reshape": stats.converted_to_reshape,
                 "identity_dropped": stats.identity_dropped,
+                "absorbed_by_consumers": stats.absorbed_by_consumers,
             },
         )
 

@@ -6,7 +6,8 @@
 Builds Keras models with random weights (``keras.applications`` with ``weights=None``, and small
 models for the layer families the applications lack: Conv1D, Conv3D, separable and depthwise
 convolutions with LayerNormalization, cropping and padding, a U-Net with Conv2DTranspose and skip
-Concatenate) and converts each with tf2onnx (opset 17, dynamic batch) in three styles:
+Concatenate, and a mix of GroupNormalization, PReLU, bilinear UpSampling2D, channel Softmax,
+global max pooling, Permute and MultiHeadAttention over the spatial tokens) and converts each with tf2onnx (opset 17, dynamic batch) in three styles:
 ``raw`` (tf2onnx's graph optimizers all off: what its converter alone writes), ``notranspose``
 (every optimizer but its transpose optimizer) and ``tf2onnx`` (all of them, tf2onnx's own
 answer, for reference). Then, per model in the first two styles: Transposes and nodes before,
@@ -84,8 +85,25 @@ def _sepconv(keras: Any) -> Any:
     return keras.Model(x, layers.Dense(4)(layers.Reshape((-1, 8))(h)))
 
 
+def _mixed(keras: Any) -> Any:
+    layers = keras.layers
+    x = keras.Input((32, 32, 8))
+    h = layers.Conv2D(16, 3, padding="same", dilation_rate=2)(x)
+    h = layers.GroupNormalization(groups=4)(h)
+    h = layers.PReLU(shared_axes=[1, 2])(h)
+    h = layers.UpSampling2D(interpolation="bilinear")(layers.MaxPooling2D()(h))
+    h = layers.Softmax(axis=-1)(layers.DepthwiseConv2D(3, strides=1, padding="same")(h))
+    g = layers.Reshape((1, 1, 16))(layers.GlobalMaxPooling2D()(h))
+    h = layers.ELU()(layers.Multiply()([h, g]))
+    tokens = layers.Reshape((-1, 16))(layers.Conv2D(16, 2, strides=2)(h))
+    tokens = layers.MultiHeadAttention(num_heads=2, key_dim=8)(tokens, tokens)
+    pooled = layers.GlobalAveragePooling1D()(tokens)
+    side = layers.Flatten()(layers.Permute((3, 1, 2))(layers.AveragePooling2D(8)(h)))
+    return keras.Model(x, layers.Concatenate()([pooled, side]))
+
+
 CUSTOM: dict[str, Callable[[Any], Any]] = {
-    "unet": _unet, "conv1d": _conv1d, "conv3d": _conv3d, "sepconv": _sepconv,
+    "unet": _unet, "conv1d": _conv1d, "conv3d": _conv3d, "sepconv": _sepconv, "mixed": _mixed,
 }
 
 

@@ -1183,3 +1183,124 @@ def test_swish_after_a_squeeze_is_seen_by_the_look_ahead(ort_run, rng):
     ])
     result = optimize(model, ort_run, rng, exact=False, dims={"N": 2})
     assert ops(result.model).count("Transpose") == 1
+
+
+# ------------------------------------------------------------------ rule 7
+def transposes(model: onnx.ModelProto) -> int:
+    return ops(model).count("Transpose")
+
+
+def test_shape_of_the_transposed_tensor_becomes_a_gather(ort_run, rng):
+    model = parse("""
+    g (float[N,8,6,3] x) => (float[N,8,6,3] y, int64[4] s, int64[2] hw, int64[1] c) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        s = Shape (t)
+        hw = Shape <start = -2> (t)
+        c = Shape <start = 1, end = 2> (t)
+        r = Relu (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (r)
+    }""")
+    result = optimize(model, ort_run, rng, dims={"N": 3})
+    assert transposes(result.model) == 0
+    assert ops(result.model).count("Gather") == 3
+    assert result.stats["absorbed_by_consumers"] == 3
+
+
+def test_shape_slice_the_permutation_keeps_needs_no_gather(ort_run, rng):
+    model = parse("""
+    g (float[N,8,6,3] x) => (float[N,8,6,3] y, int64[1] n) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        n = Shape <end = 1> (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (t)
+    }""")
+    result = optimize(model, ort_run, rng, dims={"N": 3})
+    assert ops(result.model) == ["Shape", "Identity"]
+
+
+FLATTEN_HEAD = """
+g (float[N,3,4,5] x) => (float[N,7] y) {{
+    t = Transpose <perm = [0, 2, 3, 1]> (x)
+    f = {flatten}
+    y = MatMul (f, w0)
+}}"""
+
+
+def flatten_head(flatten: str, rng, *, weights: tuple[int, int] = (60, 7), extra: dict | None = None
+                 ) -> onnx.ModelProto:
+    model = parse(FLATTEN_HEAD.format(flatten=flatten))
+    model.graph.initializer.append(
+        numpy_helper.from_array(rng.standard_normal(weights).astype(np.float32), "w0"))
+    for name, value in (extra or {}).items():
+        model.graph.initializer.append(numpy_helper.from_array(value, name))
+    return model
+
+
+@pytest.mark.parametrize("flatten, extra", [
+    ("Flatten <axis = 1> (t)", None),
+    ("Flatten <axis = -3> (t)", None),
+    ("Reshape (t, shape)", {"shape": np.array([-1, 60], np.int64)}),
+    ("Reshape (t, shape)", {"shape": np.array([0, -1], np.int64)}),
+])
+def test_flatten_into_constant_weights_reorders_their_rows(flatten, extra, ort_run, rng):
+    model = flatten_head(flatten, rng, extra=extra)
+    result = optimize(model, ort_run, rng, exact=False, dims={"N": 3})
+    assert transposes(result.model) == 0
+    assert result.stats["absorbed_by_consumers"] == 1
+    assert [i.name for i in result.model.graph.initializer if i.name == "w0"] == []
+
+
+def test_flatten_with_a_shape_computed_at_run_time(ort_run, rng):
+    # tf2onnx's Keras Flatten: Reshape(t, Concat(Shape(t)[0:1], [-1])).
+    model = flatten_head("Reshape (t, shape)", rng, extra={
+        "start": np.array([0], np.int64), "end": np.array([1], np.int64),
+        "minus_one": np.array([-1], np.int64)})
+    shape_nodes = parse("""
+    g (float[N,4,5,3] t) => (int64[2] shape) {
+        full = Shape (t)
+        batch = Slice (full, start, end)
+        shape = Concat <axis = 0> (batch, minus_one)
+    }""").graph.node
+    model.graph.node.insert(1, shape_nodes[2])
+    model.graph.node.insert(1, shape_nodes[1])
+    model.graph.node.insert(1, shape_nodes[0])
+    result = optimize(model, ort_run, rng, exact=False, dims={"N": 3})
+    assert transposes(result.model) == 0
+
+
+def test_gemm_trans_b_reorders_the_weight_columns(ort_run, rng):
+    model = flatten_head("Flatten (t)", rng, weights=(7, 60), extra={
+        "bias": rng.standard_normal(7).astype(np.float32)})
+    model.graph.node[-1].CopyFrom(helper.make_node("Gemm", ["f", "w0", "bias"], ["y"], transB=1))
+    result = optimize(model, ort_run, rng, exact=False, dims={"N": 3})
+    assert transposes(result.model) == 0
+
+
+@pytest.mark.parametrize("case", ["exact", "batch moved", "not a flatten", "weights computed",
+                                  "flatten read elsewhere", "transA"])
+def test_flatten_negative(case, ort_run, rng):
+    flatten, extra, options = "Flatten (t)", None, {}
+    if case == "exact":
+        options = {"reorder_reductions": False}
+    elif case == "not a flatten":
+        flatten, extra = "Reshape (t, shape)", {"shape": np.array([-1, 12], np.int64)}
+    model = flatten_head(flatten, rng, weights=(12, 7) if case == "not a flatten" else (60, 7),
+                         extra=extra)
+    if case == "batch moved":
+        model.graph.node[0].attribute[0].ints[:] = [1, 0, 2, 3]
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 3
+        model.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 3
+    elif case == "weights computed":
+        model.graph.node.insert(2, helper.make_node("Relu", ["w0"], ["w_relu"]))
+        model.graph.node[-1].input[1] = "w_relu"
+    elif case == "flatten read elsewhere":
+        model.graph.node.append(helper.make_node("Relu", ["f"], ["z"]))
+        model.graph.output.append(
+            helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 60]))
+    elif case == "transA":
+        model = flatten_head(flatten, rng, weights=(7, 7))
+        model.graph.node[-1].CopyFrom(helper.make_node("Gemm", ["f", "w0"], ["y"], transA=1))
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 7
+        model.graph.output[0].type.tensor_type.shape.dim[0].dim_value = 60
+    result = optimize(model, ort_run, rng, dims={"N": 3}, **options)
+    assert transposes(result.model) == 1
+    assert result.stats["absorbed_by_consumers"] == 0
