@@ -34,7 +34,12 @@ Rules:
       flattened to 2-D at ``axis``, so the push happens only when ``p`` leaves the trailing
       block ``axis..r-1`` in place;
    h. Squeeze (``p'`` shrinks) and Unsqueeze (``p'`` grows, new axes stay in place);
-   i. QuantizeLinear / DequantizeLinear: per-axis ``axis -> p[axis]`` (blocked: barrier).
+   i. QuantizeLinear / DequantizeLinear: per-axis ``axis -> p[axis]`` (blocked: barrier);
+   j. Reshape that only splits and merges whole axes (GroupNormalization's
+      ``[N,H,W,C] -> [N,H,W,G,C/G]``), where each merged group comes from consecutive axes in
+      order: the target is rewritten in the untransposed order and ``p'`` moves the groups as
+      ``p`` did. The target may be computed from ``Shape`` (the batch read at run time); every
+      other dimension must be static and not 1.
    A push happens only when it lowers the number of Transposes: the cost check counts the
    Transposes removed, the compensations added (none when an operand already has that Transpose,
    or when another Transpose is on its way to it through elementwise ops) and, looking ahead,
@@ -58,7 +63,7 @@ Rules:
       dot product then adds in another order, so this is a sum-like reduction (below).
 
 Boundaries and barriers: graph inputs and outputs keep their names, types, shapes and layout.
-Ops outside the handler table (Resize, Reshape, Flatten, Conv, ...), ops in other domains, and
+Ops outside the handler table (Resize, Flatten, Conv, ...), ops in other domains, and
 nodes holding subgraphs are barriers; the reason is logged at DEBUG. If/Loop/Scan bodies are
 optimized as graphs of their own; a value read from an enclosing scope is never rewired or
 removed under the body that reads it.
@@ -124,6 +129,16 @@ _PLANNED = onnx.NodeProto(op_type="Transpose", name="planned")
 # Ops that only reshape their input: applied to constants, rule 3 computes their value (the
 # depthwise kernels tf2onnx writes as Transpose(Reshape(W, shape)) fold into one initializer).
 _SHAPE_ONLY = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze"})
+# Ops whose output's first dimension is their first input's (besides elementwise ops).
+_KEEPS_FIRST_DIM = frozenset({
+    "AveragePool", "BatchNormalization", "Conv", "ConvTranspose", "GlobalAveragePool",
+    "GlobalMaxPool", "InstanceNormalization", "LRN", "LayerNormalization", "LogSoftmax", "LpPool",
+    "MaxPool", "Softmax",
+})
+# Side-effect-free ops converters compute Reshape targets with: once a rewrite leaves such a
+# computation unread, it goes.
+_SHAPE_MATH = frozenset({"Cast", "Concat", "Gather", "Identity", "Shape", "Slice", "Squeeze",
+                         "Unsqueeze"})
 # Ops whose output has the rank of their first input (for graphs shape inference left blank,
 # where a converter computed an axes input).
 _SAME_RANK = frozenset({
@@ -460,6 +475,82 @@ def _unsqueeze(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | 
     return _Plan(out_perms=[tuple(out_perm)], data_slots=(0,))
 
 
+def _reshape(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4j.
+    source = g.source
+    if node.input[0] != source or source in node.input[1:]:
+        return "reads the transposed tensor as its shape"
+    if _attr(node, "allowzero", 0):
+        return "allowzero"
+    shape = g.shape(source)
+    if shape is None or len(shape) != len(perm):
+        return "input shape unknown"
+    target = g.reshape_target(node, shape)
+    if isinstance(target, str):
+        return target
+    batch = shape[0] is None
+    if batch and (target[0] is not None or perm[0] != 0):
+        return "the dynamic batch does not stay the first axis on its own"
+    offset = int(batch)
+    if None in shape[offset:] or None in target[offset:]:
+        return "dynamic dimensions besides the batch"
+    static_in = [int(d) for d in shape[offset:]]  # type: ignore[arg-type]
+    static_out = [int(d) for d in target[offset:]]  # type: ignore[arg-type]
+    if 1 in static_in or 1 in static_out:
+        return "size-1 dimensions"  # they could belong to either neighbour's group
+    matched = _reshape_groups(static_in, static_out)
+    if matched is None:
+        return "the reshape does not split or merge whole axes"
+    groups = [([0], [0])] * offset + [
+        ([i + offset for i in ins], [j + offset for j in outs]) for ins, outs in matched]
+    # Each group of transposed axes must come from consecutive source axes, in order.
+    for ins, _ in groups:
+        first = perm[ins[0]]
+        if [perm[i] for i in ins] != list(range(first, first + len(ins))):
+            return "a merged group of axes is permuted inside"
+    new_target: list[int] = []
+    out_perm = [0] * len(target)
+    for ins, outs in sorted(groups, key=lambda group: perm[group[0][0]]):
+        for j in outs:
+            out_perm[j] = len(new_target)
+            new_target.append(0 if target[j] is None else int(target[j]))  # type: ignore[arg-type]
+    plan = _Plan(out_perms=[tuple(out_perm)], data_slots=(0,))
+    if g.opset < 5:
+        plan.attrs["shape"] = new_target
+    else:
+        plan.const_inputs[1] = np.array(new_target, np.int64)
+    return plan
+
+
+def _reshape_groups(
+    dims_in: list[int], dims_out: list[int]
+) -> list[tuple[list[int], list[int]]] | None:
+    """The finest pairing of consecutive input axes with consecutive output axes of equal size
+    (a Reshape that only splits and merges axes); None when the products never line up."""
+    groups = []
+    i = j = 0
+    while i < len(dims_in) and j < len(dims_out):
+        ins, outs = [i], [j]
+        size_in, size_out = dims_in[i], dims_out[j]
+        while size_in != size_out:
+            if size_in < size_out:
+                i += 1
+                if i == len(dims_in):
+                    return None
+                ins.append(i)
+                size_in *= dims_in[i]
+            else:
+                j += 1
+                if j == len(dims_out):
+                    return None
+                outs.append(j)
+                size_out *= dims_out[j]
+        groups.append((ins, outs))
+        i += 1
+        j += 1
+    return groups if i == len(dims_in) and j == len(dims_out) else None
+
+
 def _quantize(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
     # Case 4i.
     if _attr(node, "block_size", 0):
@@ -495,6 +586,7 @@ _PUSH_THROUGH: dict[str, Handler] = {
     "Unsqueeze": _unsqueeze,
     "QuantizeLinear": _quantize,
     "DequantizeLinear": _quantize,
+    "Reshape": _reshape,
 }
 
 
@@ -535,6 +627,7 @@ class _GraphOptimizer:
         names: _Names,
         shapes: dict[str, tuple[int | None, ...]],
         elem_types: dict[str, int],
+        leading: dict[str, str],
         stats: _Stats,
         reorder_reductions: bool,
     ) -> None:
@@ -544,6 +637,7 @@ class _GraphOptimizer:
         self.names = names
         self.shapes = shapes
         self.elem_types = elem_types
+        self.leading = leading
         self.stats = stats
         self.reorder_reductions = reorder_reductions
         self.modified = False
@@ -964,15 +1058,104 @@ class _GraphOptimizer:
         batch, rest = target
         if rest == features:
             return True  # the batch entry can then only be the batch
-        producer = self.producer.get(source)
-        batch_of = {source}
-        if producer is not None and producer.op_type == "Transpose":
-            batch_of.add(producer.input[0])  # its perm keeps the batch first (checked above)
         return rest == -1 and (
             batch == 0 and not _attr(node, "allowzero", 0)
             or shape[0] is not None and batch == shape[0]
-            or isinstance(batch, tuple) and batch[1] == 0 and batch[0] in batch_of
+            or isinstance(batch, tuple) and batch[1] == 0 and self.same_batch(batch[0], source)
         )
+
+    def same_batch(self, tensor: str, source: str) -> bool:
+        """Whether ``tensor``'s first dimension is ``source``'s (a converter reads the batch off
+        another tensor than the one it reshapes)."""
+        if tensor == source:
+            return True
+        producer = self.producer.get(source)
+        if producer is not None and producer.op_type == "Transpose" and (
+            producer.input[0] == tensor and (self.transpose_perm(producer) or (1,))[0] == 0
+        ):
+            return True
+        symbol = self.leading.get(source)
+        if symbol is not None and self.leading.get(tensor) == symbol:
+            return True
+        return self._batch_root(tensor) == self._batch_root(source)
+
+    def _batch_root(self, name: str) -> str:
+        """The furthest tensor up a chain of ops that keep a dynamic first dimension as it is
+        (shape inference names it afresh after a Reshape)."""
+        for _ in range(4 * _CHAIN_DEPTH):
+            shape = self.shape(name)
+            node = self.producer.get(name)
+            if not shape or shape[0] is not None or node is None or not node.input or (
+                node.domain not in _DEFAULT_DOMAINS
+            ):
+                return name
+            op, upstream = node.op_type, None
+            if op in ELEMENTWISE_UNARY or op in _KEEPS_FIRST_DIM or op == "Transpose" and (
+                self.transpose_perm(node) or (1,)
+            )[0] == 0:
+                upstream = node.input[0]
+            elif op in BROADCAST_BINARY:
+                upstream = next((i for i in node.input if i and (self.shape(i) or (0,))[0] is None
+                                 and len(self.shape(i) or ()) == len(shape)), None)
+            elif op == "Reshape" and len(node.input) > 1:
+                entries = self.shape_entries(node.input[1])
+                rest = [e for e in entries[1:] if isinstance(e, int)] if entries else []
+                source_shape = self.shape(node.input[0])
+                if entries and entries[0] in (0, -1) and len(rest) == len(entries) - 1 and (
+                    source_shape and None not in source_shape[1:] and source_shape[0] is None
+                    and int(np.prod(source_shape[1:])) == int(np.prod(rest))
+                ):
+                    upstream = node.input[0]
+            if upstream is None:
+                return name
+            name = upstream
+        return name
+
+    def reshape_target(
+        self, node: onnx.NodeProto, shape: tuple[int | None, ...]
+    ) -> list[int | None] | str:
+        """Reshape ``node``'s output shape for an input of ``shape`` (None: the input's dynamic
+        batch, copied), or why it is not known."""
+        if self.opset < 5:
+            entries: list[int | tuple[str, int]] | None = list(_attr(node, "shape") or [])
+        else:
+            entries = self.shape_entries(node.input[1]) if len(node.input) > 1 else None
+        if not entries:
+            return "target shape not known"
+        source = node.input[0]
+        target: list[int | None] = []
+        for k, entry in enumerate(entries):
+            if isinstance(entry, tuple):
+                tensor, axis = entry
+                dims = self.shape(tensor)
+                if axis == 0 and shape[0] is None and self.same_batch(tensor, source):
+                    target.append(None)
+                    continue
+                if dims is None or axis >= len(dims) or dims[axis] is None:
+                    return "target shape computed from an unknown dimension"
+                entry = dims[axis]  # type: ignore[assignment]
+            if entry == 0:
+                if k >= len(shape):
+                    return "target copies a dimension the input lacks"
+                target.append(shape[k])
+            elif entry == -1 or int(entry) > 0:  # type: ignore[arg-type]
+                target.append(int(entry))  # type: ignore[arg-type]
+            else:
+                return "invalid target shape"
+        if target.count(-1) > 1 or shape.count(None) > 1 or target.count(None) > 1:
+            return "target shape not known"
+        if -1 in target:
+            total = int(np.prod([d for d in shape if d is not None]))
+            known = int(np.prod([d for d in target if d is not None and d != -1]))
+            if known == 0 or total % known:
+                return "invalid target shape"
+            # With a dynamic batch, -1 is the batch when the other entries take the rest.
+            inferred = None if None in shape and None not in target and total == known else (
+                total // known)
+            target[target.index(-1)] = inferred
+        if target.count(None) != shape.count(None):
+            return "the dynamic dimension is merged or split"
+        return target
 
     def shape_entries(self, name: str, depth: int = _CHAIN_DEPTH
                       ) -> list[int | tuple[str, int]] | None:
@@ -1088,6 +1271,7 @@ class _GraphOptimizer:
         if node is not None and node.domain in _DEFAULT_DOMAINS and id(node) not in self.dead and (
             node.op_type in ("Transpose", "Constant")
             or node.op_type in _SHAPE_ONLY and self.const_value(name) is not None
+            or node.op_type in _SHAPE_MATH and len(node.output) == 1
         ):
             self._remove_node(node)
 
@@ -1564,9 +1748,10 @@ class _GraphOptimizer:
 
 def _shape_facts(
     model: onnx.ModelProto,
-) -> tuple[dict[str, tuple[int | None, ...]], dict[str, int]]:
-    """Static shapes (None for unknown dims) and element types from ONNX shape inference, run on
-    a copy that carries only the small initializers' data."""
+) -> tuple[dict[str, tuple[int | None, ...]], dict[str, int], dict[str, str]]:
+    """Static shapes (None for unknown dims), element types, and the symbol of a symbolic first
+    dimension (the batch, as inference names it) from ONNX shape inference, run on a copy that
+    carries only the small initializers' data."""
     light = onnx.ModelProto()
     light.ir_version = model.ir_version
     light.opset_import.extend(model.opset_import)
@@ -1591,6 +1776,7 @@ def _shape_facts(
         inferred = light
     shapes: dict[str, tuple[int | None, ...]] = {}
     types: dict[str, int] = {}
+    leading: dict[str, str] = {}
 
     def collect(g: onnx.GraphProto) -> None:
         for info in (*g.input, *g.output, *g.value_info):
@@ -1599,15 +1785,18 @@ def _shape_facts(
                 continue
             types[info.name] = tensor_type.elem_type
             if tensor_type.HasField("shape"):
+                dims = tensor_type.shape.dim
                 shapes[info.name] = tuple(
-                    d.dim_value if d.HasField("dim_value") else None for d in tensor_type.shape.dim
+                    d.dim_value if d.HasField("dim_value") else None for d in dims
                 )
+                if dims and dims[0].HasField("dim_param") and dims[0].dim_param:
+                    leading[info.name] = dims[0].dim_param
         for node in g.node:
             for sub in subgraphs(node):
                 collect(sub)
 
     collect(inferred.graph)
-    return shapes, types
+    return shapes, types, leading
 
 
 def _graphs_bottom_up(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -1645,11 +1834,11 @@ class EliminateTransposes(Pass):
             taken: set[str] = set()
             _all_names(model.graph, taken)
             names = _Names(taken)
-            shapes, elem_types = _shape_facts(model)
+            shapes, elem_types, leading = _shape_facts(model)
             for graph in list(_graphs_bottom_up(model.graph)):
                 optimizer = _GraphOptimizer(
                     graph, opset=opset, ir_version=model.ir_version, names=names,
-                    shapes=shapes, elem_types=elem_types, stats=stats,
+                    shapes=shapes, elem_types=elem_types, leading=leading, stats=stats,
                     reorder_reductions=self.reorder_reductions,
                 )
                 optimizer.run()

@@ -1304,3 +1304,75 @@ def test_flatten_negative(case, ort_run, rng):
     result = optimize(model, ort_run, rng, dims={"N": 3}, **options)
     assert transposes(result.model) == 1
     assert result.stats["absorbed_by_consumers"] == 0
+
+
+# ------------------------------------------------------------------ case 4j: Reshape
+def test_reshape_splitting_the_channels_pushes_and_cancels(ort_run, rng):
+    # GroupNormalization in NHWC: channels split into groups, normalized, merged back.
+    model = parse("""
+    g (float[N,4,4,6] x) => (float[N,4,4,6] y) <int64[5] split = {0, 4, 4, 2, 3},
+                                                int64[4] merge = {-1, 4, 4, 6}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        c = Conv (t, w)
+        n = Transpose <perm = [0, 2, 3, 1]> (c)
+        g5 = Reshape (n, split)
+        m = ReduceMean <axes = [1, 2, 4]> (g5)
+        d = Sub (g5, m)
+        r = Reshape (d, merge)
+        s = Transpose <perm = [0, 3, 1, 2]> (r)
+        o = Conv (s, w)
+        y = Transpose <perm = [0, 2, 3, 1]> (o)
+    }""")
+    model.graph.initializer.append(
+        numpy_helper.from_array(rng.standard_normal((6, 6, 1, 1)).astype(np.float32), "w"))
+    result = optimize(model, ort_run, rng, exact=False, dims={"N": 3})
+    assert transposes(result.model) == 2  # the graph input's and output's
+    assert result.stats["pushed_through"] == 4  # Reshape, ReduceMean, Sub, Reshape
+
+
+def test_reshape_merging_spatial_axes_pushes(ort_run, rng):
+    model = parse("""
+    g (float[2,4,5,6] x) => (float[2,4,5,6] y) <int64[3] flat = {2, 6, 20},
+                                                int64[4] back = {2, 6, 4, 5}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        f = Reshape (t, flat)
+        s = Softmax <axis = -1> (f)
+        b = Reshape (s, back)
+        y = Transpose <perm = [0, 2, 3, 1]> (b)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert transposes(result.model) == 0
+
+
+def test_reshape_with_a_target_computed_from_the_batch(ort_run, rng):
+    model = parse("""
+    g (float[N,6,4,4] x) => (float[N,6,4,4] y) <int64[1] start = {0}, int64[1] end = {1},
+                                                int64[4] groups = {4, 4, 2, 3},
+                                                int64[3] channels = {4, 4, 6}> {
+        t = Transpose <perm = [0, 2, 3, 1]> (x)
+        full = Shape (t)
+        batch = Slice (full, start, end)
+        split = Concat <axis = 0> (batch, groups)
+        g5 = Reshape (t, split)
+        e = Exp (g5)
+        merge = Concat <axis = 0> (batch, channels)
+        r = Reshape (e, merge)
+        y = Transpose <perm = [0, 3, 1, 2]> (r)
+    }""")
+    result = optimize(model, ort_run, rng, dims={"N": 3})
+    assert transposes(result.model) == 0
+    assert "Shape" not in ops(result.model)  # the target computation went with the pushes
+
+
+@pytest.mark.parametrize("target", [[2, 24, 5], [2, 1, 6, 20], [2, 120]])
+def test_reshape_negative(target, ort_run, rng):
+    # merges axes the permutation separates; size-1 dimensions; batch merged (then permuted
+    # rows follow it, no cheaper than the Transpose itself)
+    model = parse(f"""
+    g (float[2,4,5,6] x) => (float[{",".join(map(str, target))}] y)
+        <int64[{len(target)}] shape = {{{", ".join(map(str, target))}}}> {{
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        y = Reshape (t, shape)
+    }}""")
+    result = optimize(model, ort_run, rng)
+    assert transposes(result.model) == 1

@@ -53,7 +53,8 @@ class _Builder:
         draw = self.draw
         kind = draw(st.sampled_from(
             ["transpose", "transpose", "inverse", "inverse", "unary", "binary_const", "binary_pair",
-             "concat", "reduce", "slice", "squeeze", "unsqueeze", "pad", "split"]))
+             "concat", "reduce", "slice", "squeeze", "unsqueeze", "pad", "split", "reshape",
+             "shape", "flatten_matmul"]))
         src = self.pick()
         shape = self.shapes[src]
         rank = len(shape)
@@ -153,6 +154,32 @@ class _Builder:
                 self.add("Squeeze", [src, self.const(np.array(axes, np.int64))], out_shape)
             else:
                 self.add("Squeeze", [src], out_shape, axes=axes)
+        elif kind == "reshape":
+            # Merge two neighbouring axes, or split a 4 into 2 x 2.
+            fours = [i for i, d in enumerate(shape) if d == 4]
+            if fours and rank < 5 and draw(st.booleans()):
+                axis = draw(st.sampled_from(fours))
+                out_shape = shape[:axis] + (2, 2) + shape[axis + 1:]
+            elif rank >= 2:
+                axis = draw(st.integers(0, rank - 2))
+                out_shape = shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2:]
+            else:
+                self.add("Abs", [src], shape)
+                return
+            target = self.const(np.array(out_shape, np.int64))
+            self.add("Reshape", [src, target], out_shape)
+        elif kind == "shape":
+            dims = self.add("Shape", [src], (rank,))
+            self.shapes.pop(dims)  # int64: only the Cast below is a float tensor to build on
+            self.add("Cast", [dims], (rank,), to=TensorProto.FLOAT)
+        elif kind == "flatten_matmul":
+            if rank < 2:
+                self.add("Neg", [src], shape)
+                return
+            features = int(np.prod(shape[1:]))
+            weights = np.asarray(np.arange(features * 2) % 5 - 2, np.float32).reshape(features, 2)
+            flat = self.add("Flatten", [src], (shape[0], features), axis=1)
+            self.add("MatMul", [flat, self.const(weights)], (shape[0], 2))
         elif kind == "unsqueeze":
             if rank >= 5:
                 self.add("Abs", [src], shape)
@@ -174,7 +201,7 @@ def random_models(draw) -> onnx.ModelProto:
     builder.shapes["x"] = shape
     for _ in range(draw(st.integers(1, 14))):
         builder.step()
-    produced = [o for n in builder.nodes for o in n.output]
+    produced = [o for n in builder.nodes for o in n.output if o in builder.shapes]
     outputs = sorted(set(draw(st.lists(st.sampled_from(produced), min_size=1, max_size=3)))
                      | {builder.nodes[-1].output[0]})
     graph = helper.make_graph(
