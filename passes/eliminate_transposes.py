@@ -35,6 +35,8 @@ Rules:
       block ``axis..r-1`` in place;
    h. Squeeze (``p'`` shrinks) and Unsqueeze (``p'`` grows, new axes stay in place);
    i. QuantizeLinear / DequantizeLinear: per-axis ``axis -> p[axis]`` (blocked: barrier);
+   k. Tile (constant repeats permuted), CumSum (``axis -> p[axis]``), Gather with 0-D or 1-D
+      indices (``axis -> p[axis]``; 0-D indices drop the axis as ``keepdims=0`` does);
    j. Reshape that only splits and merges whole axes (GroupNormalization's
       ``[N,H,W,C] -> [N,H,W,G,C/G]``), where each merged group comes from consecutive axes in
       order: the target is rewritten in the untransposed order and ``p'`` moves the groups as
@@ -55,7 +57,7 @@ Rules:
    pushes cancel the rest, what is left before each Conv is such a Transpose.
 
 7. Absorb: a consumer that ends the layout takes the Transpose in, and nothing is left to push on:
-   a. ``Shape(T(p)(x))  =>  Gather(Shape(x), p[start:end])``;
+   a. ``Shape(T(p)(x))  =>  Gather(Shape(x), p[start:end])``; ``Size(T(p)(x))  =>  Size(x)``;
    b. ``MatMul(Flatten(T(p)(x)), W)`` (a Flatten, or a Reshape to ``[batch, features]``, with
       ``p`` keeping the batch axis first and every other dimension static; the Gemm of a Keras
       ``Dense`` after ``Flatten`` too)  =>  ``MatMul(Flatten(x), W')`` where ``W'`` is ``W`` with
@@ -475,6 +477,44 @@ def _unsqueeze(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | 
     return _Plan(out_perms=[tuple(out_perm)], data_slots=(0,))
 
 
+def _tile(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4k: repeats[i] applies to axis perm[i] of the source.
+    if len(node.input) < 2 or node.input[1] == g.source:
+        return "no repeats"
+    repeats = g.const_value(node.input[1])
+    if repeats is None or repeats.size != len(perm):
+        return "repeats input is not a constant of the input's rank"
+    moved = np.empty_like(repeats.reshape(-1))
+    moved[list(perm)] = repeats.reshape(-1)
+    return _Plan(out_perms=[perm], data_slots=(0,), const_inputs={1: moved})
+
+
+def _cumsum(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4k: the running sum keeps its order along the axis, wherever the axis lies.
+    axis = g.const_value(node.input[1]) if len(node.input) > 1 else None
+    if axis is None or axis.size != 1 or node.input[1] == g.source:
+        return "axis input is not a constant"
+    axes = _normalize_axes([int(axis.reshape(-1)[0])], len(perm))
+    if axes is None:
+        return "axis out of range"
+    return _Plan(out_perms=[perm], data_slots=(0,),
+                 const_inputs={1: np.array(perm[axes[0]], dtype=axis.dtype).reshape(axis.shape)})
+
+
+def _gather(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
+    # Case 4k: Gather along one axis of the data with 0-D or 1-D indices.
+    if node.input[0] != g.source or g.source in node.input[1:]:
+        return "gathers with the transposed tensor as indices"
+    axes = _normalize_axes([_attr(node, "axis", 0)], len(perm))
+    index_rank = g.rank(node.input[1])
+    if axes is None or index_rank not in (0, 1):
+        return "axis out of range or indices of rank other than 0 and 1"
+    plan = _Plan(out_perms=[perm], data_slots=(0,), attrs={"axis": perm[axes[0]]})
+    if index_rank == 0:
+        plan.out_perms = [_shrink(perm, {axes[0]}) if len(perm) > 1 else None]
+    return plan
+
+
 def _reshape(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
     # Case 4j.
     source = g.source
@@ -587,6 +627,9 @@ _PUSH_THROUGH: dict[str, Handler] = {
     "QuantizeLinear": _quantize,
     "DequantizeLinear": _quantize,
     "Reshape": _reshape,
+    "Tile": _tile,
+    "CumSum": _cumsum,
+    "Gather": _gather,
 }
 
 
@@ -997,6 +1040,8 @@ class _GraphOptimizer:
             return None
         if node.op_type == "Shape":
             return _Absorb("shape")
+        if node.op_type == "Size":
+            return _Absorb("size")
         if node.op_type in ("Flatten", "Reshape") and self.reorder_reductions and (
             self._flattens_into_weights(node, source, perm)
         ):
@@ -1581,7 +1626,7 @@ class _GraphOptimizer:
                 gather = onnx.helper.make_node("Gather", [whole, indices], [out], axis=0,
                                                name=self.names.fresh(f"{label}_gather"))
                 self._add_node(gather, order)
-        else:
+        elif plan.kind == "flatten":
             shape = self.shape(transposed)
             assert shape is not None
             untransposed = [0] * len(perm)  # dims 1.. of the source (the batch stays first)

@@ -1376,3 +1376,59 @@ def test_reshape_negative(target, ort_run, rng):
     }}""")
     result = optimize(model, ort_run, rng)
     assert transposes(result.model) == 1
+
+
+# ------------------------------------------------------------------ case 4k, rule 7a's Size
+@pytest.mark.parametrize("middle, out_shape", [
+    ("m = Tile (t, repeats)", "2,8,5,18"),
+    ("m = CumSum <reverse = 1> (t, axis)", "2,4,5,6"),
+    ("m = Gather <axis = 2> (t, rows)", "2,3,5,6"),
+])
+def test_tile_cumsum_gather_remap_their_axes(middle, out_shape, ort_run, rng):
+    model = parse(f"""
+    g (float[2,4,5,6] x) => (float[{out_shape}] y) <int64[4] repeats = {{1, 3, 2, 1}},
+                                                    int64 axis = {{-1}}, int64[3] rows = {{3, 0, 3}}> {{
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        {middle}
+        y = Transpose <perm = [0, 2, 3, 1]> (m)
+    }}""")
+    result = optimize(model, ort_run, rng)
+    assert transposes(result.model) == 0
+
+
+def test_gather_with_a_scalar_index_drops_the_axis(ort_run, rng):
+    model = parse("""
+    g (float[2,4,5,6] x) => (float[2,5,6] y) <int64 row = {2}> {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        m = Gather <axis = 2> (t, row)
+        y = Transpose <perm = [0, 2, 1]> (m)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert transposes(result.model) == 0
+
+
+def test_size_of_the_transposed_tensor(ort_run, rng):
+    model = parse("""
+    g (float[2,4,5,6] x) => (int64 n, float[2,4,5,6] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        n = Size (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (t)
+    }""")
+    result = optimize(model, ort_run, rng)
+    assert ops(result.model) == ["Size", "Identity"]
+
+
+@pytest.mark.parametrize("middle, inputs", [
+    ("m = Tile (t, repeats)", "int64[4] repeats"),
+    ("m = Gather <axis = 2> (t, rows)", "int64[2,2] rows"),
+])
+def test_tile_and_gather_negative(middle, inputs, ort_run, rng):
+    # repeats computed at run time; 2-D indices add an axis the permutation does not know
+    model = parse(f"""
+    g (float[2,4,5,6] x, {inputs}) => (float[N,M,P,Q] y) {{
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        {middle}
+        y = Relu (m)
+    }}""")
+    result = EliminateTransposes()(model)
+    assert transposes(result.model) == 1

@@ -54,7 +54,7 @@ class _Builder:
         kind = draw(st.sampled_from(
             ["transpose", "transpose", "inverse", "inverse", "unary", "binary_const", "binary_pair",
              "concat", "reduce", "slice", "squeeze", "unsqueeze", "pad", "split", "reshape",
-             "shape", "flatten_matmul"]))
+             "shape", "flatten_matmul", "tile", "cumsum", "gather"]))
         src = self.pick()
         shape = self.shapes[src]
         rank = len(shape)
@@ -180,6 +180,24 @@ class _Builder:
             weights = np.asarray(np.arange(features * 2) % 5 - 2, np.float32).reshape(features, 2)
             flat = self.add("Flatten", [src], (shape[0], features), axis=1)
             self.add("MatMul", [flat, self.const(weights)], (shape[0], 2))
+        elif kind == "tile":
+            repeats = [draw(st.integers(1, 2)) for _ in range(rank)]
+            out_shape = tuple(d * r for d, r in zip(shape, repeats))
+            self.add("Tile", [src, self.const(np.array(repeats, np.int64))], out_shape)
+        elif kind == "cumsum":
+            axis = draw(st.integers(-rank, rank - 1))
+            self.add("CumSum", [src, self.const(np.array(axis, np.int64))], shape,
+                     reverse=int(draw(st.booleans())))
+        elif kind == "gather":
+            axis = draw(st.integers(0, rank - 1))
+            rows = draw(st.lists(st.integers(0, shape[axis] - 1), min_size=0, max_size=3))
+            if not rows:  # a scalar index drops the axis
+                index = self.const(np.array(draw(st.integers(0, shape[axis] - 1)), np.int64))
+                out_shape = shape[:axis] + shape[axis + 1:]
+            else:
+                index = self.const(np.array(rows, np.int64))
+                out_shape = shape[:axis] + (len(rows),) + shape[axis + 1:]
+            self.add("Gather", [src, index], out_shape, axis=axis)
         elif kind == "unsqueeze":
             if rank >= 5:
                 self.add("Abs", [src], shape)
