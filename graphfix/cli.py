@@ -229,6 +229,13 @@ class _RecordArgs(click.Command):
               help="eliminate-transposes keeps one Transpose before each sum-like reduction "
                    "(a global pool) so outputs stay bit-identical; by default it is pushed "
                    "through, which reorders the float sum (last-bit differences).")
+@click.option("--inputs-as-nchw", multiple=True, metavar="A,B",
+              help="Declare these channels-last graph inputs ([N,H,W,C]) channels-first "
+                   "([N,C,H,W]), so the Transpose after them goes too. Changes the model's "
+                   "signature: callers must feed NCHW. Recorded in the model's metadata "
+                   "(graphfix.layout); parity feeds each model its own layout.")
+@click.option("--outputs-as-nchw", multiple=True, metavar="A,B",
+              help="The same for graph outputs.")
 @_shape_option
 @click.option("--no-verify", is_flag=True,
               help="Do not check numerical parity (the report says it was off).")
@@ -252,6 +259,8 @@ def optimize(
     provider: str | None,
     max_growth: float | None,
     keep_reduction_order: bool,
+    inputs_as_nchw: tuple[str, ...],
+    outputs_as_nchw: tuple[str, ...],
     input_shape: tuple[str, ...],
     no_verify: bool,
     inputs: str | None,
@@ -278,6 +287,7 @@ def optimize(
       graphfix optimize model.onnx out.onnx --skip simplify --report report.json
       graphfix optimize bert.onnx out.onnx --input-shape input_ids:1x128 --tol logits:1e-3:1e-2
       graphfix optimize model.onnx out.onnx --bench --require-speedup 1.05
+      graphfix optimize keras.onnx out.onnx --inputs-as-nchw input
     """
     _configure_logging(verbose, quiet)
     shapes = dict(_parse_shape(value) for value in input_shape)
@@ -300,8 +310,18 @@ def optimize(
             set_option(name, "max_growth", max_growth or None)
     if keep_reduction_order:
         set_option("eliminate-transposes", "reorder_reductions", False)
+    channels_first = _split_names(inputs_as_nchw)
+    for key, names in (("inputs_as_nchw", channels_first),
+                       ("outputs_as_nchw", _split_names(outputs_as_nchw))):
+        if names:
+            set_option("eliminate-transposes", key, names)
+    # The shapes as the optimized model takes them: an input declared NCHW has its dims moved
+    # (simplify runs after eliminate-transposes, and the benchmark feeds the optimized model).
+    moved_shapes = {
+        name: [dims[0], dims[-1], *dims[1:-1]] if name in channels_first and len(dims) >= 3
+        else dims for name, dims in shapes.items()}
     if shapes:
-        set_option("simplify", "input_shapes", shapes)
+        set_option("simplify", "input_shapes", moved_shapes)
     if options:
         kwargs["options"] = options
     if no_verify:
@@ -316,7 +336,7 @@ def optimize(
         if provider is not None:
             bench_options["provider"] = provider
         if shapes:
-            bench_options["input_shapes"] = shapes
+            bench_options["input_shapes"] = moved_shapes
         kwargs["bench_options"] = {k: v for k, v in bench_options.items() if v is not None}
         if require_speedup is not None:
             kwargs["require_speedup"] = require_speedup

@@ -64,7 +64,10 @@ Rules:
       its rows in the untransposed order: the classic ``Conv -> Flatten -> Dense`` head. Each
       dot product then adds in another order, so this is a sum-like reduction (below).
 
-Boundaries and barriers: graph inputs and outputs keep their names, types, shapes and layout.
+Boundaries and barriers: graph inputs and outputs keep their names, types, shapes and layout,
+unless asked otherwise: ``inputs_as_nchw`` / ``outputs_as_nchw`` declare named channels-last
+inputs and outputs channels-first (a signature change, reported, and recorded in the model's
+metadata by :mod:`graphfix.layout`), which lets the boundary Transposes cancel too.
 Ops outside the handler table (Resize, Flatten, Conv, ...), ops in other domains, and
 nodes holding subgraphs are barriers; the reason is logged at DEBUG. If/Loop/Scan bodies are
 optimized as graphs of their own; a value read from an enclosing scope is never rewired or
@@ -87,7 +90,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from graphfix import model_io
+from graphfix import layout, model_io
 from graphfix.errors import PassError
 from graphfix.passes._graphs import subgraphs
 from graphfix.registry import Pass, PassResult, register
@@ -168,11 +171,7 @@ def _is_identity(perm: Sequence[int]) -> bool:
     return all(i == a for i, a in enumerate(perm))
 
 
-def _invert(perm: Perm) -> Perm:
-    inv = [0] * len(perm)
-    for i, a in enumerate(perm):
-        inv[a] = i
-    return tuple(inv)
+_invert = layout.invert
 
 
 def _compose(inner: Perm, outer: Perm) -> Perm:
@@ -1851,6 +1850,14 @@ def _graphs_bottom_up(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     yield graph
 
 
+def _names_option(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise PassError(f"{key} must be a list of tensor names, got {value!r}")
+    return tuple(dict.fromkeys(value))
+
+
 @register("eliminate-transposes")
 class EliminateTransposes(Pass):
     """Cancel, compose, fold and push Transposes through layout-agnostic ops (NHWC clean-up).
@@ -1859,14 +1866,28 @@ class EliminateTransposes(Pass):
         reorder_reductions: push through sum-like reductions (ReduceSum, ReduceMean, ReduceL2,
             ...), whose float results may then differ in the last bits because elements are
             added in another order. False keeps every output bit-identical.
+        inputs_as_nchw: names of channels-last graph inputs (``[N, ..., C]``, rank 3 or more) to
+            declare channels-first (``[N, C, ...]``): a signature change, made on request only.
+            The converter's Transpose after such an input then cancels. Recorded in the model's
+            metadata (:mod:`graphfix.layout`), so that parity feeds each model its own layout
+            and a second run leaves the input alone.
+        outputs_as_nchw: the same for graph outputs.
     """
 
-    def __init__(self, *, reorder_reductions: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        reorder_reductions: bool = True,
+        inputs_as_nchw: Sequence[str] = (),
+        outputs_as_nchw: Sequence[str] = (),
+    ) -> None:
         if not isinstance(reorder_reductions, bool):
             raise PassError(
                 f"reorder_reductions must be a bool, got {type(reorder_reductions).__name__}"
             )
         self.reorder_reductions = reorder_reductions
+        self.inputs_as_nchw = _names_option("inputs_as_nchw", inputs_as_nchw)
+        self.outputs_as_nchw = _names_option("outputs_as_nchw", outputs_as_nchw)
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         opset = next(
@@ -1874,8 +1895,9 @@ class EliminateTransposes(Pass):
         )
         before = _count_transposes(model.graph)
         stats = _Stats()
-        modified = False
-        if before:
+        warnings = _channels_first(model, self.inputs_as_nchw, self.outputs_as_nchw)
+        modified = bool(warnings)
+        if _count_transposes(model.graph):
             taken: set[str] = set()
             _all_names(model.graph, taken)
             names = _Names(taken)
@@ -1901,12 +1923,103 @@ class EliminateTransposes(Pass):
                 "converted_to_reshape": stats.converted_to_reshape,
                 "identity_dropped": stats.identity_dropped,
                 "absorbed_by_consumers": stats.absorbed_by_consumers,
+                "signature_changes": len(warnings),
             },
+            warnings=warnings,
         )
 
 
+def _channels_first(
+    model: onnx.ModelProto, inputs: Sequence[str], outputs: Sequence[str]
+) -> list[str]:
+    """Declare the named graph inputs and outputs channels-first, with a Transpose inside that
+    keeps what the graph computes; one line per change (none for a tensor already changed)."""
+    if not inputs and not outputs:
+        return []
+    graph = model.graph
+    done = layout.read(model)
+    initializers = {i.name for i in graph.initializer}
+    declared = {
+        "input": {i.name: i for i in graph.input if i.name not in initializers},
+        "output": {o.name: o for o in graph.output},
+    }
+    for kind, names in (("input", inputs), ("output", outputs)):
+        unknown = [n for n in names if n not in declared[kind]]
+        if unknown:
+            raise PassError(
+                f"{kind}s_as_nchw: no graph {kind} named {', '.join(map(repr, unknown))}",
+                hint=f"the model's {kind}s are {', '.join(map(repr, declared[kind])) or 'none'}",
+            )
+    read_inside: set[str] = set()
+    for node in graph.node:
+        for sub in subgraphs(node):
+            read_inside |= _outer_refs(sub)
+    taken: set[str] = set()
+    _all_names(graph, taken)
+    names = _Names(taken)
+    changes: dict[str, dict[str, Perm]] = {"inputs": {}, "outputs": {}}
+    lines = []
+    for kind, wanted in (("input", inputs), ("output", outputs)):
+        for name in wanted:
+            if name in done[f"{kind}s"]:
+                continue
+            info = declared[kind][name]
+            dims = info.type.tensor_type.shape.dim if info.type.HasField("tensor_type") else []
+            if not info.type.tensor_type.HasField("shape") or len(dims) < 3:
+                raise PassError(
+                    f"{kind}s_as_nchw: {kind} {name!r} is not a tensor of known rank 3 or more",
+                    hint="only channels-last tensors [N, ..., C] can be declared [N, C, ...]",
+                )
+            if name in read_inside:
+                raise PassError(f"{kind}s_as_nchw: {kind} {name!r} is read inside a subgraph")
+            rank = len(dims)
+            to_first: Perm = (0, rank - 1, *range(1, rank - 1))
+            inner = names.fresh(f"{name}_channels_last")
+            if kind == "input":
+                for node in graph.node:
+                    for slot, used in enumerate(node.input):
+                        if used == name:
+                            node.input[slot] = inner
+                graph.node.insert(0, onnx.helper.make_node(
+                    "Transpose", [name], [inner], perm=list(_invert(to_first)),
+                    name=names.fresh(f"{name}_to_channels_last")))
+            else:
+                producer = next((n for n in graph.node if name in n.output), None)
+                if producer is None or name in declared["input"] or list(
+                    o.name for o in graph.output
+                ).count(name) > 1:
+                    raise PassError(f"outputs_as_nchw: output {name!r} is not computed by a "
+                                    "node of the graph (or is listed twice)")
+                producer.output[list(producer.output).index(name)] = inner
+                for node in graph.node:
+                    for slot, used in enumerate(node.input):
+                        if used == name:
+                            node.input[slot] = inner
+                graph.node.append(onnx.helper.make_node(
+                    "Transpose", [inner], [name], perm=list(to_first),
+                    name=names.fresh(f"{name}_to_channels_first")))
+            moved = [onnx.TensorShapeProto.Dimension() for _ in dims]
+            for i, axis in enumerate(to_first):
+                moved[i].CopyFrom(dims[axis])
+            del dims[:]
+            dims.extend(moved)
+            changes[f"{kind}s"][name] = to_first
+            shape = [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in dims]
+            lines.append(f"signature changed: {kind} {name!r} is now channels-first {shape} "
+                         f"(the original's transposed by {list(to_first)})")
+    layout.record(model, inputs=changes["inputs"], outputs=changes["outputs"])
+    return lines
+
+
 def eliminate_transposes(
-    model: onnx.ModelProto, *, reorder_reductions: bool = True
+    model: onnx.ModelProto,
+    *,
+    reorder_reductions: bool = True,
+    inputs_as_nchw: Sequence[str] = (),
+    outputs_as_nchw: Sequence[str] = (),
 ) -> onnx.ModelProto:
     """Function twin of :class:`EliminateTransposes`: rewrites ``model`` in place, returns it."""
-    return EliminateTransposes(reorder_reductions=reorder_reductions)(model).model
+    return EliminateTransposes(
+        reorder_reductions=reorder_reductions, inputs_as_nchw=inputs_as_nchw,
+        outputs_as_nchw=outputs_as_nchw,
+    )(model).model

@@ -191,3 +191,35 @@ def test_keep_reduction_order_keeps_the_transpose_before_the_pool(tmp_path) -> N
         options = [p["options"] for p in json.loads(report.read_text())["passes"]
                    if p["name"] == "eliminate-transposes"]
         assert all(o["reorder_reductions"] is not bool(flag) for o in options)
+
+
+def test_inputs_as_nchw_parity_and_bench_feed_each_model_its_layout(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 8, 8, 3] x) => (float[N, 8, 8, 4] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        c = Conv <pads = [1, 1, 1, 1]> (t, w)
+        r = Relu (c)
+        y = Transpose <perm = [0, 2, 3, 1]> (r)
+    }""")
+    model.graph.initializer.append(onnx.numpy_helper.from_array(
+        rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"))
+    src, out, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
+    onnx.save(model, str(src))
+    result = invoke("optimize", src, out, "-q", "--inputs-as-nchw", "x", "--report", report,
+                    "--bench", "--input-shape", "x:2x8x8x3")
+    assert result.exit_code == 0, result.output
+    optimized = onnx.load(str(out))
+    assert [d.dim_value or d.dim_param for d in optimized.graph.input[0].type.tensor_type.shape
+            .dim][1] == 3
+    assert [n.op_type for n in optimized.graph.node].count("Transpose") == 1  # the output's
+    data = json.loads(report.read_text())
+    assert data["parity"]["passed"] and data["bench"]["speedup"] > 0
+    assert any("signature changed" in w for p in data["passes"] for w in p["warnings"])
+    assert invoke("check", src, out, "--input-shape", "x:2x8x8x3").exit_code == 0
+    # Without the record of the change, the optimized model does not fit the original's inputs.
+    del optimized.metadata_props[:]
+    onnx.save(optimized, str(tmp_path / "unrecorded.onnx"))
+    assert invoke("check", src, tmp_path / "unrecorded.onnx", "--input-shape", "x:2x8x8x3"
+                  ).exit_code == 1

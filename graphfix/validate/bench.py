@@ -85,7 +85,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from graphfix import model_io
+from graphfix import layout, model_io
 from graphfix.doctor import CUDA_FIX, probe_provider
 from graphfix.errors import BenchmarkError, ProviderUnavailableError, ValidationInputError
 
@@ -425,6 +425,11 @@ class _Config:
     model: onnx.ModelProto
     optimization: str
 
+    @property
+    def model_label(self) -> str:
+        """"candidate" or "baseline", whatever the optimization level."""
+        return self.label.split("_")[0]
+
 
 @dataclasses.dataclass(frozen=True)
 class _Settings:
@@ -701,6 +706,12 @@ def benchmark(
             extra = _make_feeds(baseline, seed=seed, input_shapes=input_shapes)
             feeds = {**extra, **feeds}
     feeds = {name: np.asarray(value) for name, value in feeds.items()}
+    # The feeds are the candidate's; a baseline whose signature the passes changed on request
+    # (graphfix.layout) takes them in its own layout.
+    by_model = {"candidate": feeds}
+    if baseline is not None:
+        by_model["baseline"] = layout.from_candidate(
+            feeds, layout.relative(layout.read(baseline), layout.read(model)))
 
     configs = [_Config(label, m, "all") for label, m in models.items()]
     if offline:
@@ -710,7 +721,8 @@ def benchmark(
     placements: dict[str, Placement] = {}
     outputs: dict[str, dict[str, np.ndarray]] = {}
     for config in configs:
-        placements[config.label], outputs[config.label] = _profile(config, settings, feeds)
+        placements[config.label], outputs[config.label] = _profile(
+            config, settings, by_model[config.model_label])
         fallback = placements[config.label].cpu_fallback
         if fallback:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(fallback.items()))
@@ -738,7 +750,7 @@ def benchmark(
         session, created[config.label] = _open(config, settings)
         if config.label == "candidate":
             session_providers = list(session.get_providers())
-        feed = _check_feeds(config.label, session, feeds)
+        feed = _check_feeds(config.label, session, by_model[config.model_label])
         timers[config.label] = _Timer(session, feed, used, outputs[config.label])
     if used == "cuda" and "CUDAExecutionProvider" not in session_providers:
         raise ProviderUnavailableError("the CUDA provider loaded once but not for the benchmark")

@@ -43,6 +43,7 @@ from typing import Any, Optional
 import numpy as np
 import onnx
 
+from graphfix import layout as layout_module
 from graphfix import model_io
 from graphfix.errors import ValidationInputError
 from graphfix.validate import feeds as feeds_module
@@ -358,6 +359,7 @@ class ReferenceRun:
         )
         self._seed, self._input_shapes = seed, input_shapes
         self._session = _session(reference, self.providers, "original")
+        self.layout = layout_module.read(reference)
         self._specs = feeds_module.input_specs(reference)
         self._given: list[Feeds] | None = None
         if feeds is not None:
@@ -475,6 +477,10 @@ def check_parity(
     cand_names = [o.name for o in cand_session.get_outputs()]
     names = ref.names
     problems = _signature_problems(names, ref.inputs, cand_session)
+    # A signature the passes changed on request (graphfix.layout): each model gets its inputs
+    # in its own layout, and outputs are compared in the reference's.
+    moved = layout_module.relative(reference_run.layout, layout_module.read(candidate))
+    result.notes.extend(layout_module.describe(moved))
 
     by_name: dict[str, OutputParity] = {}
     for run, (feed, ref_out) in enumerate(ref.runs):
@@ -482,12 +488,13 @@ def check_parity(
             progress("parity", total + run, 2 * total)
         result.runs.append(feeds_module.describe(feed))
         try:
-            cand_out = cand_session.run(None, _for(cand_session, feed))
+            cand_out = cand_session.run(
+                None, _for(cand_session, layout_module.to_candidate(feed, moved)))
         except Exception as err:  # noqa: BLE001 - any ORT failure is the candidate's failure
             problems.append(f"the optimized model fails to run on {_shapes(feed)}: "
                             f"{_first_line(err)}")
             break
-        cand_by_name = dict(zip(cand_names, cand_out))
+        cand_by_name = layout_module.to_reference(dict(zip(cand_names, cand_out)), moved)
         for name, ref_value in zip(names, ref_out):
             if name not in cand_by_name:
                 stats = OutputParity(name, _dtype_name(ref_value), None, run=run)

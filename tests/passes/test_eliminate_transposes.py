@@ -1386,8 +1386,8 @@ def test_reshape_negative(target, ort_run, rng):
 ])
 def test_tile_cumsum_gather_remap_their_axes(middle, out_shape, ort_run, rng):
     model = parse(f"""
-    g (float[2,4,5,6] x) => (float[{out_shape}] y) <int64[4] repeats = {{1, 3, 2, 1}},
-                                                    int64 axis = {{-1}}, int64[3] rows = {{3, 0, 3}}> {{
+    g (float[2,4,5,6] x) => (float[{out_shape}] y)
+        <int64[4] repeats = {{1, 3, 2, 1}}, int64 axis = {{-1}}, int64[3] rows = {{3, 0, 3}}> {{
         t = Transpose <perm = [0, 3, 1, 2]> (x)
         {middle}
         y = Transpose <perm = [0, 2, 3, 1]> (m)
@@ -1432,3 +1432,60 @@ def test_tile_and_gather_negative(middle, inputs, ort_run, rng):
     }}""")
     result = EliminateTransposes()(model)
     assert transposes(result.model) == 1
+
+
+# ------------------------------------------------------------------ inputs_as_nchw
+NHWC_CONV = """
+g (float[N,8,8,3] x) => (float[N,8,8,4] y) {
+    t = Transpose <perm = [0, 3, 1, 2]> (x)
+    c = Conv <pads = [1, 1, 1, 1]> (t, w)
+    y = Transpose <perm = [0, 2, 3, 1]> (c)
+}"""
+
+
+def nhwc_conv(rng) -> onnx.ModelProto:
+    model = parse(NHWC_CONV)
+    model.graph.initializer.append(
+        numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"))
+    return model
+
+
+def dims(info: onnx.ValueInfoProto) -> list:
+    return [d.dim_value or d.dim_param for d in info.type.tensor_type.shape.dim]
+
+
+def test_inputs_and_outputs_as_nchw_change_the_signature_and_leave_no_transpose(ort_run, rng):
+    from graphfix import layout
+
+    model = nhwc_conv(rng)
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result = EliminateTransposes(inputs_as_nchw=["x"], outputs_as_nchw="y")(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert ops(model) == ["Conv"]
+    assert dims(model.graph.input[0]) == ["N", 3, 8, 8]
+    assert dims(model.graph.output[0]) == ["N", 4, 8, 8]
+    assert result.stats["signature_changes"] == 2 and len(result.warnings) == 2
+    assert layout.read(model) == {"inputs": {"x": (0, 3, 1, 2)}, "outputs": {"y": (0, 3, 1, 2)}}
+    x = rng.standard_normal((2, 8, 8, 3)).astype(np.float32)
+    expected = ort_run(original, {"x": x})["y"]
+    actual = ort_run(model, {"x": x.transpose(0, 3, 1, 2)})["y"]
+    np.testing.assert_array_equal(actual.transpose(0, 2, 3, 1), expected)
+    again = EliminateTransposes(inputs_as_nchw=["x"], outputs_as_nchw=["y"])(model)
+    assert not again.modified and dims(model.graph.input[0]) == ["N", 3, 8, 8]
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"inputs_as_nchw": ["nope"]}, "no graph input named 'nope'"),
+    ({"outputs_as_nchw": ["x"]}, "no graph output named 'x'"),
+    ({"inputs_as_nchw": 3}, "list of tensor names"),
+])
+def test_inputs_as_nchw_errors(options, message, rng):
+    with pytest.raises(PassError, match=message):
+        EliminateTransposes(**options)(nhwc_conv(rng))
+
+
+def test_inputs_as_nchw_needs_rank_three(rng):
+    model = parse("g (float[2,3] x) => (float[2,3] y) { y = Relu (x) }")
+    with pytest.raises(PassError, match="rank 3 or more"):
+        EliminateTransposes(inputs_as_nchw=["x"])(model)
