@@ -11,7 +11,8 @@ global max pooling, Permute and MultiHeadAttention over the spatial tokens) and 
 ``raw`` (tf2onnx's graph optimizers all off: what its converter alone writes), ``notranspose``
 (every optimizer but its transpose optimizer) and ``tf2onnx`` (all of them, tf2onnx's own
 answer, for reference). Then, per model in the first two styles: Transposes and nodes before,
-after graphfix's ``eliminate-transposes`` alone, and after ``graphfix.optimize`` (default
+after graphfix's ``eliminate-transposes`` alone (and with every image input and output declared
+channels-first, ``as_nchw``), and after ``graphfix.optimize`` (default
 pipeline, parity checked on ONNX Runtime with optimizations off); the Transposes tf2onnx's own
 optimizer leaves; parity's verdict and the share of its tolerance the worst output used.
 
@@ -151,6 +152,10 @@ def evaluate(path: Path) -> dict[str, Any]:
     row: dict[str, Any] = {"model": path.stem, "nodes": len(original.graph.node),
                            "transposes": _transposes(original)}
     row["pass_alone"] = _transposes(eliminate_transposes(graphfix.load(str(path))))
+    images = [i.name for i in original.graph.input if len(i.type.tensor_type.shape.dim) >= 3]
+    row["as_nchw"] = _transposes(eliminate_transposes(
+        graphfix.load(str(path)), inputs_as_nchw=images, outputs_as_nchw=[
+            o.name for o in original.graph.output if len(o.type.tensor_type.shape.dim) >= 3]))
     reference = path.with_name(path.name.rsplit("_", 1)[0] + "_tf2onnx.onnx")
     if reference.exists():
         row["tf2onnx_optimizer"] = _transposes(onnx.load(str(reference)))
@@ -181,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         convert(args.folder, args.models, args.styles)
     rows = [evaluate(path) for path in sorted(args.folder.glob("keras_*.onnx"))
             if not path.stem.endswith("_tf2onnx")]
-    header = ["model", "nodes", "transposes", "pass_alone", "pipeline_transposes",
+    header = ["model", "nodes", "transposes", "pass_alone", "as_nchw", "pipeline_transposes",
               "tf2onnx_optimizer", "pipeline_nodes", "parity", "tolerance_used", "error"]
     cells = [[format(r[h], ".3g") if isinstance(r.get(h), float) else str(r.get(h, ""))
               for h in header] for r in rows]
