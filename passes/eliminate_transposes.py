@@ -140,6 +140,8 @@ _KEEPS_FIRST_DIM = frozenset({
     "GlobalMaxPool", "InstanceNormalization", "LRN", "LayerNormalization", "LogSoftmax", "LpPool",
     "MaxPool", "Softmax",
 })
+# Consumers that can take a Transpose in (rule 7).
+_ABSORBERS = frozenset({"Flatten", "Reshape", "Shape", "Size"})
 # Side-effect-free ops converters compute Reshape targets with: once a rewrite leaves such a
 # computation unread, it goes.
 _SHAPE_MATH = frozenset({"Cast", "Concat", "Gather", "Identity", "Shape", "Slice", "Squeeze",
@@ -1035,7 +1037,9 @@ class _GraphOptimizer:
 
     def absorber(self, node: onnx.NodeProto, source: str, perm: Perm) -> _Absorb | None:
         """Rule 7: whether ``node``, reading ``T(perm)`` as ``source``, can take it in."""
-        if node.domain not in _DEFAULT_DOMAINS or not node.input or node.input[0] != source:
+        if node.op_type not in _ABSORBERS or node.domain not in _DEFAULT_DOMAINS or (
+            node.input[0] != source
+        ):
             return None
         if node.op_type == "Shape":
             return _Absorb("shape")
