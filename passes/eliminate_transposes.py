@@ -192,6 +192,11 @@ def _shrink(perm: Perm, removed: set[int]) -> Perm:
 def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
     for attr in node.attribute:
         if attr.name == name:
+            # The cost check reads perm, axis and axes at every step: the common types directly.
+            if attr.type == onnx.AttributeProto.INT:
+                return attr.i
+            if attr.type == onnx.AttributeProto.INTS:
+                return list(attr.ints)
             return onnx.helper.get_attribute_value(attr)
     return default
 
@@ -648,13 +653,17 @@ class _Names:
 
     def __init__(self, taken: set[str]) -> None:
         self._taken = taken
+        self._next: dict[str, int] = {}  # per base: the suffix to try first (no rescans)
 
     def fresh(self, base: str) -> str:
         candidate = base
-        n = 0
+        n = self._next.get(base, 0)
+        if n:
+            candidate = f"{base}_{n}"
         while candidate in self._taken:
             n += 1
             candidate = f"{base}_{n}"
+        self._next[base] = n + 1
         self._taken.add(candidate)
         return candidate
 
