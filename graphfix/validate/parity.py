@@ -522,6 +522,8 @@ def _session(model: onnx.ModelProto, providers: list[str], label: str) -> Any:
     # Fatal only: a run ORT refuses (a dynamic size the model cannot take, retried with the next)
     # raises with ORT's message, which graphfix reports; ORT's own log would print it again.
     options.log_severity_level = 4
+    # The original's runs overlap the passes: idle ORT threads that spin would take their CPU.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         return model_io.ort_session(
             model, optimization="disabled", providers=providers, options=options
