@@ -58,8 +58,10 @@ def record(
     for side, changes in (("inputs", inputs or {}), ("outputs", outputs or {})):
         for name, perm in changes.items():
             before = layout[side].get(name)
-            layout[side][name] = tuple(perm) if before is None else tuple(
-                before[a] for a in perm)
+            composed = tuple(perm) if before is None else tuple(before[a] for a in perm)
+            layout[side][name] = composed
+            if composed == tuple(range(len(composed))):
+                del layout[side][name]  # changed back: no change
     kept = [p for p in model.metadata_props if p.key != KEY]
     del model.metadata_props[:]
     model.metadata_props.extend(kept)
