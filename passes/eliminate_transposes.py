@@ -40,8 +40,10 @@ Rules:
    j. Reshape that only splits and merges whole axes (GroupNormalization's
       ``[N,H,W,C] -> [N,H,W,G,C/G]``), where each merged group comes from consecutive axes in
       order: the target is rewritten in the untransposed order and ``p'`` moves the groups as
-      ``p`` did. The target may be computed from ``Shape`` (the batch read at run time); every
-      other dimension must be static and not 1.
+      ``p`` did. A Reshape that only drops and adds size-1 axes (TFLite's Squeeze and
+      ExpandDims) is a Squeeze then an Unsqueeze (4h). The target may be computed from ``Shape``
+      (the batch read at run time); every other dimension must be static, and not 1 when axes
+      split or merge.
    A push happens only when it lowers the number of Transposes: the cost check counts the
    Transposes removed, the compensations added (none when an operand already has that Transpose,
    or when another Transpose is on its way to it through elementwise ops) and, looking ahead,
@@ -540,6 +542,25 @@ def _reshape(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | st
     offset = int(batch)
     if None in shape[offset:] or None in target[offset:]:
         return "dynamic dimensions besides the batch"
+    ones_in = {i for i, d in enumerate(shape) if d == 1}
+    ones_out = {j for j, d in enumerate(target) if d == 1}
+    if (ones_in or ones_out) and [d for d in shape if d != 1] == [d for d in target if d != 1]:
+        # Only size-1 axes go and come (TFLite writes Squeeze and ExpandDims as Reshapes): a
+        # Squeeze then an Unsqueeze, as in case 4h.
+        squeezed = _shrink(perm, ones_in) if len(ones_in) < len(perm) else ()
+        kept = [j for j in range(len(target)) if j not in ones_out]
+        out_perm = list(range(len(target)))
+        for k, position in enumerate(kept):
+            out_perm[position] = kept[squeezed[k]]
+        moved: list[int] = [0] * len(target)
+        for j, d in enumerate(target):
+            moved[out_perm[j]] = -1 if d is None else int(d)
+        plan = _Plan(out_perms=[tuple(out_perm)], data_slots=(0,))
+        if g.opset < 5:
+            plan.attrs["shape"] = moved
+        else:
+            plan.const_inputs[1] = np.array(moved, np.int64)
+        return plan
     static_in = [int(d) for d in shape[offset:]]  # type: ignore[arg-type]
     static_out = [int(d) for d in target[offset:]]  # type: ignore[arg-type]
     if 1 in static_in or 1 in static_out:
@@ -756,48 +777,8 @@ class _GraphOptimizer:
         return None
 
     def _shape_only_value(self, node: onnx.NodeProto) -> np.ndarray | None:
-        """Rule 3's constants include a shape-only op (``_SHAPE_ONLY``) of constants, computed
-        here; None when an input is not constant or the op cannot apply."""
-        if not node.input or len(node.output) != 1:
-            return None
-        data = self.const_value(node.input[0])
-        if data is None:
-            return None
-        if node.op_type == "Identity":
-            return data
-        if node.op_type == "Cast":
-            return _cast(data, _attr(node, "to"))
-        if node.op_type == "Reshape":
-            if self.opset < 5:
-                shape = _attr(node, "shape")
-            else:
-                value = self.const_value(node.input[1]) if len(node.input) > 1 else None
-                shape = None if value is None else value.reshape(-1).tolist()
-            if shape is None:
-                return None
-            allow_zero = bool(_attr(node, "allowzero", 0))
-            target = [data.shape[i] if d == 0 and not allow_zero and i < data.ndim else int(d)
-                      for i, d in enumerate(shape)]
-            try:
-                return data.reshape(target)
-            except ValueError:
-                return None
-        axes = self.axes_of(node)
-        if isinstance(axes, str):
-            return None
-        if node.op_type == "Squeeze":
-            if axes is None:
-                return data.reshape([d for d in data.shape if d != 1])
-            normalized = _normalize_axes(axes, data.ndim)
-            if normalized is None or any(data.shape[a] != 1 for a in normalized):
-                return None
-            return data.reshape([d for i, d in enumerate(data.shape) if i not in normalized])
-        if axes is None:  # Unsqueeze needs its axes
-            return None
-        normalized = _normalize_axes(axes, data.ndim + len(axes))
-        if normalized is None:
-            return None
-        return np.expand_dims(data, tuple(normalized))
+        """Rule 3's constants include a shape-only op (``_SHAPE_ONLY``) of constants."""
+        return _fold_shape_only(node, self.opset, self.const_value)
 
     def is_constant(self, name: str) -> bool:
         if name in self.initializers:
@@ -1815,17 +1796,33 @@ def _shape_facts(
     light.functions.extend(model.functions)
     graph = light.graph
     graph.name = model.graph.name
-    graph.node.extend(model.graph.node)
     graph.input.extend(model.graph.input)
     graph.output.extend(model.graph.output)
     graph.value_info.extend(model.graph.value_info)
+    small: dict[str, np.ndarray] = {}
     for init in model.graph.initializer:
         if init.data_location != onnx.TensorProto.EXTERNAL and len(init.raw_data) <= 4096 and (
             sum(len(f) for f in (init.float_data, init.int64_data, init.int32_data)) <= 1024
         ):
             graph.initializer.append(init)
+            if init.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+                small[init.name] = numpy_helper.to_array(init)
         else:
             graph.initializer.add(name=init.name, data_type=init.data_type, dims=init.dims)
+    # Axes and shapes that converters compute from constants (tf2onnx's TFLite front end writes
+    # Unsqueeze(x, Reshape(axes, [1]))) are given to inference as the constants they are.
+    outputs = {o.name for o in model.graph.output}
+    opset = next((o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS), 0)
+    for node in model.graph.node:
+        if node.op_type in _SHAPE_ONLY and node.domain in _DEFAULT_DOMAINS and (
+            node.output and node.output[0] not in outputs
+        ):
+            value = _fold_shape_only(node, opset, small.get)
+            if value is not None and value.size <= 1024 and value.dtype.kind in "iu":
+                small[node.output[0]] = value
+                graph.initializer.append(numpy_helper.from_array(value, node.output[0]))
+                continue
+        graph.node.append(node)
     try:
         inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
     except Exception as error:  # onnx raises several types (InferenceError, ValueError, ...)
@@ -1854,6 +1851,56 @@ def _shape_facts(
 
     collect(inferred.graph)
     return shapes, types, leading
+
+
+def _fold_shape_only(
+    node: onnx.NodeProto, opset: int, value_of: Callable[[str], np.ndarray | None]
+) -> np.ndarray | None:
+    """The value of a shape-only op (``_SHAPE_ONLY``) whose inputs ``value_of`` knows; None when
+    an input is not constant or the op cannot apply."""
+    if not node.input or len(node.output) != 1:
+        return None
+    data = value_of(node.input[0])
+    if data is None:
+        return None
+    if node.op_type == "Identity":
+        return data
+    if node.op_type == "Cast":
+        return _cast(data, _attr(node, "to"))
+    second = value_of(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+    if node.op_type == "Reshape":
+        shape = _attr(node, "shape") if opset < 5 else (
+            None if second is None else second.reshape(-1).tolist())
+        if shape is None:
+            return None
+        allow_zero = bool(_attr(node, "allowzero", 0))
+        target = [data.shape[i] if d == 0 and not allow_zero and i < data.ndim else int(d)
+                  for i, d in enumerate(shape)]
+        try:
+            return data.reshape(target)
+        except ValueError:
+            return None
+    if opset < 13:
+        axes = _attr(node, "axes")
+    elif len(node.input) > 1 and node.input[1]:
+        if second is None:
+            return None
+        axes = second.reshape(-1).tolist()
+    else:
+        axes = None
+    if node.op_type == "Squeeze":
+        if axes is None:
+            return data.reshape([d for d in data.shape if d != 1])
+        normalized = _normalize_axes(axes, data.ndim)
+        if normalized is None or any(data.shape[a] != 1 for a in normalized):
+            return None
+        return data.reshape([d for i, d in enumerate(data.shape) if i not in normalized])
+    if axes is None:  # Unsqueeze needs its axes
+        return None
+    normalized = _normalize_axes(axes, data.ndim + len(axes))
+    if normalized is None:
+        return None
+    return np.expand_dims(data, tuple(normalized))
 
 
 def _graphs_bottom_up(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:

@@ -645,12 +645,11 @@ def test_non_default_domain_is_a_barrier():
     assert ops(result.model) == ["Transpose", "Relu", "Transpose"]
 
 
-def test_reshape_is_a_barrier(ort_run, rng):
+def test_reshape_mixing_permuted_axes_is_a_barrier(ort_run, rng):
     model = parse("""
-    g (float[1,4,4,3] x) => (float[1,4,4,3] y) <int64[4] shape = {1, 3, 4, 4}> {
+    g (float[1,4,4,3] x) => (float[1,4,12] y) <int64[3] shape = {1, 4, 12}> {
         t = Transpose <perm = [0, 3, 1, 2]> (x)
-        r = Reshape (t, shape)
-        y = Transpose <perm = [0, 2, 3, 1]> (r)
+        y = Reshape (t, shape)
     }""")
     result = optimize(model, ort_run, rng)
     assert not result.modified
@@ -1489,3 +1488,27 @@ def test_inputs_as_nchw_needs_rank_three(rng):
     model = parse("g (float[2,3] x) => (float[2,3] y) { y = Relu (x) }")
     with pytest.raises(PassError, match="rank 3 or more"):
         EliminateTransposes(inputs_as_nchw=["x"])(model)
+
+
+def test_reshape_that_only_drops_and_adds_size_one_axes(ort_run, rng):
+    # TFLite's Conv1D through tf2onnx: ExpandDims and Squeeze are Reshapes.
+    model = parse("""
+    g (float[N,8,3] x) => (float[N,8,4] y) <int64[1] one = {1}, int64[3] squeeze = {-1, 8, 4},
+                                           int64[4] expand = {-1, 1, 8, 4}> {
+        u = Unsqueeze (x, one)
+        t1 = Transpose <perm = [0, 3, 1, 2]> (u)
+        c1 = Conv <pads = [0, 1, 0, 1]> (t1, w1)
+        t2 = Transpose <perm = [0, 2, 3, 1]> (c1)
+        s = Reshape (t2, squeeze)
+        r = Relu (s)
+        e = Reshape (r, expand)
+        t3 = Transpose <perm = [0, 3, 1, 2]> (e)
+        c2 = Conv <pads = [0, 1, 0, 1]> (t3, w2)
+        t4 = Transpose <perm = [0, 2, 3, 1]> (c2)
+        y = Reshape (t4, squeeze)
+    }""")
+    model.graph.initializer.extend([
+        numpy_helper.from_array(rng.standard_normal((4, 3, 1, 3)).astype(np.float32), "w1"),
+        numpy_helper.from_array(rng.standard_normal((4, 4, 1, 3)).astype(np.float32), "w2")])
+    result = optimize(model, ort_run, rng, dims={"N": 3})
+    assert transposes(result.model) == 2  # before the first Conv, and at the output
