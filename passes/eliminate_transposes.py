@@ -124,6 +124,9 @@ REDUCE_OPS = (
 # Reductions whose float result depends on the order in which elements are combined.
 _ORDER_SENSITIVE_REDUCE = frozenset(REDUCE_OPS) - {"ReduceMax", "ReduceMin"}
 
+# Transposes one node lets through before it becomes a barrier (a cycle breaker: a node sees
+# one or two in every graph met so far).
+_MAX_PUSHES_PER_NODE = 4
 # How far the cost check looks ahead, in consumers visited per decision.
 _LOOKAHEAD_BUDGET = 64
 # Full re-scans of the remaining Transposes after the worklist runs dry (a fixed point is reached
@@ -752,6 +755,8 @@ class _GraphOptimizer:
         self.folded: dict[str, np.ndarray | None] = {}  # values of shape-only ops (rule 3)
         self.pushes = 0
         self.max_pushes = 8 * len(self.nodes) + 64
+        self.pushed: dict[int, int] = {}  # node -> Transposes pushed through it so far
+        self.compensates: dict[int, int] = {}  # compensating Transpose -> the node it feeds
 
     # ------------------------------------------------------------ facts about tensors
     def const_value(self, name: str) -> np.ndarray | None:
@@ -993,6 +998,12 @@ class _GraphOptimizer:
                          node.domain or "ai.onnx", node.op_type)
             return None
         if any(True for _ in subgraphs(node)):
+            return None
+        if self.pushed.get(id(node), 0) >= _MAX_PUSHES_PER_NODE:
+            # Two Transposes that keep trading places round a node (each move looks like a
+            # gain to the look-ahead) would otherwise spin until the global push limit.
+            logger.debug("barrier %s (%s): pushed through %d times already", node.name,
+                         node.op_type, _MAX_PUSHES_PER_NODE)
             return None
         self.source = source
         plan = handler(self, node, perm)
@@ -1431,6 +1442,12 @@ class _GraphOptimizer:
         if id(node) in self.pinned:
             logger.debug("keep %s: waits for the Transpose arriving at %s", node.name, source)
             return changed
+        reader = self.compensates.get(id(node))
+        if reader in self.consumers.get(output, {}) and self.pushed.get(reader, 0) >= 2:
+            # Pushed back through the node it compensates for, it would undo that push; once
+            # the node has seen a second push, the two Transposes are trading places round it.
+            logger.debug("keep %s: would undo the push it compensates for", node.name)
+            return changed
         budget = [_LOOKAHEAD_BUDGET]
         self.origin = source
         decision = self.push_cost(output, perm, budget)
@@ -1589,6 +1606,7 @@ class _GraphOptimizer:
             if self.consumers.get(out) or out in self.graph_outputs:
                 self._new_transpose(moved, out_perm, out, order)
         self.stats.pushed_through += 1
+        self.pushed[id(user)] = self.pushed.get(id(user), 0) + 1
         self.modified = True
         for name in user.input:
             producer = self.producer.get(name)
@@ -1670,6 +1688,8 @@ class _GraphOptimizer:
         new = self.names.fresh(f"{name}_transposed")
         self._record_shape(name, inverse, new, inverse=False)
         compensation = self._new_transpose(name, inverse, new, order)
+        assert self.reader is not None
+        self.compensates[id(compensation)] = id(self.reader)
         if arriving is not None and arriving is not _PLANNED:
             # The compensation waits for the Transpose on its way to cancel it; pushed on first,
             # the two would chase each other round the node.

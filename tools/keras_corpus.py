@@ -1,20 +1,23 @@
 """Real converter output: Keras models through tf2onnx, then through graphfix.
 
-    python tools/keras_corpus.py FOLDER [--models MobileNetV2 conv1d ...] [--styles raw notranspose]
+    python tools/keras_corpus.py FOLDER [--models MobileNetV2 conv1d ...] [--styles raw tflite]
                                         [--skip-convert]
 
 Builds Keras models with random weights (``keras.applications`` with ``weights=None``, and small
 models for the layer families the applications lack: Conv1D, Conv3D, separable and depthwise
 convolutions with LayerNormalization, cropping and padding, a U-Net with Conv2DTranspose and skip
 Concatenate, and a mix of GroupNormalization, PReLU, bilinear UpSampling2D, channel Softmax,
-global max pooling, Permute and MultiHeadAttention over the spatial tokens) and converts each with tf2onnx (opset 17, dynamic batch) in three styles:
-``raw`` (tf2onnx's graph optimizers all off: what its converter alone writes), ``notranspose``
-(every optimizer but its transpose optimizer) and ``tf2onnx`` (all of them, tf2onnx's own
-answer, for reference). Then, per model in the first two styles: Transposes and nodes before,
-after graphfix's ``eliminate-transposes`` alone (and with every image input and output declared
-channels-first, ``as_nchw``), and after ``graphfix.optimize`` (default
-pipeline, parity checked on ONNX Runtime with optimizations off); the Transposes tf2onnx's own
-optimizer leaves; parity's verdict and the share of its tolerance the worst output used.
+global max pooling, Permute and MultiHeadAttention over the spatial tokens) and converts each
+with tf2onnx (opset 17, dynamic batch) in four styles: ``raw`` (tf2onnx's graph optimizers all
+off: what its converter alone writes), ``notranspose`` (every optimizer but its transpose
+optimizer), ``tf2onnx`` (all of them, tf2onnx's own answer, for reference) and ``tflite`` (the
+model converted to TensorFlow Lite first, then by tf2onnx's TFLite front end with its optimizers
+off: a second converter's raw output, where ExpandDims and Squeeze are Reshapes). Then, per
+model in every style but ``tf2onnx``: Transposes and nodes before, after graphfix's
+``eliminate-transposes`` alone (and with every image input and output declared channels-first,
+``as_nchw``), and after ``graphfix.optimize`` (default pipeline, parity checked on ONNX Runtime
+with optimizations off); the Transposes tf2onnx's own optimizer leaves; parity's verdict and
+the share of its tolerance the worst output used.
 
 Needs the ``tools`` extra (TensorFlow and tf2onnx).
 """
@@ -34,7 +37,7 @@ __all__ = ["main", "convert", "evaluate", "CUSTOM"]
 
 APPLICATIONS = ("MobileNetV2", "MobileNetV3Small", "ResNet50", "EfficientNetB0", "DenseNet121",
                 "InceptionV3", "Xception", "NASNetMobile")
-STYLES = ("raw", "notranspose", "tf2onnx")
+STYLES = ("raw", "notranspose", "tf2onnx", "tflite")
 
 
 def _unet(keras: Any) -> Any:
@@ -118,6 +121,7 @@ def convert(folder: Path, names: list[str], styles: list[str]) -> list[Path]:
     every = tf2onnx.optimizer._get_optimizers().copy()
     chosen = {
         "raw": OrderedDict(),
+        "tflite": OrderedDict(),
         "notranspose": OrderedDict((k, v) for k, v in every.items() if k != "optimize_transpose"),
         "tf2onnx": every,
     }
@@ -130,8 +134,17 @@ def convert(folder: Path, names: list[str], styles: list[str]) -> list[Path]:
             path = folder / f"keras_{name}_{style}.onnx"
             tf2onnx.optimizer._optimizers = chosen[style]
             try:
-                tf2onnx.convert.from_keras(model, input_signature=spec, opset=17,
-                                           output_path=str(path))
+                if style == "tflite":
+                    tflite = folder / f"keras_{name}.tflite"
+                    tflite.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+                    tf2onnx.convert.from_tflite(str(tflite), opset=17, output_path=str(path))
+                else:
+                    tf2onnx.convert.from_keras(model, input_signature=spec, opset=17,
+                                               output_path=str(path))
+            except Exception as error:  # noqa: BLE001 - a converter's failure, reported
+                print(f"not converted {path.name}: {str(error).splitlines()[0][:160]}",
+                      file=sys.stderr, flush=True)
+                continue
             finally:
                 tf2onnx.optimizer._optimizers = every
             written.append(path)

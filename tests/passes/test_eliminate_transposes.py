@@ -1512,3 +1512,30 @@ def test_reshape_that_only_drops_and_adds_size_one_axes(ort_run, rng):
         numpy_helper.from_array(rng.standard_normal((4, 4, 1, 3)).astype(np.float32), "w2")])
     result = optimize(model, ort_run, rng, dims={"N": 3})
     assert transposes(result.model) == 2  # before the first Conv, and at the output
+
+
+def test_regression_nested_concats_do_not_make_transposes_chase_each_other(ort_run, rng):
+    # Found on InceptionV3 through TFLite: a Concat of two Concats and two convolution
+    # branches, read by four Transposes. A compensation pushed back through the Concat it was
+    # made for undid that push, and the two Transposes traded places until the push limit
+    # (8 left of 11, 203 pushes, names thousands of characters long).
+    nodes = ['xt = Transpose <perm = [0, 3, 1, 2]> (x)']
+    for b in "abcdef":
+        nodes += [f"c_{b} = Conv (xt, w_{b})", f"t_{b} = Transpose <perm = [0, 2, 3, 1]> (c_{b})",
+                  f"r_{b} = Relu (t_{b})"]
+    nodes += ["bc = Concat <axis = 3> (r_b, r_c)", "de = Concat <axis = 3> (r_d, r_e)",
+              "m = Concat <axis = 3> (r_a, bc, de, r_f)"]
+    for k in range(4):
+        nodes += [f"mt{k} = Transpose <perm = [0, 3, 1, 2]> (m)", f"o{k} = Conv (mt{k}, wo{k})"]
+    outputs = ", ".join(f"float[N,2,8,8] o{k}" for k in range(4))
+    body = "\n".join(nodes)
+    model = parse(f"g (float[N,8,8,3] x) => ({outputs}) {{ {body} }}")
+    model.graph.initializer.extend(
+        [numpy_helper.from_array(rng.standard_normal((4, 3, 1, 1)).astype(np.float32), f"w_{b}")
+         for b in "abcdef"]
+        + [numpy_helper.from_array(rng.standard_normal((2, 24, 1, 1)).astype(np.float32), f"wo{k}")
+           for k in range(4)])
+    result = optimize(model, ort_run, rng, dims={"N": 2})
+    assert result.stats["transposes_after"] == 1
+    assert result.stats["pushed_through"] <= 16
+    assert max(len(o) for n in model.graph.node for o in n.output) < 64
