@@ -6,8 +6,9 @@
    the machine's own noise is one-sided) and the growth factors are printed (linear time means
    about 10x per step).
 2. Latency: ORT CPU median latency of the original and the optimized model, under ORT's
-   defaults and with ORT's graph optimizations off, measured in interleaved rounds in one
-   process. The model is the one given with --model, or a built NHWC CNN.
+   defaults and with ORT's graph optimizations off, measured by ``graphfix.benchmark``
+   (interleaved rounds in one process, idle threads not spinning, a bootstrap interval on each
+   speedup). The model is the one given with --model, or a built NHWC CNN.
 
     python tools/bench_transposes.py [--sizes 1000,10000,100000] [--repeat 3] [--model m.onnx]
                                      [--runs 50] [--threads 1] [--skip-scaling] [--skip-latency]
@@ -16,7 +17,6 @@
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
@@ -89,60 +89,28 @@ def scaling(sizes: list[int], repeat: int = 3) -> None:
         previous = (nodes, elapsed)
 
 
-def _session(data: bytes, threads: int, optimize: bool):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3
-    if not optimize:
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-
-
-def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(0)
-    initializers = {i.name for i in model.graph.initializer}
-    feeds = {}
-    for inp in model.graph.input:
-        if inp.name in initializers:
-            continue
-        tensor_type = inp.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tensor_type.shape.dim]
-        dtype = helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
-        feeds[inp.name] = rng.standard_normal(shape).astype(dtype)
-    return feeds
-
-
 def latency(model: onnx.ModelProto, runs: int, threads: int) -> None:
-    original = model.SerializeToString()
-    optimized_model = onnx.ModelProto()
-    optimized_model.CopyFrom(model)
-    result = EliminateTransposes()(optimized_model)
-    optimized_model.ir_version = min(optimized_model.ir_version, 10)
-    optimized = optimized_model.SerializeToString()
-    feeds = _feeds(model)
+    """Both models under ORT's defaults and with its optimizations off, through
+    :func:`graphfix.benchmark` (interleaved rounds, idle threads not spinning, a bootstrap
+    interval on each speedup)."""
+    import graphfix
+
+    optimized = onnx.ModelProto()
+    optimized.CopyFrom(model)
+    result = EliminateTransposes()(optimized)
     print(f"latency: transposes {result.stats['transposes_before']} -> "
           f"{result.stats['transposes_after']}, nodes {len(model.graph.node)} -> "
-          f"{len(optimized_model.graph.node)}; {runs} interleaved rounds, {threads} thread(s)")
-    for label, ort_optimizes in (("ORT defaults", True), ("ORT optimizations off", False)):
-        sessions = {"original": _session(original, threads, ort_optimizes),
-                    "optimized": _session(optimized, threads, ort_optimizes)}
-        for session in sessions.values():
-            for _ in range(5):
-                session.run(None, feeds)
-        times: dict[str, list[float]] = {key: [] for key in sessions}
-        for round_ in range(runs):
-            order = list(sessions) if round_ % 2 == 0 else list(reversed(sessions))
-            for key in order:
-                started = time.perf_counter()
-                sessions[key].run(None, feeds)
-                times[key].append(time.perf_counter() - started)
-        before = statistics.median(times["original"]) * 1e3
-        after = statistics.median(times["optimized"]) * 1e3
-        print(f"  {label:<22} original {before:8.3f} ms   optimized {after:8.3f} ms   "
-              f"speedup x{before / after:.3f}")
+          f"{len(optimized.graph.node)}; {runs} interleaved rounds, {threads} thread(s)")
+    bench = graphfix.benchmark(optimized, baseline=model, provider="cpu", threads=threads,
+                               runs=runs, offline=True)
+    rows = (("ORT defaults", bench.baseline, bench.candidate, bench.comparison),
+            ("ORT optimizations off", bench.baseline_offline, bench.candidate_offline,
+             bench.both_offline_comparison))
+    for label, before, after, comparison in rows:
+        assert before is not None and after is not None and comparison is not None
+        print(f"  {label:<22} original {before.median_ms:8.3f} ms   optimized "
+              f"{after.median_ms:8.3f} ms   speedup x{comparison.speedup:.3f} "
+              f"[{comparison.ci_low:.3f}, {comparison.ci_high:.3f}] {comparison.verdict}")
 
 
 def main(argv: list[str] | None = None) -> None:
