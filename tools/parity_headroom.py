@@ -9,8 +9,8 @@ above 1 fails), that output's max abs error and scale, the model's size, the pas
 skipped, and what the check costs. graphfix runs the reference model's side of the check beside
 the passes, so the cost is measured as the user sees it: the whole ``optimize`` with the check
 (``total s``) minus the same call without it (``no-verify s``, in the same process; the best of
-``--repeat`` calls each, alternating), shown as ``verify adds``; ``parity s`` is the part after the passes and ``ref s`` the
-reference's own runs. A model that fails parity is optimized again without the check and
+``--repeat`` calls each, alternating), shown as ``verify adds``; ``parity s`` is the part after
+the passes and ``ref s`` the reference's own runs. A model that fails parity is optimized again without the check and
 compared with ``check_parity`` directly, so its figures are still shown, with the pass the
 error names.
 
