@@ -310,18 +310,13 @@ def optimize(
             set_option(name, "max_growth", max_growth or None)
     if keep_reduction_order:
         set_option("eliminate-transposes", "reorder_reductions", False)
-    channels_first = _split_names(inputs_as_nchw)
-    for key, names in (("inputs_as_nchw", channels_first),
+    for key, names in (("inputs_as_nchw", _split_names(inputs_as_nchw)),
                        ("outputs_as_nchw", _split_names(outputs_as_nchw))):
         if names:
             set_option("eliminate-transposes", key, names)
-    # The shapes as the optimized model takes them: an input declared NCHW has its dims moved
-    # (simplify runs after eliminate-transposes, and the benchmark feeds the optimized model).
-    moved_shapes = {
-        name: [dims[0], dims[-1], *dims[1:-1]] if name in channels_first and len(dims) >= 3
-        else dims for name, dims in shapes.items()}
     if shapes:
-        set_option("simplify", "input_shapes", moved_shapes)
+        # Shapes of SRC's inputs; the pipeline moves them for an input a pass declares NCHW.
+        set_option("simplify", "input_shapes", shapes)
     if options:
         kwargs["options"] = options
     if no_verify:
@@ -336,7 +331,7 @@ def optimize(
         if provider is not None:
             bench_options["provider"] = provider
         if shapes:
-            bench_options["input_shapes"] = moved_shapes
+            bench_options["input_shapes"] = shapes
         kwargs["bench_options"] = {k: v for k, v in bench_options.items() if v is not None}
         if require_speedup is not None:
             kwargs["require_speedup"] = require_speedup

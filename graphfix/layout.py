@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 __all__ = ["KEY", "Layout", "read", "record", "relative", "to_candidate", "from_candidate",
-           "to_reference", "describe", "invert"]
+           "to_reference", "move_shapes", "describe", "invert"]
 
 KEY = "graphfix.layout"
 
@@ -123,6 +123,16 @@ def from_candidate(feed: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
 def to_reference(outputs: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     """The candidate's outputs by name, in the reference's layout."""
     return _moved(outputs, layout["outputs"], inverse=True)
+
+
+def move_shapes(shapes: Mapping[str, Any], layout: Layout) -> dict[str, list[int]]:
+    """Input shapes given for the reference (``name -> dims``), as the candidate takes them."""
+    moved = {name: list(dims) for name, dims in shapes.items()}
+    for name, perm in layout["inputs"].items():
+        dims = moved.get(name)
+        if dims is not None and len(dims) == len(perm):
+            moved[name] = [dims[a] for a in perm]
+    return moved
 
 
 def describe(layout: Layout) -> list[str]:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 import graphfix
-from graphfix import model_io, registry
+from graphfix import layout, model_io, registry
 from graphfix.errors import GraphfixError, ModelSaveError, ParityError, PassError
 from graphfix.report import PassReport, Report, model_facts, op_histogram
 
@@ -114,9 +114,13 @@ def run_pipeline(
     reports: list[PassReport] = []
     for pass_ in passes:
         pass_.prepare()
+    started_with = layout.read(model)
     for index, pass_ in enumerate(passes):
         if progress:
             progress(pass_.name, index, len(passes))
+        moved = layout.relative(started_with, layout.read(model))
+        if moved["inputs"] or moved["outputs"]:
+            pass_.follow_layout(moved)
         histogram_before = op_histogram(model)
         started = time.perf_counter()
         try:
@@ -247,7 +251,14 @@ def optimize(
         if bench or require_speedup is not None:
             from graphfix.validate.bench import benchmark, require_speedup as check_speedup
 
-            result = benchmark(optimized, baseline=original_model(), **dict(bench_options or {}))
+            options = dict(bench_options or {})
+            baseline = original_model()
+            if options.get("input_shapes"):
+                # Shapes are given for the original; the benchmark feeds the optimized model.
+                options["input_shapes"] = layout.move_shapes(
+                    options["input_shapes"],
+                    layout.relative(layout.read(baseline), layout.read(optimized)))
+            result = benchmark(optimized, baseline=baseline, **options)
             report.bench = result.to_dict()
             report.warnings += list(getattr(result, "warnings", []))
             if require_speedup is not None:

@@ -59,6 +59,12 @@ class Pass:
         that needs a slow helper (a worker process) starts it here, so that it gets ready while
         the passes before it run. Nothing by default."""
 
+    def follow_layout(self, moved: Any) -> None:
+        """Called by the pipeline before this pass runs when an earlier pass of the run changed
+        the model's signature on request (``moved``: a :mod:`graphfix.layout` layout, from the
+        model the run started with to the one this pass gets). A pass whose options name input
+        dimensions moves them here. Nothing by default."""
+
     def options(self) -> dict[str, Any]:
         """The options this instance runs with, for the report (public attributes by default)."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}

@@ -539,6 +539,8 @@ def _reshape(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | st
     target = g.reshape_target(node, shape)
     if isinstance(target, str):
         return target
+    if 0 in shape or 0 in target:
+        return "zero-size dimension"  # a 0 in the rewritten target would copy another axis
     batch = shape[0] is None
     if batch and (target[0] is not None or perm[0] != 0):
         return "the dynamic batch does not stay the first axis on its own"
@@ -1144,8 +1146,14 @@ class _GraphOptimizer:
             )[0] == 0:
                 upstream = node.input[0]
             elif op in BROADCAST_BINARY:
-                upstream = next((i for i in node.input if i and (self.shape(i) or (0,))[0] is None
-                                 and len(self.shape(i) or ()) == len(shape)), None)
+                # Followed only when one operand alone can set the first dimension: every other
+                # one has a lower rank or a static 1 there.
+                ranks = [(i, self.shape(i)) for i in node.input if i]
+                if all(dims is not None for _, dims in ranks):
+                    setting = [i for i, dims in ranks if len(dims) == len(shape)  # type: ignore
+                               and dims[0] != 1]  # type: ignore[index]
+                    if len(setting) == 1 and self.shape(setting[0])[0] is None:  # type: ignore
+                        upstream = setting[0]
             elif op == "Reshape" and len(node.input) > 1:
                 entries = self.shape_entries(node.input[1])
                 rest = [e for e in entries[1:] if isinstance(e, int)] if entries else []
@@ -1820,12 +1828,15 @@ def _shape_facts(
     graph.output.extend(model.graph.output)
     graph.value_info.extend(model.graph.value_info)
     small: dict[str, np.ndarray] = {}
+    overridable = {i.name for i in model.graph.input}  # an initializer listed as an input
     for init in model.graph.initializer:
         if init.data_location != onnx.TensorProto.EXTERNAL and len(init.raw_data) <= 4096 and (
             sum(len(f) for f in (init.float_data, init.int64_data, init.int32_data)) <= 1024
         ):
             graph.initializer.append(init)
-            if init.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32):
+            if init.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and (
+                init.name not in overridable
+            ):
                 small[init.name] = numpy_helper.to_array(init)
         else:
             graph.initializer.add(name=init.name, data_type=init.data_type, dims=init.dims)
@@ -2034,59 +2045,63 @@ def _channels_first(
     for node in graph.node:
         for sub in subgraphs(node):
             read_inside |= _outer_refs(sub)
+    produced = {name for node in graph.node for name in node.output}
+    output_names = [o.name for o in graph.output]
+    todo = [(kind, name) for kind, wanted in (("input", inputs), ("output", outputs))
+            for name in wanted if name not in done[f"{kind}s"]]
+    for kind, name in todo:  # every refusal before the first edit: nothing half-done
+        info = declared[kind][name]
+        dims = info.type.tensor_type.shape.dim if info.type.HasField("tensor_type") else []
+        if not info.type.tensor_type.HasField("shape") or len(dims) < 3:
+            raise PassError(
+                f"{kind}s_as_nchw: {kind} {name!r} is not a tensor of known rank 3 or more",
+                hint="only channels-last tensors [N, ..., C] can be declared [N, C, ...]",
+            )
+        if name in read_inside:
+            raise PassError(f"{kind}s_as_nchw: {kind} {name!r} is read inside a subgraph")
+        if kind == "input" and name in output_names:
+            raise PassError(f"inputs_as_nchw: input {name!r} is also a graph output")
+        if kind == "output" and (name not in produced or output_names.count(name) > 1):
+            raise PassError(f"outputs_as_nchw: output {name!r} is not computed by a node of "
+                            "the graph (or is listed twice)")
     taken: set[str] = set()
     _all_names(graph, taken)
     names = _Names(taken)
     changes: dict[str, dict[str, Perm]] = {"inputs": {}, "outputs": {}}
     lines = []
-    for kind, wanted in (("input", inputs), ("output", outputs)):
-        for name in wanted:
-            if name in done[f"{kind}s"]:
-                continue
-            info = declared[kind][name]
-            dims = info.type.tensor_type.shape.dim if info.type.HasField("tensor_type") else []
-            if not info.type.tensor_type.HasField("shape") or len(dims) < 3:
-                raise PassError(
-                    f"{kind}s_as_nchw: {kind} {name!r} is not a tensor of known rank 3 or more",
-                    hint="only channels-last tensors [N, ..., C] can be declared [N, C, ...]",
-                )
-            if name in read_inside:
-                raise PassError(f"{kind}s_as_nchw: {kind} {name!r} is read inside a subgraph")
-            rank = len(dims)
-            to_first: Perm = (0, rank - 1, *range(1, rank - 1))
-            inner = names.fresh(f"{name}_channels_last")
-            if kind == "input":
-                for node in graph.node:
-                    for slot, used in enumerate(node.input):
-                        if used == name:
-                            node.input[slot] = inner
-                graph.node.insert(0, onnx.helper.make_node(
-                    "Transpose", [name], [inner], perm=list(_invert(to_first)),
-                    name=names.fresh(f"{name}_to_channels_last")))
-            else:
-                producer = next((n for n in graph.node if name in n.output), None)
-                if producer is None or name in declared["input"] or list(
-                    o.name for o in graph.output
-                ).count(name) > 1:
-                    raise PassError(f"outputs_as_nchw: output {name!r} is not computed by a "
-                                    "node of the graph (or is listed twice)")
-                producer.output[list(producer.output).index(name)] = inner
-                for node in graph.node:
-                    for slot, used in enumerate(node.input):
-                        if used == name:
-                            node.input[slot] = inner
-                graph.node.append(onnx.helper.make_node(
-                    "Transpose", [inner], [name], perm=list(to_first),
-                    name=names.fresh(f"{name}_to_channels_first")))
-            moved = [onnx.TensorShapeProto.Dimension() for _ in dims]
-            for i, axis in enumerate(to_first):
-                moved[i].CopyFrom(dims[axis])
-            del dims[:]
-            dims.extend(moved)
-            changes[f"{kind}s"][name] = to_first
-            shape = [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in dims]
-            lines.append(f"signature changed: {kind} {name!r} is now channels-first {shape} "
-                         f"(the original's transposed by {list(to_first)})")
+    for kind, name in todo:
+        info = declared[kind][name]
+        dims = info.type.tensor_type.shape.dim
+        rank = len(dims)
+        to_first: Perm = (0, rank - 1, *range(1, rank - 1))
+        inner = names.fresh(f"{name}_channels_last")
+        if kind == "input":
+            for node in graph.node:
+                for slot, used in enumerate(node.input):
+                    if used == name:
+                        node.input[slot] = inner
+            graph.node.insert(0, onnx.helper.make_node(
+                "Transpose", [name], [inner], perm=list(_invert(to_first)),
+                name=names.fresh(f"{name}_to_channels_last")))
+        else:
+            producer = next(n for n in graph.node if name in n.output)
+            producer.output[list(producer.output).index(name)] = inner
+            for node in graph.node:
+                for slot, used in enumerate(node.input):
+                    if used == name:
+                        node.input[slot] = inner
+            graph.node.append(onnx.helper.make_node(
+                "Transpose", [inner], [name], perm=list(to_first),
+                name=names.fresh(f"{name}_to_channels_first")))
+        moved = [onnx.TensorShapeProto.Dimension() for _ in dims]
+        for i, axis in enumerate(to_first):
+            moved[i].CopyFrom(dims[axis])
+        del dims[:]
+        dims.extend(moved)
+        changes[f"{kind}s"][name] = to_first
+        shape = [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in dims]
+        lines.append(f"signature changed: {kind} {name!r} is now channels-first {shape} "
+                     f"(the original's transposed by {list(to_first)})")
     layout.record(model, inputs=changes["inputs"], outputs=changes["outputs"])
     return lines
 

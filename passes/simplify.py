@@ -87,6 +87,7 @@ from typing import Any
 
 import onnx
 
+from graphfix import layout
 from graphfix.errors import PassError
 from graphfix.model_io import (
     PROTOBUF_LIMIT,
@@ -408,7 +409,14 @@ class Simplify(Pass):
             )
         self.max_growth = None if max_growth is None else float(max_growth)
         self.input_shapes = input_shapes
+        self._given_shapes = input_shapes
         self._fail = fail_for_testing
+
+    def follow_layout(self, moved: Any) -> None:
+        # input_shapes name the dims of the model the pipeline started with; an input an
+        # earlier pass declared channels-first takes them in its new order.
+        if self._given_shapes:
+            self.input_shapes = layout.move_shapes(self._given_shapes, moved)
 
     def _limit(self, size: int) -> int:
         if self.max_growth is None:

@@ -223,3 +223,30 @@ def test_inputs_as_nchw_parity_and_bench_feed_each_model_its_layout(tmp_path) ->
     onnx.save(optimized, str(tmp_path / "unrecorded.onnx"))
     assert invoke("check", src, tmp_path / "unrecorded.onnx", "--input-shape", "x:2x8x8x3"
                   ).exit_code == 1
+
+
+def test_input_shape_follows_the_layout_only_when_it_changes(tmp_path) -> None:
+    rng = np.random.default_rng(0)
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 8, 8, 3] x) => (float[N, 8, 8, 4] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        c = Conv <pads = [1, 1, 1, 1]> (t, w)
+        y = Transpose <perm = [0, 2, 3, 1]> (c)
+    }""")
+    model.graph.initializer.append(onnx.numpy_helper.from_array(
+        rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"))
+    src = tmp_path / "in.onnx"
+    onnx.save(model, str(src))
+    # The pass that would change the layout is skipped: the shapes stay SRC's.
+    skipped = invoke("optimize", src, tmp_path / "a.onnx", "-q", "--skip", "eliminate-transposes",
+                     "--inputs-as-nchw", "x", "--input-shape", "x:2x8x8x3")
+    assert skipped.exit_code == 0, skipped.output
+    # Converted once, then again: the second run changes nothing, and its shapes are NCHW.
+    first = invoke("optimize", src, tmp_path / "b.onnx", "-q", "--inputs-as-nchw", "x")
+    assert first.exit_code == 0, first.output
+    second = invoke("optimize", tmp_path / "b.onnx", tmp_path / "c.onnx", "-q", "--inputs-as-nchw",
+                    "x", "--input-shape", "x:2x3x8x8", "--bench")
+    assert second.exit_code == 0, second.output
+    dims = onnx.load(str(tmp_path / "c.onnx")).graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_value for d in dims] == [2, 3, 8, 8]

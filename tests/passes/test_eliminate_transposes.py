@@ -1539,3 +1539,29 @@ def test_regression_nested_concats_do_not_make_transposes_chase_each_other(ort_r
     assert result.stats["transposes_after"] == 1
     assert result.stats["pushed_through"] <= 16
     assert max(len(o) for n in model.graph.node for o in n.output) < 64
+
+
+def test_reshape_with_a_zero_size_dimension_is_left_alone(ort_run, rng):
+    # A literal 0 in the rewritten target would copy another axis of the input.
+    model = parse("""
+    g (float[3,2,0] x) => (float[0,6] y) <int64[2] s = {0, 6}> {
+        t = Transpose <perm = [2, 0, 1]> (x)
+        r = Reshape (t, s)
+        y = Transpose <perm = [1, 0]> (r)
+    }""")
+    result = EliminateTransposes()(model)
+    assert transposes(result.model) == 2
+
+
+def test_inputs_as_nchw_refuses_before_editing_anything(rng):
+    model = parse("""
+    g (float[1,4,5,3] x) => (float[1,4,5,3] y, float[1,4,5,3] x) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        r = Relu (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (r)
+    }""")
+    before = model.SerializeToString()
+    for options in ({"inputs_as_nchw": ["x"]}, {"outputs_as_nchw": ["y"], "inputs_as_nchw": ["x"]}):
+        with pytest.raises(PassError, match="also a graph output"):
+            EliminateTransposes(**options)(model)
+        assert model.SerializeToString() == before
