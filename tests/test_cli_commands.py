@@ -193,8 +193,8 @@ def test_keep_reduction_order_keeps_the_transpose_before_the_pool(tmp_path) -> N
         assert all(o["reorder_reductions"] is not bool(flag) for o in options)
 
 
-def test_inputs_as_nchw_parity_and_bench_feed_each_model_its_layout(tmp_path) -> None:
-    rng = np.random.default_rng(0)
+def _nhwc_conv(tmp_path):
+    """A converter-style NHWC convolution saved as in.onnx: Transposes at both ends."""
     model = onnx.parser.parse_model("""
     <ir_version: 8, opset_import: ["" : 17]>
     g (float[N, 8, 8, 3] x) => (float[N, 8, 8, 4] y) {
@@ -204,9 +204,14 @@ def test_inputs_as_nchw_parity_and_bench_feed_each_model_its_layout(tmp_path) ->
         y = Transpose <perm = [0, 2, 3, 1]> (r)
     }""")
     model.graph.initializer.append(onnx.numpy_helper.from_array(
-        rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"))
-    src, out, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
+        np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32), "w"))
+    src = tmp_path / "in.onnx"
     onnx.save(model, str(src))
+    return src
+
+
+def test_inputs_as_nchw_parity_and_bench_feed_each_model_its_layout(tmp_path) -> None:
+    src, out, report = _nhwc_conv(tmp_path), tmp_path / "out.onnx", tmp_path / "r.json"
     result = invoke("optimize", src, out, "-q", "--inputs-as-nchw", "x", "--report", report,
                     "--bench", "--input-shape", "x:2x8x8x3")
     assert result.exit_code == 0, result.output
@@ -226,18 +231,7 @@ def test_inputs_as_nchw_parity_and_bench_feed_each_model_its_layout(tmp_path) ->
 
 
 def test_input_shape_follows_the_layout_only_when_it_changes(tmp_path) -> None:
-    rng = np.random.default_rng(0)
-    model = onnx.parser.parse_model("""
-    <ir_version: 8, opset_import: ["" : 17]>
-    g (float[N, 8, 8, 3] x) => (float[N, 8, 8, 4] y) {
-        t = Transpose <perm = [0, 3, 1, 2]> (x)
-        c = Conv <pads = [1, 1, 1, 1]> (t, w)
-        y = Transpose <perm = [0, 2, 3, 1]> (c)
-    }""")
-    model.graph.initializer.append(onnx.numpy_helper.from_array(
-        rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"))
-    src = tmp_path / "in.onnx"
-    onnx.save(model, str(src))
+    src = _nhwc_conv(tmp_path)
     # The pass that would change the layout is skipped: the shapes stay SRC's.
     skipped = invoke("optimize", src, tmp_path / "a.onnx", "-q", "--skip", "eliminate-transposes",
                      "--inputs-as-nchw", "x", "--input-shape", "x:2x8x8x3")
