@@ -227,8 +227,9 @@ class _RecordArgs(click.Command):
                    "0 allows any growth.")
 @click.option("--keep-reduction-order", is_flag=True,
               help="eliminate-transposes keeps one Transpose before each sum-like reduction "
-                   "(a global pool) so outputs stay bit-identical; by default it is pushed "
-                   "through, which reorders the float sum (last-bit differences).")
+                   "(a global pool, a Flatten before a Dense layer) so outputs stay "
+                   "bit-identical; by default it is pushed through, which reorders the float "
+                   "sum (last-bit differences).")
 @click.option("--inputs-as-nchw", multiple=True, metavar="A,B",
               help="Declare these channels-last graph inputs ([N,H,W,C]) channels-first "
                    "([N,C,H,W]), so the Transpose after them goes too. Changes the model's "
