@@ -194,6 +194,24 @@ def _shrink(perm: Perm, removed: set[int]) -> Perm:
     return tuple(position[perm[i]] for i in range(len(perm)) if i not in removed)
 
 
+def _grow(perm: Perm, inserted: set[int]) -> Perm:
+    """The permutation on the output of a node that inserts size-1 axes at ``inserted`` (output
+    positions) into its transposed input: the new axes stay in place, the others keep ``perm``
+    among themselves."""
+    kept = [i for i in range(len(perm) + len(inserted)) if i not in inserted]
+    grown = list(range(len(kept) + len(inserted)))
+    for i, position in enumerate(kept):
+        grown[position] = kept[perm[i]]
+    return tuple(grown)
+
+
+def _shape_bounds(node: onnx.NodeProto, rank: int) -> tuple[int, int]:
+    """``Shape``'s ``start`` and ``end`` for an input of ``rank``, normalized and clamped."""
+    bounds = (_attr(node, "start", 0), _attr(node, "end", rank))
+    start, end = (min(max(i + rank if i < 0 else i, 0), rank) for i in bounds)
+    return start, end
+
+
 def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
     for attr in node.attribute:
         if attr.name == name:
@@ -476,16 +494,10 @@ def _unsqueeze(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | 
         return raw
     if raw is None:
         return "axes missing"
-    out_rank = len(perm) + len(raw)
-    axes = _normalize_axes(raw, out_rank)
+    axes = _normalize_axes(raw, len(perm) + len(raw))
     if axes is None:
         return "axes out of range"
-    inserted = set(axes)
-    kept = [i for i in range(out_rank) if i not in inserted]
-    out_perm = list(range(out_rank))
-    for i, position in enumerate(kept):
-        out_perm[position] = kept[perm[i]]
-    return _Plan(out_perms=[tuple(out_perm)], data_slots=(0,))
+    return _Plan(out_perms=[_grow(perm, set(axes))], data_slots=(0,))
 
 
 def _tile(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
@@ -553,19 +565,11 @@ def _reshape(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | st
         # Only size-1 axes go and come (TFLite writes Squeeze and ExpandDims as Reshapes): a
         # Squeeze then an Unsqueeze, as in case 4h.
         squeezed = _shrink(perm, ones_in) if len(ones_in) < len(perm) else ()
-        kept = [j for j in range(len(target)) if j not in ones_out]
-        out_perm = list(range(len(target)))
-        for k, position in enumerate(kept):
-            out_perm[position] = kept[squeezed[k]]
+        out_perm = _grow(squeezed, ones_out)
         moved: list[int] = [0] * len(target)
         for j, d in enumerate(target):
             moved[out_perm[j]] = -1 if d is None else int(d)
-        plan = _Plan(out_perms=[tuple(out_perm)], data_slots=(0,))
-        if g.opset < 5:
-            plan.attrs["shape"] = moved
-        else:
-            plan.const_inputs[1] = np.array(moved, np.int64)
-        return plan
+        return _reshape_plan(g, out_perm, moved)
     static_in = [int(d) for d in shape[offset:]]  # type: ignore[arg-type]
     static_out = [int(d) for d in target[offset:]]  # type: ignore[arg-type]
     if 1 in static_in or 1 in static_out:
@@ -586,11 +590,16 @@ def _reshape(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | st
         for j in outs:
             out_perm[j] = len(new_target)
             new_target.append(0 if target[j] is None else int(target[j]))  # type: ignore[arg-type]
-    plan = _Plan(out_perms=[tuple(out_perm)], data_slots=(0,))
+    return _reshape_plan(g, tuple(out_perm), new_target)
+
+
+def _reshape_plan(g: _GraphOptimizer, out_perm: Perm, target: list[int]) -> _Plan:
+    """Case 4j's plan: the Reshape gets ``target`` (attribute before opset 5, else input)."""
+    plan = _Plan(out_perms=[out_perm], data_slots=(0,))
     if g.opset < 5:
-        plan.attrs["shape"] = new_target
+        plan.attrs["shape"] = target
     else:
-        plan.const_inputs[1] = np.array(new_target, np.int64)
+        plan.const_inputs[1] = np.array(target, np.int64)
     return plan
 
 
@@ -867,15 +876,7 @@ class _GraphOptimizer:
 
     def axes_of(self, node: onnx.NodeProto) -> list[int] | None | str:
         """Squeeze/Unsqueeze axes: attribute before opset 13, input from 13."""
-        if self.opset < 13:
-            axes = _attr(node, "axes")
-            return None if axes is None else list(axes)
-        if len(node.input) < 2 or not node.input[1]:
-            return None
-        value = self.const_value(node.input[1])
-        if value is None:
-            return "axes input is not a constant"
-        return value.reshape(-1).tolist()
+        return _squeeze_axes(node, self.opset, self.const_value)
 
     def only_consumer(self, name: str, node: onnx.NodeProto) -> bool:
         users = self.consumers.get(name, {})
@@ -1096,24 +1097,11 @@ class _GraphOptimizer:
         self, node: onnx.NodeProto, shape: tuple[int | None, ...], features: int
     ) -> bool:
         """Whether Reshape ``node`` of a tensor of ``shape`` gives ``[shape[0], features]``."""
-        source = node.input[0]
-        if self.opset < 5:
-            target: list[int | tuple[str, int]] | None = list(_attr(node, "shape") or []) or None
-        else:
-            target = self.shape_entries(node.input[1]) if len(node.input) > 1 else None
-        if target is None:
-            out = self.shape(node.output[0])  # shape inference's word
-            return out is not None and len(out) == 2 and out[1] == features
-        if len(target) != 2:
-            return False
-        batch, rest = target
-        if rest == features:
-            return True  # the batch entry can then only be the batch
-        return rest == -1 and (
-            batch == 0 and not _attr(node, "allowzero", 0)
-            or shape[0] is not None and batch == shape[0]
-            or isinstance(batch, tuple) and batch[1] == 0 and self.same_batch(batch[0], source)
-        )
+        target = "allowzero" if _attr(node, "allowzero", 0) else self.reshape_target(node, shape)
+        if isinstance(target, list):
+            return len(target) == 2 and target[1] == features
+        out = self.shape(node.output[0])  # shape inference's word
+        return out is not None and len(out) == 2 and out[1] == features
 
     def same_batch(self, tensor: str, source: str) -> bool:
         """Whether ``tensor``'s first dimension is ``source``'s (a converter reads the batch off
@@ -1232,9 +1220,7 @@ class _GraphOptimizer:
             rank = self.rank(node.input[0])
             if rank is None:
                 return None
-            start, end = (_attr(node, key, default) for key, default in
-                          (("start", 0), ("end", rank)))
-            start, end = (min(max(i + rank if i < 0 else i, 0), rank) for i in (start, end))
+            start, end = _shape_bounds(node, rank)
             return [(node.input[0], axis) for axis in range(start, end)]
         if op in ("Identity", "Squeeze", "Unsqueeze") or op == "Cast" and _attr(node, "to") in (
             onnx.TensorProto.INT32, onnx.TensorProto.INT64
@@ -1629,9 +1615,7 @@ class _GraphOptimizer:
         label = user.name or user.op_type
         if plan.kind == "shape":
             rank = len(perm)
-            start, end = (_attr(user, key, default) for key, default in
-                          (("start", 0), ("end", rank)))
-            start, end = (min(max(i + rank if i < 0 else i, 0), rank) for i in (start, end))
+            start, end = _shape_bounds(user, rank)
             picked = list(perm[start:end])
             out = user.output[0]
             if picked != list(range(start, end)):
@@ -1898,8 +1882,8 @@ def _fold_shape_only(
         return data
     if node.op_type == "Cast":
         return _cast(data, _attr(node, "to"))
-    second = value_of(node.input[1]) if len(node.input) > 1 and node.input[1] else None
     if node.op_type == "Reshape":
+        second = value_of(node.input[1]) if len(node.input) > 1 and node.input[1] else None
         shape = _attr(node, "shape") if opset < 5 else (
             None if second is None else second.reshape(-1).tolist())
         if shape is None:
@@ -1911,14 +1895,9 @@ def _fold_shape_only(
             return data.reshape(target)
         except ValueError:
             return None
-    if opset < 13:
-        axes = _attr(node, "axes")
-    elif len(node.input) > 1 and node.input[1]:
-        if second is None:
-            return None
-        axes = second.reshape(-1).tolist()
-    else:
-        axes = None
+    axes = _squeeze_axes(node, opset, value_of)
+    if isinstance(axes, str):
+        return None
     if node.op_type == "Squeeze":
         if axes is None:
             return data.reshape([d for d in data.shape if d != 1])
@@ -1932,6 +1911,22 @@ def _fold_shape_only(
     if normalized is None:
         return None
     return np.expand_dims(data, tuple(normalized))
+
+
+def _squeeze_axes(
+    node: onnx.NodeProto, opset: int, value_of: Callable[[str], np.ndarray | None]
+) -> list[int] | None | str:
+    """Squeeze/Unsqueeze axes: attribute before opset 13, input from 13; None when absent, a
+    reason when computed at run time."""
+    if opset < 13:
+        axes = _attr(node, "axes")
+        return None if axes is None else list(axes)
+    if len(node.input) < 2 or not node.input[1]:
+        return None
+    value = value_of(node.input[1])
+    if value is None:
+        return "axes input is not a constant"
+    return value.reshape(-1).tolist()
 
 
 def _graphs_bottom_up(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -2075,21 +2070,17 @@ def _channels_first(
         rank = len(dims)
         to_first: Perm = (0, rank - 1, *range(1, rank - 1))
         inner = names.fresh(f"{name}_channels_last")
+        for node in graph.node:
+            for slot, used in enumerate(node.input):
+                if used == name:
+                    node.input[slot] = inner  # the readers read the old layout under a new name
         if kind == "input":
-            for node in graph.node:
-                for slot, used in enumerate(node.input):
-                    if used == name:
-                        node.input[slot] = inner
             graph.node.insert(0, onnx.helper.make_node(
                 "Transpose", [name], [inner], perm=list(_invert(to_first)),
                 name=names.fresh(f"{name}_to_channels_last")))
         else:
             producer = next(n for n in graph.node if name in n.output)
             producer.output[list(producer.output).index(name)] = inner
-            for node in graph.node:
-                for slot, used in enumerate(node.input):
-                    if used == name:
-                        node.input[slot] = inner
             graph.node.append(onnx.helper.make_node(
                 "Transpose", [inner], [name], perm=list(to_first),
                 name=names.fresh(f"{name}_to_channels_first")))
