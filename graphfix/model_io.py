@@ -61,6 +61,7 @@ __all__ = [
     "temporary_folder",
     "write_scratch",
     "same_tensor",
+    "skeleton",
 ]
 
 logger = logging.getLogger(__name__)
@@ -684,6 +685,26 @@ def _shell(message: google.protobuf.message.Message, without: frozenset[str]):
             else:
                 setattr(shell, name, getattr(message, name))
     return shell
+
+
+_SKELETON_LOCATION = "graphfix-skeleton"
+
+
+def skeleton(model: onnx.ModelProto, *, keep_below: int = _EXTERNAL_THRESHOLD) -> onnx.ModelProto:
+    """A copy of ``model`` without its weights, for type and shape inference: main-graph
+    initializers of ``keep_below`` bytes or more become references to external data that is
+    never read (name, type and shape kept); smaller ones (shape constants) are copied. Nothing
+    large is copied or serialized."""
+    copy = _shell(model, frozenset({"graph"}))
+    copy.graph.CopyFrom(_shell(model.graph, frozenset({"initializer"})))
+    for tensor in model.graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL and _nbytes(tensor) < keep_below:
+            copy.graph.initializer.add().CopyFrom(tensor)
+        else:
+            shell = _shell(tensor, _DATA_FIELDS | {"external_data", "data_location"})
+            _point_at(shell, _SKELETON_LOCATION, 0, _nbytes(tensor))
+            copy.graph.initializer.append(shell)
+    return copy
 
 
 _TENSOR_ATTRIBUTES = frozenset({

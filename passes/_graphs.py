@@ -9,7 +9,7 @@ import onnx
 
 from graphfix.model_io import same_tensor, tensor_digest
 
-__all__ = ["subgraphs", "count_nodes", "same_graph"]
+__all__ = ["subgraphs", "count_nodes", "same_graph", "grown_ops"]
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
@@ -24,6 +24,23 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
 def count_nodes(graph: onnx.GraphProto) -> int:
     """Nodes of ``graph`` and of every subgraph in it."""
     return sum(1 + sum(count_nodes(sub) for sub in subgraphs(node)) for node in graph.node)
+
+
+def grown_ops(model: onnx.ModelProto, reference: onnx.ModelProto) -> str:
+    """The op types ``model`` has more of than ``reference`` (every graph and local function),
+    as ``"Reshape +20, Gemm +12"``."""
+    from collections import Counter
+
+    from graphfix.graph import all_nodes
+
+    def histogram(m: onnx.ModelProto) -> Counter[str]:
+        nodes = list(all_nodes(m.graph)) + [n for f in m.functions for n in f.node]
+        return Counter(n.op_type for n in nodes)
+
+    before, after = histogram(reference), histogram(model)
+    grown = sorted(((op, after[op] - before[op]) for op in after if after[op] > before[op]),
+                   key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{op} +{d}" for op, d in grown) or "subgraph nodes"
 
 
 def _node_key(node: onnx.NodeProto, names: bool) -> bytes:

@@ -41,11 +41,21 @@ Decisions:
       from the graph while the subgraph still reads its name. ORT does this even with its
       optimizations off, so no option avoids it; the pass skips.
    Any structural fault the checker finds makes the pass skip with the checker's reason.
+9. Portable means portable. At session set-up ORT also decides things for the kernels of the
+   CPU provider: float32 islands between inserted Casts where a float16 kernel is missing,
+   function ops (HardSwish, a float16 Softmax, local functions) inlined, ``Shape`` of a
+   Transpose turned into a ``Gather`` of its permutation. At the portable level (basic, CPU)
+   those decisions are taken back (:mod:`graphfix.passes._portable`): the casts go, and each
+   original node ORT expanded is put back when that lowers the node count. An output that still
+   changes a float tensor's element type is refused whole.
+10. Never more nodes: an output with more nodes than the input (subgraphs and local functions
+   counted) is refused, with the ops that grew.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import onnx
@@ -58,7 +68,9 @@ from graphfix.model_io import (
     tensor_digest,
     weight_bytes,
 )
-from graphfix.passes._graphs import same_graph, subgraphs
+from graphfix.graph import count_nodes, subgraphs
+from graphfix.passes._graphs import grown_ops, same_graph
+from graphfix.passes._portable import Unportable, undo_provider_decisions
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["OrtOffline", "ort_offline", "LEVELS", "PROVIDERS", "DEFAULT_MAX_GROWTH"]
@@ -75,10 +87,16 @@ DEFAULT_MAX_GROWTH = 1.5
 GROWTH_ALLOWANCE = 64 * 1024
 
 
-def nonstandard_ops(graph: onnx.GraphProto) -> list[str]:
-    """Ops of ``graph`` outside the standard ONNX domains or unknown to the onnx schemas."""
+def nonstandard_ops(
+    graph: onnx.GraphProto, functions: Sequence[onnx.FunctionProto] = ()
+) -> list[str]:
+    """Ops of ``graph`` outside the standard ONNX domains or unknown to the onnx schemas, other
+    than calls of the model's own local ``functions``."""
+    local = {(f.domain, f.name) for f in functions}
     found = set()
     for node in graph.node:
+        if (node.domain, node.op_type) in local:
+            continue
         if node.domain not in _STANDARD_DOMAINS or not onnx.defs.has(node.op_type, node.domain):
             found.add(f"{node.domain or 'ai.onnx'}::{node.op_type}")
     return sorted(found)
@@ -237,13 +255,22 @@ class OrtOffline(Pass):
         if duplicates:
             logger.debug("ort-offline: %d Constant nodes ORT also wrote as initializers dropped",
                          duplicates)
+        if self._portable:
+            # Rule 9: what ORT decided for its CPU kernels does not stay in a portable model.
+            try:
+                undone = undo_provider_decisions(optimized, model)
+            except Unportable as exc:
+                reason = f"ORT's output is tied to its CPU provider ({exc}); model kept"
+                logger.warning("ort-offline: %s", reason)
+                return PassResult(model, False, warnings=[reason], skipped=reason)
+            stats.update(precision_casts_removed=undone.casts, nodes_put_back=undone.restored)
         in_names = [i.name for i in model.graph.input]
         out_names = [o.name for o in model.graph.output]
         if [o.name for o in optimized.graph.output] != out_names or not set(
             i.name for i in optimized.graph.input
         ) <= set(in_names):
             return PassResult(model, False, skipped="ORT changed the graph's inputs or outputs")
-        contrib = nonstandard_ops(optimized.graph)
+        contrib = nonstandard_ops(optimized.graph, optimized.functions)
         if self._portable and contrib:
             reason = f"ORT basic emitted non-standard ops ({', '.join(contrib)}); model kept"
             logger.warning("ort-offline: %s", reason)
@@ -258,6 +285,13 @@ class OrtOffline(Pass):
                 f"ORT's constant folding grows the model from {size} to {new_size} bytes "
                 f"(max_growth={self.max_growth}); model kept"
             )
+            logger.warning("ort-offline: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason)
+        # Rule 10: never more nodes.
+        nodes_before, nodes_out = count_nodes(model), count_nodes(optimized)
+        if nodes_out > nodes_before:
+            reason = (f"ORT's output has more nodes ({nodes_before} -> {nodes_out}: "
+                      f"{grown_ops(optimized, model)}); model kept")
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
         if same_graph(optimized.graph, model.graph, names=True):
@@ -314,8 +348,7 @@ class OrtOffline(Pass):
             nodes_after=len(optimized.graph.node),
             initializers_after=len(optimized.graph.initializer),
             contrib_ops=sum(
-                1 for n in optimized.graph.node
-                if n.domain not in _STANDARD_DOMAINS or not onnx.defs.has(n.op_type, n.domain)
+                1 for n in optimized.graph.node if f"{n.domain or 'ai.onnx'}::{n.op_type}" in contrib
             ),
         )
         return PassResult(optimized, True, stats=stats, warnings=warnings)

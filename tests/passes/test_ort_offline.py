@@ -191,3 +191,105 @@ def test_invalid_output_from_ort_is_refused() -> None:
     else:
         assert "invalid model" in result.skipped and "'c'" in result.skipped
         assert result.model is model and not result.modified
+
+
+# ------------------------------------------------------------------ rules 9 and 10: portable
+FP16_BLOCK = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float16[1,3,8,8] x) => (float16[1,4,8,8] y) {
+    w = Constant <value = float16[4,3,1,1] {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}> ()
+    i = Identity (x)
+    c = Conv (i, w)
+    r = Relu (c)
+    y = Softmax <axis = 1> (r)
+}""")
+
+HARDSWISH = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 14]>
+g (float[2,3,4,4] x) => (float[2,3,4,4] y) {
+    i = Identity (x)
+    h = HardSwish (i)
+    y = HardSwish (h)
+}""")
+
+LOCAL_FUNCTION = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+g (float[2,4] x) => (float[2,4] y) {
+    a = local.Swish (x)
+    b = local.Swish (a)
+    y = Relu (b)
+}
+<domain: "local", opset_import: ["" : 17]>
+Swish (x) => (y) {
+    t = Sigmoid (x)
+    y = Mul (t, x)
+}""")
+
+
+def _types(model: onnx.ModelProto) -> dict[str, int]:
+    inferred = onnx.shape_inference.infer_shapes(model)
+    graph = inferred.graph
+    return {v.name: v.type.tensor_type.elem_type
+            for v in [*graph.input, *graph.output, *graph.value_info]}
+
+
+def test_float16_stays_float16_without_inserted_casts(ort_run, rng) -> None:
+    # ORT's CPU provider has no float16 Conv or Softmax: it runs them in float32 between Casts
+    # and expands the Softmax; neither belongs in a portable model.
+    result = OrtOffline()(_copy(FP16_BLOCK))
+    ops = [n.op_type for n in result.model.graph.node]
+    assert ops == ["Conv", "Relu", "Softmax"]
+    assert result.stats["precision_casts_removed"] > 0
+    assert result.stats["nodes_put_back"] == 1
+    before, after = _types(FP16_BLOCK), _types(result.model)
+    assert all(after[name] == onnx.TensorProto.FLOAT16 for name in after)
+    assert {name: before[name] for name in after if name in before} == {
+        name: after[name] for name in after if name in before}
+    onnx.checker.check_model(result.model, full_check=True)
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float16)
+    np.testing.assert_allclose(ort_run(result.model, {"x": x})["y"].astype(np.float32),
+                               ort_run(FP16_BLOCK, {"x": x})["y"].astype(np.float32),
+                               rtol=1e-2, atol=1e-2)
+    assert not OrtOffline()(result.model).modified
+
+
+def test_function_op_is_not_expanded(ort_run, rng) -> None:
+    result = OrtOffline()(_copy(HARDSWISH))
+    assert [n.op_type for n in result.model.graph.node] == ["HardSwish", "HardSwish"]
+    assert result.stats["nodes_put_back"] == 2
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    np.testing.assert_array_equal(ort_run(result.model, {"x": x})["y"],
+                                  ort_run(HARDSWISH, {"x": x})["y"])
+
+
+def test_local_functions_stay_functions(ort_run, rng) -> None:
+    result = OrtOffline()(_copy(LOCAL_FUNCTION))
+    assert not result.skipped
+    assert [n.op_type for n in result.model.graph.node] == ["Swish", "Swish", "Relu"]
+    assert [f.name for f in result.model.functions] == ["Swish"]
+    onnx.checker.check_model(result.model, full_check=True)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_array_equal(ort_run(result.model, {"x": x})["y"],
+                                  ort_run(LOCAL_FUNCTION, {"x": x})["y"])
+
+
+def test_shape_of_a_kept_transpose_is_not_rewritten() -> None:
+    # ORT's transpose optimizer reads Shape(Transpose(x)) as Gather(Shape(x), perm) and keeps
+    # the Transpose for its other reader: one node more.
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N,3,4] x) => (float[4,3,N] y, int64[3] s) {
+        y = Transpose <perm = [2, 1, 0]> (x)
+        s = Shape (y)
+    }""")
+    result = OrtOffline()(_copy(model))
+    assert sorted(n.op_type for n in result.model.graph.node) == ["Shape", "Transpose"]
+
+
+def test_output_with_more_nodes_is_refused() -> None:
+    # Whatever ORT does, a portable output never has more nodes than its input.
+    for model in (FP16_BLOCK, HARDSWISH, LOCAL_FUNCTION, CONV):
+        result = OrtOffline()(_copy(model))
+        from graphfix.graph import count_nodes
+
+        assert count_nodes(result.model) <= count_nodes(model)

@@ -1,0 +1,231 @@
+"""The graph layer every pass and engine module shares: walking graphs, counting nodes, the
+producer/consumer index, dead code, topological order and fresh names.
+
+A model's graphs are its main graph and every graph held in a node attribute (If branches,
+Loop and Scan bodies), at any depth; its functions are the model-local ``FunctionProto`` s.
+A node count is the size of the model as a user sees it: the nodes of every graph, plus the
+nodes of every local function's body once (a call is one node wherever it stands), so a
+rewrite that inlines a function called twice counts as growth.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator, Sequence
+
+import onnx
+
+__all__ = [
+    "subgraphs",
+    "graphs",
+    "graphs_bottom_up",
+    "all_nodes",
+    "count_nodes",
+    "outer_refs",
+    "defined_names",
+    "all_names",
+    "Names",
+    "Index",
+    "live_nodes",
+    "toposort",
+    "CycleError",
+]
+
+STANDARD_DOMAINS = ("", "ai.onnx")
+
+
+def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    """The graphs held by ``node``'s attributes (If branches, Loop/Scan bodies)."""
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            yield from attr.graphs
+
+
+def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every subgraph in it, depth first, outer graphs before their bodies."""
+    yield graph
+    for node in graph.node:
+        for sub in subgraphs(node):
+            yield from graphs(sub)
+
+
+def graphs_bottom_up(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every subgraph in it, each body before the graph that holds it."""
+    for node in graph.node:
+        for sub in subgraphs(node):
+            yield from graphs_bottom_up(sub)
+    yield graph
+
+
+def all_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """The nodes of ``graph`` and of every subgraph in it."""
+    for g in graphs(graph):
+        yield from g.node
+
+
+def count_nodes(model: onnx.ModelProto | onnx.GraphProto) -> int:
+    """Nodes of every graph, plus those of every local function's body (counted once)."""
+    if isinstance(model, onnx.GraphProto):
+        return sum(1 for _ in all_nodes(model))
+    count = sum(1 for _ in all_nodes(model.graph))
+    for function in model.functions:
+        for node in function.node:
+            count += 1 + sum(1 for sub in subgraphs(node) for _ in all_nodes(sub))
+    return count
+
+
+def defined_names(graph: onnx.GraphProto) -> set[str]:
+    """The names ``graph`` itself defines: inputs, initializers and node outputs."""
+    defined = {i.name for i in graph.input}
+    defined.update(i.name for i in graph.initializer)
+    defined.update(s.values.name for s in graph.sparse_initializer)
+    for node in graph.node:
+        defined.update(name for name in node.output if name)
+    return defined
+
+
+def outer_refs(graph: onnx.GraphProto) -> set[str]:
+    """Names a (sub)graph reads from enclosing scopes, its own bodies' reads included."""
+    defined = defined_names(graph)
+    refs: set[str] = set()
+    for node in graph.node:
+        refs.update(name for name in node.input if name and name not in defined)
+        for sub in subgraphs(node):
+            refs.update(outer_refs(sub) - defined)
+    refs.update(o.name for o in graph.output if o.name not in defined)
+    return refs
+
+
+def all_names(graph: onnx.GraphProto) -> set[str]:
+    """Every tensor and node name used anywhere in ``graph`` and its subgraphs."""
+    names: set[str] = set()
+    for g in graphs(graph):
+        names.update(i.name for i in g.input)
+        names.update(o.name for o in g.output)
+        names.update(v.name for v in g.value_info)
+        names.update(i.name for i in g.initializer)
+        for node in g.node:
+            names.update(node.input)
+            names.update(node.output)
+            if node.name:
+                names.add(node.name)
+    return names
+
+
+class Names:
+    """Fresh names that collide with none in use: ``fresh("x")`` gives x, x_1, x_2, ..."""
+
+    def __init__(self, taken: Iterable[str]) -> None:
+        self._taken = set(taken)
+        self._next: dict[str, int] = {}
+
+    def fresh(self, base: str) -> str:
+        if base not in self._taken:
+            self._taken.add(base)
+            return base
+        n = self._next.get(base, 1)
+        candidate = f"{base}_{n}"
+        while candidate in self._taken:
+            n += 1
+            candidate = f"{base}_{n}"
+        self._next[base] = n + 1
+        self._taken.add(candidate)
+        return candidate
+
+    def take(self, name: str) -> None:
+        self._taken.add(name)
+
+
+class Index:
+    """Who produces and who reads each tensor of one graph. A node whose subgraph reads a
+    tensor from this scope counts as its reader (``implicit``)."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.graph = graph
+        self.producer: dict[str, onnx.NodeProto] = {}
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        self.implicit: dict[str, list[onnx.NodeProto]] = {}
+        for node in graph.node:
+            for name in node.output:
+                if name:
+                    self.producer[name] = node
+            for name in node.input:
+                if name:
+                    self.consumers.setdefault(name, []).append(node)
+            for sub in subgraphs(node):
+                for name in outer_refs(sub):
+                    self.consumers.setdefault(name, []).append(node)
+                    self.implicit.setdefault(name, []).append(node)
+        self.inputs = {i.name for i in graph.input}
+        self.outputs = {o.name for o in graph.output}
+        self.initializers = {i.name for i in graph.initializer}
+
+    def readers(self, name: str) -> list[onnx.NodeProto]:
+        return self.consumers.get(name, [])
+
+
+def live_nodes(
+    nodes: Sequence[onnx.NodeProto], roots: Iterable[str]
+) -> list[onnx.NodeProto]:
+    """The nodes of ``nodes`` whose results reach ``roots`` (graph outputs, names read from
+    inside bodies), in their order; the others are dead code."""
+    producer: dict[str, int] = {}
+    for position, node in enumerate(nodes):
+        for name in node.output:
+            if name:
+                producer[name] = position
+    live: set[int] = set()
+    stack = [producer[name] for name in roots if name in producer]
+    while stack:
+        position = stack.pop()
+        if position in live:
+            continue
+        live.add(position)
+        node = nodes[position]
+        reads = [name for name in node.input if name]
+        for sub in subgraphs(node):
+            reads += outer_refs(sub)
+        stack.extend(producer[name] for name in reads if name in producer)
+    return [node for position, node in enumerate(nodes) if position in live]
+
+
+class CycleError(ValueError):
+    """The nodes cannot be ordered: one of them depends on its own result."""
+
+
+def toposort(nodes: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:
+    """``nodes`` in an order where every node follows the producers of what it reads (its
+    bodies' outer reads included), keeping the given order wherever it already is one. Names
+    no node of ``nodes`` produces (graph inputs, initializers, outer scopes) need no order."""
+    producer: dict[str, int] = {}
+    for position, node in enumerate(nodes):
+        for name in node.output:
+            if name:
+                producer[name] = position
+    waiting_on: list[int] = [0] * len(nodes)
+    readers: dict[int, list[int]] = {}
+    for position, node in enumerate(nodes):
+        reads = {name for name in node.input if name}
+        for sub in subgraphs(node):
+            reads |= outer_refs(sub)
+        sources = {producer[name] for name in reads if name in producer} - {position}
+        if any(producer.get(name) == position for name in reads):
+            raise CycleError(f"node {node.name or node.op_type!r} reads its own output")
+        waiting_on[position] = len(sources)
+        for source in sources:
+            readers.setdefault(source, []).append(position)
+    ready = [position for position, count in enumerate(waiting_on) if count == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        position = heapq.heappop(ready)
+        order.append(position)
+        for reader in readers.get(position, ()):
+            waiting_on[reader] -= 1
+            if waiting_on[reader] == 0:
+                heapq.heappush(ready, reader)
+    if len(order) != len(nodes):
+        raise CycleError("the graph has a cycle")
+    return [nodes[position] for position in order]

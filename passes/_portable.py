@@ -1,0 +1,346 @@
+"""Take what ONNX Runtime decided for its own CPU kernels back out of a model it optimized.
+
+ONNX Runtime rewrites a graph in two stages when it creates a session: rewrites that hold on
+every provider (the ``basic`` level: constant folding, redundant nodes, fusions into standard
+ops), then decisions for the kernels of the provider it runs on. Saving the optimized model
+freezes both; the second kind does not belong in a portable model.
+
+Rules:
+1. Precision casts. Where the CPU provider lacks a float16 or bfloat16 kernel, ORT runs the op
+   in float32 between ``Cast`` nodes it names ``InsertedPrecisionFreeCast_*``, and renames the
+   float32 copies of the tensors it casts. The casts go, and each tensor they split is one
+   tensor again under its original name: the op runs in the model's own precision. A cast that
+   joins two tensors of the original model cannot be one of these; the undo is then refused.
+2. Expansions. A function op the provider has no kernel for (HardSwish, a float16 Softmax, a
+   model-local function) is inlined into its body; ORT's layout rewrites turn
+   ``Shape(Transpose(x))`` into ``Gather(Shape(x), perm)`` and keep the Transpose. An original
+   node whose outputs ORT now computes with other ops is put back when every tensor it reads
+   is still there and putting it back lowers the node count (ORT's way becomes dead code). A
+   fusion is never undone: it removes the tensors the fused nodes read.
+3. Model-local functions that a put-back node calls are restored to the model, with the
+   functions they call.
+
+Names identify values: ORT keeps every name it does not remove bound to the same value, so an
+original node that reads surviving names computes what it computed before. Rule 1 is checked:
+every float tensor the two models share must keep the original's element type.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+
+import onnx
+
+from graphfix import graph as graph_layer
+from graphfix.graph import STANDARD_DOMAINS, subgraphs
+
+__all__ = ["Undone", "Unportable", "undo_provider_decisions"]
+
+logger = logging.getLogger(__name__)
+
+_CAST_PREFIX = "InsertedPrecisionFreeCast_"
+_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
+
+
+class Unportable(Exception):
+    """ORT's output holds a provider decision that cannot be taken back."""
+
+
+@dataclasses.dataclass
+class Undone:
+    """What was taken back: inserted casts removed (rule 1), original nodes put back (rule 2)."""
+
+    casts: int = 0
+    restored: int = 0
+
+
+def undo_provider_decisions(optimized: onnx.ModelProto, original: onnx.ModelProto) -> Undone:
+    """Rules 1-3 on ``optimized`` (ORT's output for ``original``), in place."""
+    undone = Undone()
+    original_names = graph_layer.all_names(original.graph)
+    for graph in graph_layer.graphs(optimized.graph):
+        undone.casts += _remove_precision_casts(graph, original_names)
+    if undone.casts:
+        _check_element_types(optimized, original)
+    undone.restored = _restore_expanded(optimized.graph, original.graph, outer=set())
+    if undone.restored:
+        _restore_functions(optimized, original)
+    return undone
+
+
+# ---------------------------------------------------------------- rule 1
+def _is_inserted_cast(node: onnx.NodeProto) -> bool:
+    if node.op_type != "Cast" or node.domain not in STANDARD_DOMAINS:
+        return False
+    to = next((a.i for a in node.attribute if a.name == "to"), None)
+    return node.name.startswith(_CAST_PREFIX) and to in _FLOATS and len(node.input) == 1
+
+
+def _remove_precision_casts(graph: onnx.GraphProto, original_names: set[str]) -> int:
+    casts = [node for node in graph.node if _is_inserted_cast(node)]
+    if not casts:
+        return 0
+    parent: dict[str, str] = {}
+
+    def find(name: str) -> str:
+        while parent.get(name, name) != name:
+            name = parent[name]
+        return name
+
+    def join(a: str, b: str) -> None:
+        a, b = find(a), find(b)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+
+    for cast in casts:
+        join(cast.input[0], cast.output[0])
+    # ORT names the float32 copy of a tensor X "InsertedPrecisionFreeCast_X", also where the op
+    # reading it runs in float32 too and no Cast joins the two.
+    for node in graph.node:
+        for name in [*node.input, *node.output]:
+            stripped = name
+            while stripped.startswith(_CAST_PREFIX):
+                stripped = stripped[len(_CAST_PREFIX):]
+            if stripped != name and stripped:
+                join(name, stripped)
+    groups: dict[str, set[str]] = {}
+    for name in list(parent):
+        groups.setdefault(find(name), {find(name)}).add(name)
+    rename: dict[str, str] = {}
+    for members in groups.values():
+        kept = sorted(name for name in members if name in original_names)
+        if len(kept) > 1:
+            raise Unportable(f"an inserted Cast joins two tensors of the model ({kept[:2]})")
+        representative = kept[0] if kept else min(members, key=lambda n: (len(n), n))
+        rename.update((name, representative) for name in members if name != representative)
+    removed = {id(cast) for cast in casts}
+    nodes = [node for node in graph.node if id(node) not in removed]
+    produced: set[str] = set()
+    for node in nodes:
+        for position, name in enumerate(node.output):
+            if name in rename:
+                node.output[position] = rename[name]
+            if node.output[position] in produced:
+                raise Unportable(f"tensor {node.output[position]!r} would have two producers")
+            if node.output[position]:
+                produced.add(node.output[position])
+        _rename_reads(node, rename)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    touched = set(rename) | set(rename.values())
+    kept_info = [v for v in graph.value_info if v.name not in touched]
+    del graph.value_info[:]
+    graph.value_info.extend(kept_info)
+    logger.debug("removed %d precision casts ORT inserted", len(casts))
+    return len(casts)
+
+
+def _rename_reads(node: onnx.NodeProto, rename: dict[str, str]) -> None:
+    """Rename what ``node`` reads, in its bodies too (where a body does not define the name)."""
+    for position, name in enumerate(node.input):
+        if name in rename:
+            node.input[position] = rename[name]
+    for sub in subgraphs(node):
+        shadowed = graph_layer.defined_names(sub)
+        inner = {k: v for k, v in rename.items() if k not in shadowed}
+        if not inner:
+            continue
+        for body_node in sub.node:
+            _rename_reads(body_node, inner)
+        for output in sub.output:
+            if output.name in inner:
+                output.name = inner[output.name]
+
+
+def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element types of the main graph's tensors, by ONNX's type inference (weights left out)."""
+    from graphfix.model_io import skeleton
+
+    inferred = onnx.shape_inference.infer_shapes(skeleton(model), strict_mode=False)
+    types: dict[str, int] = {}
+    graph = inferred.graph
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+            types[value.name] = value.type.tensor_type.elem_type
+    for init in model.graph.initializer:
+        types[init.name] = init.data_type
+    return types
+
+
+def _check_element_types(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:
+    before, after = _elem_types(original), _elem_types(optimized)
+    for name, elem_type in after.items():
+        if before.get(name, elem_type) != elem_type and elem_type in _FLOATS:
+            raise Unportable(
+                f"tensor {name!r} is {onnx.TensorProto.DataType.Name(elem_type)} after the "
+                f"precision casts are removed, "
+                f"{onnx.TensorProto.DataType.Name(before[name])} in the model"
+            )
+
+
+# ---------------------------------------------------------------- rules 2 and 3
+class _Liveness:
+    """How many readers each tensor of one graph has left, which nodes are dead, and which
+    names a put-back node now produces, under edits that are tried and taken back."""
+
+    def __init__(self, graph: onnx.GraphProto, roots: set[str]) -> None:
+        self.index = graph_layer.Index(graph)
+        self.readers = {name: len(nodes) for name, nodes in self.index.consumers.items()}
+        for name in roots:
+            self.readers[name] = self.readers.get(name, 0) + 1
+        self.dead: set[int] = set()
+        self.taken: set[str] = set()  # produced by put-back nodes: ORT's producer lost them
+
+    def _unread(self, node: onnx.NodeProto) -> bool:
+        return all(
+            name in self.taken or self.readers.get(name, 0) <= 0 for name in node.output if name
+        )
+
+    def try_restore(self, node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+        """Put ``node`` back: the nodes that then die, or None (nothing changed) when that does
+        not lower the node count."""
+        saved: dict[str, int] = {}
+
+        def read(name: str, delta: int) -> None:
+            saved.setdefault(name, self.readers.get(name, 0))
+            self.readers[name] = self.readers.get(name, 0) + delta
+
+        outputs = [name for name in node.output if name]
+        for name in _reads(node):
+            read(name, 1)
+        self.taken.update(outputs)
+        dying: list[onnx.NodeProto] = []
+        seen: set[int] = set()
+        queue = [self.index.producer[name] for name in outputs]
+        while queue:
+            candidate = queue.pop()
+            if id(candidate) in seen or id(candidate) in self.dead or not self._unread(candidate):
+                continue
+            seen.add(id(candidate))
+            dying.append(candidate)
+            for name in _reads(candidate):
+                read(name, -1)
+                producer = self.index.producer.get(name)
+                if producer is not None:
+                    queue.append(producer)
+        if len(dying) <= 1:
+            self.readers.update(saved)
+            self.taken.difference_update(outputs)
+            return None
+        self.dead.update(id(n) for n in dying)
+        return dying
+
+
+def _reading(node: onnx.NodeProto, resolve: Callable[[str], str]) -> onnx.NodeProto:
+    """A copy of ``node`` reading ``resolve(name)`` for each of its inputs."""
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    for position, name in enumerate(copy.input):
+        if name:
+            copy.input[position] = resolve(name)
+    return copy
+
+
+def _reads(node: onnx.NodeProto) -> list[str]:
+    names = [name for name in node.input if name]
+    for sub in subgraphs(node):
+        names += sorted(graph_layer.outer_refs(sub))
+    return names
+
+
+def _same_op(a: onnx.NodeProto, b: onnx.NodeProto) -> bool:
+    return a.op_type == b.op_type and (a.domain or "ai.onnx") == (b.domain or "ai.onnx")
+
+
+def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, outer: set[str]) -> int:
+    roots = {o.name for o in optimized.output}
+    live = _Liveness(optimized, roots)
+    available = graph_layer.defined_names(optimized) | outer
+    # ORT removes Identity and Dropout nodes and lets their readers read what they copied.
+    aliases = {
+        node.output[0]: node.input[0] for node in original.node
+        if node.op_type in ("Identity", "Dropout") and node.domain in STANDARD_DOMAINS
+        and node.input and node.output
+    }
+
+    def resolve(name: str) -> str:
+        seen = set()
+        while name not in available and name in aliases and name not in seen:
+            seen.add(name)
+            name = aliases[name]
+        return name
+
+    restored: list[onnx.NodeProto] = []
+    for node in original.node:
+        outputs = [name for name in node.output if name]
+        if not outputs or node.op_type == "Constant":
+            continue
+        producers = [live.index.producer.get(name) for name in outputs]
+        if any(p is None or id(p) in live.dead for p in producers):
+            continue
+        if all(_same_op(p, node) for p in producers if p is not None):
+            continue
+        node = _reading(node, resolve)
+        reads = _reads(node)
+        if any(name not in available for name in reads) or any(
+            id(live.index.producer[name]) in live.dead
+            for name in reads if name in live.index.producer and name not in live.taken
+        ):
+            continue
+        dying = live.try_restore(node)
+        if dying is None:
+            continue
+        restored.append(node)
+        logger.debug("put back %s %r in place of %d nodes ORT wrote", node.op_type,
+                     node.name, len(dying))
+    if restored:
+        kept = [n for n in optimized.node if id(n) not in live.dead]
+        # A dying producer's other outputs are unread: nothing else is lost with it.
+        nodes = graph_layer.toposort(kept + restored)
+        del optimized.node[:]
+        optimized.node.extend(nodes)
+        _drop_unread_initializers(optimized)
+    count = len(restored)
+    # Bodies of nodes present in both graphs (same op, same outputs) get the same treatment.
+    by_output = {n.output[0]: n for n in original.node if n.output and n.output[0]}
+    scope = outer | graph_layer.defined_names(optimized)
+    for node in optimized.node:
+        twin = by_output.get(node.output[0]) if node.output else None
+        if twin is None or not _same_op(twin, node):
+            continue
+        for sub, twin_sub in zip(subgraphs(node), subgraphs(twin)):
+            count += _restore_expanded(sub, twin_sub, scope)
+    return count
+
+
+def _drop_unread_initializers(graph: onnx.GraphProto) -> None:
+    read = {name for node in graph.node for name in _reads(node)} | {o.name for o in graph.output}
+    listed = {i.name for i in graph.input}
+    kept = [t for t in graph.initializer if t.name in read or t.name in listed]
+    if len(kept) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
+
+
+def _restore_functions(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:
+    """Rule 3: the original's local functions that the optimized model calls, transitively."""
+    functions = {(f.domain, f.name): f for f in original.functions}
+    if not functions:
+        return
+    wanted: list[tuple[str, str]] = []
+    pending = [(n.domain, n.op_type) for n in graph_layer.all_nodes(optimized.graph)]
+    while pending:
+        key = pending.pop()
+        if key in functions and key not in wanted:
+            wanted.append(key)
+            pending.extend((n.domain, n.op_type) for n in functions[key].node)
+    present = {(f.domain, f.name) for f in optimized.functions}
+    for key in sorted(wanted):
+        if key not in present:
+            optimized.functions.add().CopyFrom(functions[key])
+    imported = {o.domain for o in optimized.opset_import}
+    for opset in original.opset_import:
+        if opset.domain not in imported:
+            optimized.opset_import.add().CopyFrom(opset)
