@@ -528,7 +528,9 @@ def inspect(model: Path, as_json: bool) -> None:
         for t in tensors:
             shape = "?" if t.shape is None else "[" + ", ".join(
                 "?" if d is None else str(d) for d in t.shape) + "]"
-            click.echo(f"  {kind:6} {t.name}: {t.dtype}{shape}")
+            note = (f" ({t.unknown_written_as} read as an unknown size)"
+                    if t.unknown_written_as is not None else "")
+            click.echo(f"  {kind:6} {t.name}: {t.dtype}{shape}{note}")
     ops = ", ".join(f"{op} {n}" for op, n in sorted(facts.op_histogram.items(),
                                                       key=lambda kv: (-kv[1], kv[0])))
     click.echo(f"  ops: {ops or 'none'}")

@@ -11,7 +11,9 @@ rewrite that inlines a function called twice counts as growth.
 from __future__ import annotations
 
 import heapq
+import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Union
 
 import onnx
 
@@ -29,6 +31,11 @@ __all__ = [
     "live_nodes",
     "toposort",
     "CycleError",
+    "Dim",
+    "dims",
+    "dim_of",
+    "UnknownDims",
+    "clear_unknown_dims",
 ]
 
 STANDARD_DOMAINS = ("", "ai.onnx")
@@ -229,3 +236,69 @@ def toposort(nodes: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:
     if len(order) != len(nodes):
         raise CycleError("the graph has a cycle")
     return [nodes[position] for position in order]
+
+
+# ---------------------------------------------------------------- dimensions
+# A dimension is a size, a name, or unknown (None). PaddlePaddle's exporter and old tf2onnx
+# write an unknown dimension as ``dim_value: -1``: that is unknown, never a size.
+Dim = Union[int, str, None]
+
+
+def dim_of(dim: onnx.TensorShapeProto.Dimension) -> Dim:
+    """A size (>= 0), a symbol, or None: a negative ``dim_value`` (``-1``) and an empty
+    dimension are unknown."""
+    if dim.HasField("dim_value"):
+        return dim.dim_value if dim.dim_value >= 0 else None
+    return dim.dim_param or None
+
+
+def dims(value: onnx.ValueInfoProto | onnx.TypeProto) -> tuple[Dim, ...] | None:
+    """The dimensions of a tensor value (see :func:`dim_of`), or None when its rank is
+    unknown or it is not a tensor."""
+    vtype = value.type if isinstance(value, onnx.ValueInfoProto) else value
+    if not vtype.HasField("tensor_type") or not vtype.tensor_type.HasField("shape"):
+        return None
+    return tuple(dim_of(d) for d in vtype.tensor_type.shape.dim)
+
+
+@dataclasses.dataclass
+class UnknownDims:
+    """Where a model's signature wrote unknown dimensions as negative sizes: (input or output
+    name, axis, value), so :meth:`restore` can write them back the same way."""
+
+    written: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
+
+    def restore(self, model: onnx.ModelProto) -> None:
+        """Write the negative sizes back on the signature where a dimension is still unknown."""
+        if not self.written:
+            return
+        values = {v.name: v for v in [*model.graph.input, *model.graph.output]}
+        for name, axis, value in self.written:
+            info = values.get(name)
+            if info is None or not info.type.HasField("tensor_type"):
+                continue
+            shape = info.type.tensor_type.shape.dim
+            if axis < len(shape) and not shape[axis].HasField("dim_value") and not (
+                shape[axis].dim_param
+            ):
+                shape[axis].dim_value = value
+
+
+def clear_unknown_dims(model: onnx.ModelProto) -> UnknownDims:
+    """Make every negative size in ``model``'s value infos (every graph) an unknown dimension,
+    so that no tool reads ``-1`` as a size (onnxsim folds ``Shape`` of such an input into a
+    Reshape target with two -1s); returns what the signature said, for
+    :meth:`UnknownDims.restore`."""
+    record = UnknownDims()
+    for position, graph in enumerate(graphs(model.graph)):
+        signature = position == 0  # the main graph comes first
+        for kind, infos in (("io", [*graph.input, *graph.output]), ("info", graph.value_info)):
+            for info in infos:
+                if not info.type.HasField("tensor_type"):
+                    continue
+                for axis, dim in enumerate(info.type.tensor_type.shape.dim):
+                    if dim.HasField("dim_value") and dim.dim_value < 0:
+                        if signature and kind == "io":
+                            record.written.append((info.name, axis, dim.dim_value))
+                        dim.ClearField("dim_value")
+    return record

@@ -467,7 +467,20 @@ def check_model(model: onnx.ModelProto) -> list[str]:
     ``com.microsoft``, say) is usable: the checker's complaint becomes a warning. A model that
     both reject raises :class:`ModelLoadError` with the checker's message. Weights that stay in
     their files are not read: the checker sees a file of the right size in their place.
+    A size below -1 in the signature is refused (-1 is PaddlePaddle's way to write an unknown
+    size; graphfix reads it so).
     """
+    for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
+        for value in values:
+            if not value.type.HasField("tensor_type"):
+                continue
+            for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+                if dim.HasField("dim_value") and dim.dim_value < -1:
+                    raise ModelLoadError(
+                        f"{kind} {value.name!r} declares a size of {dim.dim_value} for its "
+                        f"dimension {axis}",
+                        hint="a size is 0 or more; -1 or a name marks an unknown size",
+                    )
     try:
         lazy = bool(_lazy_tensors(model))
         if not lazy and _inline_bytes(model) < _CHECK_INLINE_BYTES:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 import graphfix
+from graphfix import graph as graph_layer
 from graphfix import layout, model_io, registry
 from graphfix.errors import GraphfixError, ModelSaveError, ParityError, PassError
 from graphfix.report import PassReport, Report, model_facts, op_histogram
@@ -114,6 +115,8 @@ def run_pipeline(
     reports: list[PassReport] = []
     for pass_ in passes:
         pass_.prepare()
+    # -1 as a size is unknown to every pass; the signature says it again at the end.
+    unknown_dims = graph_layer.clear_unknown_dims(model)
     started_with = layout.read(model)
     for index, pass_ in enumerate(passes):
         if progress:
@@ -157,6 +160,7 @@ def run_pipeline(
         )
     if progress:
         progress("", len(passes), len(passes))
+    unknown_dims.restore(model)
     return model, reports
 
 
@@ -343,8 +347,10 @@ def _find_guilty_pass(
     """Re-run the pipeline from the original, one pass at a time, checking parity after each:
     the first pass after which parity fails, and what it broke."""
     model = _copy(original)
+    unknown_dims = graph_layer.clear_unknown_dims(model)
     for pass_ in pipeline:
         model = pass_(model).model
+        unknown_dims.restore(model)
         result = check_parity(original, model, **parity_options)
         if not result.passed:
             logger.info("parity first fails after pass %s", pass_.name)

@@ -27,10 +27,11 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import onnx
+
+from graphfix.graph import count_nodes, dims, graphs, subgraphs
 
 __all__ = [
     "SCHEMA",
@@ -57,6 +58,8 @@ class TensorFacts:
     dtype: str
     # One entry per dimension: an int, the symbol of a dynamic dimension, or None (unknown).
     shape: list[int | str | None] | None
+    # The negative size the model writes for its unknown dimensions (-1, PaddlePaddle's way).
+    unknown_written_as: int | None = None
 
 
 @dataclasses.dataclass
@@ -125,18 +128,6 @@ def _json_default(value: Any) -> Any:
 # Model facts
 
 
-def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """``graph`` and every subgraph in it (If/Loop/Scan bodies, nested), depth first."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from graphs(sub)
-
-
 _MEASURED_SIZE_LIMIT = 64 * 1024 * 1024
 
 
@@ -155,17 +146,16 @@ def _serialized_size(model: onnx.ModelProto) -> int:
 
 
 def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
-    """Op types of all graphs (subgraphs included), custom domains as ``domain::Op``."""
+    """Op types of all graphs (subgraphs included) and of local functions' bodies (counted
+    once each, as :func:`graphfix.graph.count_nodes` counts), custom domains as ``domain::Op``."""
     counts: collections.Counter[str] = collections.Counter()
-    for graph in graphs(model.graph):
-        for node in graph.node:
-            domain = node.domain if node.domain not in ("", "ai.onnx") else ""
-            counts[f"{domain}::{node.op_type}" if domain else node.op_type] += 1
+    bodies = [model.graph, *(sub for f in model.functions for n in f.node for sub in subgraphs(n))]
+    nodes = [n for body in bodies for g in graphs(body) for n in g.node]
+    nodes += [n for f in model.functions for n in f.node]
+    for node in nodes:
+        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+        counts[f"{domain}::{node.op_type}" if domain else node.op_type] += 1
     return dict(sorted(counts.items()))
-
-
-def count_nodes(model: onnx.ModelProto) -> int:
-    return sum(len(graph.node) for graph in graphs(model.graph))
 
 
 def _tensor_facts(value: onnx.ValueInfoProto, dynamic: set[str]) -> TensorFacts:
@@ -173,18 +163,12 @@ def _tensor_facts(value: onnx.ValueInfoProto, dynamic: set[str]) -> TensorFacts:
     if vtype.HasField("tensor_type"):
         ttype = vtype.tensor_type
         dtype = onnx.TensorProto.DataType.Name(ttype.elem_type).lower()
-        shape: list[int | str | None] | None = None
-        if ttype.HasField("shape"):
-            shape = []
-            for dim in ttype.shape.dim:
-                if dim.HasField("dim_value"):
-                    shape.append(dim.dim_value)
-                elif dim.HasField("dim_param"):
-                    shape.append(dim.dim_param)
-                    dynamic.add(dim.dim_param)
-                else:
-                    shape.append(None)
-        return TensorFacts(value.name, dtype, shape)
+        sizes = dims(value)
+        shape = None if sizes is None else list(sizes)
+        dynamic.update(d for d in shape or () if isinstance(d, str))
+        written = [d.dim_value for d in ttype.shape.dim if d.HasField("dim_value")]
+        return TensorFacts(value.name, dtype, shape,
+                           unknown_written_as=min(written) if written and min(written) < 0 else None)
     kind = vtype.WhichOneof("value") or "unknown"
     return TensorFacts(value.name, kind.removesuffix("_type"), None)
 

@@ -94,6 +94,7 @@ from onnx import numpy_helper
 
 from graphfix import layout, model_io
 from graphfix.errors import PassError
+from graphfix.graph import dim_of
 from graphfix.passes._graphs import subgraphs
 from graphfix.registry import Pass, PassResult, register
 
@@ -1724,9 +1725,13 @@ class _GraphOptimizer:
             if shape is None or len(shape) != len(perm):
                 continue
             moved = [perm[i] for i, d in enumerate(shape) if d != 1]
-            if moved != sorted(moved) or sum(d is None for d in shape) > 1:
-                continue
-            target = np.array([-1 if d is None else d for d in shape], dtype=np.int64)
+            # An unknown size is copied (0) where the axis stays in place; at most one other
+            # is inferred (-1). ONNX Runtime refuses a target with two -1s.
+            unknown = [i for i, d in enumerate(shape) if d is None and perm[i] != i]
+            if moved != sorted(moved) or len(unknown) > 1 or 0 in shape:
+                continue  # a literal 0 in a target copies a dimension
+            target = np.array([d if d is not None else (0 if perm[i] == i else -1)
+                               for i, d in enumerate(shape)], dtype=np.int64)
             shape_name = self._new_initializer(target, f"{node.output[0]}_shape",
                                                self.order[id(node)])
             node.op_type = "Reshape"
@@ -1856,7 +1861,7 @@ def _shape_facts(
             if tensor_type.HasField("shape"):
                 dims = tensor_type.shape.dim
                 shapes[info.name] = tuple(
-                    d.dim_value if d.HasField("dim_value") else None for d in dims
+                    size if isinstance(size := dim_of(d), int) else None for d in dims
                 )
                 if dims and dims[0].HasField("dim_param") and dims[0].dim_param:
                     leading[info.name] = dims[0].dim_param

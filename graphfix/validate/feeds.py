@@ -25,6 +25,7 @@ Real data: :func:`load_feeds` reads a ``.npz`` file (input names to arrays), a f
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -34,8 +35,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from graphfix import graph as graph_layer
 from graphfix.errors import ValidationInputError
-from graphfix.report import graphs
+from graphfix.graph import graphs
 
 Feeds = dict[str, Any]  # input name -> numpy array (or a list of arrays for a sequence input)
 
@@ -49,6 +51,8 @@ OTHER_SIZES: tuple[tuple[int, ...], tuple[int, ...]] = (
 ATTEMPTS = max(len(ladder) for ladder in BATCH_SIZES + OTHER_SIZES)
 
 DEFAULT_FLOAT_RANGE = (-1.0, 1.0)
+MAX_INPUT_BYTES = 2**31
+"""The largest input graphfix generates: a bigger one is refused before it is allocated."""
 _INT_RANGE = (1, 5)
 _WORDS = np.array(["graph", "Monday", "tensor", "a", "ONNX", "hello world"], dtype=object)
 
@@ -102,12 +106,8 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
                 f"({value.type.WhichOneof('value')})",
                 hint="give real inputs with --inputs, or skip the check with --no-verify",
             )
-        dims: tuple[int | str | None, ...] | None = None
-        if tensor_type.HasField("shape"):
-            dims = tuple(
-                d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
-                for d in tensor_type.shape.dim
-            )
+        dims = graph_layer.dims(value.type.sequence_type.elem_type if kind == "sequence"
+                                else value.type)
         try:
             dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
         except (KeyError, TypeError, ValueError):
@@ -131,9 +131,9 @@ def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
         for init in g.initializer:
             shapes[init.name] = list(init.dims)
         for value in list(g.value_info) + list(g.input) + list(g.output):
-            dims = value.type.tensor_type.shape.dim
-            if dims and all(d.HasField("dim_value") for d in dims):
-                shapes.setdefault(value.name, [d.dim_value for d in dims])
+            sizes = graph_layer.dims(value)
+            if sizes and all(isinstance(d, int) for d in sizes):
+                shapes.setdefault(value.name, [int(d) for d in sizes])  # type: ignore[arg-type]
         for node in g.node:
             for position, name in enumerate(node.input):
                 if name:
@@ -229,6 +229,7 @@ def make_feed_set(
     feeds: Feeds = {}
     for spec in specs:
         shape = shapes.get(spec.name) or _shape(spec, sizes)
+        _check_budget(spec, shape)
         if spec.dtype is None:
             raise ValidationInputError(
                 f"cannot generate values of type {onnx.TensorProto.DataType.Name(spec.elem_type)} "
@@ -240,6 +241,20 @@ def make_feed_set(
         else:
             feeds[spec.name] = _values(spec, shape, rng, float_range)
     return feeds
+
+
+def _check_budget(spec: InputSpec, shape: Sequence[int]) -> None:
+    """Refuse, before anything is allocated, an input larger than :data:`MAX_INPUT_BYTES`."""
+    itemsize = spec.dtype.itemsize if spec.dtype is not None and spec.dtype.kind not in "OUS" else 8
+    elements = math.prod(int(d) for d in shape)
+    if elements * itemsize > MAX_INPUT_BYTES:
+        raise ValidationInputError(
+            f"input {spec.name!r} of shape {list(shape)} would take "
+            f"{elements * itemsize / 2**30:.3g} GiB, over the {MAX_INPUT_BYTES / 2**30:g} GiB "
+            "graphfix generates for one input",
+            hint="give smaller sizes with --input-shape, real inputs with --inputs, "
+            "or skip the check with --no-verify",
+        )
 
 
 def dynamic_sizes(

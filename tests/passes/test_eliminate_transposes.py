@@ -27,8 +27,8 @@ def feeds_for(model: onnx.ModelProto, rng: np.random.Generator, dims: dict[str, 
         if inp.name in initializers:
             continue
         tensor_type = inp.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else (dims or {}).get(d.dim_param, 2)
-                 for d in tensor_type.shape.dim]
+        shape = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0
+                 else (dims or {}).get(d.dim_param, 2) for d in tensor_type.shape.dim]
         dtype = helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
         if dtype == np.bool_:
             feeds[inp.name] = rng.integers(0, 2, shape).astype(bool)
@@ -1565,3 +1565,45 @@ def test_inputs_as_nchw_refuses_before_editing_anything(rng):
         with pytest.raises(PassError, match="also a graph output"):
             EliminateTransposes(**options)(model)
         assert model.SerializeToString() == before
+
+
+# ------------------------------------------------------------------ unknown sizes written as -1
+def _with_dims(body: str, dims: list[str]) -> onnx.ModelProto:
+    model = parse(body)
+    for dim, value in zip(model.graph.input[0].type.tensor_type.shape.dim, dims):
+        if value.lstrip("-").isdigit():
+            dim.dim_value = int(value)
+        else:
+            dim.dim_param = value
+    for dim in model.graph.output[0].type.tensor_type.shape.dim:
+        dim.ClearField("dim_value")
+    return model
+
+
+@pytest.mark.parametrize("dims", [["2", "-1", "-1", "1"], ["2", "N", "H", "1"]])
+def test_size_one_move_with_two_unknown_sizes_stays_a_transpose(dims, ort_run, rng):
+    # [2,?,?,1] -> [2,1,?,?]: a Reshape target would need two -1s, which ORT refuses.
+    model = _with_dims("""
+    g (float[2,5,6,1] x) => (float[2,1,5,6] y) { y = Transpose <perm = [0, 3, 1, 2]> (x) }""",
+                       dims)
+    result = optimize(model, ort_run, rng, dims={"N": 5, "H": 6})
+    assert ops(result.model) == ["Transpose"]
+
+
+@pytest.mark.parametrize("dims, target", [
+    (["-1", "4", "1", "5"], [0, 1, 4, 5]),  # the unknown size stays in place: copied
+    (["2", "-1", "1", "5"], [2, 1, -1, 5]),  # one unknown size that moves: inferred
+])
+def test_size_one_move_with_an_unknown_size_becomes_a_valid_reshape(dims, target, ort_run):
+    model = _with_dims("""
+    g (float[2,4,1,5] x) => (float[2,1,4,5] y) { y = Transpose <perm = [0, 2, 1, 3]> (x) }""",
+                       dims)
+    reference = onnx.ModelProto()
+    reference.CopyFrom(model)
+    result = EliminateTransposes()(model)
+    assert ops(result.model) == ["Reshape"]
+    assert numpy_helper.to_array(result.model.graph.initializer[0]).tolist() == target
+    onnx.checker.check_model(result.model, full_check=True)
+    x = np.arange(40, dtype=np.float32).reshape(2, 4, 1, 5)
+    np.testing.assert_array_equal(ort_run(result.model, {"x": x})["y"],
+                                  ort_run(reference, {"x": x})["y"])
