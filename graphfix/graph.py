@@ -27,6 +27,8 @@ __all__ = [
     "defined_names",
     "all_names",
     "Names",
+    "reads",
+    "rename_reads",
     "Index",
     "live_nodes",
     "toposort",
@@ -119,6 +121,32 @@ def all_names(graph: onnx.GraphProto) -> set[str]:
             if node.name:
                 names.add(node.name)
     return names
+
+
+def reads(node: onnx.NodeProto) -> list[str]:
+    """What ``node`` reads: its inputs, and the outer names its bodies read."""
+    names = [name for name in node.input if name]
+    for sub in subgraphs(node):
+        names += sorted(outer_refs(sub))
+    return names
+
+
+def rename_reads(node: onnx.NodeProto, rename: dict[str, str]) -> None:
+    """Make ``node`` read ``rename[name]`` wherever it read ``name``, in its bodies too (where a
+    body does not define the name itself)."""
+    for position, name in enumerate(node.input):
+        if name in rename:
+            node.input[position] = rename[name]
+    for sub in subgraphs(node):
+        shadowed = defined_names(sub)
+        inner = {k: v for k, v in rename.items() if k not in shadowed}
+        if not inner:
+            continue
+        for body_node in sub.node:
+            rename_reads(body_node, inner)
+        for output in sub.output:
+            if output.name in inner:
+                output.name = inner[output.name]
 
 
 class Names:

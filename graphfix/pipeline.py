@@ -42,12 +42,15 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 # The default pipeline, in order. eliminate-transposes runs again at the end because ORT's
-# rewrites and onnxsim's folding can leave new Transpose pairs next to each other.
+# rewrites and onnxsim's folding can leave new Transpose pairs next to each other; shape
+# folding comes after onnxsim's constant folding, and merging after both.
 DEFAULT_PASSES: tuple[str, ...] = (
     "remove-initializer-inputs",
     "eliminate-transposes",
     "ort-offline",
     "simplify",
+    "fold-shapes",
+    "merge-duplicates",
     "eliminate-transposes",
 )
 

@@ -10,6 +10,8 @@ twin rewrites the model it is given in place and returns it::
 from __future__ import annotations
 
 from graphfix.passes.eliminate_transposes import EliminateTransposes, eliminate_transposes
+from graphfix.passes.fold_shapes import FoldShapes, fold_shapes
+from graphfix.passes.merge_duplicates import MergeDuplicates, merge_duplicates
 from graphfix.passes.ort_offline import OrtOffline, ort_offline
 from graphfix.passes.remove_initializer_inputs import (
     RemoveInitializerInputs,
@@ -20,6 +22,10 @@ from graphfix.passes.simplify import Simplify, simplify
 __all__ = [
     "EliminateTransposes",
     "eliminate_transposes",
+    "FoldShapes",
+    "fold_shapes",
+    "MergeDuplicates",
+    "merge_duplicates",
     "OrtOffline",
     "ort_offline",
     "RemoveInitializerInputs",

@@ -126,7 +126,7 @@ def _remove_precision_casts(graph: onnx.GraphProto, original_names: set[str]) ->
                 raise Unportable(f"tensor {node.output[position]!r} would have two producers")
             if node.output[position]:
                 produced.add(node.output[position])
-        _rename_reads(node, rename)
+        graph_layer.rename_reads(node, rename)
     del graph.node[:]
     graph.node.extend(nodes)
     touched = set(rename) | set(rename.values())
@@ -135,23 +135,6 @@ def _remove_precision_casts(graph: onnx.GraphProto, original_names: set[str]) ->
     graph.value_info.extend(kept_info)
     logger.debug("removed %d precision casts ORT inserted", len(casts))
     return len(casts)
-
-
-def _rename_reads(node: onnx.NodeProto, rename: dict[str, str]) -> None:
-    """Rename what ``node`` reads, in its bodies too (where a body does not define the name)."""
-    for position, name in enumerate(node.input):
-        if name in rename:
-            node.input[position] = rename[name]
-    for sub in subgraphs(node):
-        shadowed = graph_layer.defined_names(sub)
-        inner = {k: v for k, v in rename.items() if k not in shadowed}
-        if not inner:
-            continue
-        for body_node in sub.node:
-            _rename_reads(body_node, inner)
-        for output in sub.output:
-            if output.name in inner:
-                output.name = inner[output.name]
 
 
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
@@ -208,7 +191,7 @@ class _Liveness:
             self.readers[name] = self.readers.get(name, 0) + delta
 
         outputs = [name for name in node.output if name]
-        for name in _reads(node):
+        for name in graph_layer.reads(node):
             read(name, 1)
         self.taken.update(outputs)
         dying: list[onnx.NodeProto] = []
@@ -220,7 +203,7 @@ class _Liveness:
                 continue
             seen.add(id(candidate))
             dying.append(candidate)
-            for name in _reads(candidate):
+            for name in graph_layer.reads(candidate):
                 read(name, -1)
                 producer = self.index.producer.get(name)
                 if producer is not None:
@@ -241,13 +224,6 @@ def _reading(node: onnx.NodeProto, resolve: Callable[[str], str]) -> onnx.NodePr
         if name:
             copy.input[position] = resolve(name)
     return copy
-
-
-def _reads(node: onnx.NodeProto) -> list[str]:
-    names = [name for name in node.input if name]
-    for sub in subgraphs(node):
-        names += sorted(graph_layer.outer_refs(sub))
-    return names
 
 
 def _same_op(a: onnx.NodeProto, b: onnx.NodeProto) -> bool:
@@ -283,7 +259,7 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
         if all(_same_op(p, node) for p in producers if p is not None):
             continue
         node = _reading(node, resolve)
-        reads = _reads(node)
+        reads = graph_layer.reads(node)
         if any(name not in available for name in reads) or any(
             id(live.index.producer[name]) in live.dead
             for name in reads if name in live.index.producer and name not in live.taken
@@ -316,7 +292,7 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
 
 
 def _drop_unread_initializers(graph: onnx.GraphProto) -> None:
-    read = {name for node in graph.node for name in _reads(node)} | {o.name for o in graph.output}
+    read = {name for node in graph.node for name in graph_layer.reads(node)} | {o.name for o in graph.output}
     listed = {i.name for i in graph.input}
     kept = [t for t in graph.initializer if t.name in read or t.name in listed]
     if len(kept) != len(graph.initializer):

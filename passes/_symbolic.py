@@ -1,0 +1,678 @@
+"""Symbolic shapes and values: what a graph's shape arithmetic computes, as expressions of the
+model's dimensions.
+
+A dimension is an :class:`Expr`: a polynomial with integer coefficients over symbols that
+stand for sizes (so every symbol is >= 0). The signature's named dimensions are symbols shared
+by every tensor that names them (ONNX: one ``dim_param``, one size); every other unknown size
+is a symbol of its own. :class:`Facts` walks a graph in order and gives each tensor
+
+- ``shape``: a tuple of expressions (None where the rank is unknown);
+- ``value``: for small integer and boolean tensors of rank 0 or 1 (the tensors ``Shape``,
+  ``Gather``, ``Concat`` and ``Equal`` compute shapes with), the elements: expressions, or
+  True/False, or None for an element not known.
+
+Where graphfix has no rule for an op, the shape ONNX's own inference gives is taken (a named
+dimension there is that symbol, an unknown one a fresh symbol).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Optional, Union
+
+import numpy as np
+import onnx
+
+from graphfix.graph import STANDARD_DOMAINS, dim_of
+from graphfix.model_io import tensor_value
+
+__all__ = ["Expr", "Facts", "Shape", "Value", "MAX_VALUE_ELEMENTS"]
+
+logger = logging.getLogger(__name__)
+
+# The most elements a tensor may have for its value to be tracked.
+MAX_VALUE_ELEMENTS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Expr:
+    """``sum(coefficient * product(symbols))``; terms sorted, no zero coefficient."""
+
+    terms: tuple[tuple[tuple[str, ...], int], ...] = ()
+
+    @staticmethod
+    def of(value: int | str) -> Expr:
+        if isinstance(value, str):
+            return Expr(((( value,), 1),))
+        return Expr(((((), int(value)),)) if value else ())
+
+    @staticmethod
+    def _make(terms: dict[tuple[str, ...], int]) -> Expr:
+        return Expr(tuple(sorted((m, c) for m, c in terms.items() if c)))
+
+    @property
+    def constant(self) -> int | None:
+        """The integer this is, or None when it depends on a symbol."""
+        if not self.terms:
+            return 0
+        if len(self.terms) == 1 and not self.terms[0][0]:
+            return self.terms[0][1]
+        return None
+
+    @property
+    def nonnegative(self) -> bool:
+        """Provably >= 0: every coefficient is (symbols are sizes)."""
+        return all(c >= 0 for _, c in self.terms)
+
+    def __add__(self, other: Expr) -> Expr:
+        terms = dict(self.terms)
+        for m, c in other.terms:
+            terms[m] = terms.get(m, 0) + c
+        return Expr._make(terms)
+
+    def __neg__(self) -> Expr:
+        return Expr(tuple((m, -c) for m, c in self.terms))
+
+    def __sub__(self, other: Expr) -> Expr:
+        return self + (-other)
+
+    def __mul__(self, other: Expr) -> Expr:
+        terms: dict[tuple[str, ...], int] = {}
+        for (m1, c1), (m2, c2) in itertools.product(self.terms, other.terms):
+            m = tuple(sorted(m1 + m2))
+            terms[m] = terms.get(m, 0) + c1 * c2
+        return Expr._make(terms)
+
+    def divide(self, other: Expr) -> Expr | None:
+        """``self / other`` when ``other`` is one term dividing every term of ``self``."""
+        if len(other.terms) != 1:
+            return None
+        (dm, dc), = other.terms
+        if dc == 0:
+            return None
+        terms: dict[tuple[str, ...], int] = {}
+        for m, c in self.terms:
+            rest = list(m)
+            for symbol in dm:
+                if symbol not in rest:
+                    return None
+                rest.remove(symbol)
+            if c % dc:
+                return None
+            terms[tuple(rest)] = c // dc
+        return Expr._make(terms)
+
+    def __str__(self) -> str:
+        if not self.terms:
+            return "0"
+        return " + ".join(("*".join([str(c)] * (c != 1 or not m) + list(m))) for m, c in self.terms)
+
+
+Element = Union[Expr, bool, None]
+Shape = Optional[tuple[Expr, ...]]
+Value = Optional[tuple[Element, ...]]
+
+
+def _product(dims: Sequence[Expr]) -> Expr:
+    out = Expr.of(1)
+    for d in dims:
+        out = out * d
+    return out
+
+
+@dataclasses.dataclass
+class _Tensor:
+    shape: Shape = None
+    value: Value = None
+    scalar: bool = False  # value of a rank-0 tensor
+    elem_type: int = 0
+
+
+_INTS = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16,
+                   onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
+                   onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
+_BOOL = onnx.TensorProto.BOOL
+
+
+def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
+    for attr in node.attribute:
+        if attr.name == name:
+            return onnx.helper.get_attribute_value(attr)
+    return default
+
+
+class Facts:
+    """Symbolic shapes and values of one graph's tensors (see the module docstring)."""
+
+    def __init__(self, graph: onnx.GraphProto, inferred: onnx.GraphProto | None = None,
+                 outer: Facts | None = None) -> None:
+        self._tensors: dict[str, _Tensor] = {}
+        self._fresh = itertools.count()
+        self._outer = outer
+        self._inferred: dict[str, onnx.ValueInfoProto] = {}
+        if inferred is not None:
+            for info in [*inferred.input, *inferred.output, *inferred.value_info]:
+                self._inferred[info.name] = info
+        for info in graph.input:
+            self._tensors[info.name] = self._declared(info)
+        for init in graph.initializer:
+            self._tensors[init.name] = self._constant(init)
+        for node in graph.node:
+            self._visit(node)
+
+    # ------------------------------------------------------------ queries
+    def shape(self, name: str) -> Shape:
+        tensor = self._get(name)
+        return tensor.shape if tensor else None
+
+    def value(self, name: str) -> Value:
+        tensor = self._get(name)
+        return tensor.value if tensor else None
+
+    def is_scalar(self, name: str) -> bool:
+        tensor = self._get(name)
+        return bool(tensor and tensor.scalar)
+
+    def elem_type(self, name: str) -> int:
+        tensor = self._get(name)
+        return tensor.elem_type if tensor else 0
+
+    def _get(self, name: str) -> _Tensor | None:
+        tensor = self._tensors.get(name)
+        if tensor is None and self._outer is not None:
+            return self._outer._get(name)
+        return tensor
+
+    # ------------------------------------------------------------ sources
+    def _symbol(self) -> Expr:
+        return Expr.of(f"?{next(self._fresh)}")
+
+    def _dims(self, info: onnx.ValueInfoProto) -> Shape:
+        if not info.type.HasField("tensor_type") or not info.type.tensor_type.HasField("shape"):
+            return None
+        out = []
+        for dim in info.type.tensor_type.shape.dim:
+            size = dim_of(dim)
+            if isinstance(size, int):
+                out.append(Expr.of(size))
+            elif isinstance(size, str) and not size.startswith("unk__"):
+                out.append(Expr.of(size))
+            else:
+                out.append(self._symbol())
+        return tuple(out)
+
+    def _declared(self, info: onnx.ValueInfoProto) -> _Tensor:
+        elem = info.type.tensor_type.elem_type if info.type.HasField("tensor_type") else 0
+        return _Tensor(self._dims(info), elem_type=elem)
+
+    def _constant(self, tensor: onnx.TensorProto) -> _Tensor:
+        shape = tuple(Expr.of(int(d)) for d in tensor.dims)
+        out = _Tensor(shape, elem_type=tensor.data_type, scalar=not tensor.dims)
+        if (tensor.data_type in _INTS or tensor.data_type == _BOOL) and len(tensor.dims) <= 1 and (
+            math.prod(tensor.dims) <= MAX_VALUE_ELEMENTS
+        ):
+            array = tensor_value(tensor)
+            if array is not None:
+                out.value = tuple(
+                    bool(v) if tensor.data_type == _BOOL else Expr.of(int(v))
+                    for v in array.reshape(-1)
+                )
+        return out
+
+    # ------------------------------------------------------------ propagation
+    def _visit(self, node: onnx.NodeProto) -> None:
+        rule = _RULES.get(node.op_type) if node.domain in STANDARD_DOMAINS else None
+        results: list[_Tensor] | None = None
+        if rule is not None:
+            try:
+                results = rule(self, node)
+            except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError) as error:
+                logger.debug("no symbolic rule result for %s: %s", node.op_type, error)
+                results = None
+        for position, name in enumerate(node.output):
+            if not name:
+                continue
+            tensor = results[position] if results and position < len(results) else _Tensor()
+            if tensor.shape is None and name in self._inferred:
+                tensor.shape = self._dims(self._inferred[name])
+            if not tensor.elem_type and name in self._inferred:
+                info = self._inferred[name]
+                if info.type.HasField("tensor_type"):
+                    tensor.elem_type = info.type.tensor_type.elem_type
+            if tensor.value is not None and tensor.shape is None:
+                n = len(tensor.value)
+                tensor.shape = () if tensor.scalar else (Expr.of(n),)
+            self._tensors[name] = tensor
+
+    def input(self, node: onnx.NodeProto, position: int) -> _Tensor:
+        if position >= len(node.input) or not node.input[position]:
+            return _Tensor()
+        return self._get(node.input[position]) or _Tensor()
+
+
+# ---------------------------------------------------------------- rules
+Rule = Callable[[Facts, onnx.NodeProto], Optional[list[_Tensor]]]
+
+
+def _ints(value: Value) -> list[int] | None:
+    if value is None or any(not isinstance(v, Expr) or v.constant is None for v in value):
+        return None
+    return [v.constant for v in value]  # type: ignore[union-attr, misc]
+
+
+def _same(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    source = facts.input(node, 0)
+    return [_Tensor(source.shape, source.value, source.scalar, source.elem_type)]
+
+
+def _shape(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    shape = facts.input(node, 0).shape
+    if shape is None:
+        return [_Tensor()]
+    rank = len(shape)
+    start, end = int(_attr(node, "start", 0)), int(_attr(node, "end", rank))
+    start, end = (min(max(i + rank if i < 0 else i, 0), rank) for i in (start, end))
+    dims = shape[start:end]
+    return [_Tensor((Expr.of(len(dims)),), tuple(dims), elem_type=onnx.TensorProto.INT64)]
+
+
+def _size(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    shape = facts.input(node, 0).shape
+    if shape is None:
+        return [_Tensor()]
+    return [_Tensor((), (_product(shape),), scalar=True, elem_type=onnx.TensorProto.INT64)]
+
+
+def _gather(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    data, indices = facts.input(node, 0), facts.input(node, 1)
+    axis = int(_attr(node, "axis", 0))
+    index = _ints(indices.value)
+    shape = None
+    if data.shape is not None and indices.shape is not None:
+        axis = axis + len(data.shape) if axis < 0 else axis
+        shape = data.shape[:axis] + indices.shape + data.shape[axis + 1:]
+    value = None
+    if data.value is not None and index is not None and axis == 0 and not data.scalar:
+        n = len(data.value)
+        value = tuple(data.value[i + n if i < 0 else i] for i in index)
+    return [_Tensor(shape, value, indices.scalar and value is not None, data.elem_type)]
+
+
+def _unsqueeze(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    source = facts.input(node, 0)
+    axes = _ints(facts.input(node, 1).value) if len(node.input) > 1 else _attr(node, "axes")
+    if axes is None or source.shape is None:
+        return [_Tensor()]
+    rank = len(source.shape) + len(axes)
+    axes = sorted(a + rank if a < 0 else a for a in axes)  # type: ignore[union-attr]
+    dims = list(source.shape)
+    for a in axes:
+        dims.insert(a, Expr.of(1))
+    value = source.value if (source.scalar and axes == [0]) or (
+        source.value is not None and len(source.shape) == 1 and rank == 1) else None
+    return [_Tensor(tuple(dims), value, False, source.elem_type)]
+
+
+def _squeeze(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    source = facts.input(node, 0)
+    axes = _ints(facts.input(node, 1).value) if len(node.input) > 1 else _attr(node, "axes")
+    if source.shape is None:
+        return [_Tensor()]
+    rank = len(source.shape)
+    if axes is None:
+        axes = [i for i, d in enumerate(source.shape) if d.constant == 1]
+        if any(d.constant is None for d in source.shape):
+            return [_Tensor()]
+    axes = {a + rank if a < 0 else a for a in axes}  # type: ignore[union-attr]
+    dims = tuple(d for i, d in enumerate(source.shape) if i not in axes)
+    scalar = not dims and source.value is not None and len(source.value) == 1
+    return [_Tensor(dims, source.value if scalar else None, scalar, source.elem_type)]
+
+
+def _concat(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    parts = [facts.input(node, i) for i in range(len(node.input))]
+    shapes = [p.shape for p in parts]
+    axis = int(_attr(node, "axis", 0))
+    shape = None
+    if all(s is not None for s in shapes) and shapes and len({len(s) for s in shapes}) == 1:
+        rank = len(shapes[0])
+        axis = axis + rank if axis < 0 else axis
+        total = Expr.of(0)
+        for s in shapes:
+            total = total + s[axis]
+        shape = shapes[0][:axis] + (total,) + shapes[0][axis + 1:]
+    value = None
+    if all(p.value is not None and not p.scalar for p in parts) and shape and len(shape) == 1:
+        value = tuple(v for p in parts for v in p.value)  # type: ignore[union-attr]
+    return [_Tensor(shape, value, False, parts[0].elem_type if parts else 0)]
+
+
+def _slice(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    source = facts.input(node, 0)
+    if len(node.input) > 1:
+        starts, ends = (_ints(facts.input(node, i).value) for i in (1, 2))
+        axes = _ints(facts.input(node, 3).value) if len(node.input) > 3 and node.input[3] else None
+        steps = _ints(facts.input(node, 4).value) if len(node.input) > 4 and node.input[4] else None
+    else:
+        starts, ends, axes = (_attr(node, k) for k in ("starts", "ends", "axes"))
+        steps = None
+    if source.shape is None or starts is None or ends is None:
+        return [_Tensor()]
+    rank = len(source.shape)
+    axes = list(axes) if axes is not None else list(range(len(starts)))  # type: ignore[arg-type]
+    steps = list(steps) if steps is not None else [1] * len(axes)
+    dims = list(source.shape)
+    value = list(source.value) if source.value is not None and rank == 1 else None
+    for start, end, axis, step in zip(starts, ends, axes, steps):  # type: ignore[arg-type]
+        axis = axis + rank if axis < 0 else axis
+        size = dims[axis].constant
+        if size is None:
+            if step == 1 and start == 0 and end >= 2**62:
+                continue  # the whole axis, whatever its size
+            return [_Tensor()]
+        picked = range(size)[slice(start, end, step)]
+        dims[axis] = Expr.of(len(picked))
+        if value is not None:
+            value = [value[i] for i in picked]
+    return [_Tensor(tuple(dims), tuple(value) if value is not None else None, False,
+                    source.elem_type)]
+
+
+def _broadcast(shapes: Sequence[Shape]) -> Shape:
+    if any(s is None for s in shapes):
+        return None
+    rank = max(len(s) for s in shapes)  # type: ignore[arg-type]
+    out = []
+    for axis in range(rank):
+        dims = [s[len(s) - rank + axis] for s in shapes if len(s) - rank + axis >= 0]  # type: ignore
+        kept = [d for d in dims if d.constant != 1]
+        if not kept:
+            out.append(Expr.of(1))
+        elif all(d == kept[0] for d in kept):
+            out.append(kept[0])
+        else:
+            return None
+    return tuple(out)
+
+
+def _elementwise(op: Callable[..., Element], result_type: int | None = None) -> Rule:
+    """A broadcasting op: the shape broadcast, and the value element by element."""
+
+    def rule(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+        parts = [facts.input(node, i) for i in range(len(node.input))]
+        shape = _broadcast([p.shape for p in parts])
+        value = None
+        if shape is not None and len(shape) <= 1 and all(p.value is not None for p in parts):
+            n = shape[0].constant if shape else 1
+            if n is not None:
+                values = [p.value * n if len(p.value) == 1 else p.value for p in parts]  # type: ignore
+                value = tuple(op(*items) for items in zip(*values))
+        scalar = all(p.scalar for p in parts)
+        elem = result_type or (parts[0].elem_type if parts else 0)
+        return [_Tensor(shape, value, scalar and value is not None, elem)]
+
+    return rule
+
+
+def _arith(fn: Callable[[Expr, Expr], Expr | None]) -> Callable[..., Element]:
+    def apply(a: Element, b: Element) -> Element:
+        if isinstance(a, Expr) and isinstance(b, Expr):
+            return fn(a, b)
+        return None
+
+    return apply
+
+
+def _div(a: Expr, b: Expr) -> Expr | None:
+    if a.nonnegative and b.constant is not None and b.constant > 0:
+        return a.divide(b)  # exact: no rounding question
+    if a.constant is not None and b.constant is not None and b.constant != 0:
+        return Expr.of(int(a.constant / b.constant))  # ONNX integer Div truncates
+    return a.divide(b) if a.nonnegative and b.nonnegative else None
+
+
+def _equal(a: Element, b: Element) -> Element:
+    if isinstance(a, Expr) and isinstance(b, Expr):
+        if a == b:
+            return True
+        difference = a - b
+        if difference.constant is not None:
+            return difference.constant == 0
+        # A size (or a sum of products of sizes) is never negative.
+        if a.nonnegative and b.constant is not None and b.constant < 0:
+            return False
+        if b.nonnegative and a.constant is not None and a.constant < 0:
+            return False
+        return None
+    if isinstance(a, bool) and isinstance(b, bool):
+        return a == b
+    return None
+
+
+def _compare(fn: Callable[[int], bool]) -> Callable[..., Element]:
+    """An order comparison, known when the difference of its operands is a constant."""
+
+    def apply(a: Element, b: Element) -> Element:
+        if isinstance(a, Expr) and isinstance(b, Expr):
+            difference = (a - b).constant
+            return None if difference is None else fn(difference)
+        return None
+
+    return apply
+
+
+def _logical(fn: Callable[[bool, bool], bool], short: bool | None) -> Callable[..., Element]:
+    def apply(a: Element, b: Element) -> Element:
+        if isinstance(a, bool) and isinstance(b, bool):
+            return fn(a, b)
+        if short is not None and (a is short or b is short):
+            return short
+        return None
+
+    return apply
+
+
+def _not(a: Element) -> Element:
+    return (not a) if isinstance(a, bool) else None
+
+
+def _where(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    cond, a, b = (facts.input(node, i) for i in range(3))
+    shape = _broadcast([cond.shape, a.shape, b.shape])
+    value = None
+    if shape is not None and len(shape) <= 1 and all(
+        p.value is not None for p in (cond, a, b)
+    ):
+        n = shape[0].constant if shape else 1
+        if n is not None:
+            c, x, y = (p.value * n if len(p.value) == 1 else p.value  # type: ignore
+                       for p in (cond, a, b))
+            value = tuple(xi if ci is True else yi if ci is False else None
+                          for ci, xi, yi in zip(c, x, y))
+    return [_Tensor(shape, value, cond.scalar and a.scalar and b.scalar and value is not None,
+                    a.elem_type)]
+
+
+def _cast(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    source = facts.input(node, 0)
+    to = int(_attr(node, "to", 0))
+    keeps_value = to in _INTS and source.elem_type in _INTS
+    return [_Tensor(source.shape, source.value if keeps_value else None,
+                    source.scalar and keeps_value, to)]
+
+
+def _reshape_dims(source: Shape, target: Value, allowzero: bool) -> Shape:
+    """The output shape of ``Reshape(x, target)`` for ``x`` of shape ``source``."""
+    if target is None or any(not isinstance(t, Expr) for t in target):
+        return None
+    dims: list[Expr | None] = []
+    for axis, entry in enumerate(target):
+        assert isinstance(entry, Expr)
+        if entry.constant == 0 and not allowzero:
+            if source is None or axis >= len(source):
+                return None
+            dims.append(source[axis])
+        elif entry.constant == -1:
+            dims.append(None)
+        else:
+            dims.append(entry)
+    if dims.count(None) > 1:
+        return None
+    if None in dims:
+        if source is None:
+            return None
+        known = _product([d for d in dims if d is not None])
+        inferred = _product(source).divide(known) if known.constant != 0 else None
+        if inferred is None:
+            return None
+        dims[dims.index(None)] = inferred
+    return tuple(d for d in dims if d is not None)
+
+
+def _reshape(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    source, target = facts.input(node, 0), facts.input(node, 1)
+    shape = _reshape_dims(source.shape, target.value, bool(_attr(node, "allowzero", 0)))
+    value = source.value if source.value is not None and shape is not None and len(shape) <= 1 else None
+    return [_Tensor(shape, value, shape == () and value is not None, source.elem_type)]
+
+
+def _expand(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    source, target = facts.input(node, 0), facts.input(node, 1)
+    if target.value is None or any(not isinstance(t, Expr) for t in target.value):
+        return [_Tensor(elem_type=source.elem_type)]
+    shape = _broadcast([source.shape, tuple(target.value)])  # type: ignore[arg-type]
+    return [_Tensor(shape, elem_type=source.elem_type)]
+
+
+def _transpose(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    source = facts.input(node, 0)
+    if source.shape is None:
+        return [_Tensor()]
+    perm = _attr(node, "perm") or list(reversed(range(len(source.shape))))
+    return [_Tensor(tuple(source.shape[p] for p in perm), elem_type=source.elem_type)]  # type: ignore
+
+
+def _range(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    start, limit, delta = (facts.input(node, i).value for i in range(3))
+    if not (start and limit and delta) or not all(isinstance(v[0], Expr) for v in (start, limit, delta)):
+        return [_Tensor()]
+    length = None
+    if delta[0].constant == 1:  # type: ignore[union-attr]
+        length = limit[0] - start[0]  # type: ignore[operator]
+        if not length.nonnegative and length.constant is None:
+            length = None
+        elif length.constant is not None:
+            length = Expr.of(max(length.constant, 0))
+    return [_Tensor((length,) if length is not None else None,
+                    elem_type=facts.input(node, 0).elem_type)]
+
+
+def _constant_of_shape(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    target = facts.input(node, 0).value
+    if target is None or any(not isinstance(t, Expr) for t in target):
+        return [_Tensor()]
+    fill = _attr(node, "value")
+    elem = fill.data_type if isinstance(fill, onnx.TensorProto) else onnx.TensorProto.FLOAT
+    value = None
+    if isinstance(fill, onnx.TensorProto) and len(target) <= 1 and elem in _INTS | {_BOOL}:
+        n = target[0].constant if target else 1  # type: ignore[union-attr]
+        if n is not None and n <= MAX_VALUE_ELEMENTS:
+            item = np.asarray(tensor_value(fill)).reshape(-1)[0]
+            value = ((bool(item) if elem == _BOOL else Expr.of(int(item))),) * n
+    return [_Tensor(tuple(target), value, False, elem)]  # type: ignore[arg-type]
+
+
+def _matmul(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    a, b = facts.input(node, 0), facts.input(node, 1)
+    if a.shape is None or b.shape is None or len(a.shape) < 2 or len(b.shape) < 2:
+        return [_Tensor(elem_type=a.elem_type)]
+    batch = _broadcast([a.shape[:-2], b.shape[:-2]])
+    if batch is None:
+        return [_Tensor(elem_type=a.elem_type)]
+    return [_Tensor(batch + (a.shape[-2], b.shape[-1]), elem_type=a.elem_type)]
+
+
+def _extreme(a: Expr, b: Expr, pick: Callable[[int, int], int]) -> Expr | None:
+    difference = (a - b).constant
+    if difference is None:
+        return None
+    return a if pick(difference, 0) == difference else b
+
+
+def _flatten(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    source = facts.input(node, 0)
+    if source.shape is None:
+        return [_Tensor(elem_type=source.elem_type)]
+    rank = len(source.shape)
+    axis = int(_attr(node, "axis", 1))
+    axis = axis + rank if axis < 0 else axis
+    shape = (_product(source.shape[:axis]), _product(source.shape[axis:]))
+    return [_Tensor(shape, elem_type=source.elem_type)]
+
+
+def _keeps_shape(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    source = facts.input(node, 0)
+    return [_Tensor(source.shape, elem_type=source.elem_type)]
+
+
+_ADD = _arith(lambda a, b: a + b)
+_SUB = _arith(lambda a, b: a - b)
+_MUL = _arith(lambda a, b: a * b)
+_DIV = _arith(_div)
+
+_SAME_SHAPE = (
+    "Abs", "Ceil", "Cos", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish",
+    "LayerNormalization", "LeakyRelu", "Log", "LogSoftmax", "Mish", "Neg", "Reciprocal", "Relu",
+    "Round", "Selu", "Sigmoid", "Sign", "Sin", "Softmax", "Softplus", "Softsign", "Sqrt",
+    "Tanh", "Dropout", "SimplifiedLayerNormalization", "InstanceNormalization",
+    "BatchNormalization", "IsNaN", "IsInf", "Clip",
+)
+
+_RULES: dict[str, Rule] = {
+    **dict.fromkeys(_SAME_SHAPE, _keeps_shape),
+    "Identity": _same,
+    "Shape": _shape,
+    "Size": _size,
+    "Gather": _gather,
+    "Unsqueeze": _unsqueeze,
+    "Squeeze": _squeeze,
+    "Concat": _concat,
+    "Slice": _slice,
+    "Cast": _cast,
+    "Add": _elementwise(_ADD),
+    "Sub": _elementwise(_SUB),
+    "Mul": _elementwise(_MUL),
+    "Div": _elementwise(_DIV),
+    "Equal": _elementwise(_equal, _BOOL),
+    "And": _elementwise(_logical(lambda a, b: a and b, False), _BOOL),
+    "Or": _elementwise(_logical(lambda a, b: a or b, True), _BOOL),
+    "Not": _elementwise(_not, _BOOL),
+    "Less": _elementwise(_compare(lambda d: d < 0), _BOOL),
+    "LessOrEqual": _elementwise(_compare(lambda d: d <= 0), _BOOL),
+    "Greater": _elementwise(_compare(lambda d: d > 0), _BOOL),
+    "GreaterOrEqual": _elementwise(_compare(lambda d: d >= 0), _BOOL),
+    "Max": _elementwise(_arith(lambda a, b: _extreme(a, b, max))),
+    "Min": _elementwise(_arith(lambda a, b: _extreme(a, b, min))),
+    "Flatten": _flatten,
+    "Where": _where,
+    "Reshape": _reshape,
+    "Expand": _expand,
+    "Transpose": _transpose,
+    "Range": _range,
+    "ConstantOfShape": _constant_of_shape,
+    "MatMul": _matmul,
+}
+
+
+def _constant_node(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    value = _attr(node, "value")
+    if isinstance(value, onnx.TensorProto):
+        return [facts._constant(value)]
+    return [_Tensor()]
+
+
+_RULES["Constant"] = _constant_node

@@ -1,0 +1,320 @@
+"""fold-shapes: fold the shape arithmetic that the model's symbolic dimensions prove.
+
+    Reshape(x[b,s,768], Concat(Shape(x)[0], Shape(x)[1], [12, 64]))  =>  Reshape(x, [0, 0, 12, 64])
+    Where(Equal(Shape(x), -1), 1, Shape(x))                          =>  Shape(x)
+    Expand(x[b,1,s], Concat(Shape(x)[0], [4], Shape(x)[2]))          =>  Expand(x, [1, 4, 1])
+
+Exporters compute every Reshape and Expand target at run time from ``Shape``, so a model with
+dynamic batch and sequence axes carries chains of ``Shape -> Gather -> Unsqueeze -> Concat``
+(and ``Equal``/``Where`` guards against -1) that constant folding cannot touch. Every tensor gets
+a symbolic shape and every small integer tensor a symbolic value (:mod:`graphfix.passes._symbolic`):
+named dimensions of the signature are symbols, every other unknown size a symbol of its own.
+
+Rules:
+1. An integer or boolean tensor whose every element is known (``Equal`` of a size and -1 is
+   false: a size is never negative) becomes a constant.
+2. Reshape: a target whose value gives the input's own shape drops the Reshape; otherwise a
+   target computed at run time becomes a constant when each entry is a known size, the input's
+   size on the same axis (0: copy it), or the one entry the others determine (-1).
+3. Expand: a target that broadcasts to the input's own shape drops the Expand; otherwise it
+   becomes a constant when each entry is a known size or the input's size on that axis (1).
+4. Where with a condition known everywhere is the branch it selects, when that branch already
+   has the output's shape.
+5. Reshape of a Reshape reads the inner one's input, when rule 2 gives a constant target for it.
+6. What nothing reads any more goes (dead code).
+7. A shape computation whose symbolic value an earlier tensor holds reads that tensor instead
+   (each layer of a transformer computes the batch and sequence sizes again).
+
+Dynamic dimensions stay dynamic: a symbol is never replaced by a size, and the signature is
+never touched. Graph outputs keep their producers' names. Bodies of If/Loop/Scan are left as
+they are (their outer reads are honoured).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from graphfix import graph as graph_layer
+from graphfix.graph import STANDARD_DOMAINS, subgraphs
+from graphfix.model_io import skeleton
+from graphfix.passes._symbolic import Expr, Facts, Shape, Value
+from graphfix.registry import Pass, PassResult, register
+
+__all__ = ["FoldShapes", "fold_shapes"]
+
+logger = logging.getLogger(__name__)
+
+_MAX_ROUNDS = 4
+_VALUE_TYPES = {
+    onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32,
+    onnx.TensorProto.BOOL: np.bool_,
+}
+
+
+def _infer(model: onnx.ModelProto) -> onnx.GraphProto | None:
+    try:
+        return onnx.shape_inference.infer_shapes(
+            skeleton(model), strict_mode=False, data_prop=True).graph
+    except Exception as error:  # noqa: BLE001 - onnx raises several types
+        logger.debug("fold-shapes: ONNX shape inference failed (%s); own rules only", error)
+        return None
+
+
+def _attr(node: onnx.NodeProto, name: str, default: int = 0) -> int:
+    for attr in node.attribute:
+        if attr.name == name:
+            return int(attr.i)
+    return default
+
+
+def _known(value: Value) -> list[int | bool] | None:
+    """Every element as an int or a bool, or None."""
+    if value is None:
+        return None
+    out: list[int | bool] = []
+    for item in value:
+        if isinstance(item, bool):
+            out.append(item)
+        elif isinstance(item, Expr) and item.constant is not None:
+            out.append(item.constant)
+        else:
+            return None
+    return out
+
+
+def reshape_target(source: Shape, wanted: Shape, *, allowzero: bool = False) -> list[int] | None:
+    """Rule 2: a constant Reshape target giving ``wanted`` from a tensor of shape ``source``."""
+    if wanted is None:
+        return None
+    target: list[int] = []
+    inferred = None
+    for axis, dim in enumerate(wanted):
+        if dim.constant is not None:
+            if dim.constant == 0 and not allowzero:
+                if source is None or axis >= len(source) or source[axis].constant != 0:
+                    return None  # a literal 0 would copy the input's size, not mean 0
+            target.append(dim.constant)
+        elif source is not None and axis < len(source) and source[axis] == dim and not allowzero:
+            target.append(0)
+        elif inferred is None:
+            inferred = axis
+            target.append(-1)
+        else:
+            return None
+    if inferred is not None and (source is None or any(d.constant == 0 for d in wanted)):
+        return None  # -1 is ambiguous beside a zero size, and needs the element count
+    return target
+
+
+class _Rewriter:
+    """Rules 1-6 on one graph."""
+
+    def __init__(self, graph: onnx.GraphProto, facts: Facts, names: graph_layer.Names) -> None:
+        self.graph = graph
+        self.facts = facts
+        self.names = names
+        self.outputs = {o.name for o in graph.output}
+        self.replaced: dict[str, str] = {}  # a dropped node's output -> what its readers read
+        self.initializers: list[onnx.TensorProto] = []
+        self.stats = {"values_folded": 0, "targets_folded": 0, "nodes_dropped": 0,
+                      "reshapes_merged": 0}
+        self.producer = {name: n for n in graph.node for name in n.output if name}
+        self.values: dict[tuple[object, ...], str] = {}  # symbolic value -> first tensor
+        self.constants = {t.name for t in graph.initializer} | {
+            n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
+
+    def run(self) -> bool:
+        changed = False
+        for node in list(self.graph.node):
+            for position, name in enumerate(node.input):
+                node.input[position] = self.replaced.get(name, name)
+            if node.domain not in STANDARD_DOMAINS:
+                continue
+            if self._fold_value(node) or self._same_value(node):
+                changed = True
+                continue
+            rule = {"Reshape": self._reshape, "Expand": self._expand, "Where": self._where}.get(
+                node.op_type)
+            if rule is not None and rule(node):
+                changed = True
+        if self.replaced:
+            for node in self.graph.node:
+                graph_layer.rename_reads(node, self.replaced)
+        if changed:
+            self._commit()
+        return changed
+
+    # -------------------------------------------------------------- rules
+    def _fold_value(self, node: onnx.NodeProto) -> bool:
+        """Rule 1."""
+        if node.op_type == "Constant" or len(node.output) != 1 or subgraphs_of(node):
+            return False
+        name = node.output[0]
+        known = _known(self.facts.value(name))
+        dtype = _VALUE_TYPES.get(self.facts.elem_type(name))
+        if known is None or dtype is None or name in self.outputs:
+            return False
+        array = np.array(known, dtype=dtype)
+        if self.facts.is_scalar(name):
+            array = array.reshape(())
+        tensor = numpy_helper.from_array(array, self.names.fresh(f"{name}_folded"))
+        self.initializers.append(tensor)
+        self.constants.add(tensor.name)
+        self.replaced[name] = tensor.name
+        self.stats["values_folded"] += 1
+        return True
+
+    def _same_value(self, node: onnx.NodeProto) -> bool:
+        """Rule 7: a shape computation whose value an earlier tensor already holds."""
+        if node.op_type == "Constant" or len(node.output) != 1 or subgraphs_of(node):
+            return False
+        name = node.output[0]
+        value = self.facts.value(name)
+        if value is None or any(item is None for item in value):
+            return False
+        key = (self.facts.elem_type(name), self.facts.is_scalar(name), tuple(map(str, value)))
+        earlier = self.values.setdefault(key, name)
+        if earlier == name:
+            return False
+        return self._drop(node, earlier)
+
+    def _drop(self, node: onnx.NodeProto, into: str) -> bool:
+        output = node.output[0]
+        if output in self.outputs:
+            return False
+        self.replaced[output] = self.replaced.get(into, into)
+        self.stats["nodes_dropped"] += 1
+        return True
+
+    def _constant_input(self, node: onnx.NodeProto, slot: int, values: list[int]) -> None:
+        tensor = numpy_helper.from_array(np.array(values, dtype=np.int64),
+                                         self.names.fresh(f"{node.output[0]}_target"))
+        self.initializers.append(tensor)
+        self.constants.add(tensor.name)
+        node.input[slot] = tensor.name
+
+    def _is_constant(self, name: str) -> bool:
+        return name in self.constants
+
+    def _reshape(self, node: onnx.NodeProto) -> bool:
+        """Rules 2 and 5."""
+        if len(node.input) < 2:
+            return False
+        source = node.input[0]
+        out_shape = self.facts.shape(node.output[0])
+        allowzero = bool(_attr(node, "allowzero"))
+        in_shape = self.facts.shape(source)
+        if out_shape is not None and in_shape == out_shape:
+            return self._drop(node, source)
+        # Rule 5: a Reshape of a Reshape reads the inner one's input.
+        inner = self.producer.get(source)
+        if inner is not None and inner.op_type == "Reshape" and inner.domain in STANDARD_DOMAINS:
+            deeper = self.facts.shape(inner.input[0])
+            target = reshape_target(deeper, out_shape, allowzero=allowzero)
+            if target is not None:
+                if deeper == out_shape:
+                    return self._drop(node, inner.input[0])
+                node.input[0] = inner.input[0]
+                self._constant_input(node, 1, target)
+                self.stats["reshapes_merged"] += 1
+                return True
+        if self._is_constant(node.input[1]):
+            return False
+        target = reshape_target(in_shape, out_shape, allowzero=allowzero)
+        if target is None:
+            return False
+        self._constant_input(node, 1, target)
+        self.stats["targets_folded"] += 1
+        return True
+
+    def _expand(self, node: onnx.NodeProto) -> bool:
+        """Rule 3."""
+        if len(node.input) < 2:
+            return False
+        in_shape, out_shape = self.facts.shape(node.input[0]), self.facts.shape(node.output[0])
+        if in_shape is None or out_shape is None:
+            return False
+        if in_shape == out_shape:
+            return self._drop(node, node.input[0])
+        if self._is_constant(node.input[1]):
+            return False
+        offset = len(out_shape) - len(in_shape)
+        target: list[int] = []
+        for axis, dim in enumerate(out_shape):
+            inner = in_shape[axis - offset] if axis >= offset else None
+            if inner is not None and inner == dim:
+                target.append(1)
+            elif dim.constant is not None:
+                target.append(dim.constant)
+            else:
+                return False
+        self._constant_input(node, 1, target)
+        self.stats["targets_folded"] += 1
+        return True
+
+    def _where(self, node: onnx.NodeProto) -> bool:
+        """Rule 4."""
+        condition = _known(self.facts.value(node.input[0]))
+        if condition is None or not condition or len(set(condition)) != 1:
+            return False
+        chosen = node.input[1] if condition[0] else node.input[2]
+        out_shape = self.facts.shape(node.output[0])
+        if out_shape is None or self.facts.shape(chosen) != out_shape:
+            return False
+        return self._drop(node, chosen)
+
+    # -------------------------------------------------------------- rule 6
+    def _commit(self) -> None:
+        self.graph.initializer.extend(self.initializers)
+        roots = {o.name for o in self.graph.output}
+        live = graph_layer.live_nodes(list(self.graph.node), roots)
+        if len(live) != len(self.graph.node):
+            del self.graph.node[:]
+            self.graph.node.extend(live)
+        read = {name for n in live for name in graph_layer.reads(n)} | roots
+        listed = {i.name for i in self.graph.input}
+        kept = [t for t in self.graph.initializer if t.name in read or t.name in listed]
+        if len(kept) != len(self.graph.initializer):
+            del self.graph.initializer[:]
+            self.graph.initializer.extend(kept)
+        present = graph_layer.defined_names(self.graph)
+        info = [v for v in self.graph.value_info if v.name in present]
+        if len(info) != len(self.graph.value_info):
+            del self.graph.value_info[:]
+            self.graph.value_info.extend(info)
+
+
+def subgraphs_of(node: onnx.NodeProto) -> bool:
+    return any(True for _ in subgraphs(node))
+
+
+@register("fold-shapes")
+class FoldShapes(Pass):
+    """Fold shape arithmetic the model's symbolic dimensions prove (Reshape/Expand targets)."""
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        before = graph_layer.count_nodes(model)
+        names = graph_layer.Names(graph_layer.all_names(model.graph))
+        stats: dict[str, int] = {}
+        modified = False
+        # A fold makes the next visible (a folded value feeds another target): until nothing
+        # changes, a few rounds at most.
+        for _ in range(_MAX_ROUNDS):
+            facts = Facts(model.graph, _infer(model))
+            rewriter = _Rewriter(model.graph, facts, names)
+            if not rewriter.run():
+                break
+            modified = True
+            for key, count in rewriter.stats.items():
+                stats[key] = stats.get(key, 0) + count
+        stats.update(nodes_before=before, nodes_after=graph_layer.count_nodes(model))
+        return PassResult(model, modified, stats=stats)
+
+
+def fold_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Function twin of :class:`FoldShapes`: rewrites ``model`` in place, returns it."""
+    return FoldShapes()(model).model

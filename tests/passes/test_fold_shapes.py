@@ -1,0 +1,186 @@
+"""fold-shapes: shape arithmetic proven by symbolic dimensions becomes constants."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from graphfix.passes.fold_shapes import FoldShapes
+
+HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+def parse(body: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model(HEADER + body)
+
+
+def ops(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node]
+
+
+def run(model: onnx.ModelProto, ort_run, sizes: list[dict[str, int]]):
+    """Fold a copy; check validity, an unchanged signature, and equal outputs at every size."""
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result = FoldShapes()(model)
+    onnx.checker.check_model(result.model, full_check=True)
+    assert [(v.name, v.type) for v in result.model.graph.input] == [
+        (v.name, v.type) for v in original.graph.input]
+    assert [(v.name, v.type) for v in result.model.graph.output] == [
+        (v.name, v.type) for v in original.graph.output]
+    rng = np.random.default_rng(0)
+    for dims in sizes:
+        feeds = {}
+        for value in original.graph.input:
+            shape = [d.dim_value if d.HasField("dim_value") else dims[d.dim_param]
+                     for d in value.type.tensor_type.shape.dim]
+            feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
+        expected, actual = ort_run(original, feeds), ort_run(result.model, feeds)
+        for name, value in expected.items():
+            np.testing.assert_array_equal(actual[name], value, err_msg=name)
+    assert not FoldShapes()(result.model).modified  # idempotent
+    return result
+
+
+def targets(model: onnx.ModelProto) -> dict[str, list[int]]:
+    values = {t.name: numpy_helper.to_array(t).tolist() for t in model.graph.initializer}
+    return {n.output[0]: values.get(n.input[1]) for n in model.graph.node
+            if n.op_type in ("Reshape", "Expand")}
+
+
+SIZES = [{"B": 1, "S": 5}, {"B": 3, "S": 7}]
+
+# PyTorch's legacy exporter: the head split reads batch and sequence off the tensor.
+HEAD_SPLIT = """
+g (float[B,S,8] x) => (float[B,S,2,4] y) {
+    shape = Shape (x)
+    zero = Constant <value = int64 {0}> ()
+    one = Constant <value = int64 {1}> ()
+    b = Gather <axis = 0> (shape, zero)
+    s = Gather <axis = 0> (shape, one)
+    axes = Constant <value = int64[1] {0}> ()
+    b1 = Unsqueeze (b, axes)
+    s1 = Unsqueeze (s, axes)
+    heads = Constant <value = int64[2] {2, 4}> ()
+    target = Concat <axis = 0> (b1, s1, heads)
+    y = Reshape (x, target)
+}"""
+
+
+def test_reshape_target_computed_from_shape_becomes_a_constant(ort_run):
+    result = run(parse(HEAD_SPLIT), ort_run, SIZES)
+    assert ops(result.model) == ["Reshape"]
+    assert targets(result.model) == {"y": [0, 0, 2, 4]}
+    assert result.stats["targets_folded"] == 1
+
+
+def test_a_size_is_never_minus_one(ort_run):
+    # Where(Equal(shape, -1), 1, shape): the legacy exporter's guard before an Expand.
+    model = parse("""
+    g (float[B,1,S] x) => (float[B,4,S] y) {
+        shape = Shape (x)
+        idx = Constant <value = int64[3] {0, 1, 2}> ()
+        four = Constant <value = int64[3] {1, 4, 1}> ()
+        dims = Mul (shape, four)
+        minus = Constant <value = int64[3] {-1, -1, -1}> ()
+        eq = Equal (dims, minus)
+        ones = Constant <value = int64[3] {1, 1, 1}> ()
+        target = Where (eq, ones, dims)
+        y = Expand (x, target)
+    }""")
+    result = run(model, ort_run, SIZES)
+    assert ops(result.model) == ["Expand"]
+    assert targets(result.model) == {"y": [1, 4, 1]}
+
+
+def test_expand_to_its_own_shape_goes(ort_run):
+    model = parse("""
+    g (float[B,S] x) => (float[B,S] y) {
+        shape = Shape (x)
+        e = Expand (x, shape)
+        y = Relu (e)
+    }""")
+    result = run(model, ort_run, SIZES)
+    assert ops(result.model) == ["Relu"]
+    assert result.stats["nodes_dropped"] == 1
+
+
+def test_reshape_of_a_reshape_reads_the_first_input(ort_run):
+    model = parse("""
+    g (float[B,S,8] x) => (float[B,S,8] y) {
+        flat_shape = Constant <value = int64[1] {-1}> ()
+        flat = Reshape (x, flat_shape)
+        shape = Shape (x)
+        back = Reshape (flat, shape)
+        y = Relu (back)
+    }""")
+    result = run(model, ort_run, SIZES)
+    assert ops(result.model) == ["Relu"]
+
+
+def test_each_layer_reuses_the_first_size_computation(ort_run):
+    model = parse("""
+    g (float[B,S,8] x) => (float[B,S,2,4] y, float[B,S,2,4] z) {
+        s1 = Shape (x)
+        s2 = Shape (x)
+        r = Relu (x)
+        s3 = Shape (r)
+        idx = Constant <value = int64[2] {0, 1}> ()
+        g1 = Gather <axis = 0> (s1, idx)
+        g3 = Gather <axis = 0> (s3, idx)
+        heads = Constant <value = int64[2] {2, 4}> ()
+        t1 = Concat <axis = 0> (g1, heads)
+        t3 = Concat <axis = 0> (g3, heads)
+        y = Reshape (x, t1)
+        z = Reshape (r, t3)
+    }""")
+    result = run(model, ort_run, SIZES)
+    assert sorted(ops(result.model)) == ["Relu", "Reshape", "Reshape"]
+
+
+def test_sizes_that_cannot_be_told_apart_stay_computed(ort_run):
+    # Two unknown sizes in the target: neither a copy (0) nor the one inferred size (-1).
+    model = parse("""
+    g (float[B,S] x, float[T,U] w) => (float[T,U] y) {
+        shape = Shape (w)
+        y = Reshape (x, shape)
+    }""")
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "T"
+    result = FoldShapes()(model)
+    assert ops(result.model) == ["Shape", "Reshape"]
+    assert not result.modified
+
+
+def test_dynamic_dimensions_stay_dynamic(ort_run):
+    result = run(parse(HEAD_SPLIT), ort_run, SIZES)
+    dims = result.model.graph.input[0].type.tensor_type.shape.dim
+    assert [d.dim_param for d in dims[:2]] == ["B", "S"]
+
+
+@pytest.mark.parametrize("graph_output", [True, False])
+def test_graph_output_keeps_its_producer(graph_output, ort_run):
+    body = """
+    g (float[B,S] x) => (float[B,S] y, int64[2] shape) {
+        shape = Shape (x)
+        y = Expand (x, shape)
+    }""" if graph_output else """
+    g (float[B,S] x) => (float[B,S] y) {
+        shape = Shape (x)
+        y = Expand (x, shape)
+    }"""
+    result = run(parse(body), ort_run, SIZES)
+    assert "Expand" in ops(result.model)  # y is a graph output: its producer stays
+
+
+def test_if_bodies_are_left_alone(ort_run):
+    model = parse("""
+    g (float[B,S] x, bool c) => (float[B,S] y) {
+        y = If (c) <
+            then_branch = t () => (float[B,S] a) { s = Shape (x)  a = Reshape (x, s) },
+            else_branch = e () => (float[B,S] b) { b = Relu (x) }
+        >
+    }""")
+    result = FoldShapes()(model)
+    assert not result.modified
