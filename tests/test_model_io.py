@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -79,7 +80,7 @@ def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(model_io.os, "fsync", full_disk)
+    monkeypatch.setattr(os, "fsync", full_disk)
     with pytest.raises(ModelSaveError, match="No space left"):
         model_io.save(linear_model(), tmp_path / "m.onnx", external_data=True)
     assert os.listdir(tmp_path) == []
@@ -102,7 +103,7 @@ def test_permission_denied_is_one_clear_error(tmp_path, monkeypatch):
     def denied(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(model_io.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
     with pytest.raises(ModelSaveError, match="Permission denied"):
         model_io.save(linear_model(), tmp_path / "m.onnx")
     assert os.listdir(tmp_path) == []
@@ -331,7 +332,7 @@ def test_ort_session_reads_weights_where_they_are(tmp_path, monkeypatch):
     before = lazy.SerializeToString()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    monkeypatch.setattr(model_io.tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     x = np.random.default_rng(3).standard_normal((2, 512)).astype(np.float32)
     got = run_feeds(lazy, {"x": x})
     assert os.listdir(scratch) == []  # no copy of the weights was written anywhere
@@ -429,7 +430,7 @@ def test_failed_save_of_weights_left_in_files_leaves_nothing(tmp_path, monkeypat
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(model_io.os, "fsync", full_disk)
+    monkeypatch.setattr(os, "fsync", full_disk)
     with pytest.raises(ModelSaveError, match="No space left"):
         model_io.save(lazy, out / "m.onnx", external_data=True)
     assert os.listdir(out) == []

@@ -1,0 +1,62 @@
+"""Model I/O: the only package of graphfix that touches files.
+
+- :func:`load` reads a model from a path, bytes or a ModelProto, with its external data resolved
+  inside the model's folder (a location that escapes it is refused). With
+  ``load_external_data=False`` the weights stay in their data files: each external tensor keeps a
+  reference to the checked file (its absolute path), and :func:`tensor_value` reads one tensor on
+  demand (:mod:`.loading`, :mod:`.tensors`);
+- :func:`save` writes atomically (a temporary file in the target folder, then a rename; nothing
+  partial is left behind), with external data beside the model when it is over 2 GB or when asked,
+  and ``ir_version`` capped to what the installed ONNX Runtime reads. Tensors still in their
+  source files are copied file to file, in chunks; the model in memory is never changed
+  (:mod:`.writing`, :mod:`.encoding`);
+- :func:`ort_session` opens an ONNX Runtime session on an in-memory model of any size, weights in
+  their source files included, without reading them into Python (:mod:`.sessions`).
+"""
+
+from __future__ import annotations
+
+from graphfix.model_io.encoding import PROTOBUF_LIMIT, skeleton, write_scratch
+from graphfix.model_io.loading import (
+    LoadedModel,
+    ModelSource,
+    check_model,
+    load,
+    load_with_info,
+)
+from graphfix.model_io.runtime import max_ir_version
+from graphfix.model_io.sessions import ort_session
+from graphfix.model_io.tensors import (
+    has_value,
+    iter_tensors,
+    load_external_values,
+    same_tensor,
+    tensor_digest,
+    tensor_value,
+    weight_bytes,
+)
+from graphfix.model_io.writing import WrittenModel, save, temporary_folder, write_text
+
+__all__ = [
+    "ModelSource",
+    "LoadedModel",
+    "WrittenModel",
+    "load",
+    "load_with_info",
+    "save",
+    "check_model",
+    "max_ir_version",
+    "ort_session",
+    "iter_tensors",
+    "tensor_value",
+    "has_value",
+    "tensor_digest",
+    "load_external_values",
+    "weight_bytes",
+    "PROTOBUF_LIMIT",
+    "write_text",
+    "temporary_folder",
+    "write_scratch",
+    "same_tensor",
+    "skeleton",
+]

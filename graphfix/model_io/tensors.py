@@ -1,0 +1,271 @@
+"""Tensors of a model: walking them, and weights that stay in their data files.
+
+:func:`graphfix.model_io.load` with ``load_external_data=False`` leaves each external tensor
+pointing at its checked data file (by absolute path); :func:`tensor_value` reads one tensor on
+demand, :func:`weight_bytes` sizes them all without reading any.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from graphfix.errors import ModelLoadError
+
+__all__ = [
+    "iter_tensors",
+    "tensor_value",
+    "tensor_digest",
+    "same_tensor",
+    "has_value",
+    "load_external_values",
+    "weight_bytes",
+]
+
+_LITTLE_ENDIAN = sys.byteorder == "little"
+
+_DATA_FIELDS = frozenset({
+    "raw_data", "float_data", "int32_data", "string_data", "int64_data", "double_data",
+    "uint64_data",
+})
+
+
+def iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of ``graph`` and its subgraphs: initializers and tensor-valued attributes."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t
+            elif attr.type == onnx.AttributeProto.TENSORS:
+                yield from attr.tensors
+            elif attr.type == onnx.AttributeProto.GRAPH:
+                yield from iter_tensors(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for subgraph in attr.graphs:
+                    yield from iter_tensors(subgraph)
+
+
+def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+    return [
+        t
+        for t in iter_tensors(model.graph)
+        if t.data_location == onnx.TensorProto.EXTERNAL
+    ]
+
+
+# Data files that load() checked (inside their model's folder, long enough). A tensor whose
+# location is one of these absolute paths is read on demand; any other external tensor (from a
+# ModelProto made elsewhere) is treated as not loaded, so a crafted model cannot make graphfix
+# read an arbitrary file.
+_VETTED: set[str] = set()
+
+
+def _lazy_source(tensor: onnx.TensorProto) -> tuple[Path, int, int] | None:
+    """(file, offset, length) of a tensor whose weights stay in a file :func:`load` checked."""
+    if tensor.data_location != onnx.TensorProto.EXTERNAL:
+        return None
+    location, offset, length = "", 0, -1
+    for entry in tensor.external_data:
+        if entry.key == "location":
+            location = entry.value
+        elif entry.key == "offset":
+            offset = int(entry.value)
+        elif entry.key == "length":
+            length = int(entry.value)
+    if location not in _VETTED or length < 0:
+        return None
+    return Path(location), offset, length
+
+
+def _lazy_tensors(model: onnx.ModelProto) -> list[tuple[onnx.TensorProto, Path, int, int]]:
+    found = []
+    for tensor in iter_tensors(model.graph):
+        source = _lazy_source(tensor)
+        if source is not None:
+            found.append((tensor, *source))
+    return found
+
+
+def _read_into(path: Path, offset: int, buffer: memoryview) -> None:
+    """Fill ``buffer`` with the bytes of ``path`` from ``offset``."""
+    try:
+        with open(path, "rb", buffering=0) as f:
+            f.seek(offset)
+            done = 0
+            while done < len(buffer):
+                count = f.readinto(buffer[done:])
+                if not count:
+                    raise ModelLoadError(
+                        f"{path}: external data ends before the {len(buffer)} bytes at offset "
+                        f"{offset}",
+                        hint="the data file changed after the model was loaded",
+                    )
+                done += count
+    except OSError as err:
+        raise ModelLoadError(f"{path}: cannot read external data ({err.strerror or err})") from None
+
+
+def _read_range(path: Path, offset: int, length: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read(length)
+    except OSError as err:
+        raise ModelLoadError(f"{path}: cannot read external data ({err.strerror or err})") from None
+    if len(data) != length:
+        raise ModelLoadError(
+            f"{path}: external data ends before the {length} bytes at offset {offset}",
+            hint="the data file changed after the model was loaded",
+        )
+    return data
+
+
+def _plain_dtype(data_type: int) -> np.dtype | None:
+    """The little-endian numpy type of an ONNX type whose raw data is a plain numpy buffer."""
+    if data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return None
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(data_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+    if dtype.kind not in "biuf" or dtype.itemsize not in (1, 2, 4, 8):
+        return None  # bfloat16, float8, int4 and friends are unpacked by numpy_helper
+    if dtype.kind == "f" and data_type not in (
+        onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE
+    ):
+        return None
+    return dtype.newbyteorder("<")
+
+
+def tensor_value(tensor: onnx.TensorProto) -> np.ndarray | None:
+    """The value of ``tensor`` as a numpy array; a tensor whose weights stay in a data file that
+    :func:`load` checked is read from it (that tensor alone). None for an external tensor that
+    was never loaded (its location is not one graphfix checked)."""
+    if tensor.data_location != onnx.TensorProto.EXTERNAL:
+        return numpy_helper.to_array(tensor)
+    source = _lazy_source(tensor)
+    if source is None:
+        return None
+    path, offset, length = source
+    dims = tuple(int(d) for d in tensor.dims)
+    dtype = _plain_dtype(tensor.data_type)
+    if dtype is not None and length == math.prod(dims) * dtype.itemsize:
+        value = np.empty(dims, dtype)
+        _read_into(path, offset, memoryview(value.reshape(-1).view(np.uint8)))
+        return value.astype(dtype.newbyteorder("="), copy=False)
+    if tensor.data_type == onnx.TensorProto.STRING:
+        return None  # onnx keeps strings inline; nothing to read
+    inline = onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=dims)
+    inline.raw_data = _read_range(path, offset, length)
+    return numpy_helper.to_array(inline)
+
+
+def tensor_digest(tensor: onnx.TensorProto) -> bytes:
+    """A digest of ``tensor``'s type, shape and data, not of its name. Raw bytes held in memory
+    are hashed as they are (no array is built); two tensors with the same digest hold the same
+    value. An external tensor that was never loaded is digested by where it lives."""
+    digest = hashlib.sha256(f"{tensor.data_type}:{list(tensor.dims)}:".encode())
+    if tensor.data_location != onnx.TensorProto.EXTERNAL and tensor.HasField("raw_data"):
+        digest.update(b"raw:" + tensor.raw_data)
+        return digest.digest()
+    value = tensor_value(tensor)
+    if value is None:
+        digest.update(b"at:" + str(sorted((e.key, e.value) for e in tensor.external_data)).encode())
+    elif value.dtype == object:
+        digest.update(b"strings:" + b"\0".join(bytes(v) for v in value.reshape(-1)))
+    else:
+        digest.update(b"raw:" + np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<"),
+                                                                  copy=False).tobytes())
+    return digest.digest()
+
+
+def same_tensor(a: onnx.TensorProto, b: onnx.TensorProto) -> bool:
+    """Whether two tensors hold the same type, shape and bytes (names aside). Raw bytes held in
+    memory are compared as they are; a tensor whose weights stay in a file is read, unless both
+    refer to the same range of one file."""
+    if a.data_type != b.data_type or list(a.dims) != list(b.dims):
+        return False
+    inline = onnx.TensorProto.EXTERNAL not in (a.data_location, b.data_location)
+    if inline and a.HasField("raw_data") and b.HasField("raw_data"):
+        return a.raw_data == b.raw_data
+    source_a, source_b = _lazy_source(a), _lazy_source(b)
+    if source_a is not None and source_a == source_b:
+        return True
+    return tensor_digest(a) == tensor_digest(b)
+
+
+def has_value(tensor: onnx.TensorProto) -> bool:
+    """Whether :func:`tensor_value` can give ``tensor``'s value (inline, or in a checked file)."""
+    return tensor.data_location != onnx.TensorProto.EXTERNAL or _lazy_source(tensor) is not None
+
+
+def load_external_values(model: onnx.ModelProto) -> int:
+    """Read every tensor whose weights stay in a checked data file into ``model`` (in place);
+    returns how many were read. For code that needs every weight in memory (onnxsim, say)."""
+    lazy = _lazy_tensors(model)
+    for tensor, path, offset, length in lazy:
+        data = _read_range(path, offset, length)
+        del tensor.external_data[:]
+        tensor.ClearField("data_location")
+        tensor.raw_data = data
+        del data
+    return len(lazy)
+
+
+_BITS = {
+    onnx.TensorProto.FLOAT: 32, onnx.TensorProto.UINT8: 8, onnx.TensorProto.INT8: 8,
+    onnx.TensorProto.UINT16: 16, onnx.TensorProto.INT16: 16, onnx.TensorProto.INT32: 32,
+    onnx.TensorProto.INT64: 64, onnx.TensorProto.BOOL: 8, onnx.TensorProto.FLOAT16: 16,
+    onnx.TensorProto.DOUBLE: 64, onnx.TensorProto.UINT32: 32, onnx.TensorProto.UINT64: 64,
+    onnx.TensorProto.COMPLEX64: 64, onnx.TensorProto.COMPLEX128: 128,
+    onnx.TensorProto.BFLOAT16: 16,
+    **{getattr(onnx.TensorProto, name): bits for name, bits in (
+        ("FLOAT8E4M3FN", 8), ("FLOAT8E4M3FNUZ", 8), ("FLOAT8E5M2", 8), ("FLOAT8E5M2FNUZ", 8),
+        ("UINT4", 4), ("INT4", 4), ("FLOAT4E2M1", 4), ("FLOAT8E8M0", 8), ("UINT2", 2), ("INT2", 2),
+    ) if hasattr(onnx.TensorProto, name)},
+}
+
+
+def _nbytes(tensor: onnx.TensorProto) -> int:
+    """The bytes of ``tensor``'s data, from its shape and type. Neither ``len(raw_data)`` nor
+    ``ByteSize()`` is used: with protobuf's upb backend both copy the data (ByteSize serializes
+    the message to measure it)."""
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        source = _lazy_source(tensor)
+        if source is not None:
+            return source[2]
+    bits = _BITS.get(tensor.data_type)
+    if bits is None:  # strings, or a type this onnx does not name: small in practice
+        return tensor.ByteSize()
+    return (math.prod(tensor.dims) * bits + 7) // 8
+
+
+def weight_bytes(model: onnx.ModelProto) -> int:
+    """The bytes of ``model``'s tensors, held in memory or left in their files, from their shapes
+    and types: cheap at any size (nothing is serialized, copied or read)."""
+    return sum(_nbytes(t) for t in iter_tensors(model.graph))
+
+
+def _inline_bytes(model: onnx.ModelProto) -> int:
+    """The bytes of the tensors ``model`` holds in memory."""
+    return sum(
+        _nbytes(t) for t in iter_tensors(model.graph)
+        if t.data_location != onnx.TensorProto.EXTERNAL
+    )
+
+
+def _point_at(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> None:
+    """Make ``tensor`` refer to ``length`` bytes at ``offset`` of the external file ``location``."""
+    del tensor.external_data[:]
+    for key, value in (("location", location), ("offset", str(offset)), ("length", str(length))):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    tensor.data_location = onnx.TensorProto.EXTERNAL
