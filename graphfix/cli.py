@@ -337,19 +337,14 @@ def optimize(
         if require_speedup is not None:
             kwargs["require_speedup"] = require_speedup
     try:
-        result = pipeline.optimize_file(src, dst, external_data=external_data, **kwargs)
-    except GraphfixError as err:
-        guilty = getattr(err, "guilty_pass", None)
-        if isinstance(err, ParityError) and guilty:
+        result = pipeline.optimize_file(src, dst, external_data=external_data,
+                                        report=report_path, **kwargs)
+    except ParityError as err:
+        if err.guilty_pass:
             command = ["graphfix", "optimize", *ctx.meta.get("graphfix.argv", [src, dst])]
-            err.hint = f"to leave it out: {shlex.join(map(str, command + ['--skip', guilty]))}"
-        failed_report = getattr(err, "report", None)
-        if report_path and failed_report is not None:
-            failed_report.error = str(err)
-            _write_json(report_path, failed_report.to_dict())
+            err.hint = ("to leave it out: "
+                        f"{shlex.join(map(str, command + ['--skip', err.guilty_pass]))}")
         raise
-    if report_path:
-        _write_json(report_path, result.report.to_dict())
     if not quiet:
         click.echo(format_summary(result.report))
 

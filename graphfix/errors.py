@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from graphfix.report import Report
+
 __all__ = [
     "GraphfixError",
     "ModelLoadError",
@@ -16,11 +21,16 @@ __all__ = [
 
 
 class GraphfixError(Exception):
-    """Base class: a failure a user can act on. ``hint`` says what to do about it."""
+    """Base class: a failure a user can act on. ``hint`` says what to do about it; ``report``
+    is the report of the run it ended, when there was one (the evidence of a refusal: parity
+    statistics, benchmark figures)."""
 
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, hint: str | None = None, report: Report | None = None
+    ) -> None:
         super().__init__(message)
         self.hint = hint
+        self.report = report
 
     def __str__(self) -> str:
         message = super().__str__()
@@ -44,7 +54,16 @@ class UnknownPassError(PassError):
 
 
 class ParityError(GraphfixError):
-    """The optimized model does not compute what the original computes."""
+    """The optimized model does not compute what the original computes. ``guilty_pass`` names
+    the pass after which parity first fails, when re-running the passes one at a time finds
+    it."""
+
+    def __init__(
+        self, message: str, *, hint: str | None = None, report: Report | None = None,
+        guilty_pass: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint, report=report)
+        self.guilty_pass = guilty_pass
 
 
 class ValidationInputError(GraphfixError):

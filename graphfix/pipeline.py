@@ -24,7 +24,7 @@ import onnx
 import graphfix
 from graphfix import graph as graph_layer
 from graphfix import layout, model_io, registry
-from graphfix.errors import GraphfixError, ModelSaveError, ParityError, PassError
+from graphfix.errors import GraphfixError, ParityError, PassError
 from graphfix.report import PassReport, Report, model_facts, op_histogram
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def optimize(
         reference_run = _start_reference(original, parity_options) if verify else None
     except GraphfixError as error:
         report.seconds = time.perf_counter() - started
-        error.report = report  # type: ignore[attr-defined]
+        error.report = report
         raise
     working = original if in_place else _copy(original)
     try:
@@ -274,7 +274,7 @@ def optimize(
         # The refusal's evidence (parity statistics, bench figures) travels with it.
         report.output = model_facts(optimized)
         report.seconds = time.perf_counter() - started
-        error.report = report  # type: ignore[attr-defined]
+        error.report = report
         raise
     report.output = model_facts(optimized)
     report.seconds = time.perf_counter() - started
@@ -316,12 +316,10 @@ def _verify(
             hint="no single pass reproduces it alone; try --passes with fewer passes",
         )
     name, broke = guilty
-    error = ParityError(
+    raise ParityError(
         f"the optimized model does not match the original; pass {name!r} broke {broke}",
-        hint=f"run again with --skip {name}",
+        hint=f"run again with --skip {name}", guilty_pass=name,
     )
-    error.guilty_pass = name  # type: ignore[attr-defined]
-    raise error
 
 
 def _start_reference(
@@ -366,27 +364,56 @@ def optimize_file(
     dst: str | os.PathLike,
     *,
     external_data: bool | None = None,
+    report: str | os.PathLike | None = None,
     **kwargs: Any,
 ) -> OptimizeResult:
     """Optimize the model at ``src`` and write it to ``dst`` (atomically; ``src`` is never
     changed). Weights go to an external data file beside ``dst`` when ``src`` had external data,
-    when the model is over 2 GB, or when ``external_data`` is true. Keyword arguments are those
-    of :func:`optimize`. Nothing is written when optimization or parity fails."""
+    when the model is over 2 GB, or when ``external_data`` is true. ``report``: also write the
+    JSON report there, with the model (a refused run writes it too, with the error). Keyword
+    arguments are those of :func:`optimize`. Every output is checked against every file read
+    (the model, its data files, given inputs) before the passes run; nothing is written when
+    optimization or parity fails."""
     src_path, dst_path = Path(src), Path(dst)
-    if dst_path.exists() and src_path.exists() and dst_path.resolve() == src_path.resolve():
-        raise ModelSaveError(
-            f"{dst_path}: refusing to overwrite the input model",
-            hint="write the optimized model to another path",
-        )
-    if not dst_path.parent.is_dir():
-        raise ModelSaveError(f"{dst_path.parent}: no such folder", hint="create it first")
     loaded = model_io.load_with_info(src_path, load_external_data=False)
-    result = optimize(loaded, **kwargs)
+    reads: dict[Path, str] = {src_path: "the input model"}
+    reads.update(dict.fromkeys(model_io.data_files(loaded.model), "the input's external data"))
+    inputs = (kwargs.get("parity_options") or {}).get("inputs")
+    if inputs is not None and Path(inputs).is_file():
+        reads[Path(inputs)] = "the inputs file"
+    outputs: dict[str, str | os.PathLike] = {"the optimized model": dst_path}
+    if external_data is not False:
+        outputs["the optimized model's external data"] = model_io.data_path_of(dst_path)
+    if report is not None:
+        outputs["the report"] = report
+    model_io.check_outputs(outputs, reads)
+    try:
+        result = optimize(loaded, **kwargs)
+    except GraphfixError as error:
+        if report is not None and error.report is not None:
+            error.report.error = str(error)
+            try:
+                model_io.write_text(report, error.report.to_json() + "\n", protect=list(reads))
+            except GraphfixError as unwritten:
+                logger.warning("the report of the refused run was not written: %s", unwritten)
+        raise
     if external_data is None and loaded.external_data:
         external_data = True
-    written = model_io.save(result.model, dst_path, external_data=external_data, protect=[src_path])
-    result.report.written = str(written.path)
-    result.report.output = model_facts(
-        result.model, size_bytes=written.size_bytes, external_data=written.data_path is not None
+
+    def report_text(written: model_io.WrittenModel) -> str:
+        _record_written(result.report, result.model, written)
+        return result.report.to_json() + "\n"
+
+    written = model_io.save(
+        result.model, dst_path, external_data=external_data, protect=list(reads),
+        companions={report: report_text} if report is not None else None,
     )
+    _record_written(result.report, result.model, written)
     return result
+
+
+def _record_written(report: Report, model: onnx.ModelProto, written: model_io.WrittenModel) -> None:
+    report.written = str(written.path)
+    report.output = model_facts(
+        model, size_bytes=written.size_bytes, external_data=written.data_path is not None
+    )

@@ -27,6 +27,7 @@ from graphfix.model_io.loading import (
 from graphfix.model_io.runtime import max_ir_version
 from graphfix.model_io.sessions import ort_session
 from graphfix.model_io.tensors import (
+    data_files,
     has_value,
     iter_tensors,
     load_external_values,
@@ -35,7 +36,14 @@ from graphfix.model_io.tensors import (
     tensor_value,
     weight_bytes,
 )
-from graphfix.model_io.writing import WrittenModel, save, temporary_folder, write_text
+from graphfix.model_io.writing import (
+    WrittenModel,
+    check_outputs,
+    data_path_of,
+    save,
+    temporary_folder,
+    write_text,
+)
 
 __all__ = [
     "ModelSource",
@@ -59,4 +67,7 @@ __all__ = [
     "write_scratch",
     "same_tensor",
     "skeleton",
+    "data_files",
+    "check_outputs",
+    "data_path_of",
 ]

@@ -27,6 +27,7 @@ __all__ = [
     "has_value",
     "load_external_values",
     "weight_bytes",
+    "data_files",
 ]
 
 _LITTLE_ENDIAN = sys.byteorder == "little"
@@ -92,6 +93,11 @@ def _lazy_tensors(model: onnx.ModelProto) -> list[tuple[onnx.TensorProto, Path, 
         if source is not None:
             found.append((tensor, *source))
     return found
+
+
+def data_files(model: onnx.ModelProto) -> list[Path]:
+    """The data files the weights of ``model`` are read from (those :func:`load` checked)."""
+    return sorted({path for _, path, _, _ in _lazy_tensors(model)})
 
 
 def _read_into(path: Path, offset: int, buffer: memoryview) -> None:

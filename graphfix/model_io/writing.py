@@ -6,9 +6,12 @@ import contextlib
 import dataclasses
 import logging
 import os
+import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+
+from typing import Union
 
 import onnx
 
@@ -16,7 +19,8 @@ from graphfix.errors import ModelSaveError
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, _write_model
 from graphfix.model_io.tensors import _lazy_tensors, weight_bytes
 
-__all__ = ["WrittenModel", "save", "write_text", "temporary_folder"]
+__all__ = ["WrittenModel", "save", "write_text", "temporary_folder", "check_outputs",
+           "data_path_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,103 +40,213 @@ def _needs_external(model: onnx.ModelProto) -> bool:
     return weight_bytes(model) >= PROTOBUF_LIMIT - _EXTERNAL_MARGIN
 
 
+def data_path_of(path: str | os.PathLike) -> Path:
+    """Where :func:`save` puts the external data of a model written to ``path``."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.data")
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file ``path`` names, links followed; None if there is none."""
+    try:
+        info = path.stat()
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino
+
+
+Reads = Union[Sequence[Union[str, os.PathLike]], Mapping[Union[str, os.PathLike], str]]
+
+
+def check_outputs(outputs: Mapping[str, str | os.PathLike], reads: Reads) -> None:
+    """Refuse, before anything is written, an output that is not a regular file, lies in no
+    folder, names another output, or is one of the files graphfix reads (the same file by
+    device and inode, whatever links lead to it). ``outputs`` maps what each output is
+    ("the optimized model", "the report") to its path; ``reads`` lists the files read, or maps
+    each to what it is ("the input", the default)."""
+    described = reads if isinstance(reads, Mapping) else dict.fromkeys(reads, "the input")
+    read: dict[tuple[int, int], str] = {}
+    for path, what_it_is in described.items():
+        identity = _identity(Path(path))
+        if identity is not None:
+            read.setdefault(identity, f"{what_it_is} {Path(path)}")
+    seen: dict[Path, str] = {}
+    for what, raw in outputs.items():
+        path = Path(raw)
+        if not path.name or path.name in (".", ".."):
+            raise ModelSaveError(f"{path}: not a file name for {what}")
+        if not path.parent.is_dir():
+            raise ModelSaveError(f"{path.parent}: no such folder (for {what})",
+                                 hint="create it first")
+        try:
+            info = path.stat() if path.exists() else None
+        except OSError as err:
+            raise ModelSaveError(f"{path}: cannot write {what} ({err.strerror or err})") from None
+        if info is not None and not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise ModelSaveError(f"{path}: is {kind}; graphfix writes {what} as a regular file",
+                                 hint="give a file path")
+        identity = _identity(path)
+        if identity in read:
+            raise ModelSaveError(
+                f"{path}: refusing to overwrite {read[identity]} with {what}",
+                hint="write it to another path",
+            )
+        key = path.resolve()
+        if key in seen:
+            raise ModelSaveError(f"{path}: {seen[key]} and {what} would be the same file",
+                                 hint="give each output its own path")
+        seen[key] = what
+
+
+def _mode_for(target: Path) -> int:
+    """The permissions a new file gets from the umask, or those of the file it replaces."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def _stale_data(target: Path, data: Path, reads: set[tuple[int, int]]) -> Path | None:
+    """The data file an older model at ``target`` kept beside it, when the new one keeps none:
+    ``data`` when that model names it as its external data (and nothing graphfix reads is it)."""
+    if not data.is_file() or not target.is_file() or _identity(data) in reads:
+        return None
+    try:
+        if target.stat().st_size > 64 * 2**20:
+            return None  # a model with its weights inside; its data file is not ours to judge
+        old = onnx.load(str(target), load_external_data=False)
+    except Exception:  # noqa: BLE001 - not a model: leave the file alone
+        return None
+    from graphfix.model_io.tensors import iter_tensors
+
+    for tensor in iter_tensors(old.graph):
+        for entry in tensor.external_data:
+            if entry.key == "location" and entry.value == data.name:
+                return data
+    return None
+
+
 def save(
     model: onnx.ModelProto,
     path: str | os.PathLike,
     *,
     external_data: bool | None = None,
     protect: Sequence[str | os.PathLike] = (),
+    companions: Mapping[str | os.PathLike, Callable[[WrittenModel], str]] | None = None,
 ) -> WrittenModel:
     """Write ``model`` to ``path`` atomically; returns where it went and how large it is.
 
     ``external_data``: None writes weights beside the model (``<name>.data``) only when the model
     is over the 2 GB protobuf limit; True always; False never (a model too large then raises).
     Weights that stay in their source files (see :func:`load`) are copied from them in chunks.
-    ``protect`` lists paths that must not be overwritten (the input model, say); the data files
-    the model's weights are read from are never overwritten either. The model's ``ir_version``
-    is capped in the written file to what the installed ONNX Runtime reads; the model in memory
-    is left unchanged. On any failure nothing is left behind.
+    ``protect`` lists files graphfix read (the input model, its data files): no output may be
+    one of them (:func:`check_outputs`), nor may it be a data file the model's weights are read
+    from. ``companions`` are text files (a report) written with the model, each made by its
+    function from where the model goes and its size: every file is written under a temporary
+    name first and renamed only when all are written. A data file an
+    older model at ``path`` kept beside it goes when the new model keeps none. New files get the
+    umask's permissions, a replaced file keeps its own. The model's ``ir_version`` is capped in
+    the written file to what the installed ONNX Runtime reads; the model in memory is left
+    unchanged. On any failure nothing is left behind.
     """
     target = Path(path)
-    for protected in protect:
-        if target.resolve() == Path(protected).resolve():
-            raise ModelSaveError(
-                f"{target}: refusing to overwrite the input model",
-                hint="write the optimized model to another path",
-            )
-    if target.is_dir():
-        raise ModelSaveError(f"{target}: is a directory", hint="give a file name ending in .onnx")
     folder = target.parent
-    if not folder.is_dir():
-        raise ModelSaveError(f"{folder}: no such folder", hint="create it first")
     data_name = f"{target.name}.data"
-    sources = {path.resolve() for _, path, _, _ in _lazy_tensors(model)}
-    for written in (target, folder / data_name):
-        if written.resolve() in sources:
-            raise ModelSaveError(
-                f"{written}: refusing to overwrite the external data the model's weights are "
-                "read from",
-                hint="write the optimized model to another folder or under another name",
-            )
+    sources = [p for _, p, _, _ in _lazy_tensors(model)]
     external = _needs_external(model) if external_data is None else external_data
     if external_data is False and _needs_external(model):
         raise ModelSaveError(
             f"{target}: the model is over 2 GB and cannot be written as a single file",
             hint="save it with external data",
         )
-    tmp_model: Path | None = None
-    tmp_data_name = None
+    outputs = {"the model": target}
+    if external_data is not False:
+        outputs["the model's external data"] = folder / data_name
+    for companion in companions or {}:
+        outputs[f"the file {Path(companion).name}"] = Path(companion)
+    check_outputs(outputs, {
+        **{p: "the external data the model's weights are read from" for p in sources},
+        **dict.fromkeys(protect, "the input")})
+    read_ids = {i for i in map(_identity, [Path(p) for p in [*protect, *sources]]) if i}
+    stale = None if external else _stale_data(target, folder / data_name, read_ids)
+    pending: list[tuple[Path, Path]] = []  # (temporary, final), renamed in this order
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
         os.close(fd)
         tmp_model = Path(tmp)
         # Weights go under a temporary name too, then are renamed with the model; the model
         # records their final name.
-        tmp_data_name = f"{tmp_model.name}.data"
+        tmp_data = folder / f"{tmp_model.name}.data"
+        pending.append((tmp_model, target))
         wrote_data = _write_model(
-            model, tmp_model, data_path=folder / tmp_data_name, data_name=data_name,
-            external=external,
+            model, tmp_model, data_path=tmp_data, data_name=data_name, external=external,
         )
         if wrote_data:
-            os.replace(folder / tmp_data_name, folder / data_name)
-        os.replace(tmp_model, target)
+            pending.insert(0, (tmp_data, folder / data_name))
+        written = WrittenModel(
+            target, folder / data_name if wrote_data else None,
+            tmp_model.stat().st_size + (tmp_data.stat().st_size if wrote_data else 0))
+        for companion, make in (companions or {}).items():
+            pending.append((_write_temporary_text(Path(companion), make(written)),
+                            Path(companion)))
+        for temporary, final in pending:
+            os.chmod(temporary, _mode_for(final))
+        for temporary, final in pending:
+            os.replace(temporary, final)
     except ModelSaveError:
-        _remove_quietly(tmp_model, folder, tmp_data_name)
+        _remove_quietly([t for t, _ in pending] + ([tmp_data] if pending else []))
         raise
     except OSError as err:
-        _remove_quietly(tmp_model, folder, tmp_data_name)
+        _remove_quietly([t for t, _ in pending] + ([tmp_data] if pending else []))
         raise ModelSaveError(
             f"{target}: cannot write ({err.strerror or err})",
             hint="check that the folder is writable and the disk has room",
         ) from None
     except BaseException:
-        _remove_quietly(tmp_model, folder, tmp_data_name)
+        _remove_quietly([t for t, _ in pending] + ([tmp_data] if pending else []))
         raise
+    if stale is not None:
+        with contextlib.suppress(OSError):
+            stale.unlink()
+            logger.debug("removed %s, the data file of the model %s replaced", stale, target)
     logger.debug("wrote %s (external data: %s)", target, wrote_data)
-    data_path = folder / data_name if wrote_data else None
-    size = target.stat().st_size + (data_path.stat().st_size if data_path else 0)
-    return WrittenModel(target, data_path, size)
+    return written
 
 
-def _remove_quietly(tmp_model: Path | None, folder: Path, tmp_data_name: str | None) -> None:
-    for leftover in (tmp_model, folder / tmp_data_name if tmp_data_name else None):
-        if leftover is not None:
-            with contextlib.suppress(OSError):
-                leftover.unlink()
+def _remove_quietly(paths: Sequence[Path]) -> None:
+    for leftover in paths:
+        with contextlib.suppress(OSError):
+            leftover.unlink()
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write a text file (a report, say) atomically: a temporary file beside it, then a rename."""
-    path = Path(path)
-    tmp: Path | None = None
+def _write_temporary_text(path: Path, text: str) -> Path:
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        tmp = Path(name)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+    except BaseException:
+        _remove_quietly([Path(name)])
+        raise
+    return Path(name)
+
+
+def write_text(
+    path: str | os.PathLike, text: str, *, protect: Sequence[str | os.PathLike] = ()
+) -> None:
+    """Write a text file (a report, say) atomically: a temporary file beside it, then a rename.
+    ``protect`` are files graphfix read, which it must not be (:func:`check_outputs`)."""
+    path = Path(path)
+    check_outputs({f"the file {path.name}": path}, protect)
+    tmp: Path | None = None
+    try:
+        tmp = _write_temporary_text(path, text)
+        os.chmod(tmp, _mode_for(path))
         os.replace(tmp, path)
     except OSError as err:
-        _remove_quietly(tmp, path.parent, None)
+        _remove_quietly([tmp] if tmp else [])
         raise ModelSaveError(f"{path}: cannot write ({err.strerror or err})") from None
 
 
