@@ -55,6 +55,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import graphfix
+from graphfix.options import PROVIDERS
 
 __all__ = [
     "PROVIDERS",
@@ -71,12 +72,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# Short names (as the CLI spells them) -> ONNX Runtime's provider names.
-PROVIDERS: dict[str, str] = {
-    "cpu": "CPUExecutionProvider",
-    "cuda": "CUDAExecutionProvider",
-    "tensorrt": "TensorrtExecutionProvider",
-}
 
 CUDA_FIX = "pip install 'graphfix[cuda]' (the CUDA 13 and cuDNN 9 wheels for onnxruntime-gpu)"
 

@@ -17,6 +17,7 @@ __all__ = [
     "ValidationInputError",
     "BenchmarkError",
     "ProviderUnavailableError",
+    "first_line",
 ]
 
 
@@ -76,3 +77,12 @@ class BenchmarkError(GraphfixError):
 
 class ProviderUnavailableError(GraphfixError):
     """An ONNX Runtime execution provider that was asked for cannot be loaded."""
+
+
+def first_line(err: BaseException | None, limit: int = 300) -> str:
+    """The first non-empty line of a foreign exception's message (ONNX Runtime's run over
+    several), at most ``limit`` characters; the exception's type when it says nothing."""
+    text = str(err).strip() if err is not None else "unknown error"
+    lines = [line for line in text.splitlines() if line.strip()]
+    line = lines[0].strip() if lines else type(err).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."

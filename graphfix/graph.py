@@ -33,6 +33,7 @@ __all__ = [
     "live_nodes",
     "toposort",
     "CycleError",
+    "Snapshot",
     "Dim",
     "dims",
     "dim_of",
@@ -330,3 +331,23 @@ def clear_unknown_dims(model: onnx.ModelProto) -> UnknownDims:
                             record.written.append((info.name, axis, dim.dim_value))
                         dim.ClearField("dim_value")
     return record
+
+
+class Snapshot:
+    """A model's structure before a pass rewrites it in place, so that the rewrite can be taken
+    back. The graph's nodes, signature and value infos are copied; its initializers are kept
+    by reference, not copied (a pass may add or drop an initializer, never change one in
+    place): taking a snapshot costs about as much as copying the nodes."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        from graphfix.model_io import copy_without
+
+        self._model = copy_without(model, frozenset({"graph"}))
+        self._graph = copy_without(model.graph, frozenset({"initializer"}))
+        self._initializers = list(model.graph.initializer)
+
+    def restore(self, model: onnx.ModelProto) -> None:
+        """Make ``model`` what it was when the snapshot was taken."""
+        model.CopyFrom(self._model)
+        model.graph.CopyFrom(self._graph)
+        model.graph.initializer.extend(self._initializers)

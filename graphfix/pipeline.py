@@ -11,6 +11,7 @@ pass that broke which output.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -24,7 +25,8 @@ import onnx
 import graphfix
 from graphfix import graph as graph_layer
 from graphfix import layout, model_io, registry
-from graphfix.errors import GraphfixError, ParityError, PassError
+from graphfix.errors import GraphfixError, ParityError, PassError, ValidationInputError
+from graphfix.options import DEFAULT_MAX_GROWTH, BenchOptions, ParityOptions, RunOptions
 from graphfix.report import PassReport, Report, model_facts, op_histogram
 
 if TYPE_CHECKING:
@@ -37,6 +39,7 @@ __all__ = [
     "run_pipeline",
     "optimize",
     "optimize_file",
+    "fix_input_shapes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -74,16 +77,18 @@ def build_passes(
     passes: Sequence[str | registry.Pass] | None = None,
     *,
     skip: Sequence[str] = (),
-    options: Mapping[str, Mapping[str, Any]] | None = None,
+    run: RunOptions | None = None,
+    pass_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[registry.Pass]:
     """Pass instances for a pipeline: ``passes`` (names or instances; None = the default),
-    minus ``skip``, each named pass built with ``options[name]`` as keyword arguments."""
-    options = dict(options or {})
+    minus ``skip``. Each named pass is configured from the run's options
+    (:meth:`~graphfix.registry.Pass.configured`), or built from ``pass_options[name]`` as
+    keyword arguments when given (instances are used as they are)."""
+    run = run or RunOptions()
+    pass_options = dict(pass_options or {})
     names = list(DEFAULT_PASSES if passes is None else passes)
-    for name in skip:
+    for name in [*skip, *pass_options]:
         registry.get(name)  # an unknown name is an error, not a silent no-op
-    for name in options:
-        registry.get(name)
     built: list[registry.Pass] = []
     for spec in names:
         if isinstance(spec, registry.Pass):
@@ -94,7 +99,7 @@ def build_passes(
         if spec in skip:
             continue
         try:
-            built.append(cls(**options.get(spec, {})))
+            built.append(cls(**pass_options[spec]) if spec in pass_options else cls.configured(run))
         except TypeError as err:
             raise PassError(f"pass {spec!r}: bad options ({err})") from None
     return built
@@ -105,28 +110,67 @@ def _op_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return {op: d for op, d in sorted(delta.items()) if d}
 
 
+def fix_input_shapes(
+    model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]] | None
+) -> list[str]:
+    """Give the named inputs of ``model`` the sizes of ``shapes`` (in place); returns one line
+    per dimension that became static. A name the model does not take, another rank, or a size
+    that contradicts a static one is refused."""
+    if not shapes:
+        return []
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = {v.name: v for v in model.graph.input if v.name not in initializers}
+    lines = []
+    for name, sizes in shapes.items():
+        value = inputs.get(name)
+        if value is None:
+            raise ValidationInputError(
+                f"a shape is given for {name!r}, which the model does not take as input",
+                hint=f"its inputs are {', '.join(map(repr, inputs)) or 'none'}")
+        declared = graph_layer.dims(value)
+        if declared is not None and len(declared) != len(sizes):
+            raise ValidationInputError(
+                f"the shape given for {name!r} has {len(sizes)} dimensions; the input has "
+                f"{len(declared)} ({_format(declared)})")
+        if declared is None or not value.type.HasField("tensor_type"):
+            continue
+        for axis, (dim, size) in enumerate(zip(value.type.tensor_type.shape.dim, sizes)):
+            before = graph_layer.dim_of(dim)
+            if isinstance(before, int):
+                if before != size:
+                    raise ValidationInputError(
+                        f"the shape given for {name!r} has {size} on axis {axis}, where the "
+                        f"input's size is {before} ({_format(declared)})")
+                continue
+            dim.Clear()
+            dim.dim_value = int(size)
+            lines.append(f"dimension {axis} of {name!r} ({before or '?'}) is now static: {size}")
+    return lines
+
+
+def _format(dims: Sequence[Any]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
 def run_pipeline(
     model: onnx.ModelProto,
     passes: Sequence[registry.Pass],
     *,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
     progress: Progress | None = None,
-) -> tuple[onnx.ModelProto, list[PassReport]]:
-    """Run ``passes`` in order on ``model`` (rewritten in place); returns it with a report each.
+) -> tuple[onnx.ModelProto, list[PassReport], list[str]]:
+    """Run ``passes`` in order on ``model`` (rewritten in place), after fixing the sizes of
+    ``input_shapes``; returns it with a report per pass and the dimensions made static.
 
     A pass that raises stops the run: :class:`PassError` names it and how to skip it.
     """
     reports: list[PassReport] = []
-    for pass_ in passes:
-        pass_.prepare()
+    fixed = fix_input_shapes(model, input_shapes)
     # -1 as a size is unknown to every pass; the signature says it again at the end.
     unknown_dims = graph_layer.clear_unknown_dims(model)
-    started_with = layout.read(model)
     for index, pass_ in enumerate(passes):
         if progress:
             progress(pass_.name, index, len(passes))
-        moved = layout.relative(started_with, layout.read(model))
-        if moved["inputs"] or moved["outputs"]:
-            pass_.follow_layout(moved)
         histogram_before = op_histogram(model)
         started = time.perf_counter()
         try:
@@ -164,7 +208,7 @@ def run_pipeline(
     if progress:
         progress("", len(passes), len(passes))
     unknown_dims.restore(model)
-    return model, reports
+    return model, reports, fixed
 
 
 def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -192,24 +236,42 @@ def optimize(
     *,
     passes: Sequence[str | registry.Pass] | None = None,
     skip: Sequence[str] = (),
-    options: Mapping[str, Mapping[str, Any]] | None = None,
+    ort_level: str = "basic",
+    provider: str = "auto",
+    max_growth: float | None = DEFAULT_MAX_GROWTH,
+    keep_reduction_order: bool = False,
+    inputs_as_nchw: Sequence[str] = (),
+    outputs_as_nchw: Sequence[str] = (),
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
     verify: bool = True,
-    parity_options: Mapping[str, Any] | None = None,
-    bench: bool = False,
-    bench_options: Mapping[str, Any] | None = None,
+    parity: ParityOptions | None = None,
+    bench: bool | BenchOptions = False,
     require_speedup: float | None = None,
+    pass_options: Mapping[str, Mapping[str, Any]] | None = None,
     progress: Progress | None = None,
 ) -> OptimizeResult:
     """Optimize a model: run the pass pipeline, check parity against the original, and
     optionally benchmark. The given model is not modified.
 
     ``passes``: pass names or instances (default :data:`DEFAULT_PASSES`); ``skip``: names to
-    leave out; ``options``: ``{pass name: {option: value}}``. ``verify`` checks numerical parity
-    (``parity_options`` go to :func:`graphfix.validate.parity.check_parity`); a failure raises
-    :class:`ParityError` naming the worst output and the pass that broke it. ``bench`` measures
-    the speedup (``bench_options`` go to :func:`graphfix.validate.bench.benchmark`);
-    ``require_speedup`` raises :class:`BenchmarkError` when it is not reached.
+    leave out. ``ort_level``, ``provider``, ``max_growth``, ``keep_reduction_order``,
+    ``inputs_as_nchw``, ``outputs_as_nchw`` and ``input_shapes`` configure the passes (see
+    :class:`~graphfix.options.RunOptions`); ``input_shapes`` also fixes the sizes parity and the
+    benchmark use. ``pass_options`` (``{pass name: {option: value}}``) builds a pass from its
+    own options instead. ``verify`` checks numerical parity (``parity``: how); a failure raises
+    :class:`ParityError` naming the worst output and the pass that broke it. ``bench`` (True,
+    or :class:`BenchOptions`) measures the speedup; ``require_speedup`` raises
+    :class:`BenchmarkError` when it is not reached. ``progress(step, done, total)`` is called
+    as passes and parity input sets start.
     """
+    run = RunOptions(
+        ort_level=ort_level, provider=provider, max_growth=max_growth,
+        keep_reduction_order=keep_reduction_order, inputs_as_nchw=tuple(inputs_as_nchw),
+        outputs_as_nchw=tuple(outputs_as_nchw), input_shapes=input_shapes,
+    )
+    parity = parity or ParityOptions()
+    bench_options = bench if isinstance(bench, BenchOptions) else (
+        BenchOptions() if bench or require_speedup is not None else None)
     loaded = (
         model if isinstance(model, model_io.LoadedModel)
         else model_io.load_with_info(model, load_external_data=False)
@@ -221,64 +283,81 @@ def optimize(
         original, size_bytes=loaded.size_bytes or None, external_data=loaded.external_data
     )
     report.warnings += model_io.check_model(original)
-    pipeline = build_passes(passes, skip=skip, options=options)
+    pipeline = build_passes(passes, skip=skip, run=run, pass_options=pass_options)
 
     # A model graphfix loaded itself is rewritten in place when the original can be read again
     # from its file for the parity check and the benchmark's baseline (or is not needed again);
     # a caller's model is never touched.
-    needs_original = verify or bench or require_speedup is not None
+    needs_original = verify or bench_options is not None
     in_place = loaded.owned and (not needs_original or loaded.path is not None)
-    parity_options = dict(parity_options or {})
-    try:
-        # Read before the passes rewrite the model in place.
-        reference_run = _start_reference(original, parity_options) if verify else None
-    except GraphfixError as error:
-        report.seconds = time.perf_counter() - started
-        error.report = report
-        raise
-    working = original if in_place else _copy(original)
-    try:
-        optimized, report.passes = run_pipeline(working, pipeline, progress=progress)
-    except BaseException:
-        if reference_run is not None:
-            reference_run.cancel()
-        raise
-    # The passes rewrote the loaded model in place: the original is read again from its file,
-    # once and only if something asks for it (a parity check whose reference did not run
-    # beside the passes, the guilty-pass search, the benchmark's baseline).
-    original_model = _reader(original, loaded.path if in_place and needs_original else None)
-    for pass_report in report.passes:
-        report.warnings += [f"{pass_report.name}: {w}" for w in pass_report.warnings]
-        if pass_report.skipped and pass_report.skipped not in pass_report.warnings:
-            report.warnings.append(f"{pass_report.name} skipped: {pass_report.skipped}")
-
-    try:
-        if verify:
-            _verify(original_model, optimized, report, pipeline, parity_options, reference_run)
-        if bench or require_speedup is not None:
-            from graphfix.validate.bench import benchmark, require_speedup as check_speedup
-
-            options = dict(bench_options or {})
-            baseline = original_model()
-            if options.get("input_shapes"):
-                # Shapes are given for the original; the benchmark feeds the optimized model.
-                options["input_shapes"] = layout.move_shapes(
-                    options["input_shapes"],
-                    layout.relative(layout.read(baseline), layout.read(optimized)))
-            result = benchmark(optimized, baseline=baseline, **options)
-            report.bench = result.to_dict()
-            report.warnings += list(getattr(result, "warnings", []))
-            if require_speedup is not None:
-                check_speedup(result, require_speedup)
-    except GraphfixError as error:
-        # The refusal's evidence (parity statistics, bench figures) travels with it.
-        report.output = model_facts(optimized)
-        report.seconds = time.perf_counter() - started
-        error.report = report
-        raise
+    parity_arguments = {**parity.arguments(), "input_shapes": run.input_shapes}
+    with contextlib.ExitStack() as resources:
+        for pass_ in pipeline:  # passes that hold a worker start it now
+            resources.enter_context(pass_)
+        try:
+            # Read before the passes rewrite the model in place.
+            reference_run = _start_reference(original, parity_arguments) if verify else None
+        except GraphfixError as error:
+            report.seconds = time.perf_counter() - started
+            error.report = report
+            raise
+        working = original if in_place else _copy(original)
+        try:
+            optimized, report.passes, fixed = run_pipeline(
+                working, pipeline, input_shapes=run.input_shapes, progress=progress)
+        except BaseException:
+            if reference_run is not None:
+                reference_run.cancel()
+            raise
+        report.warnings += fixed
+        # The passes rewrote the loaded model in place: the original is read again from its
+        # file, once and only if something asks for it (a parity check whose reference did not
+        # run beside the passes, the guilty-pass search, the benchmark's baseline).
+        original_model = _reader(original, loaded.path if in_place and needs_original else None)
+        for pass_report in report.passes:
+            report.warnings += [f"{pass_report.name}: {w}" for w in pass_report.warnings]
+            if pass_report.skipped and pass_report.skipped not in pass_report.warnings:
+                report.warnings.append(f"{pass_report.name} skipped: {pass_report.skipped}")
+        try:
+            if verify:
+                _verify(original_model, optimized, report, pipeline, run.input_shapes,
+                        parity_arguments, reference_run, progress)
+            if bench_options is not None:
+                _bench(original_model(), optimized, report, bench_options, run,
+                       require_speedup)
+        except GraphfixError as error:
+            # The refusal's evidence (parity statistics, bench figures) travels with it.
+            report.output = model_facts(optimized)
+            report.seconds = time.perf_counter() - started
+            error.report = report
+            raise
     report.output = model_facts(optimized)
     report.seconds = time.perf_counter() - started
     return OptimizeResult(optimized, report)
+
+
+def _bench(
+    baseline: onnx.ModelProto,
+    optimized: onnx.ModelProto,
+    report: Report,
+    options: BenchOptions,
+    run: RunOptions,
+    require_speedup: float | None,
+) -> None:
+    from graphfix.validate.bench import benchmark, require_speedup as check_speedup
+
+    arguments = options.arguments()
+    if "provider" not in arguments and run.provider != "auto":
+        arguments["provider"] = run.provider  # the model is for that provider: time it there
+    if run.input_shapes:
+        # Shapes are given for the original; the benchmark feeds the optimized model.
+        arguments["input_shapes"] = layout.move_shapes(
+            run.input_shapes, layout.relative(layout.read(baseline), layout.read(optimized)))
+    result = benchmark(optimized, baseline=baseline, **arguments)
+    report.bench = result.to_dict()
+    report.warnings += list(result.warnings)
+    if require_speedup is not None:
+        check_speedup(result, require_speedup)
 
 
 def _reader(model: onnx.ModelProto, path: Path | None) -> Callable[[], onnx.ModelProto]:
@@ -298,17 +377,19 @@ def _verify(
     optimized: onnx.ModelProto,
     report: Report,
     pipeline: Sequence[registry.Pass],
-    parity_options: dict[str, Any],
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    parity_arguments: dict[str, Any],
     reference_run: ReferenceRun | None,
+    progress: Progress | None,
 ) -> None:
     from graphfix.validate.parity import check_parity
 
     result = check_parity(original() if reference_run is None else None, optimized,
-                          reference_run=reference_run, **parity_options)
+                          reference_run=reference_run, progress=progress, **parity_arguments)
     report.parity = result.to_dict()
     if result.passed:
         return
-    guilty = _find_guilty_pass(original(), pipeline, check_parity, parity_options)
+    guilty = _find_guilty_pass(original(), pipeline, input_shapes, check_parity, parity_arguments)
     what = result.describe()
     if guilty is None:
         raise ParityError(
@@ -323,7 +404,7 @@ def _verify(
 
 
 def _start_reference(
-    original: onnx.ModelProto, parity_options: Mapping[str, Any]
+    original: onnx.ModelProto, parity_arguments: Mapping[str, Any]
 ) -> ReferenceRun | None:
     """The reference side of the parity check, running in the background while the passes
     run (they are mostly one core of Python and a worker process waiting on each other), or
@@ -333,8 +414,8 @@ def _start_reference(
 
     if model_io.weight_bytes(original) > OVERLAP_MAX_WEIGHT_BYTES:
         return None
-    options = {k: v for k, v in parity_options.items() if k not in ("tolerances", "progress")}
-    reference_run = ReferenceRun(original, **options)
+    arguments = {k: v for k, v in parity_arguments.items() if k != "tolerances"}
+    reference_run = ReferenceRun(original, **arguments)
     reference_run.start()
     return reference_run
 
@@ -342,17 +423,19 @@ def _start_reference(
 def _find_guilty_pass(
     original: onnx.ModelProto,
     pipeline: Sequence[registry.Pass],
+    input_shapes: Mapping[str, Sequence[int]] | None,
     check_parity: Callable[..., Any],
-    parity_options: dict[str, Any],
+    parity_arguments: dict[str, Any],
 ) -> tuple[str, str] | None:
     """Re-run the pipeline from the original, one pass at a time, checking parity after each:
     the first pass after which parity fails, and what it broke."""
     model = _copy(original)
+    fix_input_shapes(model, input_shapes)
     unknown_dims = graph_layer.clear_unknown_dims(model)
     for pass_ in pipeline:
         model = pass_(model).model
         unknown_dims.restore(model)
-        result = check_parity(original, model, **parity_options)
+        result = check_parity(original, model, **parity_arguments)
         if not result.passed:
             logger.info("parity first fails after pass %s", pass_.name)
             return pass_.name, result.describe()
@@ -378,7 +461,7 @@ def optimize_file(
     loaded = model_io.load_with_info(src_path, load_external_data=False)
     reads: dict[Path, str] = {src_path: "the input model"}
     reads.update(dict.fromkeys(model_io.data_files(loaded.model), "the input's external data"))
-    inputs = (kwargs.get("parity_options") or {}).get("inputs")
+    inputs = kwargs["parity"].inputs if kwargs.get("parity") else None
     if inputs is not None and Path(inputs).is_file():
         reads[Path(inputs)] = "the inputs file"
     outputs: dict[str, str | os.PathLike] = {"the optimized model": dst_path}
@@ -399,6 +482,9 @@ def optimize_file(
         raise
     if external_data is None and loaded.external_data:
         external_data = True
+    progress = kwargs.get("progress")
+    if progress is not None:
+        progress("writing", 0, 1)
 
     def report_text(written: model_io.WrittenModel) -> str:
         _record_written(result.report, result.model, written)

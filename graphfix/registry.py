@@ -6,15 +6,23 @@ A pass is a class registered under a kebab-case name::
     class EliminateTransposes(Pass):
         \"\"\"Push NHWC transposes through layout-agnostic ops until they cancel.\"\"\"
 
-        def __init__(self, *, max_iterations: int = 8) -> None: ...
+        def __init__(self, *, keep_reduction_order: bool = False) -> None: ...
         def call(self, model: onnx.ModelProto) -> PassResult: ...
 
 Contract:
-- options are keyword-only and validated in ``__init__`` (raise :class:`PassError`);
+- options are keyword-only and checked in ``__init__`` (raise :class:`PassError`);
+  :meth:`Pass.configured` builds the pass from a run's :class:`~graphfix.options.RunOptions`,
+  taking the fields that concern it;
 - ``call`` may rewrite ``model`` in place and returns ``PassResult(model, modified, stats)``;
   ``modified`` is true only when the graph really changed, so a second run reports ``False``;
 - graph inputs and outputs keep their names, order, dtypes and shapes unless changing them is the
   pass's documented purpose; the graph is valid (toposorted) after the pass;
+- a pass never makes the model bigger (nodes of every graph and local function) unless that is
+  its documented purpose (``may_grow``): ``__call__`` takes back a result that grows, with the
+  reason as the pass's skip (a pass that rewrote in place is undone from a :class:`Snapshot`);
+- a pass that holds a resource (a worker process) is a context manager: a pipeline enters its
+  passes when the run starts and leaves them when it ends, and a pass used on its own opens and
+  closes what it needs around each call;
 - the first line of the class docstring is the summary that ``graphfix passes`` shows.
 """
 
@@ -23,11 +31,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable
-from typing import Any, ClassVar, TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import onnx
 
 from graphfix.errors import PassError, UnknownPassError
+from graphfix.graph import Snapshot, count_nodes
+
+if TYPE_CHECKING:
+    from graphfix.options import RunOptions
 
 __all__ = ["Pass", "PassResult", "register", "get", "names", "summary"]
 
@@ -50,31 +63,45 @@ class Pass:
     """Base class of every pass. Subclasses implement :meth:`call`."""
 
     name: ClassVar[str] = ""
+    # True only where making the model bigger is the pass's documented purpose; any other
+    # pass whose result has more nodes than its input is taken back.
+    may_grow: ClassVar[bool] = False
+
+    @classmethod
+    def configured(cls: type[_P], run: RunOptions) -> _P:
+        """The pass as a run with options ``run`` uses it (by default: its own defaults)."""
+        return cls()
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         raise NotImplementedError
-
-    def prepare(self) -> None:
-        """Called once when a pipeline holding this pass starts, before any pass runs: a pass
-        that needs a slow helper (a worker process) starts it here, so that it gets ready while
-        the passes before it run. Nothing by default."""
-
-    def follow_layout(self, moved: Any) -> None:
-        """Called by the pipeline before this pass runs when an earlier pass of the run changed
-        the model's signature on request (``moved``: a :mod:`graphfix.layout` layout, from the
-        model the run started with to the one this pass gets). A pass whose options name input
-        dimensions moves them here. Nothing by default."""
 
     def options(self) -> dict[str, Any]:
         """The options this instance runs with, for the report (public attributes by default)."""
         return {k: v for k, v in vars(self).items() if not k.startswith("_")}
 
+    def __enter__(self: _P) -> _P:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        return None
+
     def __call__(self, model: onnx.ModelProto) -> PassResult:
+        before = count_nodes(model)
+        snapshot = None if self.may_grow else Snapshot(model)
         result = self.call(model)
         if not isinstance(result, PassResult):
             raise PassError(f"pass {self.name!r} returned {type(result).__name__}, not PassResult")
         if result.skipped and result.modified:
             raise PassError(f"pass {self.name!r} reported a skip and a change at once")
+        after = count_nodes(result.model)
+        if snapshot is not None and after > before:
+            reason = f"its result has more nodes ({before} -> {after}); model kept"
+            logger.warning("%s: %s", self.name, reason)
+            if result.model is model:
+                snapshot.restore(model)
+            return PassResult(model, False, stats=result.stats,
+                              warnings=[*result.warnings, reason], skipped=reason)
         return result
 
     def __repr__(self) -> str:
@@ -82,6 +109,7 @@ class Pass:
         return f"{type(self).__name__}({opts})"
 
 
+_P = TypeVar("_P", bound=Pass)
 _PassT = TypeVar("_PassT", bound=type[Pass])
 _REGISTRY: dict[str, type[Pass]] = {}
 

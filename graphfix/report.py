@@ -78,6 +78,8 @@ class ModelFacts:
     inputs: list[TensorFacts]
     outputs: list[TensorFacts]
     dynamic_dims: list[str]
+    # Graph inputs that are initializers (the IR 3 way), by name.
+    initializer_input_names: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -196,6 +198,7 @@ def model_facts(
         transposes=histogram.get("Transpose", 0),
         initializers=sum(len(g.initializer) for g in every),
         initializer_inputs=sum(1 for v in model.graph.input if v.name in initializer_names),
+        initializer_input_names=[v.name for v in model.graph.input if v.name in initializer_names],
         subgraphs=len(every) - 1,
         inputs=inputs,
         outputs=outputs,
@@ -394,4 +397,36 @@ def format_doctor(found: dict[str, Any]) -> str:
     for problem in found.get("problems", []):
         lines.append(f"problem ({problem['provider']}): {problem['what']}\n  fix: {problem['fix']}")
     lines.append("ok" if found.get("ok") else f"not usable: {found.get('requested') or 'cpu'}")
+    return "\n".join(lines)
+
+
+def format_inspection(found: dict[str, Any]) -> str:
+    """``graphfix inspect``'s text, from :meth:`graphfix.inspection.Inspection.to_dict`."""
+    lines = [str(found["model"])]
+    opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in found["opsets"].items())
+    lines.append(f"  IR {found['ir_version']}, opsets: {opsets}, "
+                 f"producer: {found['producer'] or '?'}")
+    lines.append(f"  size: {found['size_bytes']} bytes"
+                 f"{' (external data)' if found['external_data'] else ''}, "
+                 f"{found['nodes']} nodes, {found['initializers']} initializers, "
+                 f"{found['subgraphs']} subgraphs")
+    listed = set(found["initializer_input_names"])
+    for kind, tensors in (("input", [t for t in found["inputs"] if t["name"] not in listed]),
+                          ("output", found["outputs"])):
+        for t in tensors:
+            shape = "?" if t["shape"] is None else "[" + ", ".join(
+                "?" if d is None else str(d) for d in t["shape"]) + "]"
+            note = (f" ({t['unknown_written_as']} read as an unknown size)"
+                    if t.get("unknown_written_as") is not None else "")
+            lines.append(f"  {kind:6} {t['name']}: {t['dtype']}{shape}{note}")
+    ops = ", ".join(f"{op} {n}" for op, n in sorted(found["op_histogram"].items(),
+                                                      key=lambda kv: (-kv[1], kv[0])))
+    lines.append(f"  ops: {ops or 'none'}")
+    lines.append(f"  Transposes: {found['transposes']}")
+    lines.append(f"  initializers listed as inputs: {found['initializer_inputs']}")
+    if found["dynamic_dims"]:
+        lines.append(f"  dynamic dimensions: {', '.join(found['dynamic_dims'])}")
+    lines += [f"  warning: {w}" for w in found["warnings"]]
+    lines.append("graphfix would (structural passes; run `graphfix optimize` for the rest):")
+    lines += [f"  {name}: {change}" for name, change in found["would_change"].items()]
     return "\n".join(lines)

@@ -96,6 +96,7 @@ from graphfix import layout, model_io
 from graphfix.errors import PassError
 from graphfix.graph import dim_of
 from graphfix.passes._graphs import subgraphs
+from graphfix.options import RunOptions
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["EliminateTransposes", "eliminate_transposes"]
@@ -305,6 +306,8 @@ def _normalize_axes(axes: Sequence[int], rank: int) -> list[int] | None:
 
 def _unary(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
     # Case 4a; Dropout's mask has the data's shape, so it gets the same permutation.
+    if list(node.input).index(g.source) != 0:
+        return "the Transpose reaches an input that is not the data (CastLike's type)"
     return _Plan(out_perms=[perm] * len(node.output), data_slots=(0,))
 
 
@@ -769,6 +772,7 @@ class _GraphOptimizer:
         self.max_pushes = 8 * len(self.nodes) + 64
         self.pushed: dict[int, int] = {}  # node -> Transposes pushed through it so far
         self.compensates: dict[int, int] = {}  # compensating Transpose -> the node it feeds
+        self.whole_shapes: dict[str, str] = {}  # source -> its whole Shape (rule 7a)
 
     # ------------------------------------------------------------ facts about tensors
     def const_value(self, name: str) -> np.ndarray | None:
@@ -1620,16 +1624,27 @@ class _GraphOptimizer:
             picked = list(perm[start:end])
             out = user.output[0]
             if picked != list(range(start, end)):
-                del user.attribute[:]
-                whole = self.names.fresh(f"{out}_untransposed")
-                self.shapes[whole] = (rank,)
-                user.output[0] = whole
-                self.producer[whole] = user
+                # Every Shape of this Transpose reads one whole Shape of the source: one node
+                # more for the first, none for the others.
+                whole = self.whole_shapes.get(source)
+                if whole is None:
+                    del user.attribute[:]
+                    whole = self.names.fresh(f"{out}_untransposed")
+                    self.whole_shapes[source] = whole
+                    self.shapes[whole] = (rank,)
+                    user.output[0] = whole
+                    self.producer[whole] = user
+                else:
+                    self._remove_node(user)
                 indices = self._new_initializer(np.array(picked, np.int64),
                                                 f"{label}_perm", order)
                 gather = onnx.helper.make_node("Gather", [whole, indices], [out], axis=0,
                                                name=self.names.fresh(f"{label}_gather"))
                 self._add_node(gather, order)
+                if id(user) in self.dead:
+                    self.stats.absorbed_by_consumers += 1
+                    self.modified = True
+                    return
         elif plan.kind == "flatten":
             shape = self.shape(transposed)
             assert shape is not None
@@ -1706,8 +1721,8 @@ class _GraphOptimizer:
 
     # ------------------------------------------------------------ rule 5 and write-back
     def _size_one_moves(self) -> None:
-        if self.opset < 5 or self.ir_version < 4 and self.opset < 9:
-            return  # no shape input before opset 5; no int64 Constant before opset 9 (IR 3)
+        if self.opset < 5 or self.ir_version < 4:
+            return  # no shape input before opset 5; at IR 3 the shape would be one node more
         for node in list(self.nodes):
             if id(node) in self.dead or node.op_type != "Transpose" or (
                 node.domain not in _DEFAULT_DOMAINS
@@ -1979,6 +1994,11 @@ class EliminateTransposes(Pass):
         self.reorder_reductions = reorder_reductions
         self.inputs_as_nchw = _names_option("inputs_as_nchw", inputs_as_nchw)
         self.outputs_as_nchw = _names_option("outputs_as_nchw", outputs_as_nchw)
+
+    @classmethod
+    def configured(cls, run: RunOptions) -> EliminateTransposes:
+        return cls(reorder_reductions=not run.keep_reduction_order,
+                   inputs_as_nchw=run.inputs_as_nchw, outputs_as_nchw=run.outputs_as_nchw)
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         opset = next(

@@ -61,7 +61,17 @@ from typing import Any
 import onnx
 
 from graphfix.errors import PassError, ProviderUnavailableError
+from graphfix.options import (
+    DEFAULT_MAX_GROWTH,
+    ORT_LEVELS,
+    PROVIDERS,
+    OptionError,
+    RunOptions,
+    check_max_growth,
+    growth_limit,
+)
 from graphfix.model_io import (
+    checker_problem,
     max_ir_version,
     ort_session,
     temporary_folder,
@@ -73,18 +83,15 @@ from graphfix.passes._graphs import grown_ops, same_graph
 from graphfix.passes._portable import Unportable, undo_provider_decisions
 from graphfix.registry import Pass, PassResult, register
 
-__all__ = ["OrtOffline", "ort_offline", "LEVELS", "PROVIDERS", "DEFAULT_MAX_GROWTH"]
+__all__ = ["OrtOffline", "ort_offline", "nonstandard_ops"]
 
 logger = logging.getLogger(__name__)
 
-LEVELS = ("basic", "extended", "all")
-PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+_PROVIDERS = ("cpu", "cuda")
 _STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 _MODEL_NAME = "optimized.onnx"
 _DATA_NAME = "optimized.onnx.data"
 _EXTERNAL_MIN_BYTES = 1024
-DEFAULT_MAX_GROWTH = 1.5
-GROWTH_ALLOWANCE = 64 * 1024
 
 
 def nonstandard_ops(
@@ -132,43 +139,6 @@ def _drop_duplicate_constants(graph: onnx.GraphProto) -> int:
     return dropped
 
 
-def _copy_fields(source: Any, target: Any, skip: str) -> None:
-    for field, value in source.ListFields():
-        if field.name == skip:
-            continue
-        # ``is_repeated`` in protobuf 5.29+, ``label`` before (removed in 7).
-        repeated = getattr(field, "is_repeated", None)
-        if repeated is None:
-            repeated = field.label == field.LABEL_REPEATED
-        if repeated:
-            getattr(target, field.name).extend(value)
-        elif field.message_type is not None:
-            getattr(target, field.name).CopyFrom(value)
-        else:
-            setattr(target, field.name, value)
-
-
-def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` with its main graph's initializers emptied (name and type kept, no data):
-    what the structural checks need, without copying or serializing the weights."""
-    skeleton = onnx.ModelProto()
-    _copy_fields(model, skeleton, skip="graph")
-    _copy_fields(model.graph, skeleton.graph, skip="initializer")
-    for init in model.graph.initializer:
-        skeleton.graph.initializer.add(name=init.name, data_type=init.data_type, dims=[0])
-    return skeleton
-
-
-def _invalid(model: onnx.ModelProto) -> str | None:
-    """ONNX's checker's complaint about ``model`` (structure only: SSA, topological order,
-    attributes, in subgraphs too), or None. The main graph's weights are left out."""
-    try:
-        onnx.checker.check_model(_skeleton(model))
-    except onnx.checker.ValidationError as err:
-        return " ".join(str(err).split("==> Context")[0].split())
-    return None
-
-
 class _CannotLoad(Exception):
     """ORT refused the model itself (not an option or a provider problem)."""
 
@@ -181,20 +151,25 @@ class OrtOffline(Pass):
         self, *, level: str = "basic", provider: str = "cpu",
         max_growth: float | None = DEFAULT_MAX_GROWTH,
     ) -> None:
-        if max_growth is not None and (
-            isinstance(max_growth, bool) or not isinstance(max_growth, (int, float))
-            or max_growth < 1.0
-        ):
-            raise PassError(f"ort-offline: max_growth must be a number >= 1.0 or None, got {max_growth!r}")
-        self.max_growth = None if max_growth is None else float(max_growth)
-        if level not in LEVELS:
-            raise PassError(f"ort-offline: level must be one of {', '.join(LEVELS)}, got {level!r}")
-        if provider not in PROVIDERS:
+        try:
+            self.max_growth = check_max_growth(max_growth)
+        except OptionError as error:
+            raise PassError(f"ort-offline: {error}") from None
+        if level not in ORT_LEVELS:
+            raise PassError(f"ort-offline: level must be one of {', '.join(ORT_LEVELS)}, "
+                            f"got {level!r}")
+        if provider not in _PROVIDERS:
             raise PassError(
-                f"ort-offline: provider must be one of {', '.join(PROVIDERS)}, got {provider!r}"
+                f"ort-offline: provider must be one of {', '.join(_PROVIDERS)}, got {provider!r}"
             )
         self.level = level
         self.provider = provider
+
+    @classmethod
+    def configured(cls, run: RunOptions) -> OrtOffline:
+        # "auto" means the portable CPU rewrites; a model for CUDA asks for them by name.
+        provider = "cpu" if run.provider == "auto" else run.provider
+        return cls(level=run.ort_level, provider=provider, max_growth=run.max_growth)
 
     @property
     def _portable(self) -> bool:
@@ -206,10 +181,9 @@ class OrtOffline(Pass):
         providers: list[str] = [PROVIDERS[self.provider]]
         if self.provider != "cpu":
             providers.append(PROVIDERS["cpu"])
-        with temporary_folder(prefix="graphfix-ort-") as folder:
+        with temporary_folder("ort") as folder:
             path = folder / _MODEL_NAME
             options = ort.SessionOptions()
-            options.log_severity_level = 3
             options.optimized_model_filepath = str(path)
             options.add_session_config_entry(
                 "session.optimized_model_external_initializers_file_name", _DATA_NAME
@@ -278,9 +252,7 @@ class OrtOffline(Pass):
         # Sizes from tensor shapes: serializing a model to measure it copies every weight and
         # fails past 2 GB.
         size, new_size = weight_bytes(model), weight_bytes(optimized)
-        if self.max_growth is not None and new_size > max(
-            int(size * self.max_growth), size + GROWTH_ALLOWANCE
-        ):
+        if new_size > growth_limit(size, self.max_growth, new_size):
             reason = (
                 f"ORT's constant folding grows the model from {size} to {new_size} bytes "
                 f"(max_growth={self.max_growth}); model kept"
@@ -339,7 +311,7 @@ class OrtOffline(Pass):
                 f"{PROVIDERS[self.provider]} on this CPU type and onnxruntime {ort.__version__}"
                 + (f" (contrib ops: {', '.join(contrib)})" if contrib else "")
             )
-        invalid = _invalid(optimized)
+        invalid = checker_problem(optimized, full_check=False)
         if invalid:
             reason = f"ONNX Runtime wrote an invalid model ({invalid}); model kept"
             logger.warning("ort-offline: %s", reason)

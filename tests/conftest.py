@@ -46,3 +46,21 @@ def ort_run() -> OrtRun:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_onnxsim_worker():
+    """One onnxsim worker for every pipeline the tests run (a run otherwise starts its own, and
+    an interpreter start per test would double the suite's time). Tests of the worker's own
+    life build their Simplify passes themselves and get workers of their own."""
+    from graphfix.passes._onnxsim_worker import OnnxsimWorker
+    from graphfix.passes.simplify import Simplify
+
+    worker = OnnxsimWorker()
+    worker.start()
+    patch = pytest.MonkeyPatch()
+    patch.setattr(Simplify, "configured", classmethod(
+        lambda cls, run: cls(max_growth=run.max_growth, worker=worker)))
+    yield worker
+    patch.undo()
+    worker.close()

@@ -3,7 +3,6 @@ traceback, never a partial file, never a changed input file."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +10,7 @@ import onnx
 import pytest
 from click.testing import CliRunner
 
-import graphfix
 from graphfix.cli import cli
-from graphfix.errors import GraphfixError
 
 
 def write(tmp_path: Path, model: onnx.ModelProto, name: str = "in.onnx") -> Path:

@@ -22,7 +22,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 import onnx
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper

@@ -16,11 +16,12 @@
 
 from __future__ import annotations
 
-from graphfix.model_io.encoding import PROTOBUF_LIMIT, skeleton, write_scratch
+from graphfix.model_io.encoding import PROTOBUF_LIMIT, copy_without, skeleton, write_scratch
 from graphfix.model_io.loading import (
     LoadedModel,
     ModelSource,
     check_model,
+    checker_problem,
     load,
     load_with_info,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "load_with_info",
     "save",
     "check_model",
+    "checker_problem",
     "max_ir_version",
     "ort_session",
     "iter_tensors",
@@ -67,6 +69,7 @@ __all__ = [
     "write_scratch",
     "same_tensor",
     "skeleton",
+    "copy_without",
     "data_files",
     "check_outputs",
     "data_path_of",

@@ -13,7 +13,7 @@ import dataclasses
 import errno
 import os
 from pathlib import Path
-from typing import BinaryIO, Union
+from typing import BinaryIO, TypeVar, Union
 
 import google.protobuf.descriptor
 import google.protobuf.message
@@ -33,7 +33,9 @@ from graphfix.model_io.tensors import (
     _read_range,
 )
 
-__all__ = ["PROTOBUF_LIMIT", "skeleton", "write_scratch"]
+__all__ = ["PROTOBUF_LIMIT", "skeleton", "write_scratch", "copy_without"]
+
+_M = TypeVar("_M", bound=google.protobuf.message.Message)
 
 # Protobuf cannot serialize a message of 2 GiB or more; keep a margin for the graph itself.
 PROTOBUF_LIMIT = 2**31 - 1
@@ -88,7 +90,7 @@ def _is_repeated(field: google.protobuf.descriptor.FieldDescriptor) -> bool:
     return field.label == field.LABEL_REPEATED
 
 
-def _shell(message: google.protobuf.message.Message, without: frozenset[str]):
+def copy_without(message: _M, without: frozenset[str]) -> _M:
     """A copy of ``message`` without the fields named in ``without``. Those are never read:
     reading ``raw_data`` copies it."""
     shell = type(message)()
@@ -116,13 +118,13 @@ def skeleton(model: onnx.ModelProto, *, keep_below: int = _EXTERNAL_THRESHOLD) -
     initializers of ``keep_below`` bytes or more become references to external data that is
     never read (name, type and shape kept); smaller ones (shape constants) are copied. Nothing
     large is copied or serialized."""
-    copy = _shell(model, frozenset({"graph"}))
-    copy.graph.CopyFrom(_shell(model.graph, frozenset({"initializer"})))
+    copy = copy_without(model, frozenset({"graph"}))
+    copy.graph.CopyFrom(copy_without(model.graph, frozenset({"initializer"})))
     for tensor in model.graph.initializer:
         if tensor.data_location != onnx.TensorProto.EXTERNAL and _nbytes(tensor) < keep_below:
             copy.graph.initializer.add().CopyFrom(tensor)
         else:
-            shell = _shell(tensor, _DATA_FIELDS | {"external_data", "data_location"})
+            shell = copy_without(tensor, _DATA_FIELDS | {"external_data", "data_location"})
             _point_at(shell, _SKELETON_LOCATION, 0, _nbytes(tensor))
             copy.graph.initializer.append(shell)
     return copy
@@ -160,13 +162,13 @@ class _Encoder:
         return b"".join(_piece_bytes(p) for p in self.model(model))
 
     def model(self, model: onnx.ModelProto) -> list[_Piece]:
-        pieces: list[_Piece] = [_shell(model, frozenset({"graph"})).SerializeToString()]
+        pieces: list[_Piece] = [copy_without(model, frozenset({"graph"})).SerializeToString()]
         if model.HasField("graph"):
             pieces += _field(onnx.ModelProto, "graph", self.graph(model.graph, main=True))
         return pieces
 
     def graph(self, graph: onnx.GraphProto, *, main: bool = False) -> list[_Piece]:
-        pieces: list[_Piece] = [_shell(graph, frozenset({"node", "initializer"})).SerializeToString()]
+        pieces: list[_Piece] = [copy_without(graph, frozenset({"node", "initializer"})).SerializeToString()]
         for node in graph.node:
             pieces += _field(onnx.GraphProto, "node", self.node(node))
         for tensor in graph.initializer:
@@ -192,7 +194,7 @@ class _Encoder:
     def node(self, node: onnx.NodeProto) -> list[_Piece]:
         if not any(a.type in _TENSOR_ATTRIBUTES for a in node.attribute):
             return [node]
-        pieces: list[_Piece] = [_shell(node, frozenset({"attribute"})).SerializeToString()]
+        pieces: list[_Piece] = [copy_without(node, frozenset({"attribute"})).SerializeToString()]
         for attr in node.attribute:
             pieces += _field(onnx.NodeProto, "attribute", self.attribute(attr))
         return pieces
@@ -201,7 +203,7 @@ class _Encoder:
         if attr.type not in _TENSOR_ATTRIBUTES:
             return [attr]
         pieces: list[_Piece] = [
-            _shell(attr, frozenset({"t", "tensors", "g", "graphs"})).SerializeToString()
+            copy_without(attr, frozenset({"t", "tensors", "g", "graphs"})).SerializeToString()
         ]
         if attr.HasField("t"):
             pieces += _field(onnx.AttributeProto, "t", self.tensor(attr.t))
@@ -225,7 +227,7 @@ class _Encoder:
             if self.lazy == "refer" and self.folder is not None:
                 return [_reference(tensor, path.relative_to(self.folder).as_posix(), offset, length)]
             if self.lazy == "inline" or self.data_file is None:
-                shell = _shell(tensor, _DATA_FIELDS | {"external_data", "data_location"})
+                shell = copy_without(tensor, _DATA_FIELDS | {"external_data", "data_location"})
                 return [shell.SerializeToString(), *_field(onnx.TensorProto, "raw_data", [
                     _FileRange(path, offset, length)])]
             start = self._place(length)
@@ -261,7 +263,7 @@ class _Encoder:
 
 
 def _reference(tensor: onnx.TensorProto, location: str, offset: int, length: int) -> bytes:
-    shell = _shell(tensor, _DATA_FIELDS | {"external_data", "data_location"})
+    shell = copy_without(tensor, _DATA_FIELDS | {"external_data", "data_location"})
     _point_at(shell, location, offset, length)
     return shell.SerializeToString()
 

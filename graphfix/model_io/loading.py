@@ -9,19 +9,20 @@ from typing import Union
 
 import google.protobuf.message
 import onnx
-from onnx import external_data_helper
 
-from graphfix.errors import ModelLoadError
+from graphfix.errors import ModelLoadError, first_line
 from graphfix.model_io.sessions import _temporary_model_file, ort_session
 from graphfix.model_io.tensors import (
     _VETTED,
+    load_external_values,
     _external_tensors,
     _inline_bytes,
     _lazy_tensors,
     _point_at,
 )
 
-__all__ = ["ModelSource", "LoadedModel", "load", "load_with_info", "check_model"]
+__all__ = ["ModelSource", "LoadedModel", "load", "load_with_info", "check_model",
+           "checker_problem"]
 
 ModelSource = Union[str, os.PathLike, bytes, onnx.ModelProto]
 
@@ -48,14 +49,47 @@ def _resolve_location(base_dir: Path, location: str) -> Path:
             f"external data location {location!r} is not a relative path",
             hint="external data must live in the model's folder",
         )
-    base = base_dir.resolve()
-    target = (base / location).resolve()
+    try:
+        base = base_dir.resolve()
+        target = (base / location).resolve()
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"external data location {location[:80]!r} cannot be used "
+                             f"({_reason(err)})", hint="the model file may be damaged") from None
     if target != base and base not in target.parents:
         raise ModelLoadError(
             f"external data location {location!r} escapes the model's folder",
             hint="move the data file next to the model and fix its location",
         )
     return target
+
+
+def _reason(err: BaseException) -> str:
+    return (err.strerror if isinstance(err, OSError) and err.strerror else str(err)) or (
+        type(err).__name__)
+
+
+def _external_info(path: Path, tensor: onnx.TensorProto) -> tuple[str, int, int | None]:
+    """(location, offset, length or None) of an external tensor, each field checked."""
+    fields = {entry.key: entry.value for entry in tensor.external_data}
+    location = fields.get("location", "")
+    if "\0" in location:
+        raise ModelLoadError(f"{path}: the external data location of tensor {tensor.name!r} "
+                             "holds a NUL byte", hint="the model file is damaged")
+    numbers: dict[str, int] = {}
+    for key in ("offset", "length"):
+        if key not in fields:
+            continue
+        try:
+            numbers[key] = int(fields[key])
+        except ValueError:
+            raise ModelLoadError(
+                f"{path}: the external data {key} of tensor {tensor.name!r} is not a number "
+                f"({fields[key][:40]!r})", hint="the model file is damaged") from None
+        if numbers[key] < 0:
+            raise ModelLoadError(
+                f"{path}: the external data {key} of tensor {tensor.name!r} is negative "
+                f"({numbers[key]})", hint="the model file is damaged")
+    return location, numbers.get("offset", 0), numbers.get("length")
 
 
 def _parse(data: bytes, what: str) -> onnx.ModelProto:
@@ -87,14 +121,14 @@ def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> L
         return LoadedModel(_parse(data, "the given bytes"), size_bytes=len(data))
 
     path = Path(source)
-    if not path.exists():
-        raise ModelLoadError(f"{path}: no such file", hint="check the path")
-    if path.is_dir():
-        raise ModelLoadError(f"{path}: is a directory, not a model file")
     try:
+        if not path.exists():
+            raise ModelLoadError(f"{path}: no such file", hint="check the path")
+        if path.is_dir():
+            raise ModelLoadError(f"{path}: is a directory, not a model file")
         data = path.read_bytes()
-    except OSError as err:
-        raise ModelLoadError(f"{path}: cannot read ({err.strerror})") from None
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"{path}: cannot read ({_reason(err)})") from None
     model = _parse(data, str(path))
     size = len(data)
     del data
@@ -103,33 +137,34 @@ def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> L
     sources: list[tuple[onnx.TensorProto, Path, int, int]] = []
     file_sizes: dict[Path, int] = {}
     for tensor in external:
-        info = external_data_helper.ExternalDataInfo(tensor)
-        target = _resolve_location(path.parent, info.location)
-        if not target.is_file():
+        location, offset, length = _external_info(path, tensor)
+        target = _resolve_location(path.parent, location)
+        try:
+            if not target.is_file():
+                raise ModelLoadError(
+                    f"{path}: external data file {location!r} of tensor {tensor.name!r} is "
+                    "missing",
+                    hint="keep the data file beside the model, under the name the model records",
+                )
+            file_size = file_sizes.setdefault(target, target.stat().st_size)
+        except OSError as err:
             raise ModelLoadError(
-                f"{path}: external data file {info.location!r} of tensor {tensor.name!r} is missing",
-                hint="keep the data file beside the model, under the name the model records",
-            )
-        file_size = file_sizes.setdefault(target, target.stat().st_size)
-        offset = info.offset or 0
-        length = file_size - offset if info.length is None else info.length
+                f"{path}: external data file {location[:80]!r} of tensor {tensor.name!r} cannot be "
+                f"read ({_reason(err)})") from None
+        length = file_size - offset if length is None else length
         if offset > file_size or offset + length > file_size:
             raise ModelLoadError(
                 f"{path}: external data of tensor {tensor.name!r} runs past the end of "
-                f"{info.location!r}",
+                f"{location!r}",
                 hint="the data file is truncated or belongs to another model",
             )
         sources.append((tensor, target, offset, length))
     size += sum(file_sizes.values())
+    for tensor, target, offset, length in sources:
+        _VETTED.add(str(target))
+        _point_at(tensor, str(target), offset, length)
     if external and load_external_data:
-        try:
-            external_data_helper.load_external_data_for_model(model, str(path.parent))
-        except (OSError, ValueError, onnx.checker.ValidationError) as err:
-            raise ModelLoadError(f"{path}: cannot read external data ({err})") from None
-    else:
-        for tensor, target, offset, length in sources:
-            _VETTED.add(str(target))
-            _point_at(tensor, str(target), offset, length)
+        load_external_values(model)
     return LoadedModel(model, path=path, external_data=bool(external), size_bytes=size)
 
 
@@ -145,6 +180,24 @@ def load(source: ModelSource, *, load_external_data: bool = True) -> onnx.ModelP
     :func:`load_external_values` to read them all in).
     """
     return load_with_info(source, load_external_data=load_external_data).model
+
+
+def checker_problem(model: onnx.ModelProto, *, full_check: bool = True) -> str | None:
+    """What ``onnx.checker`` finds wrong with ``model`` (one line), or None. The weights are not
+    read: a model holding little in memory is checked as it is; any other is written to a
+    temporary file where every large tensor is a hole of its size in a sparse data file, and
+    checked from there (from a file the checker reads no external data), so nothing large is
+    copied, serialized or read."""
+    try:
+        if not _lazy_tensors(model) and _inline_bytes(model) < _CHECK_INLINE_BYTES:
+            onnx.checker.check_model(model, full_check=full_check)
+        else:
+            with _temporary_model_file(model, lazy="hole") as path:
+                onnx.checker.check_model(str(path), full_check=full_check)
+    except (onnx.checker.ValidationError,
+            onnx.onnx_cpp2py_export.shape_inference.InferenceError) as err:
+        return " ".join(first_line(err, limit=2000).split("==> Context")[0].split())
+    return None
 
 
 def check_model(model: onnx.ModelProto) -> list[str]:
@@ -168,24 +221,13 @@ def check_model(model: onnx.ModelProto) -> list[str]:
                         f"dimension {axis}",
                         hint="a size is 0 or more; -1 or a name marks an unknown size",
                     )
-    try:
-        lazy = bool(_lazy_tensors(model))
-        if not lazy and _inline_bytes(model) < _CHECK_INLINE_BYTES:
-            onnx.checker.check_model(model, full_check=True)
-        else:
-            # onnx.checker would serialize the whole message and parse a copy of it (0.3 s for
-            # 138 MB of weights); from a file it reads no external data, so every large tensor
-            # becomes a hole of its size in a sparse data file: nothing is copied, written or
-            # read.
-            with _temporary_model_file(model, lazy="hole") as path:
-                onnx.checker.check_model(str(path), full_check=True)
+    checker_message = checker_problem(model)
+    if checker_message is None:
         return []
-    except (onnx.checker.ValidationError, onnx.onnx_cpp2py_export.shape_inference.InferenceError) as err:
-        checker_message = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
     try:
         ort_session(model, optimization="disabled")
     except Exception as err:  # noqa: BLE001 - any ORT failure means the model is unusable
-        ort_message = str(err).strip().splitlines()[0] if str(err).strip() else repr(err)
+        ort_message = first_line(err)
         raise ModelLoadError(
             f"invalid model: {checker_message}",
             hint=f"ONNX Runtime cannot load it either: {ort_message}",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import tempfile
+import logging
+import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,11 +15,19 @@ import onnx
 from graphfix.model_io.encoding import _Encoder, _write_model
 from graphfix.model_io.runtime import ir_capped
 from graphfix.model_io.tensors import _external_tensors, _inline_bytes, _lazy_tensors
+from graphfix.model_io.writing import temporary_folder_path
 
 if TYPE_CHECKING:
     import onnxruntime
 
-__all__ = ["ort_session"]
+__all__ = ["ort_session", "ort_log_level"]
+
+
+def ort_log_level() -> int:
+    """ONNX Runtime's log severity for graphfix's sessions: its own lines only when graphfix
+    logs at DEBUG (``-vv``); otherwise fatal only, since every failure ORT reports comes back
+    as an exception that graphfix turns into one line."""
+    return 1 if logging.getLogger("graphfix").isEnabledFor(logging.DEBUG) else 4
 
 # ONNX Runtime (1.17 and later) resolves the external data of a model given as bytes in this
 # folder, so a session on a model whose weights stay in their files needs no copy of them.
@@ -60,6 +69,7 @@ def ort_session(
         raise ValueError(f"optimization must be one of {', '.join(_LEVELS)}, got {optimization!r}")
     if options is None:
         options = ort.SessionOptions()
+    options.log_severity_level = ort_log_level()
     level_name = _LEVELS[optimization]
     options.graph_optimization_level = getattr(
         ort.GraphOptimizationLevel, level_name, ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -94,8 +104,11 @@ def ort_session(
 def _temporary_model_file(model: onnx.ModelProto, *, lazy: str) -> Iterator[Path]:
     # ONNX Runtime may map the data file for the session's life: where an open file cannot be
     # removed (Windows), the folder is left to the system's temporary-file cleanup.
-    with tempfile.TemporaryDirectory(prefix="graphfix-", ignore_cleanup_errors=True) as folder:
-        path = Path(folder) / "model.onnx"
+    folder = temporary_folder_path("session")
+    try:
+        path = folder / "model.onnx"
         _write_model(model, path, data_path=path.parent / "model.onnx.data",
                      data_name="model.onnx.data", external=True, lazy=lazy, durable=False)
         yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -19,8 +20,8 @@ from graphfix.errors import ModelSaveError
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, _write_model
 from graphfix.model_io.tensors import _lazy_tensors, weight_bytes
 
-__all__ = ["WrittenModel", "save", "write_text", "temporary_folder", "check_outputs",
-           "data_path_of"]
+__all__ = ["WrittenModel", "save", "write_text", "temporary_folder", "temporary_folder_path",
+           "sweep_temporaries", "check_outputs", "data_path_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -250,9 +251,58 @@ def write_text(
         raise ModelSaveError(f"{path}: cannot write ({err.strerror or err})") from None
 
 
+_TEMPORARY_PREFIX = "graphfix-"
+
+
+def temporary_folder_path(role: str) -> Path:
+    """A new temporary folder for ``role``, named after this process
+    (``graphfix-<role>-<pid>-<random>``) so that :func:`sweep_temporaries` can tell when its
+    owner is gone; the caller removes it."""
+    return Path(tempfile.mkdtemp(prefix=f"{_TEMPORARY_PREFIX}{role}-{os.getpid()}-"))
+
+
 @contextlib.contextmanager
-def temporary_folder(prefix: str = "graphfix-") -> Iterator[Path]:
+def temporary_folder(role: str = "scratch") -> Iterator[Path]:
     """A temporary folder for tools that write files (ORT's optimized model, onnxsim's child
     process); removed with everything in it when the block ends, on error too."""
-    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
-        yield Path(folder)
+    folder = temporary_folder_path(role)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, owned by someone else
+    return True
+
+
+def sweep_temporaries() -> int:
+    """Remove graphfix's temporary folders whose owner process is gone (a run killed before
+    it could clean up); returns how many went. Folders of live processes, of other users and
+    of other tools are left alone."""
+    removed = 0
+    root = Path(tempfile.gettempdir())
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return 0
+    for entry in entries:
+        parts = entry.name[len(_TEMPORARY_PREFIX):].split("-") if entry.name.startswith(
+            _TEMPORARY_PREFIX) else []
+        if len(parts) < 3 or not parts[1].isdigit():
+            continue
+        try:
+            if not entry.is_dir() or entry.is_symlink() or entry.stat().st_uid != os.getuid():
+                continue
+        except OSError:
+            continue
+        if not _alive(int(parts[1])):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed

@@ -87,7 +87,12 @@ import onnx
 
 from graphfix import layout, model_io
 from graphfix.doctor import CUDA_FIX, probe_provider
-from graphfix.errors import BenchmarkError, ProviderUnavailableError, ValidationInputError
+from graphfix.errors import (
+    BenchmarkError,
+    ProviderUnavailableError,
+    ValidationInputError,
+    first_line,
+)
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -451,7 +456,6 @@ def _session_options(
     options.intra_op_num_threads = settings.threads
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.log_severity_level = 3
     options.add_session_config_entry(
         "session.intra_op.allow_spinning", "1" if settings.allow_spinning else "0"
     )
@@ -494,14 +498,9 @@ def _open(
     except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
         raise BenchmarkError(
             f"ONNX Runtime cannot open the {config.label} model on {settings.provider}: "
-            f"{_first_line(err)}"
+            f"{first_line(err)}"
         ) from None
     return session, (time.perf_counter() - started) * 1e3
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else repr(err)
 
 
 def parse_profile(events: Sequence[Mapping[str, Any]], *, provider: str = "cpu") -> Placement:
@@ -541,7 +540,7 @@ def _profile(
     config: _Config, settings: _Settings, feeds: Mapping[str, np.ndarray]
 ) -> tuple[Placement, dict[str, np.ndarray]]:
     """Placement of ``config``, and the outputs of one run (for their shapes)."""
-    with model_io.temporary_folder("graphfix-profile-") as folder:
+    with model_io.temporary_folder("profile") as folder:
         session, _ = _open(config, settings, profile_prefix=str(folder / "profile"))
         feed = _check_feeds(config.label, session, feeds)
         names = [o.name for o in session.get_outputs()]
@@ -550,7 +549,7 @@ def _profile(
                 values = session.run(names, feed)
         except Exception as err:  # noqa: BLE001
             raise ValidationInputError(
-                f"the {config.label} model does not run on the given inputs: {_first_line(err)}",
+                f"the {config.label} model does not run on the given inputs: {first_line(err)}",
                 hint="check the input shapes (input_shapes=...) or pass feeds=...",
             ) from None
         path = session.end_profiling()
@@ -663,6 +662,7 @@ def benchmark(
     warmup: int = 10,
     runs: int = 50,
     feeds: Mapping[str, np.ndarray] | None = None,
+    inputs: str | os.PathLike[str] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     cuda_graph: bool = False,
     offline: bool = False,
@@ -678,12 +678,17 @@ def benchmark(
 
     ``provider``: "auto" (CUDA when it really loads, else CPU), "cpu" or "cuda" (raises
     :class:`ProviderUnavailableError` when it does not load). ``feeds``: one set of inputs by
-    name (made from ``seed`` and ``input_shapes`` when not given). ``offline`` adds both models
+    name (read from ``inputs``, a ``.npz`` or a folder of ``input_N.pb``, the first set, when
+    given; made from ``seed`` and ``input_shapes`` otherwise). ``offline`` adds both models
     with ORT's optimizations off. ``allow_spinning`` lets idle ORT threads spin (off by
     default, see the module docstring). ``progress(label, done, total)`` is called as rounds finish.
     """
     if runs < 1 or warmup < 0:
         raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
+    if inputs is not None and feeds is None:
+        from graphfix.validate.feeds import load_feeds
+
+        feeds = load_feeds(inputs, model)[0]
     if threads is not None and threads < 1:
         raise BenchmarkError(f"threads must be >= 1, got {threads}")
     if dynamic_block_base is not None and dynamic_block_base < 1:

@@ -45,7 +45,8 @@ import onnx
 
 from graphfix import layout as layout_module
 from graphfix import model_io
-from graphfix.errors import ValidationInputError
+from graphfix.errors import ValidationInputError, first_line
+from graphfix.options import PROVIDERS
 from graphfix.validate import feeds as feeds_module
 from graphfix.validate.feeds import Feeds
 
@@ -77,7 +78,6 @@ DEFAULT_TOLERANCES: dict[str, Tolerance] = {
     "complex128": (1e-9, 1e-7),
 }
 _EXACT: Tolerance = (0.0, 0.0)
-_PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 
 
 @dataclasses.dataclass
@@ -350,15 +350,17 @@ class ReferenceRun:
         seed: int = 0,
         input_shapes: Mapping[str, Sequence[int]] | None = None,
         provider: str = "cpu",
+        name: str = "original",
     ) -> None:
-        if provider not in _PROVIDERS:
+        if provider not in ("cpu", "cuda"):
             raise ValidationInputError(f"unknown provider {provider!r}", hint="use cpu or cuda")
+        self.name = name
         self.provider = provider
-        self.providers = [_PROVIDERS[provider]] + (
+        self.providers = [PROVIDERS[provider]] + (
             ["CPUExecutionProvider"] if provider != "cpu" else []
         )
         self._seed, self._input_shapes = seed, input_shapes
-        self._session = _session(reference, self.providers, "original")
+        self._session = _session(reference, self.providers, name, reference=True)
         self.layout = layout_module.read(reference)
         self._specs = feeds_module.input_specs(reference)
         self._given: list[Feeds] | None = None
@@ -439,6 +441,7 @@ def check_parity(
     provider: str = "cpu",
     progress: Progress | None = None,
     reference_run: ReferenceRun | None = None,
+    names: tuple[str, str] = ("original", "optimized model"),
 ) -> ParityResult:
     """Compare ``candidate`` with ``reference`` on the same inputs.
 
@@ -459,7 +462,7 @@ def check_parity(
             raise ValueError("check_parity needs a reference model or a reference_run")
         reference_run = ReferenceRun(
             reference, feeds=feeds, inputs=inputs, runs=runs, seed=seed,
-            input_shapes=input_shapes, provider=provider,
+            input_shapes=input_shapes, provider=provider, name=names[0],
         )
     overlapped = reference_run.started
     ref = reference_run.result(progress)
@@ -468,15 +471,16 @@ def check_parity(
     result.reference_seconds = ref.seconds
     result.reference_overlapped = overlapped
     try:
-        cand_session = _session(candidate, reference_run.providers, "optimized")
+        cand_session = _session(candidate, reference_run.providers, names[1])
     except ValidationInputError as err:
         result.passed = False
         result.problem = str(err)
         result.seconds = time.perf_counter() - started
         return result
     cand_names = [o.name for o in cand_session.get_outputs()]
-    names = ref.names
-    problems = _signature_problems(names, ref.inputs, cand_session)
+    output_names = ref.names
+    problems = _signature_problems(ref.names, ref.inputs, cand_session, names)
+    _check_tolerance_names(tolerances, ref.names)
     # A signature the passes changed on request (graphfix.layout): each model gets its inputs
     # in its own layout, and outputs are compared in the reference's.
     moved = layout_module.relative(reference_run.layout, layout_module.read(candidate))
@@ -491,14 +495,14 @@ def check_parity(
             cand_out = cand_session.run(
                 None, _for(cand_session, layout_module.to_candidate(feed, moved)))
         except Exception as err:  # noqa: BLE001 - any ORT failure is the candidate's failure
-            problems.append(f"the optimized model fails to run on {_shapes(feed)}: "
-                            f"{_first_line(err)}")
+            problems.append(f"the {names[1]} fails to run on {_shapes(feed)}: "
+                            f"{first_line(err)}")
             break
         cand_by_name = layout_module.to_reference(dict(zip(cand_names, cand_out)), moved)
-        for name, ref_value in zip(names, ref_out):
+        for name, ref_value in zip(output_names, ref_out):
             if name not in cand_by_name:
                 stats = OutputParity(name, _dtype_name(ref_value), None, run=run)
-                _fail(stats, "missing from the optimized model")
+                _fail(stats, f"missing from the {names[1]}")
             else:
                 stats = compare_output(
                     name, ref_value, cand_by_name[name], _tolerance(tolerances, name), run
@@ -508,20 +512,20 @@ def check_parity(
                 by_name[name] = stats
     if progress is not None:
         progress("parity", 2 * total, 2 * total)
-    result.outputs = [by_name[name] for name in names if name in by_name]
+    result.outputs = [by_name[name] for name in output_names if name in by_name]
     result.problem = "; ".join(problems) or None
     result.passed = not problems and all(o.passed for o in result.outputs)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def _session(model: onnx.ModelProto, providers: list[str], label: str) -> Any:
+def _session(model: onnx.ModelProto, providers: list[str], label: str, *,
+             reference: bool = False) -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     # Fatal only: a run ORT refuses (a dynamic size the model cannot take, retried with the next)
     # raises with ORT's message, which graphfix reports; ORT's own log would print it again.
-    options.log_severity_level = 4
     # The original's runs overlap the passes: idle ORT threads that spin would take their CPU.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
@@ -530,34 +534,44 @@ def _session(model: onnx.ModelProto, providers: list[str], label: str) -> Any:
         )
     except Exception as err:  # noqa: BLE001 - ORT raises several unrelated types
         raise ValidationInputError(
-            f"ONNX Runtime cannot load the {label} model: {_first_line(err)}",
+            f"ONNX Runtime cannot load the {label}: {first_line(err)}",
             hint="parity needs both models to run on ONNX Runtime; "
-            "skip the check with --no-verify" if label == "original" else None,
+            "skip the check with --no-verify" if reference else None,
         ) from None
 
 
 def _signature_problems(
-    ref_out: list[str], ref_in: dict[str, str], cand_session: Any
+    ref_out: list[str], ref_in: dict[str, str], cand_session: Any, names: tuple[str, str]
 ) -> list[str]:
     """What the candidate's signature (from its session) changed against the reference's
     output names and input types."""
+    reference, candidate = names
     problems = []
     cand_out = [o.name for o in cand_session.get_outputs()]
     extra = [n for n in cand_out if n not in ref_out]
     if extra:
-        problems.append(f"outputs only in the optimized model: {', '.join(map(repr, extra))}")
+        problems.append(f"outputs only in the {candidate}: {', '.join(map(repr, extra))}")
     common = [n for n in ref_out if n in cand_out]
     if common != [n for n in cand_out if n in ref_out]:
-        problems.append("the optimized model lists its outputs in another order")
+        problems.append(f"the {candidate} lists its outputs in another order")
     for item in cand_session.get_inputs():
         if item.name not in ref_in:
-            problems.append(f"the optimized model takes an input the original lacks: {item.name!r}")
+            problems.append(f"the {candidate} takes an input the {reference} lacks: "
+                            f"{item.name!r}")
         elif item.type != ref_in[item.name]:
             problems.append(
-                f"input {item.name!r} is {item.type} in the optimized model, "
-                f"{ref_in[item.name]} in the original"
+                f"input {item.name!r} is {item.type} in the {candidate}, "
+                f"{ref_in[item.name]} in the {reference}"
             )
     return problems
+
+
+def _check_tolerance_names(tolerances: Mapping[str, Tolerance] | None, outputs: list[str]) -> None:
+    unknown = sorted(set(tolerances or {}) - set(outputs) - {"*"})
+    if unknown:
+        raise ValidationInputError(
+            f"a tolerance is given for {', '.join(map(repr, unknown))}, which the model does "
+            "not output", hint=f"its outputs are {', '.join(map(repr, outputs))}")
 
 
 def _generated_run(
@@ -586,12 +600,12 @@ def _generated_run(
         if rejected:
             notes.append(
                 f"run {run}: the original rejects {'; '.join(rejected)} "
-                f"({_first_line(error)}); checked at {_shapes(feed)}"
+                f"({first_line(error)}); checked at {_shapes(feed)}"
             )
         return feed, outputs
     raise ValidationInputError(
         f"ONNX Runtime cannot run the original model on generated inputs ({_shapes(feed)}): "
-        f"{_first_line(error)}",
+        f"{first_line(error)}",
         hint="give real inputs with --inputs, fix dynamic sizes with --input-shape, "
         "or skip the check with --no-verify",
     )
@@ -602,7 +616,7 @@ def _run_reference(session: Any, feed: Feeds, _: Any) -> list[Any]:
         return session.run(None, _for(session, feed))
     except Exception as err:  # noqa: BLE001
         raise ValidationInputError(
-            f"ONNX Runtime cannot run the original model on the given inputs: {_first_line(err)}",
+            f"ONNX Runtime cannot run the original model on the given inputs: {first_line(err)}",
             hint="check the inputs against `graphfix inspect`",
         ) from None
 
@@ -629,10 +643,3 @@ def _shapes(feed: Feeds) -> str:
 
 def _dtype_name(value: Any) -> str:
     return "sequence" if isinstance(value, list) else str(np.asarray(value).dtype)
-
-
-def _first_line(err: BaseException | None) -> str:
-    text = str(err).strip() if err is not None else "unknown error"
-    lines = [line for line in text.splitlines() if line.strip()]
-    line = lines[0] if lines else type(err).__name__
-    return line if len(line) <= 300 else line[:297] + "..."

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 from collections import Counter
 
 import numpy as np
@@ -11,6 +13,7 @@ import onnx.parser
 import pytest
 
 from graphfix.errors import PassError
+from graphfix.passes import _onnxsim_worker as worker_module
 from graphfix.passes.simplify import Simplify, simplify
 
 FOLD = onnx.parser.parse_model("""
@@ -133,10 +136,32 @@ def test_constant_of_shape_conv_weight_not_materialised_by_default() -> None:
     assert allowed.model.ByteSize() > 64 * 64 * 9 * 4
 
 
+_FAILING_WORKERS = {
+    # onnxsim raises inside the worker: the exception comes back as text.
+    "raise": "import sys; sys.modules['torch'] = sys.modules['sympy'] = None\n"
+             "import onnxsim\n"
+             "def _fail(*args, **kwargs): raise RuntimeError('failure injected for testing')\n"
+             "onnxsim.simplify = _fail\n"
+             "from graphfix.passes._onnxsim_worker import worker_main; worker_main()",
+    # the worker dies (as a segfault in onnxsim's C++ would take it).
+    "abort": "import os; os.abort()",
+}
+
+
+@pytest.fixture
+def failing_worker(monkeypatch):
+    """Make the onnxsim worker fail the given way (the worker's own entry code is replaced)."""
+    def fail(kind: str) -> None:
+        monkeypatch.setattr(worker_module, "WORKER_CODE", _FAILING_WORKERS[kind])
+
+    return fail
+
+
 @pytest.mark.parametrize("failure", ["raise", "abort"])
-def test_onnxsim_failure_or_crash_skips(failure: str) -> None:
+def test_onnxsim_failure_or_crash_skips(failure: str, failing_worker) -> None:
+    failing_worker(failure)
     model = _copy(FOLD)
-    result = Simplify(fail_for_testing=failure)(model)
+    result = Simplify()(model)
     assert result.skipped and not result.modified
     assert result.model is model
     assert ("failed" if failure == "raise" else "crashed") in result.skipped
@@ -152,7 +177,7 @@ def test_invalid_model_makes_onnxsim_fail_and_skips() -> None:
 @pytest.mark.parametrize(
     "options",
     [{"max_growth": 0.5}, {"max_growth": "2"}, {"input_shapes": {"x": [0, 3]}},
-     {"input_shapes": ["x"]}, {"fail_for_testing": "segv"}],
+     {"input_shapes": ["x"]}],
 )
 def test_bad_options(options: dict) -> None:
     with pytest.raises(PassError):
@@ -272,27 +297,31 @@ def test_shape_annotations_on_a_large_graph_are_not_growth() -> None:
 
 
 def test_worker_is_reused_and_replaced_after_a_crash() -> None:
-    simplify_module = importlib.import_module("graphfix.passes.simplify")
-    assert Simplify()(_copy(FOLD)).modified
-    worker = simplify_module._worker
-    assert worker is not None and worker.proc.poll() is None
-    assert Simplify()(_copy(FOLD)).modified
-    assert simplify_module._worker is worker  # one interpreter start for both runs
-    crashed = Simplify(fail_for_testing="abort")(_copy(FOLD))
-    assert crashed.skipped and "crashed" in crashed.skipped
-    assert simplify_module._worker is None and worker.proc.poll() is not None
-    assert not worker.folder.exists()
-    again = Simplify()(_copy(FOLD))  # a new worker takes over
-    assert again.modified and again.skipped is None
-    assert simplify_module._worker is not None and simplify_module._worker is not worker
+    with Simplify() as pass_:
+        worker = pass_._worker
+        assert worker is not None
+        assert pass_(_copy(FOLD)).modified
+        process = worker._process
+        assert process is not None and process.proc.poll() is None
+        assert pass_(_copy(FOLD)).modified
+        assert worker._process is process  # one interpreter start for both runs
+        os.kill(process.proc.pid, signal.SIGKILL)  # as a segfault in onnxsim would
+        crashed = pass_(_copy(FOLD))
+        assert crashed.skipped and "crashed" in crashed.skipped
+        assert worker._process is None and process.proc.poll() is not None
+        assert not process.folder.exists()
+        again = pass_(_copy(FOLD))  # a new worker takes over
+        assert again.modified and again.skipped is None
+        assert worker._process is not None and worker._process is not process
+    assert pass_._worker is None  # leaving the pass stops its worker
 
 
-def test_prepare_starts_the_worker_that_the_run_then_uses() -> None:
-    simplify_module = importlib.import_module("graphfix.passes.simplify")
-    simplify_module._stop_worker()
-    pass_ = Simplify()
-    pass_.prepare()
-    worker = simplify_module._worker
-    assert worker is not None and worker.proc.poll() is None
-    assert pass_(_copy(FOLD)).modified
-    assert simplify_module._worker is worker
+def test_entering_starts_the_worker_that_the_run_then_uses() -> None:
+    with Simplify() as pass_:
+        worker = pass_._worker
+        assert worker is not None and worker._process is not None
+        process = worker._process
+        assert process.proc.poll() is None
+        assert pass_(_copy(FOLD)).modified
+        assert worker._process is process
+    assert process.proc.poll() is not None and not process.folder.exists()

@@ -1,0 +1,235 @@
+"""onnxsim in a worker interpreter: a crash in its C++ cannot take graphfix down.
+
+:class:`OnnxsimWorker` owns one child interpreter (``sys.executable``) with onnxsim imported.
+Its life has an owner: :meth:`~OnnxsimWorker.start` launches it and returns at once (it imports
+while the caller goes on), :meth:`~OnnxsimWorker.run` gives it one job, :meth:`~OnnxsimWorker.close`
+stops it; it is a context manager. Nothing starts at import time. The model crosses as files in
+a job folder: the parent writes it with its weights in a data file beside it, onnxsim reads the
+file and writes its output in C++ (``simplify(path, output_path=...)``), so the model is never
+serialized into one message on either side.
+
+- A worker that dies (an exception is not a death: it comes back as text) is replaced at the
+  next job; one that simplified a model over 64 MiB is stopped, so that its memory goes back,
+  and started again when next needed.
+- The worker exits when its parent dies, even in the middle of a job: on Linux the kernel
+  kills it (``PR_SET_PDEATHSIG``), elsewhere a thread of its own sees it lose its parent.
+- ``import onnxsim`` pulls in torch and sympy when they are installed, for features
+  simplification never uses (about 1.9 s of its 2.1 s import): the worker makes those imports
+  fail at once.
+- The worker starts in a folder of its own: ``-c`` puts the working directory first on
+  ``sys.path``, where a source checkout would shadow the installed package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import traceback
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from graphfix.model_io import PROTOBUF_LIMIT, load, weight_bytes
+from graphfix.model_io.writing import temporary_folder_path
+
+__all__ = ["OnnxsimWorker", "Outcome"]
+
+logger = logging.getLogger(__name__)
+
+# Stopped after a model larger than this, to give its memory back.
+KEEP_WORKER_BELOW = 64 * 2**20
+WORKER_CODE = "from graphfix.passes._onnxsim_worker import worker_main; worker_main()"
+_UNUSED_BY_ONNXSIM = ("torch", "sympy")
+_PR_SET_PDEATHSIG = 1
+
+# [first output, last output tried] with the bytes of each, or why there is none.
+Outcome = list[tuple[Any, int]] | str
+
+
+def _folder_bytes(folder: Path) -> int:
+    """The bytes of the files in ``folder``: a model and its external data."""
+    return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+
+
+def fits(model: Any, serialized: int, limit: int) -> bool:
+    """A model's tensors within ``limit`` bytes, the whole in one protobuf message."""
+    return weight_bytes(model) <= limit and serialized < PROTOBUF_LIMIT
+
+
+def _simplify_job(in_path: str, out_paths: list[str], err_path: str,
+                  attempts: list[dict[str, Any]], limit: int) -> None:
+    """Runs in the worker: onnxsim on the model file with each option set of ``attempts`` in
+    turn until an output's tensors hold at most ``limit`` bytes and it fits in one protobuf
+    message. Attempt ``i`` writes to ``out_paths[i]`` in a folder of its own; the first output
+    and the last one tried are kept. An exception is written to ``err_path`` as text."""
+    try:
+        import onnxsim
+
+        for index, kwargs in enumerate(attempts):
+            out = Path(out_paths[index])
+            out.parent.mkdir()
+            # Structure only: the weights stay in the files onnxsim wrote.
+            simplified, _ = onnxsim.simplify(in_path, check_n=0, output_path=str(out), **kwargs)
+            ok = fits(simplified, _folder_bytes(out.parent), limit)
+            if not (index == 0 or ok or index == len(attempts) - 1):
+                shutil.rmtree(out.parent)
+            if ok:
+                break
+    except Exception:  # noqa: BLE001 - everything goes back to the parent as text
+        with open(err_path, "w", encoding="utf-8") as err:
+            err.write(traceback.format_exc())
+
+
+def _die_with_parent() -> None:
+    """Exit when the parent dies: the kernel's signal on Linux, a watching thread anywhere."""
+    parent = os.getppid()
+    with contextlib.suppress(Exception):
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the signal was asked for
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            threading.Event().wait(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="graphfix-parent-watch", daemon=True).start()
+
+
+def worker_main() -> None:
+    """Entry point of the worker interpreter: one job (a JSON document) per line of stdin,
+    answered with a line on the original stdout once its files are written; ends when stdin
+    closes. What onnxsim and ONNX print goes to the job's log file (fd 1 and 2), so that a
+    crash message reaches the parent and nothing printed can garble the answers."""
+    _die_with_parent()
+    for name in _UNUSED_BY_ONNXSIM:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]  # import fails fast
+    import onnxsim  # noqa: F401 - paid once per worker, before the first job
+
+    answers = os.fdopen(os.dup(1), "w", encoding="ascii")
+    for line in sys.stdin:
+        job = json.loads(line)
+        log = os.open(job["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        _simplify_job(job["in"], job["outs"], job["err"], job["attempts"], job["limit"])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        answers.write("done\n")
+        answers.flush()
+
+
+class _Process:
+    """One worker interpreter and its folder."""
+
+    def __init__(self) -> None:
+        self.folder = temporary_folder_path("onnxsim")
+        with open(self.folder / "start.log", "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", WORKER_CODE],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.folder,
+            )
+
+    def run(self, job: dict[str, Any]) -> bool:
+        """Send ``job``; True once it is done, False when the worker died on the way."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        try:
+            self.proc.stdin.write(json.dumps(job).encode() + b"\n")
+            self.proc.stdin.flush()
+            return self.proc.stdout.readline() == b"done\n"
+        except OSError:  # a broken pipe: it died before reading the job
+            return False
+
+    def start_log(self) -> str:
+        return (self.folder / "start.log").read_text(errors="replace")
+
+    def close(self) -> int | None:
+        """Stop the worker (it ends when its stdin closes); its exit code."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            code = self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            code = self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return code
+
+
+class OnnxsimWorker:
+    """A child interpreter with onnxsim imported, started and stopped by its owner."""
+
+    def __init__(self) -> None:
+        self._process: _Process | None = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Launch the worker if none runs; returns at once (it imports in the background)."""
+        with self._lock:
+            if self._process is None:
+                self._process = _Process()
+
+    def close(self) -> None:
+        """Stop the worker, if one runs."""
+        with self._lock:
+            process, self._process = self._process, None
+        if process is not None:
+            process.close()
+
+    def __enter__(self) -> OnnxsimWorker:
+        self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+    def simplify(self, folder: Path, attempts: list[dict[str, Any]], limit: int) -> Outcome:
+        """onnxsim on ``folder/in.onnx``, trying each option set of ``attempts`` until an
+        output's tensors fit in ``limit`` bytes: ``[first output, last output tried]`` (one
+        entry when the first fits or only one set was given) with the bytes each takes, or a
+        one-line reason it failed."""
+        err_path, log_path = folder / "err.txt", folder / "log.txt"
+        out_paths = [str(folder / f"out{i}" / "model.onnx") for i in range(len(attempts))]
+        job = {"in": str(folder / "in.onnx"), "outs": out_paths, "err": str(err_path),
+               "log": str(log_path), "attempts": attempts, "limit": limit}
+        self.start()
+        with self._lock:
+            process = self._process
+            assert process is not None
+            done = process.run(job)
+            if not done or _folder_bytes(folder) > KEEP_WORKER_BELOW:
+                self._process = None  # replaced, or started again when next needed
+        if not done:
+            text = log_path.read_text(errors="replace") if log_path.exists() else (
+                process.start_log())
+            code = process.close()
+            lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+            logger.debug("simplify worker output: %s", text[-2000:])
+            return f"onnxsim crashed (worker exit code {code})" + (
+                f": {lines[-1]}" if lines else "")
+        if self._process is None:
+            process.close()  # its memory goes back
+        if err_path.exists():
+            lines = [ln for ln in err_path.read_text(errors="replace").splitlines() if ln.strip()]
+            return f"onnxsim failed: {lines[-1] if lines else 'unknown error'}"
+        if not os.path.exists(out_paths[0]):
+            return "onnxsim wrote no model"
+        written = [Path(p) for p in out_paths if os.path.exists(p)]
+        kept = written[:1] + written[1:][-1:]
+        # Read whole (weights included) before the folder goes.
+        return [(load(p), _folder_bytes(p.parent)) for p in kept]
