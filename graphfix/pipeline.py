@@ -264,6 +264,8 @@ def optimize(
     :class:`BenchmarkError` when it is not reached. ``progress(step, done, total)`` is called
     as passes and parity input sets start.
     """
+    # A run killed before it could clean up (SIGKILL, a power cut) left its folders behind.
+    model_io.sweep_temporaries()
     run = RunOptions(
         ort_level=ort_level, provider=provider, max_growth=max_growth,
         keep_reduction_order=keep_reduction_order, inputs_as_nchw=tuple(inputs_as_nchw),

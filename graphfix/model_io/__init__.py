@@ -42,6 +42,7 @@ from graphfix.model_io.writing import (
     check_outputs,
     data_path_of,
     save,
+    sweep_temporaries,
     temporary_folder,
     write_text,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "PROTOBUF_LIMIT",
     "write_text",
     "temporary_folder",
+    "sweep_temporaries",
     "write_scratch",
     "same_tensor",
     "skeleton",

@@ -38,17 +38,24 @@ from onnx import numpy_helper
 from graphfix import graph as graph_layer
 from graphfix.errors import ValidationInputError
 from graphfix.graph import graphs
+from graphfix.model_io import tensor_value
 
 Feeds = dict[str, Any]  # input name -> numpy array (or a list of arrays for a sequence input)
 
 BATCH_SIZES: tuple[tuple[int, ...], tuple[int, ...]] = ((1, 2, 4), (2, 3, 1))
 """Size ladders of a leading (batch) dynamic axis, for the first and second set of inputs."""
 OTHER_SIZES: tuple[tuple[int, ...], tuple[int, ...]] = (
-    (8, 16, 32, 64, 128, 224, 1),
-    (13, 24, 48, 96, 160, 256, 2),
+    (8, 16, 32, 64, 128, 224, 512, 1024, 2048, 4096, 8192, 16384, 1),
+    (13, 24, 48, 96, 160, 256, 640, 1280, 2560, 5120, 10240, 20480, 2),
 )
-"""Size ladders of any other dynamic axis (sequence length, height, width, ...)."""
-ATTEMPTS = max(len(ladder) for ladder in BATCH_SIZES + OTHER_SIZES)
+"""Size ladders of any other dynamic axis (sequence length, height, width, ...): small sizes
+first, then growing geometrically for models that need long inputs (an audio front end of
+strided convolutions needs about 400 samples), and last 1 or 2."""
+_STEPS = max(len(ladder) for ladder in BATCH_SIZES + OTHER_SIZES)
+ATTEMPTS = 2 * _STEPS
+"""Attempts per input set: the ladders with each unnamed dimension sized on its own, then with
+every unnamed dimension of the set at one size (an LSTM's state must have the batch of its
+input, and nothing in the signature says so)."""
 
 DEFAULT_FLOAT_RANGE = (-1.0, 1.0)
 MAX_INPUT_BYTES = 2**31
@@ -82,6 +89,7 @@ class InputSpec:
     elem_type: int
     dims: tuple[int | str | None, ...] | None  # None: rank unknown
     index_rows: int | None = None  # an index into a table with this many rows
+    choices: tuple[int, ...] | None = None  # compared with these constants (an enum, a flag)
 
     @property
     def dynamic(self) -> bool:
@@ -93,6 +101,7 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     graph = model.graph
     initializers = {init.name for init in graph.initializer}
     rows = index_bounds(model)
+    choices = compared_constants(model)
     specs = []
     for value in graph.input:
         if value.name in initializers:
@@ -114,9 +123,8 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
             dtype = None
         if dtype is not None and dtype.kind == "V":  # bfloat16, float8 stored as raw bytes
             dtype = None
-        specs.append(
-            InputSpec(value.name, kind, dtype, tensor_type.elem_type, dims, rows.get(value.name))
-        )
+        specs.append(InputSpec(value.name, kind, dtype, tensor_type.elem_type, dims,
+                               rows.get(value.name), choices.get(value.name)))
     return specs
 
 
@@ -149,6 +157,60 @@ def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
         if rows is not None:
             bounds[value.name] = rows
     return bounds
+
+
+_COMPARISONS = frozenset({"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"})
+
+
+def compared_constants(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Integer graph inputs that the model compares with constants (a sample rate checked by
+    ``Equal`` against the rates it supports, a mode selecting a branch), with those constants:
+    random values would take a branch no real input takes, or none."""
+    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    constants: dict[str, np.ndarray] = {}
+    for g in graphs(model.graph):
+        for init in g.initializer:
+            if init.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16) and (
+                sum(1 for _ in init.dims) <= 1
+            ):
+                value = tensor_value(init)
+                if value is not None and value.size <= 64 and value.dtype.kind in "iu":
+                    constants[init.name] = value
+        for node in g.node:
+            for position, name in enumerate(node.input):
+                if name:
+                    consumers.setdefault(name, []).append((node, position))
+            if node.op_type == "Constant" and node.output:
+                for attr in node.attribute:
+                    if attr.name == "value" and attr.t.data_type != onnx.TensorProto.FLOAT:
+                        value = numpy_helper.to_array(attr.t)
+                        if value.size <= 64 and value.dtype.kind in "iu":
+                            constants[node.output[0]] = value
+
+    def compared(name: str, seen: set[str]) -> list[int]:
+        if name in seen:
+            return []
+        seen.add(name)
+        found: list[int] = []
+        for node, position in consumers.get(name, ()):
+            if node.op_type in _COMPARISONS and len(node.input) == 2:
+                other = constants.get(node.input[1 - position])
+                if other is not None:
+                    found += [int(v) for v in other.reshape(-1)]
+            elif node.op_type in _PASS_THROUGH and position == 0 and node.op_type != "Concat":
+                for output in node.output:
+                    found += compared(output, seen)
+        return found
+
+    choices: dict[str, tuple[int, ...]] = {}
+    for value in model.graph.input:
+        if value.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                                                onnx.TensorProto.DOUBLE, onnx.TensorProto.BOOL):
+            continue
+        found = sorted(set(compared(value.name, set())))
+        if found:
+            choices[value.name] = tuple(found)
+    return choices
 
 
 def _rows_indexed(
@@ -264,7 +326,11 @@ def dynamic_sizes(
     *,
     fixed: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, int]:
-    """The size of each dynamic dimension key (``dim_param`` or ``?<axis>``) for one set."""
+    """The size of each dynamic dimension key (``dim_param`` or ``?<axis>``) for one set, at
+    step ``attempt`` of :data:`ATTEMPTS` (past the ladders' length, unnamed dimensions are
+    tied: all take the one size of the step)."""
+    tied = attempt >= _STEPS
+    step = attempt % _STEPS
     sizes: dict[str, int] = {}
     for spec in specs:
         if spec.dims is None or (fixed and spec.name in fixed):
@@ -272,18 +338,19 @@ def dynamic_sizes(
         for axis, dim in enumerate(spec.dims):
             if isinstance(dim, int):
                 continue
-            key = _dim_key(dim, axis)
+            key = _dim_key(dim, axis, tied)
             if key in sizes:
                 continue
-            ladder = (BATCH_SIZES if _batch_like(dim, axis, len(spec.dims)) else OTHER_SIZES)[
-                index % 2
-            ]
-            sizes[key] = ladder[min(attempt, len(ladder) - 1)]
+            batch = _batch_like(dim, axis, len(spec.dims)) and not (tied and not dim)
+            ladder = (BATCH_SIZES if batch else OTHER_SIZES)[index % 2]
+            sizes[key] = ladder[min(step, len(ladder) - 1)]
     return sizes
 
 
-def _dim_key(dim: str | None, axis: int) -> str:
-    return dim if dim else f"?{axis}"
+def _dim_key(dim: str | None, axis: int, tied: bool = False) -> str:
+    if dim:
+        return dim
+    return "?" if tied else f"?{axis}"
 
 
 _BATCH_NAMES = re.compile(r"^(n|b|bs|batch|batch_size|batchsize|unk__\d+_0|N|B)$", re.IGNORECASE)
@@ -297,9 +364,11 @@ def _batch_like(dim: str | None, axis: int, rank: int) -> bool:
 
 def _shape(spec: InputSpec, sizes: Mapping[str, int]) -> list[int]:
     if spec.dims is None:  # rank unknown: a vector
-        return [sizes.get("?0", 1)]
+        return [sizes.get("?0", sizes.get("?", 1))]
+    tied = "?" in sizes
     return [
-        d if isinstance(d, int) else sizes[_dim_key(d, axis)] for axis, d in enumerate(spec.dims)
+        d if isinstance(d, int) else sizes[_dim_key(d, axis, tied)]
+        for axis, d in enumerate(spec.dims)
     ]
 
 
@@ -316,6 +385,8 @@ def _values(
             mask[..., 0] = 1  # no row fully masked out
         return mask
     if dtype.kind in "iu":
+        if spec.choices:
+            return rng.choice(np.array(spec.choices), size=shape).astype(dtype)
         if spec.index_rows is not None:
             return rng.integers(0, spec.index_rows, shape).astype(dtype)
         return rng.integers(*_INT_RANGE, shape).astype(dtype)

@@ -7,11 +7,15 @@ max / mean / 99th-percentile absolute error, max relative error, cosine similari
 appearing or disappearing, and for integers, booleans and strings the number of differing
 elements.
 
-Tolerances. A float element passes when ``|cand - ref| <= atol * scale + rtol * |ref|``, where
-``scale`` is the root mean square of the reference output's finite values (1 when they are all
-zero). The ``atol`` term is therefore relative to the output's own magnitude: logits that all sit
-around 1e-3 get the same scrutiny as activations around 1, where a fixed atol of 1e-5 would wave
-through a 1% error. Defaults per dtype (:data:`DEFAULT_TOLERANCES`):
+Tolerances. A float element passes when
+``|cand - ref| <= max(atol * scale, 4 * eps) + rtol * |ref|``, where ``scale`` is the root mean
+square of the reference output's finite values (1 when they are all zero) and ``eps`` the
+spacing of the output's float type at 1.0. The ``atol`` term is relative to the output's own
+magnitude: logits that all sit around 1e-3 get the same scrutiny as activations around 1, where
+a fixed atol of 1e-5 would wave through a 1% error. The ``eps`` floor is rounding: an output
+near 0 (a sigmoid map of background pixels, 0 or 1.2e-7 almost everywhere) was computed
+through values near 1, where one rounding is 1.2e-7 in float32. Defaults per dtype
+(:data:`DEFAULT_TOLERANCES`):
 
 =========  ======  =====  =================================================================
 dtype      atol    rtol   why
@@ -227,6 +231,19 @@ def compare_output(
     return result
 
 
+# A difference of a few units in the last place of 1.0 is rounding, whatever the output's own
+# magnitude: an output near 0 (a sigmoid map of a background) was computed through values near 1.
+_ROUNDING_ULPS = 4
+
+
+def _rounding_floor(dtype: np.dtype) -> float:
+    """The smallest absolute allowance of a float output: a few ulps of 1.0 in its type."""
+    try:
+        return _ROUNDING_ULPS * float(np.finfo(dtype).eps)
+    except ValueError:
+        return 0.0
+
+
 def _compare_floats(
     result: OutputParity, ref: np.ndarray, cand: np.ndarray, atol: float, rtol: float
 ) -> OutputParity:
@@ -255,7 +272,7 @@ def _compare_floats(
     result.scale = scale
     if r.size:
         diff = np.abs(c - r)
-        allowance = atol * scale + rtol * np.abs(r)
+        allowance = max(atol * scale, _rounding_floor(ref.dtype)) + rtol * np.abs(r)
         ratio = np.divide(diff, allowance, out=np.full(diff.shape, np.inf), where=allowance > 0)
         ratio[(diff == 0)] = 0.0
         result.max_abs_error = float(diff.max())
@@ -420,7 +437,7 @@ class ReferenceRun:
                 done.append((self._given[run], _run_reference(session, self._given[run], None)))
             else:
                 done.append(_generated_run(
-                    session, self._specs, run, self._seed, self._input_shapes, notes
+                    session, self._specs, run, self._seed, self._input_shapes, notes, self.name
                 ))
         # Released before the candidate's session is built: one model's weights in ONNX
         # Runtime at a time (a large model's weights are most of the run's memory).
@@ -581,31 +598,42 @@ def _generated_run(
     seed: int,
     input_shapes: Mapping[str, Sequence[int]] | None,
     notes: list[str],
+    name: str = "original",
 ) -> tuple[Feeds, list[Any]]:
-    """Generated inputs for ``run`` that the reference accepts, trying the next dynamic sizes
-    when it rejects them."""
-    attempts = feeds_module.ATTEMPTS if any(s.dynamic for s in specs) else 1
-    rejected: list[str] = []
-    error: Exception | None = None
-    for attempt in range(attempts):
-        feed = feeds_module.make_feed_set(
-            specs, run, seed=seed + run, attempt=attempt, input_shapes=input_shapes
-        )
+    """Generated inputs for ``run`` that the reference accepts: the dynamic sizes of
+    :func:`graphfix.validate.feeds.dynamic_sizes`, step after step, until the reference runs
+    (each size it rejects fails fast, at its first node that cannot take it)."""
+    dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
+    tried: list[str] = []
+    error: BaseException | None = None
+    for attempt in range(feeds_module.ATTEMPTS if dynamic else 1):
+        try:
+            feed = feeds_module.make_feed_set(
+                specs, run, seed=seed + run, attempt=attempt, input_shapes=input_shapes
+            )
+        except ValidationInputError as err:  # past the memory budget: no larger size will do
+            error = err
+            continue
+        shapes = _shapes(feed)
+        if shapes in tried:
+            continue
         try:
             outputs = session.run(None, _for(session, feed))
         except Exception as err:  # noqa: BLE001
             error = err
-            rejected.append(_shapes(feed))
+            tried.append(shapes)
             continue
-        if rejected:
+        if tried:
             notes.append(
-                f"run {run}: the original rejects {'; '.join(rejected)} "
-                f"({first_line(error)}); checked at {_shapes(feed)}"
+                f"run {run}: the {name} rejects {'; '.join(tried)} "
+                f"({first_line(error)}); checked at {shapes}"
             )
         return feed, outputs
+    if not tried and isinstance(error, ValidationInputError):
+        raise error
     raise ValidationInputError(
-        f"ONNX Runtime cannot run the original model on generated inputs ({_shapes(feed)}): "
-        f"{first_line(error)}",
+        f"ONNX Runtime cannot run the {name} on generated inputs at any size tried "
+        f"({'; '.join(tried)}): {first_line(error)}",
         hint="give real inputs with --inputs, fix dynamic sizes with --input-shape, "
         "or skip the check with --no-verify",
     )

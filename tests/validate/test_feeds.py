@@ -141,3 +141,25 @@ def test_types_numpy_cannot_hold_are_refused_with_a_hint() -> None:
     with pytest.raises(ValidationInputError) as info:
         feeds.make_feeds(model)
     assert "BFLOAT16" in str(info.value) and "--no-verify" in info.value.hint
+
+
+def test_integer_inputs_compared_with_constants_take_those_values() -> None:
+    # A sample rate checked against the rates the model supports.
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 4] x, int64[1] sr) => (float[1, 4] y) {
+        rate = Squeeze (sr)
+        k16 = Constant <value = int64 {16000}> ()
+        k8 = Constant <value = int64 {8000}> ()
+        is16 = Equal (rate, k16)
+        is8 = Equal (rate, k8)
+        either = Or (is16, is8)
+        y = If (either) <
+            then_branch = t () => (float[1, 4] a) { a = Identity (x) },
+            else_branch = e () => (float[1, 4] b) { b = Neg (x) }
+        >
+    }""")
+    (_, spec) = feeds.input_specs(model)
+    assert spec.choices == (8000, 16000)
+    for values in feeds.make_feeds(model, runs=4):
+        assert int(values["sr"][0]) in (8000, 16000)

@@ -177,3 +177,82 @@ def test_progress_is_reported() -> None:
     # Three runs of each model, the reference's first.
     assert seen[0] == (0, 6) and seen[-1] == (6, 6)
     assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+# ------------------------------------------------------------------ models the check must feed
+AUDIO_FRONT_END = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[batch, samples] audio) => (float[batch, 4, frames] features) {
+    axes = Constant <value = int64[1] {1}> ()
+    x = Unsqueeze (audio, axes)
+    c0 = Conv <strides = [5]> (x, w0)
+    c1 = Conv <strides = [2]> (c0, w1)
+    c2 = Conv <strides = [2]> (c1, w2)
+    c3 = Conv <strides = [2]> (c2, w3)
+    c4 = Conv <strides = [2]> (c3, w4)
+    c5 = Conv <strides = [2]> (c4, w5)
+    features = Conv <strides = [2]> (c5, w6)
+}"""
+
+
+def _with_weights(text: str, rng, **shapes: tuple[int, ...]) -> onnx.ModelProto:
+    model = _model(text)
+    for name, shape in shapes.items():
+        value = rng.standard_normal(shape).astype(np.float32)
+        model.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
+    return model
+
+
+def test_inputs_as_long_as_a_strided_front_end_needs(rng) -> None:
+    # A Wav2Vec2-style feature encoder (kernel 10 stride 5, then strides of 2) needs about 400
+    # samples: the sizes grow until the original runs.
+    model = _with_weights(AUDIO_FRONT_END, rng, w0=(4, 1, 10), w1=(4, 4, 3), w2=(4, 4, 3),
+                          w3=(4, 4, 3), w4=(4, 4, 3), w5=(4, 4, 2), w6=(4, 4, 2))
+    result = check_parity(model, model)
+    assert result.passed, result.describe()
+    assert any("rejects" in note for note in result.notes)
+    assert all(int(run["audio"].split("[")[1].split(",")[1].rstrip("]")) >= 400
+               for run in result.runs)
+
+
+def test_unnamed_dimensions_that_must_agree_are_tied(rng) -> None:
+    # An LSTM's initial state must have the batch of its input; the signature leaves both
+    # unnamed (a voice-activity model's input [?, ?] and state [?, ?, 8]).
+    model = _with_weights("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[?, 4] x, float[1, ?, 8] state) => (float[1, 1, ?, 8] y) {
+        axes = Constant <value = int64[1] {0}> ()
+        seq = Unsqueeze (x, axes)
+        y, h = LSTM <hidden_size = 8> (seq, w, r, , , state)
+    }""", rng, w=(1, 32, 4), r=(1, 32, 8))
+    result = check_parity(model, model)
+    assert result.passed, result.describe()
+
+
+def test_rounding_near_zero_is_not_a_failure() -> None:
+    # 1 - Sigmoid(z) for large z: 0 or one ulp of 1.0 (1.2e-7) almost everywhere, an RMS of
+    # about 1e-7; the same map computed as Sigmoid(-z) differs by that ulp.
+    z = np.linspace(16, 20, 4096, dtype=np.float32)
+    reference = (np.float32(1) - 1 / (1 + np.exp(-z))).astype(np.float32)
+    candidate = (1 / (1 + np.exp(z))).astype(np.float32)
+    assert np.abs(reference - candidate).max() > 5e-8
+    assert compare_output("map", reference, candidate).passed
+
+
+def test_a_tenth_of_a_percent_error_is_still_caught(rng) -> None:
+    ref = rng.random(1000).astype(np.float32)
+    assert not compare_output("p", ref, ref * np.float32(1.001) + np.float32(1e-3)).passed
+
+
+def test_every_size_tried_is_named_when_none_runs() -> None:
+    model = _model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[n, 3] x) => (float[n, 3] y) {
+        shape = Constant <value = int64[2] {5, 3}> ()
+        y = Reshape (x, shape)
+    }""")
+    with pytest.raises(ValidationInputError) as info:
+        check_parity(model, model)
+    message = str(info.value)
+    assert "at any size tried" in message
+    assert "x float32[1, 3]" in message and "x float32[2, 3]" in message
