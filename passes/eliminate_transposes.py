@@ -306,7 +306,7 @@ def _normalize_axes(axes: Sequence[int], rank: int) -> list[int] | None:
 
 def _unary(g: _GraphOptimizer, node: onnx.NodeProto, perm: Perm) -> _Plan | str:
     # Case 4a; Dropout's mask has the data's shape, so it gets the same permutation.
-    if list(node.input).index(g.source) != 0:
+    if g.source in node.input[1:] and node.input[0] != g.source:
         return "the Transpose reaches an input that is not the data (CastLike's type)"
     return _Plan(out_perms=[perm] * len(node.output), data_slots=(0,))
 
