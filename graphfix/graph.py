@@ -10,7 +10,6 @@ rewrite that inlines a function called twice counts as growth.
 
 from __future__ import annotations
 
-import heapq
 import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Union
@@ -175,31 +174,71 @@ class Names:
 
 
 class Index:
-    """Who produces and who reads each tensor of one graph. A node whose subgraph reads a
-    tensor from this scope counts as its reader (``implicit``)."""
+    """Who produces and who reads each tensor of one graph, kept up to date by the edits made
+    through it. A node whose body reads a tensor from this scope counts as its reader
+    (``implicit`` names those tensors)."""
 
-    def __init__(self, graph: onnx.GraphProto) -> None:
-        self.graph = graph
+    def __init__(self, graph: onnx.GraphProto,
+                 nodes: Sequence[onnx.NodeProto] | None = None) -> None:
         self.producer: dict[str, onnx.NodeProto] = {}
-        self.consumers: dict[str, list[onnx.NodeProto]] = {}
-        self.implicit: dict[str, list[onnx.NodeProto]] = {}
-        for node in graph.node:
-            for name in node.output:
-                if name:
-                    self.producer[name] = node
-            for name in node.input:
-                if name:
-                    self.consumers.setdefault(name, []).append(node)
-            for sub in subgraphs(node):
-                for name in outer_refs(sub):
-                    self.consumers.setdefault(name, []).append(node)
-                    self.implicit.setdefault(name, []).append(node)
+        self.consumers: dict[str, dict[int, onnx.NodeProto]] = {}
+        self.implicit: dict[str, set[int]] = {}
         self.inputs = {i.name for i in graph.input}
         self.outputs = {o.name for o in graph.output}
         self.initializers = {i.name for i in graph.initializer}
+        for node in graph.node if nodes is None else nodes:
+            self.add(node)
 
     def readers(self, name: str) -> list[onnx.NodeProto]:
-        return self.consumers.get(name, [])
+        return list(self.consumers.get(name, {}).values())
+
+    def is_read(self, name: str) -> bool:
+        """Whether a node or the graph's outputs read ``name``."""
+        return bool(self.consumers.get(name)) or name in self.outputs
+
+    def only_reader(self, name: str, node: onnx.NodeProto) -> bool:
+        """Whether ``node`` alone reads ``name`` (and it is no graph output)."""
+        users = self.consumers.get(name, {})
+        return list(users) == [id(node)] and name not in self.outputs
+
+    def add(self, node: onnx.NodeProto) -> None:
+        for name in node.output:
+            if name:
+                self.producer[name] = node
+        for name in node.input:
+            if name:
+                self.consumers.setdefault(name, {})[id(node)] = node
+        for sub in subgraphs(node):
+            for name in outer_refs(sub):
+                self.consumers.setdefault(name, {})[id(node)] = node
+                self.implicit.setdefault(name, set()).add(id(node))
+
+    def remove(self, node: onnx.NodeProto) -> None:
+        for name in node.output:
+            if self.producer.get(name) is node:
+                del self.producer[name]
+        for name in set(reads(node)):
+            self.consumers.get(name, {}).pop(id(node), None)
+
+    def set_input(self, node: onnx.NodeProto, slot: int, name: str) -> str:
+        """Make ``node`` read ``name`` at input ``slot``; returns what it read there."""
+        old = node.input[slot]
+        node.input[slot] = name
+        if name:
+            self.consumers.setdefault(name, {})[id(node)] = node
+        if old and old not in node.input:
+            self.consumers.get(old, {}).pop(id(node), None)
+        return old
+
+    def set_output(self, node: onnx.NodeProto, slot: int, name: str) -> str:
+        """Make ``node`` write ``name`` at output ``slot``; returns what it wrote there."""
+        old = node.output[slot]
+        node.output[slot] = name
+        if self.producer.get(old) is node:
+            del self.producer[old]
+        if name:
+            self.producer[name] = node
+        return old
 
 
 def live_nodes(
@@ -233,38 +272,38 @@ class CycleError(ValueError):
 
 def toposort(nodes: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:
     """``nodes`` in an order where every node follows the producers of what it reads (its
-    bodies' outer reads included), keeping the given order wherever it already is one. Names
-    no node of ``nodes`` produces (graph inputs, initializers, outer scopes) need no order."""
-    producer: dict[str, int] = {}
-    for position, node in enumerate(nodes):
-        for name in node.output:
-            if name:
-                producer[name] = position
-    waiting_on: list[int] = [0] * len(nodes)
-    readers: dict[int, list[int]] = {}
-    for position, node in enumerate(nodes):
-        reads = {name for name in node.input if name}
-        for sub in subgraphs(node):
-            reads |= outer_refs(sub)
-        sources = {producer[name] for name in reads if name in producer} - {position}
-        if any(producer.get(name) == position for name in reads):
-            raise CycleError(f"node {node.name or node.op_type!r} reads its own output")
-        waiting_on[position] = len(sources)
-        for source in sources:
-            readers.setdefault(source, []).append(position)
-    ready = [position for position, count in enumerate(waiting_on) if count == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        position = heapq.heappop(ready)
-        order.append(position)
-        for reader in readers.get(position, ()):
-            waiting_on[reader] -= 1
-            if waiting_on[reader] == 0:
-                heapq.heappush(ready, reader)
-    if len(order) != len(nodes):
-        raise CycleError("the graph has a cycle")
-    return [nodes[position] for position in order]
+    bodies' outer reads included): depth first, each node pulling its producers before it, so
+    an order that already is one stays as it is. Names no node of ``nodes`` produces (graph
+    inputs, initializers, outer scopes) need no order."""
+    producer = {name: n for n in nodes for name in n.output if name}
+    needs: dict[int, list[onnx.NodeProto]] = {
+        id(node): [producer[name] for name in reads(node) if name in producer] for node in nodes
+    }
+    emitted: set[int] = set()
+    ordered: list[onnx.NodeProto] = []
+    for root in nodes:
+        if id(root) in emitted:
+            continue
+        stack: list[tuple[onnx.NodeProto, int]] = [(root, 0)]
+        on_stack = {id(root)}
+        while stack:
+            node, index = stack[-1]
+            deps = needs[id(node)]
+            if index < len(deps):
+                stack[-1] = (node, index + 1)
+                dep = deps[index]
+                if id(dep) in on_stack:
+                    raise CycleError(f"node {node.name or node.op_type!r} depends on its own "
+                                     "result")
+                if id(dep) not in emitted:
+                    stack.append((dep, 0))
+                    on_stack.add(id(dep))
+                continue
+            stack.pop()
+            on_stack.discard(id(node))
+            emitted.add(id(node))
+            ordered.append(node)
+    return ordered
 
 
 # ---------------------------------------------------------------- dimensions

@@ -310,16 +310,23 @@ def test_pad_pads_remapped(opset, ort_run, rng):
     assert ops(result.model) == ["Pad"]
 
 
-def test_pad_negative_pads_not_constant(ort_run, rng):
+def test_pad_with_pads_computed_at_run_time_reorders_them_with_a_gather(ort_run):
+    # Case 4d: pads not constant (opset >= 11) are reordered at run time.
     model = parse("""
-    g (float[1,4,5,3] x, int64[8] pads) => (float[1,4,5,3] y) {
+    g (float[1,4,5,3] x, int64[8] pads) => (float[1,?,?,3] y) {
         t = Transpose <perm = [0, 3, 1, 2]> (x)
         p = Pad (t, pads)
         y = Transpose <perm = [0, 2, 3, 1]> (p)
     }""")
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
     result = EliminateTransposes()(model)
-    assert ops(result.model) == ["Transpose", "Pad", "Transpose"]
-    assert not result.modified
+    assert ops(result.model) == ["Gather", "Pad"]
+    onnx.checker.check_model(result.model, full_check=True)
+    x = np.arange(60, dtype=np.float32).reshape(1, 4, 5, 3)
+    pads = np.array([0, 0, 1, 2, 0, 1, 0, 0], np.int64)  # NCHW: 0,0,1,2 before; 0,1,0,0 after
+    np.testing.assert_array_equal(ort_run(result.model, {"x": x, "pads": pads})["y"],
+                                  ort_run(original, {"x": x, "pads": pads})["y"])
 
 
 # ------------------------------------------------------------------ 4e Slice
@@ -447,12 +454,33 @@ def test_softmax_axis_remapped_opset13(op, ort_run, rng):
     assert helper.get_attribute_value(result.model.graph.node[0].attribute[0]) == 3
 
 
-def test_softmax_opset11_negative_permutation_crosses_coercion(ort_run, rng):
-    model = parse("""
+SOFTMAX11_ROW_REORDERED = """
     g (float[2,4,5,3] x) => (float[2,4,5,3] y) {
         t = Transpose <perm = [0, 3, 1, 2]> (x)
         s = Softmax <axis = 1> (t)
         y = Transpose <perm = [0, 2, 3, 1]> (s)
+    }"""
+
+
+def test_softmax_opset11_permutation_inside_the_row_pushes_as_a_reduction(ort_run, rng):
+    # Before opset 13 each row is the flattened axes 1.. : [0,3,1,2] keeps the batch a row of
+    # its own, so every row holds the same elements, summed in another order (case 4g).
+    result = optimize(parse(SOFTMAX11_ROW_REORDERED, opset=11), ort_run, rng, exact=False)
+    assert ops(result.model) == ["Softmax"]
+
+
+def test_softmax_opset11_row_reordered_is_kept_for_bit_identical_outputs(ort_run, rng):
+    result = optimize(parse(SOFTMAX11_ROW_REORDERED, opset=11), ort_run, rng,
+                      reorder_reductions=False)
+    assert not result.modified
+
+
+def test_softmax_opset11_negative_permutation_crosses_coercion(ort_run, rng):
+    model = parse("""
+    g (float[2,4,5,3] x) => (float[2,4,5,3] y) {
+        t = Transpose <perm = [2, 1, 0, 3]> (x)
+        s = Softmax <axis = 2> (t)
+        y = Transpose <perm = [2, 1, 0, 3]> (s)
     }""", opset=11)
     result = optimize(model, ort_run, rng)
     assert not result.modified
