@@ -101,7 +101,8 @@ from graphfix.passes.eliminate_transposes.boundary import channels_first
 from graphfix.passes.eliminate_transposes.facts import infer
 from graphfix.passes.eliminate_transposes.loops import lift_scan_transposes, scan_outputs
 from graphfix.passes.eliminate_transposes.ops import DEFAULT_DOMAINS, is_transpose
-from graphfix.passes.eliminate_transposes.rewrite import Rewriter, Stats
+from graphfix.passes.eliminate_transposes.edits import Stats
+from graphfix.passes.eliminate_transposes.rewrite import Rewriter
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["EliminateTransposes", "eliminate_transposes"]
