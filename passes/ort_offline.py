@@ -79,7 +79,7 @@ from graphfix.model_io import (
     weight_bytes,
 )
 from graphfix.graph import count_nodes, subgraphs
-from graphfix.passes._graphs import grown_ops, same_graph
+from graphfix.passes._compare import grown_ops, same_graph
 from graphfix.passes._portable import Unportable, undo_provider_decisions
 from graphfix.registry import Pass, PassResult, register
 

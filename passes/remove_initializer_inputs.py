@@ -21,7 +21,7 @@ import logging
 
 import onnx
 
-from graphfix.passes._graphs import subgraphs
+from graphfix.graph import subgraphs
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["RemoveInitializerInputs", "remove_initializer_inputs"]

@@ -64,7 +64,7 @@ from graphfix.options import (
     check_max_growth,
     growth_limit,
 )
-from graphfix.passes._graphs import grown_ops, same_graph
+from graphfix.passes._compare import grown_ops, same_graph
 from graphfix.passes._onnxsim_worker import OnnxsimWorker, fits
 from graphfix.registry import Pass, PassResult, register
 

@@ -133,7 +133,6 @@ def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
     an input indexes several). Follows the input through value-preserving ops and into
     subgraphs that read it from the outer scope."""
     graph = model.graph
-    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
     shapes: dict[str, list[int]] = {}
     for g in graphs(graph):
         for init in g.initializer:
@@ -143,13 +142,11 @@ def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
             if sizes and all(isinstance(d, int) for d in sizes):
                 shapes.setdefault(value.name, [int(d) for d in sizes])  # type: ignore[arg-type]
         for node in g.node:
-            for position, name in enumerate(node.input):
-                if name:
-                    consumers.setdefault(name, []).append((node, position))
             if node.op_type == "Constant" and node.output:
                 for attr in node.attribute:
                     if attr.name == "value":
                         shapes[node.output[0]] = list(attr.t.dims)
+    consumers = _readers(model)
 
     bounds: dict[str, int] = {}
     for value in graph.input:
@@ -159,6 +156,17 @@ def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
     return bounds
 
 
+def _readers(model: onnx.ModelProto) -> dict[str, list[tuple[onnx.NodeProto, int]]]:
+    """Tensor name -> (node, input position) of every node that reads it, in every graph."""
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for g in graphs(model.graph):
+        for node in g.node:
+            for position, name in enumerate(node.input):
+                if name:
+                    readers.setdefault(name, []).append((node, position))
+    return readers
+
+
 _COMPARISONS = frozenset({"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"})
 
 
@@ -166,7 +174,6 @@ def compared_constants(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
     """Integer graph inputs that the model compares with constants (a sample rate checked by
     ``Equal`` against the rates it supports, a mode selecting a branch), with those constants:
     random values would take a branch no real input takes, or none."""
-    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
     constants: dict[str, np.ndarray] = {}
     for g in graphs(model.graph):
         for init in g.initializer:
@@ -177,15 +184,14 @@ def compared_constants(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
                 if value is not None and value.size <= 64 and value.dtype.kind in "iu":
                     constants[init.name] = value
         for node in g.node:
-            for position, name in enumerate(node.input):
-                if name:
-                    consumers.setdefault(name, []).append((node, position))
             if node.op_type == "Constant" and node.output:
                 for attr in node.attribute:
                     if attr.name == "value" and attr.t.data_type != onnx.TensorProto.FLOAT:
                         value = numpy_helper.to_array(attr.t)
                         if value.size <= 64 and value.dtype.kind in "iu":
                             constants[node.output[0]] = value
+
+    consumers = _readers(model)
 
     def compared(name: str, seen: set[str]) -> list[int]:
         if name in seen:

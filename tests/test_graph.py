@@ -1,0 +1,113 @@
+"""The shared graph layer: walking, node counts, the live index, order, dimensions, snapshots."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+from graphfix import graph
+
+LOCAL_FUNCTION = """
+<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+g (float[2,4] x, bool c) => (float[2,4] y) {
+    a = local.Swish (x)
+    b = local.Swish (a)
+    y = If (c) <
+        then_branch = t () => (float[2,4] o) { o = Relu (b) },
+        else_branch = e () => (float[2,4] p) { p = Neg (b) }
+    >
+}
+<domain: "local", opset_import: ["" : 17]>
+Swish (x) => (y) {
+    t = Sigmoid (x)
+    y = Mul (t, x)
+}"""
+
+
+def test_a_node_count_holds_bodies_and_each_function_once():
+    model = onnx.parser.parse_model(LOCAL_FUNCTION)
+    # 3 nodes, 2 in the If branches, 2 in the function's body (called twice, counted once)
+    assert graph.count_nodes(model) == 7
+    assert graph.count_nodes(model.graph) == 5
+    assert len(list(graph.graphs(model.graph))) == 3
+    assert [g.name for g in graph.graphs_bottom_up(model.graph)][-1] == "g"
+
+
+def test_outer_refs_and_reads_see_what_bodies_read():
+    model = onnx.parser.parse_model(LOCAL_FUNCTION)
+    if_node = model.graph.node[2]
+    assert graph.reads(if_node) == ["c", "b", "b"]
+    assert graph.outer_refs(if_node.attribute[0].g) == {"b"}
+
+
+def test_the_live_index_follows_edits():
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[2] x) => (float[2] y) { a = Relu (x)  y = Neg (a) }""")
+    index = graph.Index(model.graph)
+    relu, neg = model.graph.node
+    assert index.producer["a"] is relu and index.readers("a") == [neg]
+    assert index.only_reader("a", neg) and index.is_read("y") and not index.is_read("x2")
+    old = index.set_input(neg, 0, "x")
+    assert old == "a" and not index.is_read("a") and index.readers("x") == [relu, neg]
+    index.set_output(relu, 0, "b")
+    assert "a" not in index.producer and index.producer["b"] is relu
+    index.remove(relu)
+    assert "b" not in index.producer and index.readers("x") == [neg]
+
+
+def test_toposort_keeps_a_valid_order_and_pulls_producers_forward():
+    nodes = [helper.make_node("Neg", ["a"], ["y"], name="late"),
+             helper.make_node("Relu", ["x"], ["a"], name="early"),
+             helper.make_node("Abs", ["x"], ["z"], name="other")]
+    assert [n.name for n in graph.toposort(nodes)] == ["early", "late", "other"]
+    ordered = graph.toposort([nodes[1], nodes[0], nodes[2]])
+    assert [n.name for n in ordered] == ["early", "late", "other"]
+    with pytest.raises(graph.CycleError):
+        graph.toposort([helper.make_node("Neg", ["b"], ["a"]), helper.make_node("Neg", ["a"], ["b"])])
+
+
+def test_live_nodes_drops_what_reaches_no_root():
+    nodes = [helper.make_node("Relu", ["x"], ["a"]), helper.make_node("Neg", ["x"], ["dead"]),
+             helper.make_node("Abs", ["a"], ["y"])]
+    assert [n.op_type for n in graph.live_nodes(nodes, {"y"})] == ["Relu", "Abs"]
+
+
+def test_fresh_names_never_collide():
+    names = graph.Names({"x", "x_1"})
+    assert [names.fresh("x"), names.fresh("x"), names.fresh("y")] == ["x_2", "x_3", "y"]
+
+
+def test_minus_one_is_an_unknown_size_and_the_signature_keeps_it():
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N,3,4,5] x) => (float[N,60] y) {
+        shape = Constant <value = int64[2] {0, -1}> ()
+        y = Reshape (x, shape)
+    }""")
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.shape.dim[0].Clear()
+        value.type.tensor_type.shape.dim[0].dim_value = -1
+    assert graph.dims(model.graph.input[0]) == (None, 3, 4, 5)
+    written = graph.clear_unknown_dims(model)
+    assert written.written == [("x", 0, -1), ("y", 0, -1)]
+    assert not model.graph.input[0].type.tensor_type.shape.dim[0].HasField("dim_value")
+    written.restore(model)
+    assert model.graph.output[0].type.tensor_type.shape.dim[0].dim_value == -1
+
+
+def test_a_snapshot_takes_an_in_place_rewrite_back_without_copying_weights():
+    weight = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3), "w")
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 3])], [weight]))
+    before = model.SerializeToString()
+    snapshot = graph.Snapshot(model)
+    model.graph.node.add(op_type="Relu", input=["y"], output=["z"])
+    del model.graph.initializer[:]
+    model.opset_import[0].version = 99
+    snapshot.restore(model)
+    assert model.SerializeToString() == before
