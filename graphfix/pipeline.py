@@ -278,64 +278,91 @@ def optimize(
         model if isinstance(model, model_io.LoadedModel)
         else model_io.load_with_info(model, load_external_data=False)
     )
-    started = time.perf_counter()
-    original = loaded.model
-    report = Report(graphfix_version=graphfix.__version__, verify=verify)
-    report.input = model_facts(
-        original, size_bytes=loaded.size_bytes or None, external_data=loaded.external_data
-    )
-    report.warnings += model_io.check_model(original)
-    pipeline = build_passes(passes, skip=skip, run=run, pass_options=pass_options)
+    job = _Job(loaded, build_passes(passes, skip=skip, run=run, pass_options=pass_options), run,
+               verify=verify, parity={**parity.arguments(), "input_shapes": run.input_shapes},
+               bench=bench_options, require_speedup=require_speedup, progress=progress)
+    return job.optimize()
 
-    # A model graphfix loaded itself is rewritten in place when the original can be read again
-    # from its file for the parity check and the benchmark's baseline (or is not needed again);
-    # a caller's model is never touched.
-    needs_original = verify or bench_options is not None
-    in_place = loaded.owned and (not needs_original or loaded.path is not None)
-    parity_arguments = {**parity.arguments(), "input_shapes": run.input_shapes}
-    with contextlib.ExitStack() as resources:
-        for pass_ in pipeline:  # passes that hold a worker start it now
-            resources.enter_context(pass_)
+
+class _Job:
+    """One run of :func:`optimize`: the passes, then the check and the benchmark, with the
+    report that records them (and travels with an error that refuses the result)."""
+
+    def __init__(self, loaded: model_io.LoadedModel, pipeline: list[registry.Pass],
+                 run: RunOptions, *, verify: bool, parity: dict[str, Any],
+                 bench: BenchOptions | None, require_speedup: float | None,
+                 progress: Progress | None) -> None:
+        self.loaded, self.pipeline, self.run = loaded, pipeline, run
+        self.verify, self.parity, self.bench = verify, parity, bench
+        self.require_speedup, self.progress = require_speedup, progress
+        self.started = time.perf_counter()
+        self.report = Report(graphfix_version=graphfix.__version__, verify=verify)
+        self.report.input = model_facts(loaded.model, size_bytes=loaded.size_bytes or None,
+                                        external_data=loaded.external_data)
+        self.report.warnings += model_io.check_model(loaded.model)
+        # A model graphfix loaded itself is rewritten in place when the original can be read
+        # again from its file for the parity check and the benchmark's baseline (or is not
+        # needed again); a caller's model is never touched.
+        self.needs_original = verify or bench is not None
+        self.in_place = loaded.owned and (not self.needs_original or loaded.path is not None)
+
+    def optimize(self) -> OptimizeResult:
+        with contextlib.ExitStack() as resources:
+            for pass_ in self.pipeline:  # passes that hold a worker start it now
+                resources.enter_context(pass_)
+            optimized, original = self._rewrite()
+            try:
+                if self.verify:
+                    _verify(original, optimized, self.report, self.pipeline,
+                            self.run.input_shapes, self.parity, self.reference, self.progress)
+                if self.bench is not None:
+                    _bench(original(), optimized, self.report, self.bench, self.run,
+                           self.require_speedup)
+            except GraphfixError as error:
+                # The refusal's evidence (parity statistics, bench figures) travels with it.
+                raise self._with_report(error, optimized) from None
+        self._finish(optimized)
+        return OptimizeResult(optimized, self.report)
+
+    def _rewrite(self) -> tuple[onnx.ModelProto, Callable[[], onnx.ModelProto]]:
+        """The passes, with the reference side of parity running beside them; returns the
+        optimized model and the original, read again on demand when the passes rewrote it."""
+        original = self.loaded.model
         try:
             # Read before the passes rewrite the model in place.
-            reference_run = _start_reference(original, parity_arguments) if verify else None
+            self.reference = _start_reference(original, self.parity) if self.verify else None
         except GraphfixError as error:
-            report.seconds = time.perf_counter() - started
-            error.report = report
-            raise
-        working = original if in_place else _copy(original)
+            raise self._with_report(error, None) from None
+        working = original if self.in_place else _copy(original)
         try:
-            optimized, report.passes, fixed = run_pipeline(
-                working, pipeline, input_shapes=run.input_shapes, progress=progress)
+            optimized, self.report.passes, fixed = run_pipeline(
+                working, self.pipeline, input_shapes=self.run.input_shapes,
+                progress=self.progress)
         except BaseException:
-            if reference_run is not None:
-                reference_run.cancel()
+            if self.reference is not None:
+                self.reference.cancel()
             raise
-        report.warnings += fixed
+        self.report.warnings += fixed
+        for entry in self.report.passes:
+            self.report.warnings += [f"{entry.name}: {w}" for w in entry.warnings]
+            if entry.skipped and entry.skipped not in entry.warnings:
+                self.report.warnings.append(f"{entry.name} skipped: {entry.skipped}")
         # The passes rewrote the loaded model in place: the original is read again from its
         # file, once and only if something asks for it (a parity check whose reference did not
         # run beside the passes, the guilty-pass search, the benchmark's baseline).
-        original_model = _reader(original, loaded.path if in_place and needs_original else None)
-        for pass_report in report.passes:
-            report.warnings += [f"{pass_report.name}: {w}" for w in pass_report.warnings]
-            if pass_report.skipped and pass_report.skipped not in pass_report.warnings:
-                report.warnings.append(f"{pass_report.name} skipped: {pass_report.skipped}")
-        try:
-            if verify:
-                _verify(original_model, optimized, report, pipeline, run.input_shapes,
-                        parity_arguments, reference_run, progress)
-            if bench_options is not None:
-                _bench(original_model(), optimized, report, bench_options, run,
-                       require_speedup)
-        except GraphfixError as error:
-            # The refusal's evidence (parity statistics, bench figures) travels with it.
-            report.output = model_facts(optimized)
-            report.seconds = time.perf_counter() - started
-            error.report = report
-            raise
-    report.output = model_facts(optimized)
-    report.seconds = time.perf_counter() - started
-    return OptimizeResult(optimized, report)
+        path = self.loaded.path if self.in_place and self.needs_original else None
+        return optimized, _reader(original, path)
+
+    def _finish(self, optimized: onnx.ModelProto | None) -> None:
+        if optimized is not None:
+            self.report.output = model_facts(optimized)
+        self.report.seconds = time.perf_counter() - self.started
+
+    def _with_report(self, error: GraphfixError, optimized: onnx.ModelProto | None
+                     ) -> GraphfixError:
+        self._finish(optimized)
+        error.report = self.report
+        return error
 
 
 def _bench(

@@ -211,106 +211,32 @@ class OrtOffline(Pass):
             return onnx.load(str(path), load_external_data=True)
 
     def call(self, model: onnx.ModelProto) -> PassResult:
-        import onnxruntime as ort
-
         stats: dict[str, Any] = {
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
         }
         try:
             optimized = self._optimize(model)
-        except _CannotLoad as exc:
-            # A custom op ORT lacks, an opset it does not implement: the other passes can still
-            # do their work, so this one steps aside.
-            reason = f"ONNX Runtime cannot load the model ({exc}); model kept"
-            logger.warning("ort-offline: %s", reason)
-            return PassResult(model, False, warnings=[reason], skipped=reason)
-        duplicates = _drop_duplicate_constants(optimized.graph)
-        if duplicates:
-            logger.debug("ort-offline: %d Constant nodes ORT also wrote as initializers dropped",
-                         duplicates)
-        if self._portable:
-            # Rule 9: what ORT decided for its CPU kernels does not stay in a portable model.
-            try:
+            duplicates = _drop_duplicate_constants(optimized.graph)
+            if duplicates:
+                logger.debug("ort-offline: %d Constant nodes ORT also wrote as initializers "
+                             "dropped", duplicates)
+            if self._portable:
+                # Rule 9: what ORT decided for its CPU kernels does not stay in a portable model.
                 undone = undo_provider_decisions(optimized, model)
-            except Unportable as exc:
-                reason = f"ORT's output is tied to its CPU provider ({exc}); model kept"
-                logger.warning("ort-offline: %s", reason)
-                return PassResult(model, False, warnings=[reason], skipped=reason)
-            stats.update(precision_casts_removed=undone.casts, nodes_put_back=undone.restored)
-        in_names = [i.name for i in model.graph.input]
-        out_names = [o.name for o in model.graph.output]
-        if [o.name for o in optimized.graph.output] != out_names or not set(
-            i.name for i in optimized.graph.input
-        ) <= set(in_names):
-            return PassResult(model, False, skipped="ORT changed the graph's inputs or outputs")
-        contrib = nonstandard_ops(optimized.graph, optimized.functions)
-        if self._portable and contrib:
-            reason = f"ORT basic emitted non-standard ops ({', '.join(contrib)}); model kept"
-            logger.warning("ort-offline: %s", reason)
-            return PassResult(model, False, warnings=[reason], skipped=reason)
-        # Sizes from tensor shapes: serializing a model to measure it copies every weight and
-        # fails past 2 GB.
-        size, new_size = weight_bytes(model), weight_bytes(optimized)
-        if new_size > growth_limit(size, self.max_growth, new_size):
-            reason = (
-                f"ORT's constant folding grows the model from {size} to {new_size} bytes "
-                f"(max_growth={self.max_growth}); model kept"
-            )
-            logger.warning("ort-offline: %s", reason)
-            return PassResult(model, False, warnings=[reason], skipped=reason)
-        # Rule 10: never more nodes.
-        nodes_before, nodes_out = count_nodes(model), count_nodes(optimized)
-        if nodes_out > nodes_before:
-            reason = (f"ORT's output has more nodes ({nodes_before} -> {nodes_out}: "
-                      f"{grown_ops(optimized, model)}); model kept")
+                stats.update(precision_casts_removed=undone.casts, nodes_put_back=undone.restored)
+            contrib = nonstandard_ops(optimized.graph, optimized.functions)
+            self._check(optimized, model, contrib)
+        except (_CannotLoad, Unportable, _Refused) as refusal:
+            reason = _reason(refusal)
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
         if same_graph(optimized.graph, model.graph, names=True):
             stats.update(nodes_after=stats["nodes_before"],
                          initializers_after=stats["initializers_before"], contrib_ops=0)
             return PassResult(model, False, stats=stats)
-        # Rule 7: the original signature, exactly.
-        # An IR-3 style input that only carried an initializer ORT folded away is not a real
-        # input: restoring it would turn it into a required feed.
-        was_init = {t.name for t in model.graph.initializer}
-        now_init = {t.name for t in optimized.graph.initializer}
-        used = {name for n in optimized.graph.node for name in n.input}
-        kept_inputs = [
-            i for i in model.graph.input
-            if i.name not in was_init or (i.name in now_init and i.name in used)
-        ]
-        del optimized.graph.input[:]
-        optimized.graph.input.extend(kept_inputs)
-        del optimized.graph.output[:]
-        optimized.graph.output.extend(model.graph.output)
-        optimized.ir_version = min(optimized.ir_version, max(model.ir_version, max_ir_version()))
-        listed = {i.name for i in optimized.graph.input}
-        if optimized.ir_version < 4 and any(
-            t.name not in listed for t in optimized.graph.initializer
-        ):
-            optimized.ir_version = 4  # IR 3 requires every initializer to be an input
-        optimized.producer_name, optimized.producer_version = model.producer_name, model.producer_version
-        del optimized.metadata_props[:]
-        optimized.metadata_props.extend(model.metadata_props)
-        _trim_opset_imports(optimized, model)
-        warnings: list[str] = []
-        if not self._portable:
-            labels = {
-                "graphfix.ort_version": ort.__version__,
-                "graphfix.ort_provider": PROVIDERS[self.provider],
-                "graphfix.ort_level": self.level,
-            }
-            kept = [p for p in optimized.metadata_props if p.key not in labels]
-            del optimized.metadata_props[:]
-            optimized.metadata_props.extend(kept)
-            for key, value in labels.items():
-                optimized.metadata_props.add(key=key, value=value)
-            warnings.append(
-                f"ort-offline level={self.level} provider={self.provider}: the model is tied to "
-                f"{PROVIDERS[self.provider]} on this CPU type and onnxruntime {ort.__version__}"
-                + (f" (contrib ops: {', '.join(contrib)})" if contrib else "")
-            )
+        _restore_signature(optimized, model)
+        warnings = [] if self._portable else self._label(optimized, contrib)
         invalid = checker_problem(optimized, full_check=False)
         if invalid:
             reason = f"ONNX Runtime wrote an invalid model ({invalid}); model kept"
@@ -319,11 +245,91 @@ class OrtOffline(Pass):
         stats.update(
             nodes_after=len(optimized.graph.node),
             initializers_after=len(optimized.graph.initializer),
-            contrib_ops=sum(
-                1 for n in optimized.graph.node if f"{n.domain or 'ai.onnx'}::{n.op_type}" in contrib
-            ),
+            contrib_ops=sum(1 for n in optimized.graph.node
+                            if f"{n.domain or 'ai.onnx'}::{n.op_type}" in contrib),
         )
         return PassResult(optimized, True, stats=stats, warnings=warnings)
+
+    def _check(self, optimized: onnx.ModelProto, model: onnx.ModelProto,
+               contrib: list[str]) -> None:
+        """Refuse ORT's output when it changed the signature, is not portable at the portable
+        level, grows the tensors past the growth policy (rule 6) or the nodes (rule 10)."""
+        in_names = {i.name for i in model.graph.input}
+        out_names = [o.name for o in model.graph.output]
+        if [o.name for o in optimized.graph.output] != out_names or not {
+            i.name for i in optimized.graph.input
+        } <= in_names:
+            raise _Refused("ORT changed the graph's inputs or outputs")
+        if self._portable and contrib:
+            raise _Refused(f"ORT basic emitted non-standard ops ({', '.join(contrib)})")
+        # Sizes from tensor shapes: serializing a model to measure it copies every weight and
+        # fails past 2 GB.
+        size, new_size = weight_bytes(model), weight_bytes(optimized)
+        if new_size > growth_limit(size, self.max_growth, new_size):
+            raise _Refused(f"ORT's constant folding grows the model from {size} to {new_size} "
+                           f"bytes (max_growth={self.max_growth})")
+        nodes_before, nodes_out = count_nodes(model), count_nodes(optimized)
+        if nodes_out > nodes_before:
+            raise _Refused(f"ORT's output has more nodes ({nodes_before} -> {nodes_out}: "
+                           f"{grown_ops(optimized, model)})")
+
+    def _label(self, optimized: onnx.ModelProto, contrib: list[str]) -> list[str]:
+        """Rule 2: a model tied to a provider says so in its metadata and in a warning."""
+        import onnxruntime as ort
+
+        labels = {
+            "graphfix.ort_version": ort.__version__,
+            "graphfix.ort_provider": PROVIDERS[self.provider],
+            "graphfix.ort_level": self.level,
+        }
+        kept = [p for p in optimized.metadata_props if p.key not in labels]
+        del optimized.metadata_props[:]
+        optimized.metadata_props.extend(kept)
+        for key, value in labels.items():
+            optimized.metadata_props.add(key=key, value=value)
+        return [f"ort-offline level={self.level} provider={self.provider}: the model is tied to "
+                f"{PROVIDERS[self.provider]} on this CPU type and onnxruntime {ort.__version__}"
+                + (f" (contrib ops: {', '.join(contrib)})" if contrib else "")]
+
+
+class _Refused(Exception):
+    """ORT's output is not taken (the reason)."""
+
+
+def _reason(refusal: Exception) -> str:
+    if isinstance(refusal, _CannotLoad):
+        # A custom op ORT lacks, an opset it does not implement: the other passes can still do
+        # their work, so this one steps aside.
+        return f"ONNX Runtime cannot load the model ({refusal}); model kept"
+    if isinstance(refusal, Unportable):
+        return f"ORT's output is tied to its CPU provider ({refusal}); model kept"
+    return f"{refusal}; model kept"
+
+
+def _restore_signature(optimized: onnx.ModelProto, model: onnx.ModelProto) -> None:
+    """Rule 7: the original signature, exactly, and what the model says about itself."""
+    # An IR-3 style input that only carried an initializer ORT folded away is not a real
+    # input: restoring it would turn it into a required feed.
+    was_init = {t.name for t in model.graph.initializer}
+    now_init = {t.name for t in optimized.graph.initializer}
+    used = {name for n in optimized.graph.node for name in n.input}
+    kept_inputs = [
+        i for i in model.graph.input
+        if i.name not in was_init or (i.name in now_init and i.name in used)
+    ]
+    del optimized.graph.input[:]
+    optimized.graph.input.extend(kept_inputs)
+    del optimized.graph.output[:]
+    optimized.graph.output.extend(model.graph.output)
+    optimized.ir_version = min(optimized.ir_version, max(model.ir_version, max_ir_version()))
+    listed = {i.name for i in optimized.graph.input}
+    if optimized.ir_version < 4 and any(t.name not in listed for t in optimized.graph.initializer):
+        optimized.ir_version = 4  # IR 3 requires every initializer to be an input
+    optimized.producer_name = model.producer_name
+    optimized.producer_version = model.producer_version
+    del optimized.metadata_props[:]
+    optimized.metadata_props.extend(model.metadata_props)
+    _trim_opset_imports(optimized, model)
 
 
 def ort_offline(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto:

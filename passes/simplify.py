@@ -193,107 +193,103 @@ class Simplify(Pass):
 
     def _simplify(self, model: onnx.ModelProto, folder: Path) -> PassResult:
         size = write_scratch(model, folder / "in.onnx")
-        if size >= PROTOBUF_LIMIT:
-            return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
-        needed, available = _WORKER_MEMORY_FACTOR * size, _available_memory()
-        if available is not None and needed > available:
-            reason = (
-                f"onnxsim would need about {needed / 2**30:.1f} GiB of memory for this model "
-                f"and {available / 2**30:.1f} GiB are available; model kept"
-            )
-            logger.warning("simplify skipped: %s", reason)
-            return PassResult(model, False, warnings=[reason], skipped=reason)
         stats: dict[str, int] = {
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
             "bytes_before": size,
+            "tensor_bytes_before": weight_bytes(model),
         }
-        base: dict[str, Any] = {
-            "tensor_size_threshold": f"{_FOLD_CAP}B",
-            "skipped_optimizers": list(SKIPPED_OPTIMIZERS),
-        }
+        warnings: list[str] = []
+        try:
+            result, result_size = self._run(model, folder, size, stats, warnings)
+            # Rule 7: never more nodes.
+            nodes_before, nodes_out = count_nodes(model), count_nodes(result)
+            if nodes_out > nodes_before:
+                stats["refused_nodes_after"] = nodes_out
+                raise _Skip(f"onnxsim's output has more nodes ({nodes_before} -> {nodes_out}: "
+                            f"{grown_ops(result, model)}); model kept")
+            # Rule 5: names of graph outputs.
+            if [o.name for o in result.graph.output] != [o.name for o in model.graph.output]:
+                raise _Skip("onnxsim renamed graph outputs; model kept")
+        except _Skip as skip:
+            logger.warning("simplify skipped: %s", skip)
+            return PassResult(model, False, stats=stats, warnings=[*warnings, str(skip)],
+                              skipped=str(skip))
+        _keep_dim_names(result.graph, model.graph)
+        stats["dims_fixed"] = _dims_fixed(result.graph, model.graph, warnings)
+        if not stats["dims_fixed"] and same_graph(result.graph, model.graph, names=False):
+            stats.update(nodes_after=stats["nodes_before"],
+                         initializers_after=stats["initializers_before"], bytes_after=size,
+                         tensor_bytes_after=stats["tensor_bytes_before"])
+            return PassResult(model, False, stats=stats, warnings=warnings)
+        # onnxsim stamps its own name and version into the model's metadata; what the model
+        # says about itself stays the original's.
+        del result.metadata_props[:]
+        result.metadata_props.extend(model.metadata_props)
+        stats.update(nodes_after=len(result.graph.node),
+                     initializers_after=len(result.graph.initializer), bytes_after=result_size,
+                     tensor_bytes_after=weight_bytes(result))
+        return PassResult(result, True, stats=stats, warnings=warnings)
+
+    def _run(self, model: onnx.ModelProto, folder: Path, size: int, stats: dict[str, int],
+             warnings: list[str]) -> tuple[onnx.ModelProto, int]:
+        """onnxsim's output within the growth policy (rule 3), and its size in bytes."""
+        if size >= PROTOBUF_LIMIT:
+            raise _Skip("model over 2 GB: onnxsim cannot serialize it")
+        needed, available = _WORKER_MEMORY_FACTOR * size, _available_memory()
+        if available is not None and needed > available:
+            raise _Skip(f"onnxsim would need about {needed / 2**30:.1f} GiB of memory for this "
+                        f"model and {available / 2**30:.1f} GiB are available; model kept")
+        base: dict[str, Any] = {"tensor_size_threshold": f"{_FOLD_CAP}B",
+                                "skipped_optimizers": list(SKIPPED_OPTIMIZERS)}
         if self.input_shapes:
             base["overwrite_input_shapes"] = self.input_shapes
-        tensors = weight_bytes(model)
-        stats["tensor_bytes_before"] = tensors
+        tensors = stats["tensor_bytes_before"]
         limit = self._limit(tensors)
-        # Rule 3: the bounded re-runs are one job of the worker, tried only when the first is too big.
+        # Rule 3: the bounded re-runs are one job of the worker, tried only when the first
+        # output is too big.
         budget = max(limit - tensors, 1)
-        attempts = [base] + [
-            {**base, "tensor_size_threshold": f"{max(threshold, 1)}B"}
-            for threshold in (budget, budget // 4)
-        ] + [{**base, "skip_constant_folding": True}]
+        attempts = [base] + [{**base, "tensor_size_threshold": f"{max(threshold, 1)}B"}
+                             for threshold in (budget, budget // 4)]
+        attempts.append({**base, "skip_constant_folding": True})
         if self._worker is not None:
             outputs = self._worker.simplify(folder, attempts, limit)
         else:  # used on its own: a worker for this call
             with OnnxsimWorker() as worker:
                 outputs = worker.simplify(folder, attempts, limit)
         if isinstance(outputs, str):
-            logger.warning("simplify skipped: %s", outputs)
-            return PassResult(model, False, warnings=[outputs], skipped=outputs)
-        warnings: list[str] = []
+            raise _Skip(outputs)
         (result, result_size), (last, last_size) = outputs[0], outputs[-1]
-        if not fits(result, result_size, limit):
-            bloated, result, result_size = result, last, last_size
-            if result is bloated or not fits(result, result_size, limit):
-                reason = (
-                    f"every simplification grows the model's tensors past {limit} bytes "
-                    f"(max_growth={self.max_growth})"
-                )
-                return PassResult(model, False, warnings=[reason], skipped=reason)
-            kept = _new_initializers(result, model)
-            refused = {k: v for k, v in _new_initializers(bloated, model).items() if k not in kept}
-            stats["refused_folds"] = len(refused)
-            stats["refused_fold_bytes"] = sum(refused.values())
-            for name, nbytes in sorted(refused.items(), key=lambda kv: -kv[1])[:10]:
-                warnings.append(
-                    f"refused fold {name!r}: would add {nbytes} bytes "
-                    f"(max_growth={self.max_growth})"
-                )
-        # Rule 7: never more nodes.
-        nodes_before, nodes_out = count_nodes(model.graph), count_nodes(result.graph)
-        if nodes_out > nodes_before:
-            reason = (
-                f"onnxsim's output has more nodes ({nodes_before} -> {nodes_out}: "
-                f"{grown_ops(result, model)}); model kept"
-            )
-            logger.warning("simplify skipped: %s", reason)
-            stats["refused_nodes_after"] = nodes_out
-            return PassResult(model, False, stats=stats, warnings=[*warnings, reason],
-                              skipped=reason)
-        # Rule 5: names of graph outputs.
-        if [o.name for o in result.graph.output] != [o.name for o in model.graph.output]:
-            reason = "onnxsim renamed graph outputs; model kept"
-            return PassResult(model, False, warnings=[reason], skipped=reason)
-        _keep_dim_names(result.graph, model.graph)
-        before_dims, after_dims = _static_dims(model.graph), _static_dims(result.graph)
-        fixed = 0
-        for name, dims in before_dims.items():
-            new = after_dims.get(name, dims)
-            for axis, (a, b) in enumerate(zip(dims, new)):
-                if not a.isdigit() and b.isdigit():
-                    fixed += 1
-                    warnings.append(f"dimension {axis} of {name!r} ({a}) is now static: {b}")
-        stats["dims_fixed"] = fixed
-        if not fixed and same_graph(result.graph, model.graph, names=False):
-            stats.update(
-                nodes_after=stats["nodes_before"],
-                initializers_after=stats["initializers_before"],
-                bytes_after=size,
-                tensor_bytes_after=tensors,
-            )
-            return PassResult(model, False, stats=stats, warnings=warnings)
-        # onnxsim stamps its own name and version into the model's metadata; what the model
-        # says about itself stays the original's.
-        del result.metadata_props[:]
-        result.metadata_props.extend(model.metadata_props)
-        stats.update(
-            nodes_after=len(result.graph.node),
-            initializers_after=len(result.graph.initializer),
-            bytes_after=result_size,
-            tensor_bytes_after=weight_bytes(result),
-        )
-        return PassResult(result, True, stats=stats, warnings=warnings)
+        if fits(result, result_size, limit):
+            return result, result_size
+        if last is result or not fits(last, last_size, limit):
+            raise _Skip(f"every simplification grows the model's tensors past {limit} bytes "
+                        f"(max_growth={self.max_growth})")
+        kept = _new_initializers(last, model)
+        refused = {k: v for k, v in _new_initializers(result, model).items() if k not in kept}
+        stats["refused_folds"] = len(refused)
+        stats["refused_fold_bytes"] = sum(refused.values())
+        for name, nbytes in sorted(refused.items(), key=lambda kv: -kv[1])[:10]:
+            warnings.append(f"refused fold {name!r}: would add {nbytes} bytes "
+                            f"(max_growth={self.max_growth})")
+        return last, last_size
+
+
+class _Skip(Exception):
+    """The pass gives up on this model (the reason)."""
+
+
+def _dims_fixed(result: onnx.GraphProto, model: onnx.GraphProto, warnings: list[str]) -> int:
+    """Rule 4: the signature's dimensions that became static, each with a warning."""
+    before_dims, after_dims = _static_dims(model), _static_dims(result)
+    fixed = 0
+    for name, dims in before_dims.items():
+        new = after_dims.get(name, dims)
+        for axis, (a, b) in enumerate(zip(dims, new)):
+            if not a.isdigit() and b.isdigit():
+                fixed += 1
+                warnings.append(f"dimension {axis} of {name!r} ({a}) is now static: {b}")
+    return fixed
 
 
 def simplify(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto:

@@ -175,45 +175,54 @@ def save(
     stale = None if external else _stale_data(target, folder / data_name, read_ids)
     pending: list[tuple[Path, Path]] = []  # (temporary, final), renamed in this order
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-        os.close(fd)
-        tmp_model = Path(tmp)
-        # Weights go under a temporary name too, then are renamed with the model; the model
-        # records their final name.
-        tmp_data = folder / f"{tmp_model.name}.data"
-        pending.append((tmp_model, target))
-        wrote_data = _write_model(
-            model, tmp_model, data_path=tmp_data, data_name=data_name, external=external,
-        )
-        if wrote_data:
-            pending.insert(0, (tmp_data, folder / data_name))
-        written = WrittenModel(
-            target, folder / data_name if wrote_data else None,
-            tmp_model.stat().st_size + (tmp_data.stat().st_size if wrote_data else 0))
-        for companion, make in (companions or {}).items():
-            pending.append((_write_temporary_text(Path(companion), make(written)),
-                            Path(companion)))
+        written = _write_pending(model, target, external, companions or {}, pending)
         for temporary, final in pending:
             os.chmod(temporary, _mode_for(final))
         for temporary, final in pending:
             os.replace(temporary, final)
-    except ModelSaveError:
-        _remove_quietly([t for t, _ in pending] + ([tmp_data] if pending else []))
-        raise
     except OSError as err:
-        _remove_quietly([t for t, _ in pending] + ([tmp_data] if pending else []))
+        _remove_quietly([t for t, _ in pending])
         raise ModelSaveError(
             f"{target}: cannot write ({err.strerror or err})",
             hint="check that the folder is writable and the disk has room",
         ) from None
     except BaseException:
-        _remove_quietly([t for t, _ in pending] + ([tmp_data] if pending else []))
+        _remove_quietly([t for t, _ in pending])
         raise
     if stale is not None:
         with contextlib.suppress(OSError):
             stale.unlink()
             logger.debug("removed %s, the data file of the model %s replaced", stale, target)
-    logger.debug("wrote %s (external data: %s)", target, wrote_data)
+    logger.debug("wrote %s (external data: %s)", target, written.data_path is not None)
+    return written
+
+
+def _write_pending(
+    model: onnx.ModelProto, target: Path, external: bool,
+    companions: Mapping[str | os.PathLike, Callable[[WrittenModel], str]],
+    pending: list[tuple[Path, Path]],
+) -> WrittenModel:
+    """Write the model, its data file and the companions under temporary names in the target
+    folder, each recorded in ``pending`` with its final name as soon as it exists."""
+    folder, data_name = target.parent, f"{target.name}.data"
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    tmp_model = Path(tmp)
+    # Weights go under a temporary name too, then are renamed with the model; the model
+    # records their final name.
+    tmp_data = folder / f"{tmp_model.name}.data"
+    pending += [(tmp_model, target), (tmp_data, folder / data_name)]
+    wrote_data = _write_model(model, tmp_model, data_path=tmp_data, data_name=data_name,
+                              external=external)
+    pending.pop()
+    if wrote_data:
+        pending.insert(0, (tmp_data, folder / data_name))
+    written = WrittenModel(
+        target, folder / data_name if wrote_data else None,
+        tmp_model.stat().st_size + (tmp_data.stat().st_size if wrote_data else 0))
+    for companion, make in companions.items():
+        pending.append((_write_temporary_text(Path(companion), make(written)),
+                        Path(companion)))
     return written
 
 

@@ -74,28 +74,34 @@ CUDA, compute nodes left on the CPU provider give a warning.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
-import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
-from graphfix import layout, model_io
+from graphfix import layout
 from graphfix.doctor import CUDA_FIX, probe_provider
+from graphfix.validate.timing import (
+    Config,
+    Placement,
+    Settings,
+    Timer,
+    check_cuda_graph,
+    check_feeds,
+    open_session,
+    parse_profile,
+    profile,
+)
 from graphfix.errors import (
     BenchmarkError,
     ProviderUnavailableError,
-    ValidationInputError,
-    first_line,
 )
 
 if TYPE_CHECKING:
-    import onnxruntime
+    pass
 
 __all__ = [
     "FASTER",
@@ -123,11 +129,6 @@ NO_DIFFERENCE = "no significant difference"
 
 Progress = Callable[[str, int, int], None]
 
-_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
-_MEMCPY = frozenset({"MemcpyToHost", "MemcpyFromHost"})
-# ORT keeps shape arithmetic on the CPU on purpose; these are not fallbacks worth a warning.
-_CPU_BY_DESIGN = frozenset({"Shape", "Size"}) | _MEMCPY
-_PROFILE_RUNS = 2
 
 
 # --------------------------------------------------------------------------------------------
@@ -160,20 +161,6 @@ class Comparison:
     ci_high: float
     confidence: float
     verdict: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass
-class Placement:
-    """Which provider ran which nodes, from ORT's profile of one session."""
-
-    nodes: dict[str, int] = dataclasses.field(default_factory=dict)
-    op_types: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
-    memcpy_nodes: int = 0
-    # Compute nodes on the CPU provider in a CUDA session (op type -> count).
-    cpu_fallback: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -390,11 +377,6 @@ def resolve_provider(provider: str) -> str:
 # Inputs
 
 
-def _graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
-    initializers = {init.name for init in model.graph.initializer}
-    return [value for value in model.graph.input if value.name not in initializers]
-
-
 def _make_feeds(
     model: onnx.ModelProto, *, seed: int, input_shapes: Mapping[str, Sequence[int]] | None
 ) -> dict[str, np.ndarray]:
@@ -403,250 +385,6 @@ def _make_feeds(
     from graphfix.validate.feeds import make_feeds
 
     return make_feeds(model, seed=seed, runs=1, input_shapes=input_shapes)[0]
-
-
-def _check_feeds(
-    label: str, session: onnxruntime.InferenceSession, feeds: Mapping[str, np.ndarray]
-) -> dict[str, np.ndarray]:
-    """The feeds ``session`` needs, by name; a missing one raises ValidationInputError."""
-    needed = [i.name for i in session.get_inputs()]
-    missing = [name for name in needed if name not in feeds]
-    if missing:
-        raise ValidationInputError(
-            f"the {label} model needs input(s) {', '.join(map(repr, missing))} that the feeds "
-            "lack",
-            hint="give feeds for every input of both models",
-        )
-    return {name: feeds[name] for name in needed}
-
-
-# --------------------------------------------------------------------------------------------
-# Sessions
-
-
-@dataclasses.dataclass
-class _Config:
-    label: str
-    model: onnx.ModelProto
-    optimization: str
-
-    @property
-    def model_label(self) -> str:
-        """"candidate" or "baseline", whatever the optimization level."""
-        return self.label.split("_")[0]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Settings:
-    """How every session of one benchmark is made (the same for baseline and candidate)."""
-
-    provider: str
-    threads: int
-    dynamic_block_base: int | None
-    allow_spinning: bool
-    cuda_graph: bool
-
-
-def _session_options(
-    settings: _Settings, *, profile_prefix: str | None = None
-) -> onnxruntime.SessionOptions:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = settings.threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.add_session_config_entry(
-        "session.intra_op.allow_spinning", "1" if settings.allow_spinning else "0"
-    )
-    if settings.dynamic_block_base is not None:
-        options.add_session_config_entry(
-            "session.dynamic_block_base", str(settings.dynamic_block_base)
-        )
-    if profile_prefix is not None:
-        options.enable_profiling = True
-        options.profile_file_prefix = profile_prefix
-    return options
-
-
-def _providers(settings: _Settings, *, cuda_graph: bool) -> list[str | tuple[str, dict[str, str]]]:
-    if settings.provider == "cpu":
-        return ["CPUExecutionProvider"]
-    cuda_options = {
-        "device_id": "0",
-        "cudnn_conv_use_max_workspace": "1",
-        "enable_cuda_graph": "1" if cuda_graph else "0",
-    }
-    return [("CUDAExecutionProvider", cuda_options), "CPUExecutionProvider"]
-
-
-def _open(
-    config: _Config, settings: _Settings, *, profile_prefix: str | None = None
-) -> tuple[onnxruntime.InferenceSession, float]:
-    """A session for ``config`` and its creation time in ms; profiling sessions never use CUDA
-    graphs (they only count nodes)."""
-    options = _session_options(settings, profile_prefix=profile_prefix)
-    cuda_graph = settings.cuda_graph and profile_prefix is None
-    started = time.perf_counter()
-    try:
-        session = model_io.ort_session(
-            config.model,
-            optimization=config.optimization,
-            providers=_providers(settings, cuda_graph=cuda_graph),
-            options=options,
-        )
-    except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
-        raise BenchmarkError(
-            f"ONNX Runtime cannot open the {config.label} model on {settings.provider}: "
-            f"{first_line(err)}"
-        ) from None
-    return session, (time.perf_counter() - started) * 1e3
-
-
-def parse_profile(events: Sequence[Mapping[str, Any]], *, provider: str = "cpu") -> Placement:
-    """Placement from ORT profile events: each node's ``*_kernel_time`` event names its op
-    type and provider; a node is counted once however many runs the profile covers."""
-    seen: dict[str, tuple[str, str]] = {}
-    for event in events:
-        if event.get("cat") != "Node":
-            continue
-        name = str(event.get("name", ""))
-        if not name.endswith("_kernel_time"):
-            continue
-        args = event.get("args") or {}
-        node_provider = args.get("provider")
-        if not node_provider:
-            continue
-        seen[name[: -len("_kernel_time")]] = (str(args.get("op_name", "?")), str(node_provider))
-    placement = Placement()
-    op_types: dict[str, Counter[str]] = {}
-    for op_type, node_provider in seen.values():
-        placement.nodes[node_provider] = placement.nodes.get(node_provider, 0) + 1
-        op_types.setdefault(node_provider, Counter())[op_type] += 1
-        if op_type in _MEMCPY:
-            placement.memcpy_nodes += 1
-        elif (
-            provider == "cuda"
-            and node_provider == "CPUExecutionProvider"
-            and op_type not in _CPU_BY_DESIGN
-        ):
-            placement.cpu_fallback[op_type] = placement.cpu_fallback.get(op_type, 0) + 1
-    placement.op_types = {p: dict(sorted(c.items())) for p, c in sorted(op_types.items())}
-    placement.nodes = dict(sorted(placement.nodes.items()))
-    return placement
-
-
-def _profile(
-    config: _Config, settings: _Settings, feeds: Mapping[str, np.ndarray]
-) -> tuple[Placement, dict[str, np.ndarray]]:
-    """Placement of ``config``, and the outputs of one run (for their shapes)."""
-    with model_io.temporary_folder("profile") as folder:
-        session, _ = _open(config, settings, profile_prefix=str(folder / "profile"))
-        feed = _check_feeds(config.label, session, feeds)
-        names = [o.name for o in session.get_outputs()]
-        try:
-            for _ in range(_PROFILE_RUNS):
-                values = session.run(names, feed)
-        except Exception as err:  # noqa: BLE001
-            raise ValidationInputError(
-                f"the {config.label} model does not run on the given inputs: {first_line(err)}",
-                hint="check the input shapes (input_shapes=...) or pass feeds=...",
-            ) from None
-        path = session.end_profiling()
-        with open(path, encoding="utf-8") as handle:
-            events = json.load(handle)
-    return parse_profile(events, provider=settings.provider), dict(zip(names, values))
-
-
-class _Timer:
-    """Times one call of one session, in milliseconds."""
-
-    def __init__(
-        self,
-        session: onnxruntime.InferenceSession,
-        feeds: Mapping[str, np.ndarray],
-        provider: str,
-        outputs: Mapping[str, np.ndarray],
-    ) -> None:
-        self.session = session
-        self.names = [o.name for o in session.get_outputs()]
-        self.feeds = dict(feeds)
-        self.binding: Any = None
-        self._keep: list[Any] = []
-        if provider == "cuda":
-            self._bind(outputs)
-
-    def _bind(self, outputs: Mapping[str, np.ndarray]) -> None:
-        # Inputs copied to the device once; outputs pre-allocated there at the shapes one run
-        # produced, so the timed call moves no data between host and device (and a CUDA graph
-        # sees the same addresses every replay).
-        import onnxruntime as ort
-
-        binding = self.session.io_binding()
-        for name, array in self.feeds.items():
-            value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), "cuda", 0)
-            binding.bind_ortvalue_input(name, value)
-            self._keep.append(value)
-        for name in self.names:
-            array = outputs[name]
-            value = ort.OrtValue.ortvalue_from_shape_and_type(
-                list(array.shape), array.dtype, "cuda", 0
-            )
-            binding.bind_ortvalue_output(name, value)
-            self._keep.append(value)
-        self.binding = binding
-
-    def __call__(self) -> float:
-        if self.binding is not None:
-            started = time.perf_counter_ns()
-            self.session.run_with_iobinding(self.binding)
-            self.binding.synchronize_outputs()
-            return (time.perf_counter_ns() - started) / 1e6
-        started = time.perf_counter_ns()
-        self.session.run(self.names, self.feeds)
-        return (time.perf_counter_ns() - started) / 1e6
-
-
-def _check_cuda_graph(
-    models: Mapping[str, onnx.ModelProto], input_shapes: Mapping[str, Sequence[int]] | None,
-    feeds_given: bool,
-) -> None:
-    """CUDA graphs replay a fixed sequence of kernels on fixed addresses: refuse models whose
-    control flow or input shapes would change it (ORT's documented constraints)."""
-    pinned = set(input_shapes or {})
-    for label, model in models.items():
-        flow = sorted({n.op_type for n in _all_nodes(model.graph)} & _CONTROL_FLOW)
-        if flow:
-            raise BenchmarkError(
-                f"cuda_graph: the {label} model has control-flow ops ({', '.join(flow)})",
-                hint="CUDA graphs cannot capture If/Loop/Scan; benchmark without cuda_graph",
-            )
-        if feeds_given:
-            continue
-        dynamic = [
-            value.name
-            for value in _graph_inputs(model)
-            if value.name not in pinned
-            and any(not d.HasField("dim_value") for d in value.type.tensor_type.shape.dim)
-        ]
-        if dynamic:
-            raise BenchmarkError(
-                f"cuda_graph: the {label} model's input(s) {', '.join(map(repr, dynamic))} have "
-                "dynamic shapes",
-                hint="fix their shapes with input_shapes=... (CUDA graphs need static shapes)",
-            )
-
-
-def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    nodes = list(graph.node)
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                nodes += _all_nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for subgraph in attr.graphs:
-                    nodes += _all_nodes(subgraph)
-    return nodes
 
 
 # --------------------------------------------------------------------------------------------
@@ -685,48 +423,114 @@ def benchmark(
     """
     if runs < 1 or warmup < 0:
         raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
+    if (threads is not None and threads < 1) or (
+        dynamic_block_base is not None and dynamic_block_base < 1
+    ):
+        raise BenchmarkError(f"threads and dynamic_block_base must be >= 1, got {threads} "
+                             f"and {dynamic_block_base}")
     if inputs is not None and feeds is None:
-        from graphfix.validate.feeds import load_feeds
+        feeds = _read_feeds(inputs, model)
+    settings = _settings(provider, threads, dynamic_block_base, allow_spinning, cuda_graph)
+    used = settings.provider
+    models = {"candidate": model} | ({"baseline": baseline} if baseline is not None else {})
+    if cuda_graph:
+        check_cuda_graph(models, input_shapes, feeds is not None)
+    by_model = _feeds_by_model(model, baseline, feeds, seed, input_shapes)
+    configs = [Config(label, m, "all") for label, m in models.items()]
+    if offline:
+        configs += [Config(f"{label}_offline", m, "disabled") for label, m in models.items()]
+    placements, outputs, warnings = _placements(configs, settings, by_model)
+    times, created, session_providers = _rounds(
+        configs, settings, by_model, outputs, warmup, runs, progress)
+    stats = {
+        config.label: summarize(config.label, config.optimization, times[config.label],
+                                created[config.label])
+        for config in configs
+    }
+    speedups = {} if baseline is None else _speedups(times, offline, confidence=confidence,
+                                                       resamples=resamples, seed=seed)
+    result = BenchResult(
+        provider=used, session_providers=session_providers, threads=settings.threads,
+        warmup=warmup, runs=runs, seed=seed, cuda_graph=cuda_graph,
+        dynamic_block_base=dynamic_block_base, allow_spinning=allow_spinning,
+        input_shapes={name: [int(d) for d in value.shape]
+                      for name, value in by_model["candidate"].items()},
+        candidate=stats["candidate"], baseline=stats.get("baseline"),
+        candidate_offline=stats.get("candidate_offline"),
+        baseline_offline=stats.get("baseline_offline"),
+        comparison=speedups.get("comparison"),
+        offline_comparison=speedups.get("offline_comparison"),
+        both_offline_comparison=speedups.get("both_offline_comparison"),
+        placement=placements, warnings=warnings,
+    )
+    if result.comparison is not None:
+        logger.info("speedup %.3fx [%.3f, %.3f] %s on %s (%d rounds)",
+                    result.comparison.speedup, result.comparison.ci_low,
+                    result.comparison.ci_high, result.comparison.verdict, used, runs)
+    return result
 
-        feeds = load_feeds(inputs, model)[0]
-    if threads is not None and threads < 1:
-        raise BenchmarkError(f"threads must be >= 1, got {threads}")
-    if dynamic_block_base is not None and dynamic_block_base < 1:
-        raise BenchmarkError(f"dynamic_block_base must be >= 1, got {dynamic_block_base}")
+
+def _settings(provider: str, threads: int | None, dynamic_block_base: int | None,
+              allow_spinning: bool, cuda_graph: bool) -> Settings:
     used = resolve_provider(provider)
     if cuda_graph and used != "cuda":
         raise BenchmarkError(
             "cuda_graph needs the CUDA provider", hint="use provider='cuda' or drop cuda_graph"
         )
-    settings = _Settings(
-        used, threads or default_threads(), dynamic_block_base, allow_spinning, cuda_graph
-    )
-    models = {"candidate": model} | ({"baseline": baseline} if baseline is not None else {})
-    if cuda_graph:
-        _check_cuda_graph(models, input_shapes, feeds is not None)
+    return Settings(used, threads or default_threads(), dynamic_block_base, allow_spinning,
+                    cuda_graph)
+
+
+def _read_feeds(inputs: str | os.PathLike[str], model: onnx.ModelProto) -> dict[str, Any]:
+    from graphfix.validate.feeds import load_feeds
+
+    return load_feeds(inputs, model)[0]
+
+
+def _speedups(times: Mapping[str, list[float]], offline: bool, *, confidence: float,
+              resamples: int, seed: int) -> dict[str, Comparison]:
+    """The candidate's speedup over the baseline, and with ``offline`` the same with the
+    candidate's optimizations off and with both models' off."""
+    pairs = {"comparison": ("baseline", "candidate")}
+    if offline:
+        pairs.update(offline_comparison=("baseline", "candidate_offline"),
+                     both_offline_comparison=("baseline_offline", "candidate_offline"))
+    return {key: bootstrap_speedup(times[slow], times[fast], confidence=confidence,
+                                   resamples=resamples, seed=seed)
+            for key, (slow, fast) in pairs.items()}
+
+
+def _feeds_by_model(
+    model: onnx.ModelProto, baseline: onnx.ModelProto | None,
+    feeds: Mapping[str, np.ndarray] | None, seed: int,
+    input_shapes: Mapping[str, Sequence[int]] | None,
+) -> dict[str, dict[str, np.ndarray]]:
+    """Each model's inputs: the candidate's given or generated, the baseline's in its own
+    layout when the passes changed the signature on request (graphfix.layout)."""
     if feeds is None:
         feeds = _make_feeds(model, seed=seed, input_shapes=input_shapes)
         if baseline is not None:
             # The baseline may list more inputs (an IR-3 model's initializers, say).
             extra = _make_feeds(baseline, seed=seed, input_shapes=input_shapes)
             feeds = {**extra, **feeds}
-    feeds = {name: np.asarray(value) for name, value in feeds.items()}
-    # The feeds are the candidate's; a baseline whose signature the passes changed on request
-    # (graphfix.layout) takes them in its own layout.
-    by_model = {"candidate": feeds}
+    arrays = {name: np.asarray(value) for name, value in feeds.items()}
+    by_model = {"candidate": arrays}
     if baseline is not None:
         by_model["baseline"] = layout.from_candidate(
-            feeds, layout.relative(layout.read(baseline), layout.read(model)))
+            arrays, layout.relative(layout.read(baseline), layout.read(model)))
+    return by_model
 
-    configs = [_Config(label, m, "all") for label, m in models.items()]
-    if offline:
-        configs += [_Config(f"{label}_offline", m, "disabled") for label, m in models.items()]
 
+def _placements(
+    configs: Sequence[Config], settings: Settings, by_model: Mapping[str, Mapping[str, Any]]
+) -> tuple[dict[str, Placement], dict[str, dict[str, np.ndarray]], list[str]]:
+    """Where each model's nodes run (ORT's profile), the outputs of that run, and a warning per
+    model whose compute nodes fell back to the CPU provider."""
     warnings: list[str] = []
     placements: dict[str, Placement] = {}
     outputs: dict[str, dict[str, np.ndarray]] = {}
     for config in configs:
-        placements[config.label], outputs[config.label] = _profile(
+        placements[config.label], outputs[config.label] = profile(
             config, settings, by_model[config.model_label])
         fallback = placements[config.label].cpu_fallback
         if fallback:
@@ -735,7 +539,7 @@ def benchmark(
                 f"{config.label}: {sum(fallback.values())} compute node(s) fell back to the CPU "
                 f"provider ({ops}); Memcpy nodes: {placements[config.label].memcpy_nodes}"
             )
-    if cuda_graph:
+    if settings.cuda_graph:
         off_cuda = {
             label: {p: n for p, n in placement.nodes.items() if p != "CUDAExecutionProvider"}
             for label, placement in placements.items()
@@ -747,19 +551,27 @@ def benchmark(
                 f"cuda_graph: not every node runs on the CUDA provider ({detail})",
                 hint="CUDA graphs need the whole model on CUDA; benchmark without cuda_graph",
             )
+    return placements, outputs, warnings
 
-    timers: dict[str, _Timer] = {}
+
+def _rounds(
+    configs: Sequence[Config], settings: Settings, by_model: Mapping[str, Mapping[str, Any]],
+    outputs: Mapping[str, dict[str, np.ndarray]], warmup: int, runs: int,
+    progress: Progress | None,
+) -> tuple[dict[str, list[float]], dict[str, float], list[str]]:
+    """Interleaved rounds (alternating the order) after warm-up: each model's times, its
+    session's creation time, and the candidate session's providers."""
+    timers: dict[str, Timer] = {}
     created: dict[str, float] = {}
     session_providers: list[str] = []
     for config in configs:
-        session, created[config.label] = _open(config, settings)
+        session, created[config.label] = open_session(config, settings)
         if config.label == "candidate":
             session_providers = list(session.get_providers())
-        feed = _check_feeds(config.label, session, by_model[config.model_label])
-        timers[config.label] = _Timer(session, feed, used, outputs[config.label])
-    if used == "cuda" and "CUDAExecutionProvider" not in session_providers:
+        feed = check_feeds(config.label, session, by_model[config.model_label])
+        timers[config.label] = Timer(session, feed, settings.provider, outputs[config.label])
+    if settings.provider == "cuda" and "CUDAExecutionProvider" not in session_providers:
         raise ProviderUnavailableError("the CUDA provider loaded once but not for the benchmark")
-
     order = [config.label for config in configs]
     total = warmup + runs
     for step in range(warmup):
@@ -773,52 +585,4 @@ def benchmark(
             times[label].append(timers[label]())
         if progress is not None:
             progress("bench", warmup + round_index + 1, total)
-
-    stats = {
-        config.label: summarize(config.label, config.optimization, times[config.label],
-                                created[config.label])
-        for config in configs
-    }
-    comparison = offline_comparison = both_offline = None
-    if baseline is not None:
-        comparison = bootstrap_speedup(
-            times["baseline"], times["candidate"],
-            confidence=confidence, resamples=resamples, seed=seed,
-        )
-        if offline:
-            offline_comparison = bootstrap_speedup(
-                times["baseline"], times["candidate_offline"],
-                confidence=confidence, resamples=resamples, seed=seed,
-            )
-            both_offline = bootstrap_speedup(
-                times["baseline_offline"], times["candidate_offline"],
-                confidence=confidence, resamples=resamples, seed=seed,
-            )
-    result = BenchResult(
-        provider=used,
-        session_providers=session_providers,
-        threads=settings.threads,
-        warmup=warmup,
-        runs=runs,
-        seed=seed,
-        cuda_graph=cuda_graph,
-        dynamic_block_base=dynamic_block_base,
-        allow_spinning=allow_spinning,
-        input_shapes={name: [int(d) for d in value.shape] for name, value in feeds.items()},
-        candidate=stats["candidate"],
-        baseline=stats.get("baseline"),
-        candidate_offline=stats.get("candidate_offline"),
-        baseline_offline=stats.get("baseline_offline"),
-        comparison=comparison,
-        offline_comparison=offline_comparison,
-        both_offline_comparison=both_offline,
-        placement=placements,
-        warnings=warnings,
-    )
-    if comparison is not None:
-        logger.info(
-            "speedup %.3fx [%.3f, %.3f] %s on %s (%d rounds)",
-            comparison.speedup, comparison.ci_low, comparison.ci_high, comparison.verdict,
-            used, runs,
-        )
-    return result
+    return times, created, session_providers

@@ -494,7 +494,6 @@ def check_parity(
         result.problem = str(err)
         result.seconds = time.perf_counter() - started
         return result
-    cand_names = [o.name for o in cand_session.get_outputs()]
     output_names = ref.names
     problems = _signature_problems(ref.names, ref.inputs, cand_session, names)
     _check_tolerance_names(tolerances, ref.names)
@@ -503,6 +502,25 @@ def check_parity(
     moved = layout_module.relative(reference_run.layout, layout_module.read(candidate))
     result.notes.extend(layout_module.describe(moved))
 
+    by_name = _compare_runs(ref, cand_session, moved, tolerances, names[1], result, problems,
+                            progress, total)
+    if progress is not None:
+        progress("parity", 2 * total, 2 * total)
+    result.outputs = [by_name[name] for name in output_names if name in by_name]
+    result.problem = "; ".join(problems) or None
+    result.passed = not problems and all(o.passed for o in result.outputs)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _compare_runs(
+    ref: ReferenceOutputs, cand_session: Any, moved: layout_module.Layout,
+    tolerances: Mapping[str, Tolerance] | None, candidate: str, result: ParityResult,
+    problems: list[str], progress: Progress | None, total: int,
+) -> dict[str, OutputParity]:
+    """The candidate on each of the reference's input sets, each output compared; per output
+    the worst run (a failing one first)."""
+    cand_names = [o.name for o in cand_session.get_outputs()]
     by_name: dict[str, OutputParity] = {}
     for run, (feed, ref_out) in enumerate(ref.runs):
         if progress is not None:
@@ -512,14 +530,14 @@ def check_parity(
             cand_out = cand_session.run(
                 None, _for(cand_session, layout_module.to_candidate(feed, moved)))
         except Exception as err:  # noqa: BLE001 - any ORT failure is the candidate's failure
-            problems.append(f"the {names[1]} fails to run on {_shapes(feed)}: "
+            problems.append(f"the {candidate} fails to run on {_shapes(feed)}: "
                             f"{first_line(err)}")
             break
         cand_by_name = layout_module.to_reference(dict(zip(cand_names, cand_out)), moved)
-        for name, ref_value in zip(output_names, ref_out):
+        for name, ref_value in zip(ref.names, ref_out):
             if name not in cand_by_name:
                 stats = OutputParity(name, _dtype_name(ref_value), None, run=run)
-                _fail(stats, f"missing from the {names[1]}")
+                _fail(stats, f"missing from the {candidate}")
             else:
                 stats = compare_output(
                     name, ref_value, cand_by_name[name], _tolerance(tolerances, name), run
@@ -527,13 +545,7 @@ def check_parity(
             previous = by_name.get(name)
             if previous is None or (previous.passed and stats.severity > previous.severity):
                 by_name[name] = stats
-    if progress is not None:
-        progress("parity", 2 * total, 2 * total)
-    result.outputs = [by_name[name] for name in output_names if name in by_name]
-    result.problem = "; ".join(problems) or None
-    result.passed = not problems and all(o.passed for o in result.outputs)
-    result.seconds = time.perf_counter() - started
-    return result
+    return by_name
 
 
 def _session(model: onnx.ModelProto, providers: list[str], label: str, *,

@@ -10,7 +10,7 @@ import pytest
 
 from graphfix.doctor import probe_provider
 from graphfix.errors import BenchmarkError, ProviderUnavailableError, ValidationInputError
-from graphfix.validate import bench
+from graphfix.validate import bench, timing
 from graphfix.validate.bench import (
     FASTER,
     NO_DIFFERENCE,
@@ -288,8 +288,8 @@ def test_given_feeds_are_used_and_checked() -> None:
 def test_session_settings_are_applied_and_reported() -> None:
     result = benchmark(_model(), dynamic_block_base=4, allow_spinning=True, **TINY)
     assert result.dynamic_block_base == 4 and result.allow_spinning
-    settings = bench._Settings("cpu", 2, 4, False, False)
-    entries = bench._session_options(settings)
+    settings = timing.Settings("cpu", 2, 4, False, False)
+    entries = timing._session_options(settings)
     assert entries.get_session_config_entry("session.dynamic_block_base") == "4"
     assert entries.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     assert entries.intra_op_num_threads == 2
@@ -363,8 +363,8 @@ def test_cuda_graph_refuses_control_flow_and_dynamic_shapes() -> None:
 def test_cuda_graph_constraints_are_checked_before_any_session() -> None:
     """The model checks need no GPU: they run on the model alone."""
     with pytest.raises(BenchmarkError, match=r"control-flow ops \(If\)"):
-        bench._check_cuda_graph({"candidate": _with_if()}, None, feeds_given=False)
+        timing.check_cuda_graph({"candidate": _with_if()}, None, feeds_given=False)
     with pytest.raises(BenchmarkError, match="'x' have dynamic shapes"):
-        bench._check_cuda_graph({"candidate": _model(dynamic=True)}, None, feeds_given=False)
-    bench._check_cuda_graph({"candidate": _model(dynamic=True)}, {"x": [1, 16]},
+        timing.check_cuda_graph({"candidate": _model(dynamic=True)}, None, feeds_given=False)
+    timing.check_cuda_graph({"candidate": _model(dynamic=True)}, {"x": [1, 16]},
                             feeds_given=False)
