@@ -22,12 +22,13 @@ import itertools
 import logging
 import math
 from collections.abc import Callable, Sequence
-from typing import Optional, Union
+from typing import Optional
 
 import numpy as np
 import onnx
 
 from graphfix.graph import STANDARD_DOMAINS, dim_of
+from graphfix.passes._expr import Element, Expr, Shape, Value, product
 from graphfix.model_io import tensor_value
 
 __all__ = ["Expr", "Facts", "Shape", "Value", "MAX_VALUE_ELEMENTS"]
@@ -36,92 +37,6 @@ logger = logging.getLogger(__name__)
 
 # The most elements a tensor may have for its value to be tracked.
 MAX_VALUE_ELEMENTS = 64
-
-
-@dataclasses.dataclass(frozen=True)
-class Expr:
-    """``sum(coefficient * product(symbols))``; terms sorted, no zero coefficient."""
-
-    terms: tuple[tuple[tuple[str, ...], int], ...] = ()
-
-    @staticmethod
-    def of(value: int | str) -> Expr:
-        if isinstance(value, str):
-            return Expr(((( value,), 1),))
-        return Expr(((((), int(value)),)) if value else ())
-
-    @staticmethod
-    def _make(terms: dict[tuple[str, ...], int]) -> Expr:
-        return Expr(tuple(sorted((m, c) for m, c in terms.items() if c)))
-
-    @property
-    def constant(self) -> int | None:
-        """The integer this is, or None when it depends on a symbol."""
-        if not self.terms:
-            return 0
-        if len(self.terms) == 1 and not self.terms[0][0]:
-            return self.terms[0][1]
-        return None
-
-    @property
-    def nonnegative(self) -> bool:
-        """Provably >= 0: every coefficient is (symbols are sizes)."""
-        return all(c >= 0 for _, c in self.terms)
-
-    def __add__(self, other: Expr) -> Expr:
-        terms = dict(self.terms)
-        for m, c in other.terms:
-            terms[m] = terms.get(m, 0) + c
-        return Expr._make(terms)
-
-    def __neg__(self) -> Expr:
-        return Expr(tuple((m, -c) for m, c in self.terms))
-
-    def __sub__(self, other: Expr) -> Expr:
-        return self + (-other)
-
-    def __mul__(self, other: Expr) -> Expr:
-        terms: dict[tuple[str, ...], int] = {}
-        for (m1, c1), (m2, c2) in itertools.product(self.terms, other.terms):
-            m = tuple(sorted(m1 + m2))
-            terms[m] = terms.get(m, 0) + c1 * c2
-        return Expr._make(terms)
-
-    def divide(self, other: Expr) -> Expr | None:
-        """``self / other`` when ``other`` is one term dividing every term of ``self``."""
-        if len(other.terms) != 1:
-            return None
-        (dm, dc), = other.terms
-        if dc == 0:
-            return None
-        terms: dict[tuple[str, ...], int] = {}
-        for m, c in self.terms:
-            rest = list(m)
-            for symbol in dm:
-                if symbol not in rest:
-                    return None
-                rest.remove(symbol)
-            if c % dc:
-                return None
-            terms[tuple(rest)] = c // dc
-        return Expr._make(terms)
-
-    def __str__(self) -> str:
-        if not self.terms:
-            return "0"
-        return " + ".join(("*".join([str(c)] * (c != 1 or not m) + list(m))) for m, c in self.terms)
-
-
-Element = Union[Expr, bool, None]
-Shape = Optional[tuple[Expr, ...]]
-Value = Optional[tuple[Element, ...]]
-
-
-def _product(dims: Sequence[Expr]) -> Expr:
-    out = Expr.of(1)
-    for d in dims:
-        out = out * d
-    return out
 
 
 @dataclasses.dataclass
@@ -284,7 +199,7 @@ def _size(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     shape = facts.input(node, 0).shape
     if shape is None:
         return [_Tensor()]
-    return [_Tensor((), (_product(shape),), scalar=True, elem_type=onnx.TensorProto.INT64)]
+    return [_Tensor((), (product(shape),), scalar=True, elem_type=onnx.TensorProto.INT64)]
 
 
 def _gather(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
@@ -525,8 +440,8 @@ def _reshape_dims(source: Shape, target: Value, allowzero: bool) -> Shape:
     if None in dims:
         if source is None:
             return None
-        known = _product([d for d in dims if d is not None])
-        inferred = _product(source).divide(known) if known.constant != 0 else None
+        known = product([d for d in dims if d is not None])
+        inferred = product(source).divide(known) if known.constant != 0 else None
         if inferred is None:
             return None
         dims[dims.index(None)] = inferred
@@ -610,7 +525,7 @@ def _flatten(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     rank = len(source.shape)
     axis = int(_attr(node, "axis", 1))
     axis = axis + rank if axis < 0 else axis
-    shape = (_product(source.shape[:axis]), _product(source.shape[axis:]))
+    shape = (product(source.shape[:axis]), product(source.shape[axis:]))
     return [_Tensor(shape, elem_type=source.elem_type)]
 
 
