@@ -4,7 +4,6 @@ output."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ import onnx
 import pytest
 
 import graphfix
+from tests import random_models as random_models_module
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "models" / "sample_nhwc.onnx"
@@ -62,20 +62,6 @@ def test_same_bytes_within_one_process(tmp_path: Path):
     assert (tmp_path / "a.onnx").read_bytes() == (tmp_path / "b.onnx").read_bytes()
 
 
-def _random_graph_strategy():
-    """tests/test_random_graphs.py (the strategy lives there), imported by path."""
-    name = "random_graph_strategy"
-    if name in sys.modules:
-        return sys.modules[name]
-    path = Path(__file__).resolve().parent / "test_random_graphs.py"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 _CHILD = """
 import sys
 from pathlib import Path
@@ -91,7 +77,7 @@ def test_random_graphs_same_bytes_across_processes(tmp_path: Path):
     with different string hashing: every output byte-identical."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
-    strategy = _random_graph_strategy()
+    strategy = random_models_module
     models: list[onnx.ModelProto] = []
 
     @seed(7)

@@ -4,7 +4,7 @@ pass broke it), how many crash.
     python tools/random_graphs.py --examples 5000
     python tools/random_graphs.py --examples 200 --full --save-failures failures/
 
-Each example is a random valid model from the strategy of ``tests/test_random_graphs.py``, run
+Each example is a random valid model from the strategy of ``tests/random_models.py``, run
 through ``graphfix.optimize`` (which checks parity itself) and then checked for the contract:
 same graph inputs and outputs (names, dtypes, shapes), accepted by ONNX's checker. Without
 ``--full`` the pipeline is the default one without ``simplify`` (onnxsim costs an interpreter
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib.util
 import logging
 import sys
 import time
@@ -37,17 +36,7 @@ import graphfix
 from graphfix.errors import ParityError, ValidationInputError
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _strategy_module():
-    """tests/test_random_graphs.py, imported by path (tests/ is not a package)."""
-    path = ROOT / "tests" / "test_random_graphs.py"
-    spec = importlib.util.spec_from_file_location("random_graph_strategy", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+sys.path.append(str(ROOT))  # the strategy lives in tests/random_models.py
 
 
 def _first_line(error: BaseException) -> str:
@@ -67,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.ERROR)  # pass skips are counted below, not printed
-    strategy = _strategy_module()
+    from tests import random_models as strategy
     passes = None if args.full else strategy.FAST_PASSES
     if args.save_failures:
         args.save_failures.mkdir(parents=True, exist_ok=True)
