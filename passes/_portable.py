@@ -34,6 +34,7 @@ from collections.abc import Callable
 import onnx
 
 from graphfix import graph as graph_layer
+from graphfix.errors import first_line
 from graphfix.graph import STANDARD_DOMAINS, subgraphs
 
 __all__ = ["Undone", "Unportable", "undo_provider_decisions"]
@@ -63,6 +64,7 @@ def undo_provider_decisions(optimized: onnx.ModelProto, original: onnx.ModelProt
     for graph in graph_layer.graphs(optimized.graph):
         undone.casts += _remove_precision_casts(graph, original_names)
     if undone.casts:
+        undone.restored += _restore_dropped_casts(optimized.graph, original.graph)
         _check_element_types(optimized, original)
     undone.restored = _restore_expanded(optimized.graph, original.graph, outer=set())
     if undone.restored:
@@ -137,11 +139,56 @@ def _remove_precision_casts(graph: onnx.GraphProto, original_names: set[str]) ->
     return len(casts)
 
 
+def _restore_dropped_casts(optimized: onnx.GraphProto, original: onnx.GraphProto) -> int:
+    """Rule 1, the other half: where an original Cast met an inserted one, ORT drops the pair
+    and the reader reads the Cast's input (float32 where the model rounds to float16 first).
+    Such a Cast is put back, and the readers ORT kept (the same node, by name) read it again."""
+    available = graph_layer.defined_names(optimized)
+    twins = {n.name: n for n in optimized.node if n.name}
+    readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for node in original.node:
+        for slot, name in enumerate(node.input):
+            readers.setdefault(name, []).append((node, slot))
+    restored: list[onnx.NodeProto] = []
+    for cast in original.node:
+        if cast.op_type != "Cast" or cast.domain not in STANDARD_DOMAINS or len(cast.output) != 1:
+            continue
+        source, result = cast.input[0], cast.output[0]
+        if result in available or source not in available:
+            continue
+        rewires = []
+        for reader, slot in readers.get(result, []):
+            twin = twins.get(reader.name)
+            if twin is not None and twin.op_type == reader.op_type and slot < len(twin.input) and (
+                twin.input[slot] == source
+            ):
+                rewires.append((twin, slot))
+        if not rewires:
+            continue
+        for twin, slot in rewires:
+            twin.input[slot] = result
+        copy = onnx.NodeProto()
+        copy.CopyFrom(cast)
+        restored.append(copy)
+    if restored:
+        nodes = graph_layer.toposort([*optimized.node, *restored])
+        del optimized.node[:]
+        optimized.node.extend(nodes)
+    return len(restored)
+
+
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
-    """Element types of the main graph's tensors, by ONNX's type inference (weights left out)."""
+    """Element types of the main graph's tensors, by ONNX's type inference alone (value infos
+    and weights left out); a model whose types do not agree raises :class:`Unportable`."""
     from graphfix.model_io import skeleton
 
-    inferred = onnx.shape_inference.infer_shapes(skeleton(model), strict_mode=False)
+    bare = skeleton(model)
+    for graph in graph_layer.graphs(bare.graph):
+        del graph.value_info[:]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(bare, strict_mode=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as error:
+        raise Unportable(f"its types do not agree ({first_line(error, limit=200)})") from None
     types: dict[str, int] = {}
     graph = inferred.graph
     for value in [*graph.input, *graph.output, *graph.value_info]:
@@ -153,7 +200,11 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
 
 
 def _check_element_types(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:
-    before, after = _elem_types(original), _elem_types(optimized)
+    try:
+        before = _elem_types(original)
+    except Unportable:
+        return  # the model's own types do not agree: nothing to compare with
+    after = _elem_types(optimized)
     for name, elem_type in after.items():
         if before.get(name, elem_type) != elem_type and elem_type in _FLOATS:
             raise Unportable(
