@@ -1,5 +1,9 @@
 """Property tests: random graphs of Transposes and layout-agnostic ops keep their outputs bit for
-bit on ORT CPU (optimizations off) and never gain Transposes.
+bit on ORT CPU (optimizations off) and never gain Transposes or nodes.
+
+The graphs also hold Loops (whose body applies random steps to a slice of a tensor and emits
+the result as a scan output, possibly through a Transpose: rule 8), broadcast operands of lower
+rank that are graph inputs (case 4b) and Pads whose pads are a graph input (case 4d).
 
 Inputs and constants are small integers stored as floats, and the ops keep them integral, so
 every sum is exact whatever order a reduction adds in: the comparison can be bit-exact."""
@@ -9,10 +13,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
+from graphfix.graph import count_nodes
 from graphfix.passes.eliminate_transposes import EliminateTransposes
 
 UNARY = ("Relu", "Neg", "Abs", "Identity", "Sign")
@@ -20,19 +25,38 @@ BINARY = ("Add", "Sub", "Mul", "Max", "Min")
 REDUCE = ("ReduceSum", "ReduceMax", "ReduceMean", "ReduceMin")
 
 
+KINDS = ("transpose", "transpose", "inverse", "inverse", "unary", "binary_const", "binary_pair",
+         "concat", "reduce", "slice", "squeeze", "unsqueeze", "pad", "split", "reshape", "shape",
+         "flatten_matmul", "tile", "cumsum", "gather", "binary_input", "pad_input", "loop", "loop")
+# What a loop body draws from: no graph inputs (it has none of its own to add), no nested loop.
+BODY_KINDS = tuple(k for k in KINDS if k not in ("binary_input", "pad_input", "loop"))
+
+
 class _Builder:
-    def __init__(self, draw, opset: int) -> None:
+    def __init__(self, draw, opset: int, counter: list[int] | None = None,
+                 kinds: tuple[str, ...] = KINDS) -> None:
         self.draw = draw
         self.opset = opset
+        self.kinds = kinds
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.perms: list[tuple[int, ...]] = []
-        self.count = 0
+        self.counter = counter if counter is not None else [0]  # shared with loop bodies
+        self.inputs: list[onnx.ValueInfoProto] = []  # graph inputs besides x
+        self.feeds: dict[str, np.ndarray] = {}
 
     def name(self, base: str) -> str:
-        self.count += 1
-        return f"{base}{self.count}"
+        self.counter[0] += 1
+        return f"{base}{self.counter[0]}"
+
+    def graph_input(self, base: str, value: np.ndarray) -> str:
+        """A graph input fed ``value`` (its declared shape is the value's)."""
+        name = self.name(base)
+        elem = helper.np_dtype_to_tensor_dtype(value.dtype)
+        self.inputs.append(helper.make_tensor_value_info(name, elem, value.shape))
+        self.feeds[name] = value
+        return name
 
     def const(self, value: np.ndarray) -> str:
         name = self.name("c")
@@ -51,10 +75,7 @@ class _Builder:
 
     def step(self) -> None:
         draw = self.draw
-        kind = draw(st.sampled_from(
-            ["transpose", "transpose", "inverse", "inverse", "unary", "binary_const", "binary_pair",
-             "concat", "reduce", "slice", "squeeze", "unsqueeze", "pad", "split", "reshape",
-             "shape", "flatten_matmul", "tile", "cumsum", "gather"]))
+        kind = draw(st.sampled_from(self.kinds))
         src = self.pick()
         shape = self.shapes[src]
         rank = len(shape)
@@ -84,6 +105,15 @@ class _Builder:
             if draw(st.booleans()):
                 inputs.reverse()
             self.add(draw(st.sampled_from(BINARY)), inputs, shape)
+        elif kind == "binary_input":
+            # Case 4b: a graph input of lower rank (a scalar too), aligned with the trailing axes.
+            k = draw(st.integers(0, rank - 1))
+            ishape = tuple(d if draw(st.booleans()) else 1 for d in shape[rank - k:])
+            value = np.random.default_rng(self.counter[0]).integers(-3, 4, ishape)
+            inputs = [src, self.graph_input("b", value.astype(np.float32))]
+            if draw(st.booleans()):
+                inputs.reverse()
+            self.add(draw(st.sampled_from(("Add", "Mul", "Sub", "Max"))), inputs, shape)
         elif kind == "binary_pair":
             partners = sorted(n for n, s in self.shapes.items() if s == shape)
             other = draw(st.sampled_from(partners))
@@ -128,6 +158,13 @@ class _Builder:
             pads = draw(st.lists(st.integers(0, 1), min_size=2 * rank, max_size=2 * rank))
             out_shape = tuple(d + pads[i] + pads[rank + i] for i, d in enumerate(shape))
             self.add("Pad", [src, self.const(np.array(pads, np.int64))], out_shape)
+        elif kind == "pad_input":
+            # Case 4d: pads computed at run time (a graph input, fed the drawn values).
+            pads = draw(st.lists(st.integers(0, 1), min_size=2 * rank, max_size=2 * rank))
+            out_shape = tuple(d + pads[i] + pads[rank + i] for i, d in enumerate(shape))
+            self.add("Pad", [src, self.graph_input("pads", np.array(pads, np.int64))], out_shape)
+        elif kind == "loop":
+            self.loop(src, shape)
         elif kind == "split":
             axis = draw(st.integers(0, rank - 1))
             if shape[axis] < 2:
@@ -210,8 +247,41 @@ class _Builder:
                 self.add("Unsqueeze", [src], out_shape, axes=[axis])
 
 
+    def loop(self, src: str, shape: tuple[int, ...]) -> None:
+        """Rule 8: a Loop over the first axis of ``src`` whose body applies random steps to the
+        slice and emits the result as a scan output, possibly through a Transpose."""
+        draw = self.draw
+        if len(shape) < 2:
+            self.add("Sign", [src], shape)
+            return
+        body = _Builder(draw, self.opset, self.counter, BODY_KINDS)
+        index, cond_in, cond_out = body.name("i"), body.name("cond"), body.name("cond")
+        body.add("Gather", [src, index], shape[1:], axis=0)  # src: the outer scope's
+        for _ in range(draw(st.integers(1, 3))):
+            body.step()
+        out = next(o for n in reversed(body.nodes) for o in n.output if o in body.shapes)
+        out_shape = body.shapes[out]
+        if out_shape and draw(st.integers(0, 2)):
+            perm = tuple(draw(st.permutations(range(len(out_shape)))))
+            out = body.add("Transpose", [out], tuple(out_shape[p] for p in perm), perm=perm)
+            out_shape = body.shapes[out]
+            self.perms.append((0, *(1 + p for p in perm)))  # what the stacked output carries
+        body.nodes.append(helper.make_node("Identity", [cond_in], [cond_out]))
+        graph = helper.make_graph(
+            body.nodes, self.name("body"),
+            [helper.make_tensor_value_info(index, TensorProto.INT64, []),
+             helper.make_tensor_value_info(cond_in, TensorProto.BOOL, [])],
+            [helper.make_tensor_value_info(cond_out, TensorProto.BOOL, []),
+             helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
+            body.inits)
+        trips = self.const(np.array(shape[0], np.int64))
+        always = self.const(np.array(True))
+        self.add("Loop", [trips, always], (shape[0], *out_shape), body=graph)
+
+
 @st.composite
-def random_models(draw) -> onnx.ModelProto:
+def random_models(draw) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A random model and the feeds of its graph inputs besides x."""
     opset = draw(st.sampled_from([11, 13, 18]))
     builder = _Builder(draw, opset)
     rank = draw(st.integers(2, 4))
@@ -224,34 +294,44 @@ def random_models(draw) -> onnx.ModelProto:
                      | {builder.nodes[-1].output[0]})
     graph = helper.make_graph(
         builder.nodes, "random",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape), *builder.inputs],
         [helper.make_tensor_value_info(o, TensorProto.FLOAT, builder.shapes[o]) for o in outputs],
         builder.inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     model.ir_version = 8
     onnx.checker.check_model(model, full_check=True)
-    return model
+    return model, builder.feeds
 
 
-def _check(model: onnx.ModelProto, ort_run) -> None:
+def _check(case: tuple[onnx.ModelProto, dict[str, np.ndarray]], ort_run, *,
+           taken_back: bool = False) -> None:
+    """``taken_back``: a result with more nodes, which the registry takes back (the model
+    stays as it was and the pass reports a skip), passes."""
+    model, feeds = case
     original = onnx.ModelProto()
     original.CopyFrom(model)
     try:
-        _check_against(model, original, ort_run)
+        _check_against(model, original, feeds, ort_run, taken_back)
     except Exception as error:  # show the failing graph: hypothesis prints only its repr
-        raise AssertionError(onnx.printer.to_text(original.graph)) from error
+        raise AssertionError(f"{onnx.printer.to_text(original.graph)}\nfeeds: {feeds}") from error
 
 
-def _check_against(model: onnx.ModelProto, original: onnx.ModelProto, ort_run) -> None:
+def _check_against(model: onnx.ModelProto, original: onnx.ModelProto,
+                   feeds: dict[str, np.ndarray], ort_run, taken_back: bool) -> None:
     shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-    x = np.random.default_rng(0).integers(-4, 5, shape).astype(np.float32)
+    feeds = {"x": np.random.default_rng(0).integers(-4, 5, shape).astype(np.float32), **feeds}
     result = EliminateTransposes()(model)
+    if not taken_back:
+        assert result.skipped is None, result.skipped  # more nodes: taken back by the registry
     onnx.checker.check_model(model, full_check=True)
     assert result.stats["transposes_after"] <= result.stats["transposes_before"]
+    assert count_nodes(model) <= count_nodes(original)
     event(f"transposes removed: {min(result.stats['transposes_removed'], 3)}")
-    expected = ort_run(original, {"x": x})
-    actual = ort_run(model, {"x": x})
+    if result.stats["lifted_out_of_loops"]:
+        event("a Transpose moved out of a loop")
+    expected = ort_run(original, feeds)
+    actual = ort_run(model, feeds)
     for name, value in expected.items():
         assert actual[name].shape == value.shape, name
         np.testing.assert_array_equal(actual[name], value, err_msg=name)
@@ -264,14 +344,48 @@ _SETTINGS = dict(deadline=None, derandomize=True,
                                         HealthCheck.function_scoped_fixture])
 
 
-@settings(max_examples=150, **_SETTINGS)
-@given(model=random_models())
-def test_random_graphs_keep_outputs_and_never_gain_transposes(model, ort_run):
-    _check(model, ort_run)
+@settings(max_examples=100, **_SETTINGS)
+@given(case=random_models())
+def test_random_graphs_keep_outputs_and_never_gain_transposes(case, ort_run):
+    _check(case, ort_run)
 
 
 @pytest.mark.slow
 @settings(max_examples=5000, **_SETTINGS)
-@given(model=random_models())
-def test_random_graphs_many(model, ort_run):
-    _check(model, ort_run)
+@given(case=random_models())
+def test_random_graphs_many(case, ort_run):
+    # A result the registry takes back passes here: the variant below holds the pass to adding
+    # no node itself.
+    _check(case, ort_run, taken_back=True)
+
+
+# The bugs below as examples of their own, so that the variant fails whatever it draws.
+_TAKEN_BACK = [
+    """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1,2,3,4] x) => (int64[4] s1, int64[4] s2) {
+        t = Transpose <perm = [0, 2, 3, 1]> (x)
+        s1 = Shape (t)
+        n = Neg (t)
+        s2 = Shape (n)
+    }""",
+    """<ir_version: 8, opset_import: ["" : 17]>
+    g (float[3,3] x, float[3] b) => (float[3,3] m, float[3,3] z) {
+        t = Transpose <perm = [1, 0]> (x)
+        m = Max (b, t)
+        z = Transpose <perm = [1, 0]> (t)
+    }""",
+]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=(
+    "bug: the look-ahead misses nodes a push leaves (rule 7a's Gather: "
+    "test_eliminate_transposes_absorb.py 7a-shapes-of-two-tensors; an Identity at a graph "
+    "output: test_eliminate_transposes_cost.py identity-at-an-output-is-a-node), so results "
+    "with more nodes are taken back by the registry"))
+@settings(max_examples=5000, **_SETTINGS)
+@given(case=random_models())
+@example(case=(onnx.parser.parse_model(_TAKEN_BACK[0]), {}))
+@example(case=(onnx.parser.parse_model(_TAKEN_BACK[1]), {"b": np.array([0, 0, 2], np.float32)}))
+def test_random_graphs_many_never_taken_back(case, ort_run):
+    _check(case, ort_run)
