@@ -18,7 +18,7 @@ on a provider that does not load.
 
     {
       "versions": {"python": str, "graphfix": str, "onnx": str|null, "onnxruntime": str|null,
-                   "onnxsim": str|null, "onnx_graphsurgeon": str|null, "numpy": str|null},
+                   "onnxsim": str|null, "numpy": str|null},
       "onnxruntime_distribution": "onnxruntime-gpu"|"onnxruntime"|...|null,
       "onnxruntime_distributions": [str],     # every installed distribution providing the module
       "onnxruntime_cuda_version": str|null,   # the CUDA version the ORT build targets
@@ -432,7 +432,6 @@ def diagnose(*, provider: str | None = None) -> DoctorReport:
         "graphfix": graphfix.__version__,
         "onnx": _version("onnx"),
         "onnxsim": _version("onnxsim"),
-        "onnx_graphsurgeon": _version("onnx-graphsurgeon") or _version("onnx_graphsurgeon"),
         "numpy": _version("numpy"),
     }
     problems: list[Problem] = []

@@ -23,7 +23,7 @@ def test_versions_are_present(report: doctor.DoctorReport) -> None:
     assert versions["onnxruntime"] == onnxruntime.__version__
     for name in ("python", "onnx", "numpy"):
         assert versions[name]
-    assert set(versions) >= {"onnxsim", "onnx_graphsurgeon"}
+    assert "onnxsim" in versions
     assert report.onnxruntime_distribution in report.onnxruntime_distributions
     assert report.onnxruntime_distribution.startswith("onnxruntime")
 
