@@ -66,10 +66,39 @@ def undo_provider_decisions(optimized: onnx.ModelProto, original: onnx.ModelProt
     if undone.casts:
         undone.restored += _restore_dropped_casts(optimized.graph, original.graph)
         _check_element_types(optimized, original)
-    undone.restored = _restore_expanded(optimized.graph, original.graph, outer=set())
-    if undone.restored:
+    expanded = _restore_expanded(optimized.graph, original.graph, outer=set())
+    undone.restored += expanded
+    if expanded:
         _restore_functions(optimized, original)
+    if optimized.functions:
+        _rename_inlined(optimized, original_names)
     return undone
+
+
+INLINED_PREFIX = "_inlfunc_"
+
+
+def _rename_inlined(model: onnx.ModelProto, original_names: set[str]) -> None:
+    """ORT names what it inlines from a local function ``_inlfunc_<function>_...``, and names it
+    so again when it inlines the functions a model still calls at load: a tensor the first
+    inlining left behind collides with the second ("already has tensor with name"). Such
+    tensors get names of their own."""
+    names = graph_layer.Names(graph_layer.all_names(model.graph) | original_names)
+    rename = {
+        name: names.fresh("inlined_" + name[len(INLINED_PREFIX):])
+        for name in sorted(graph_layer.all_names(model.graph))
+        if name.startswith(INLINED_PREFIX) and name not in original_names
+    }
+    if not rename:
+        return
+    for graph in graph_layer.graphs(model.graph):
+        for tensor in (*graph.initializer, *graph.value_info):
+            tensor.name = rename.get(tensor.name, tensor.name)
+        for node in graph.node:
+            for field in (node.input, node.output):
+                for position, name in enumerate(field):
+                    field[position] = rename.get(name, name)
+            node.name = rename.get(node.name, node.name)
 
 
 # ---------------------------------------------------------------- rule 1

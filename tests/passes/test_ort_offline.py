@@ -273,6 +273,36 @@ def test_local_functions_stay_functions(ort_run, rng) -> None:
                                   ort_run(LOCAL_FUNCTION, {"x": x})["y"])
 
 
+SHARED_CONSTANT = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17, "local" : 1]>
+g (float[2,4] x) => (float[2,4] z) {
+    a = local.Scale (x)
+    b = local.Scale (a)
+    s = Add (b, a)
+    k = Constant <value = float {2}> ()
+    z = Mul (s, k)
+}
+<domain: "local", opset_import: ["" : 17]>
+Scale (x) => (y) {
+    k = Constant <value = float {2}> ()
+    c = Constant <value = float[4] {1, 2, 3, 4}> ()
+    m = Mul (x, k)
+    a = Add (m, c)
+    y = Relu (a)
+}""")
+
+
+def test_inlined_names_do_not_collide_when_functions_are_inlined_again(ort_run, rng) -> None:
+    # ORT shares the graph's constant 2 with the one it inlined from Scale, under the name
+    # _inlfunc_Scale_...; the calls put back are inlined again at load under the same names.
+    result = OrtOffline()(_copy(SHARED_CONSTANT))
+    assert [n.op_type for n in result.model.graph.node] == ["Scale", "Scale", "Add", "Mul"]
+    assert not any(i.name.startswith("_inlfunc_") for i in result.model.graph.initializer)
+    x = rng.standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_array_equal(ort_run(result.model, {"x": x})["z"],
+                                  ort_run(SHARED_CONSTANT, {"x": x})["z"])
+
+
 def test_shape_of_a_kept_transpose_is_not_rewritten() -> None:
     # ORT's transpose optimizer reads Shape(Transpose(x)) as Gather(Shape(x), perm) and keeps
     # the Transpose for its other reader: one node more.
