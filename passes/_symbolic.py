@@ -511,6 +511,46 @@ def _matmul(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor(batch + (a.shape[-2], b.shape[-1]), elem_type=a.elem_type)]
 
 
+def _gemm(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    a, b = facts.input(node, 0), facts.input(node, 1)
+    if a.shape is None or b.shape is None or len(a.shape) != 2 or len(b.shape) != 2:
+        return [_Tensor(elem_type=a.elem_type)]
+    rows = a.shape[1] if _attr(node, "transA", 0) else a.shape[0]
+    columns = b.shape[0] if _attr(node, "transB", 0) else b.shape[1]
+    return [_Tensor((rows, columns), elem_type=a.elem_type)]
+
+
+def _split(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    """Split's outputs: the input's shape with the split axis cut; equal parts share one size
+    (so the parts of ``Split(x)`` are known to have equal shapes even when the size is not)."""
+    source = facts.input(node, 0)
+    count = len(node.output)
+    if source.shape is None or not count:
+        return [_Tensor(elem_type=source.elem_type) for _ in node.output]
+    rank = len(source.shape)
+    axis = int(_attr(node, "axis", 0))
+    axis = axis + rank if axis < 0 else axis
+    whole = source.shape[axis]
+    if len(node.input) > 1 and node.input[1]:
+        sizes = _ints(facts.input(node, 1).value)
+        parts = [Expr.of(n) for n in sizes] if sizes is not None else None
+    elif _attr(node, "split") is not None:
+        parts = [Expr.of(int(n)) for n in _attr(node, "split")]  # type: ignore[union-attr]
+    elif _attr(node, "num_outputs") is not None and whole.constant is None:
+        # Opset 18: parts of ceil(size / n), the last one what is left: not provably equal.
+        equal = facts._symbol()
+        parts = [equal] * (count - 1) + [facts._symbol()]
+    elif whole.constant is not None:
+        # Equal parts; opset 18's uneven ones are left to ONNX's inference.
+        parts = None if whole.constant % count else [Expr.of(whole.constant // count)] * count
+    else:
+        parts = [_div(whole, Expr.of(count)) or facts._symbol()] * count
+    if parts is None or len(parts) != count:
+        return [_Tensor(elem_type=source.elem_type) for _ in node.output]
+    return [_Tensor(source.shape[:axis] + (part,) + source.shape[axis + 1:],
+                    elem_type=source.elem_type) for part in parts]
+
+
 def _extreme(a: Expr, b: Expr, pick: Callable[[int, int], int]) -> Expr | None:
     difference = (a - b).constant
     if difference is None:
@@ -580,6 +620,8 @@ _RULES: dict[str, Rule] = {
     "Range": _range,
     "ConstantOfShape": _constant_of_shape,
     "MatMul": _matmul,
+    "Split": _split,
+    "Gemm": _gemm,
 }
 
 

@@ -184,3 +184,42 @@ def test_if_bodies_are_left_alone(ort_run):
     }""")
     result = FoldShapes()(model)
     assert not result.modified
+
+
+# GPT-2's legacy export: q, k, v come from one Split, and v's head split reads k's shape.
+SPLIT_HEADS = """
+g (float[B,S,24] x, float[8,8] w) => (float[B,S,2,4] y) {
+    q, k, v = Split <axis = 2> (x)
+    shape = Shape (k)
+    zero = Constant <value = int64 {0}> ()
+    one = Constant <value = int64 {1}> ()
+    b = Gather <axis = 0> (shape, zero)
+    s = Gather <axis = 0> (shape, one)
+    axes = Constant <value = int64[1] {0}> ()
+    b1 = Unsqueeze (b, axes)
+    s1 = Unsqueeze (s, axes)
+    heads = Constant <value = int64[2] {2, 4}> ()
+    target = Concat <axis = 0> (b1, s1, heads)
+    y = Reshape (v, target)
+}"""
+
+# A Gemm's rows are its input's: the flatten-project-unflatten of legacy exports.
+GEMM_ROWS = """
+g (float[B,8] x, float[8,6] w) => (float[B,2,3] y) {
+    g = Gemm (x, w)
+    shape = Shape (g)
+    zero = Constant <value = int64[1] {0}> ()
+    one = Constant <value = int64[1] {1}> ()
+    b = Slice (shape, zero, one)
+    rest = Constant <value = int64[2] {2, 3}> ()
+    target = Concat <axis = 0> (b, rest)
+    y = Reshape (g, target)
+}"""
+
+
+@pytest.mark.parametrize("text, target", [(SPLIT_HEADS, [0, 0, 2, 4]), (GEMM_ROWS, [0, 2, 3])],
+                         ids=["equal-split-parts", "gemm-rows"])
+def test_sizes_through_split_and_gemm(text: str, target: list[int], ort_run):
+    result = run(parse(text), ort_run, SIZES)
+    assert targets(result.model) == {"y": target}
+    assert ops(result.model).count("Shape") == 0
