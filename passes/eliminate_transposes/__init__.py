@@ -34,7 +34,8 @@ Rules:
    g. Softmax, LogSoftmax, Hardmax: ``axis -> p[axis]`` from opset 13; before 13 the input is
       flattened to 2-D at ``axis``, so the push needs ``p`` to keep the axes before ``axis``
       among themselves (a row then holds the same elements; reordered within the row when
-      ``p`` moves the trailing axes, a sum-like reduction);
+      ``p`` moves the trailing axes of more than one element, a sum-like reduction, and a
+      barrier for Hardmax, whose first maximum in the row wins a tie);
    h. Squeeze (``p'`` shrinks) and Unsqueeze (``p'`` grows, new axes stay in place);
    i. QuantizeLinear / DequantizeLinear: per-axis ``axis -> p[axis]`` (blocked: barrier);
    j. Reshape that only splits and merges whole axes (GroupNormalization's
@@ -48,10 +49,12 @@ Rules:
    A push happens only when it lowers the number of Transposes and adds no more nodes than it
    removes (:mod:`.cost`): the look-ahead counts the Transposes removed, the compensations
    added (none when an operand already has that Transpose, or when another Transpose is on its
-   way to it through elementwise ops) and whether each new output Transpose will itself cancel
-   further down. A Transpose with several consumers is pushed into all of them or none. Where
-   the look-ahead runs out on a long chain, a step into a single elementwise consumer (which
-   keeps the count) is taken. ``N(x, T(x))`` (``x + x^T``) is a barrier.
+   way to it through elementwise ops), whether each new output Transpose will itself cancel
+   further down, and every other node the edits add or leave unread (Unsqueezes, Gathers, the
+   Identity of rule 1, a Constant node per new constant at IR 3). A Transpose with several
+   consumers is pushed into all of them or none. Where the look-ahead runs out on a long
+   chain, a step into a single elementwise consumer (which keeps both counts) is taken.
+   ``N(x, T(x))`` (``x + x^T``) is a barrier.
 5. Size-1 moves: a Transpose left that only moves size-1 dimensions becomes a ``Reshape`` whose
    target ONNX Runtime loads: an unknown size that stays in place is copied (0), at most one
    other is inferred (-1); otherwise the Transpose stays.
@@ -66,9 +69,10 @@ Rules:
       product then adds in another order: a sum-like reduction;
    c. ``CastLike(y, T(p)(x))  =>  CastLike(y, x)``: only the type of the second input counts.
 8. Loops: a Transpose on a scan output of a Loop or Scan body (stacked along the first axis)
-   moves out of the loop as ``T(0, 1+p)`` on the stacked output (:mod:`.loops`), where it
-   meets the outer graph's Transposes; inside the body, a push towards such an output counts
-   it as gone.
+   moves out of the loop as ``T(0, 1+p)`` on the stacked output (``T(0, 1, 2+p)`` for Scan
+   before opset 9, whose outputs are ``[batch, steps, ...]``) (:mod:`.loops`), where it meets
+   the outer graph's Transposes; inside the body, a push towards such an output counts it as
+   gone from the body (a node all the same: it moves out).
 
 Boundaries and barriers: graph inputs and outputs keep their names, types, shapes and layout,
 unless asked otherwise: ``inputs_as_nchw`` / ``outputs_as_nchw`` (:mod:`.boundary`). Ops outside
@@ -170,12 +174,12 @@ class EliminateTransposes(Pass):
                 """Bodies first (rule 8 lifts their scan outputs' Transposes), then ``graph``."""
                 changed = False
                 for node in graph.node:
-                    lifts = scan_outputs(node)
+                    lifts = scan_outputs(node, opset)
                     for sub in graph_layer.subgraphs(node):
                         outputs = frozenset(sub.output[i].name for i in lifts
                                             if i < len(sub.output))
                         changed = optimize(sub, outputs if lifts else frozenset()) or changed
-                lifted = lift_scan_transposes(graph, names)
+                lifted = lift_scan_transposes(graph, names, opset)
                 stats.lifted_out_of_loops += lifted
                 rewriter = Rewriter(graph, opset=opset, ir_version=model.ir_version,
                                     names=names, inferred=inferred, stats=stats,

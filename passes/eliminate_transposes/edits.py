@@ -16,12 +16,7 @@ from onnx import numpy_helper
 from graphfix import graph as graph_layer
 from graphfix.graph import Index, Names
 from graphfix.passes.eliminate_transposes.facts import Facts, ShapeFacts
-from graphfix.passes.eliminate_transposes.ops import (
-    DEFAULT_DOMAINS,
-    SHAPE_MATH,
-    SHAPE_ONLY,
-    set_attr,
-)
+from graphfix.passes.eliminate_transposes.ops import set_attr
 from graphfix.passes.eliminate_transposes.perm import Perm
 
 __all__ = ["Stats", "Edits"]
@@ -59,9 +54,14 @@ class Edits:
         self.removed_initializers: set[str] = set()
         self.new_initializers: list[onnx.TensorProto] = []
         self.facts = Facts(self.index, self.initializers, opset, inferred,
-                           keep_reduction_order=keep_reduction_order)
+                           keep_reduction_order=keep_reduction_order, ir_version=ir_version)
         self.worklist: list[onnx.NodeProto] = []
         self.queued: set[int] = set()
+
+    @property
+    def node_count(self) -> int:
+        """Nodes of the graph as the edits have left it so far."""
+        return len(self.nodes) - len(self.dead)
 
     def _enqueue(self, node: onnx.NodeProto) -> None:
         if id(node) not in self.queued and id(node) not in self.dead:
@@ -86,11 +86,7 @@ class Edits:
             self.removed_initializers.add(name)
             return
         node = self.index.producer.get(name)
-        if node is not None and node.domain in DEFAULT_DOMAINS and id(node) not in self.dead and (
-            node.op_type in ("Transpose", "Constant")
-            or node.op_type in SHAPE_ONLY and self.facts.const_value(name) is not None
-            or node.op_type in SHAPE_MATH and len(node.output) == 1
-        ):
+        if node is not None and id(node) not in self.dead and self.facts.droppable(node, name):
             self._remove_node(node)
 
     def _remove_node(self, node: onnx.NodeProto) -> None:
@@ -121,7 +117,7 @@ class Edits:
 
     def _add_constant(self, tensor: onnx.TensorProto, order: int, *, as_node: bool = False
                       ) -> None:
-        if self.ir_version < 4 or as_node:
+        if self.facts.constant_nodes or as_node:
             # IR 3 lists every initializer as a graph input; a Constant leaves the inputs alone.
             self._add_node(onnx.helper.make_node(
                 "Constant", [], [tensor.name], value=tensor,

@@ -20,6 +20,7 @@ from graphfix.passes.eliminate_transposes.ops import (
     ELEMENTWISE_UNARY,
     KEEPS_FIRST_DIM,
     SAME_RANK,
+    SHAPE_MATH,
     SHAPE_ONLY,
     attr,
     is_transpose,
@@ -199,12 +200,15 @@ class Facts:
     """Constants, ranks and shapes of one graph's tensors, as the rewrite leaves the graph."""
 
     def __init__(self, index: Index, initializers: dict[str, onnx.TensorProto], opset: int,
-                 inferred: ShapeFacts, *, keep_reduction_order: bool = False) -> None:
+                 inferred: ShapeFacts, *, keep_reduction_order: bool = False,
+                 ir_version: int = onnx.IR_VERSION) -> None:
         self.index = index
         # The pass's option the handlers read: sum-like reductions keep their order.
         self.keep_reduction_order = keep_reduction_order
         self.initializers = initializers  # the rewrite adds and drops entries
         self.opset = opset
+        # IR 3 lists every initializer as a graph input: a new constant is a Constant node.
+        self.constant_nodes = 1 if ir_version < 4 else 0
         self.shapes = inferred.shapes
         self.types = inferred.types
         self.leading = inferred.leading
@@ -237,6 +241,16 @@ class Facts:
         if name in self.initializers:
             return model_io.has_value(self.initializers[name])
         return self.const_value(name) is not None
+
+    def droppable(self, node: onnx.NodeProto, name: str) -> bool:
+        """Whether ``node``, the producer of ``name``, goes once nothing reads ``name``: a
+        Transpose, a Constant, a shape-only op of constants, or shape math (what a rewrite
+        leaves unread of a computed Reshape target)."""
+        return node.domain in DEFAULT_DOMAINS and (
+            node.op_type in ("Transpose", "Constant")
+            or node.op_type in SHAPE_ONLY and self.const_value(name) is not None
+            or node.op_type in SHAPE_MATH and len(node.output) == 1
+        )
 
     # ------------------------------------------------------------ Transposes
     def transpose_perm(self, node: onnx.NodeProto) -> Perm | None:

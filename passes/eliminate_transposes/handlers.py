@@ -57,11 +57,6 @@ class Plan:
     # Pad's pads)
     gather: dict[int, list[int]] = dataclasses.field(default_factory=dict)
 
-    @property
-    def new_nodes(self) -> int:
-        """Nodes the plan adds besides compensating Transposes (Unsqueezes, Gathers)."""
-        return len(self.unsqueeze) + len(self.gather)
-
 
 @dataclasses.dataclass(frozen=True)
 class Absorb:
@@ -278,14 +273,24 @@ def softmax(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan
     if facts.opset >= 13:
         return Plan(out_perms=[perm], data_slots=(0,), attrs={"axis": perm[axis]})
     # Before opset 13 the input is coerced to 2-D at ``axis``: every row keeps its elements
-    # when the permutation keeps the axes 0..axis-1 among themselves. When it also reorders
-    # the axes from ``axis`` on, a row's elements are summed in another order: a sum-like
-    # reduction.
+    # when the permutation keeps the axes 0..axis-1 among themselves.
     if sorted(perm[:axis]) != list(range(axis)):
-        return "opset < 13 softmax: the permutation mixes the axes before and after axis"
-    if any(perm[i] != i for i in range(axis, rank)) and facts.keep_reduction_order:
-        return "opset < 13 softmax: the permutation reorders the elements a row sums"
+        return "opset < 13: the permutation mixes the axes before and after axis"
+    if not _keeps_row_order(facts.shape(source), perm, axis):
+        if node.op_type == "Hardmax":
+            # The first maximum of a row in memory order wins a tie: in another order, another.
+            return "opset < 13 Hardmax: the permutation reorders a row, whose first maximum wins"
+        if facts.keep_reduction_order:
+            return "opset < 13: the permutation reorders the elements a row sums"
     return Plan(out_perms=[perm], data_slots=(0,))
+
+
+def _keeps_row_order(shape: Shape | None, perm: Perm, axis: int) -> bool:
+    """Whether each row (axes ``axis``.. flattened) of ``T(perm)(x)``, of ``shape``, lists its
+    elements in the order of x's row: the axes longer than 1 keep their order."""
+    dims = shape if shape is not None and len(shape) == len(perm) else (None,) * len(perm)
+    moved = [perm[i] for i in range(axis, len(perm)) if dims[i] != 1]
+    return moved == sorted(moved)
 
 
 # ---------------------------------------------------------------- case 4h

@@ -23,7 +23,9 @@ from graphfix.passes.eliminate_transposes.cost import (
     Lookahead,
     keeps_order,
     operand_positions,
+    operand_route,
     sibling_transpose,
+    untransposed_constant,
 )
 from graphfix.passes.eliminate_transposes.edits import Edits, Stats
 from graphfix.passes.eliminate_transposes.facts import ShapeFacts, shape_bounds
@@ -170,17 +172,18 @@ class Rewriter(Edits):
             # the node has seen a second push, the two Transposes are trading places round it.
             logger.debug("keep %s: would undo the push it compensates for", node.name)
             return False
-        look = Lookahead(self.facts, self.pushed, source, self.liftable)
-        decision = look.push_cost(output, perm)
-        if look.exhausted and (decision is None or decision.cost > 0):
+        look = Lookahead(self.facts, self.pushed, source, self.liftable,
+                         frozenset(s for s in self.whole_shapes if self._whole_shape(s)))
+        decision = look.push_cost(output, perm, source)
+        if look.exhausted and (decision is None or not decision.pays):
             # The look-ahead ran out before it saw where the Transpose ends up: a step into a
-            # single elementwise consumer costs nothing, so long chains go a step at a time.
+            # single elementwise consumer keeps both counts, so long chains go a step at a time.
             decision = look.free_step(output, perm)
-        if decision is None or decision.cost > 0 or decision.cost - 1 + decision.new_nodes > 0:
-            if decision is not None:
-                logger.debug("keep %s: pushing would not lower the Transpose count (%+d) or "
-                             "would add %d nodes", node.name, decision.cost - 1,
-                             decision.new_nodes)
+        elif decision is not None and not decision.pays:
+            logger.debug("keep %s: pushing would not lower the Transpose count (%+d) or would "
+                         "add nodes (%+d)", node.name, decision.cost - 1, decision.nodes - 1)
+            return False
+        if decision is None:
             return False
         self.pushes += 1
         if self.pushes > self.max_pushes:
@@ -190,8 +193,9 @@ class Rewriter(Edits):
         return True
 
     def _carry_out(self, node: onnx.NodeProto, perm: Perm, decision: Decision) -> None:
-        logger.debug("push %s (perm %s) into %s: %+d Transposes", node.name, perm,
-                     [user.op_type for user, _ in decision.steps], decision.cost - 1)
+        logger.debug("push %s (perm %s) into %s: %+d Transposes, %+d nodes", node.name, perm,
+                     [user.op_type for user, _ in decision.steps], decision.cost - 1,
+                     decision.nodes - 1)
         source, output = node.input[0], node.output[0]
         for user, plan in decision.steps:
             # A cancellation settled on the way may have renamed the source (rule 1).
@@ -268,6 +272,8 @@ class Rewriter(Edits):
             # readers of the source read it under that name.
             self.index.set_output(producer, list(producer.output).index(source), output)
             self.renamed[source] = output
+            if source in self.whole_shapes:  # rule 7a's whole Shape reads it under that name
+                self.whole_shapes[output] = self.whole_shapes.pop(source)
             self._remove_node(node)
             for user in self.index.readers(source):
                 self._replace_reads(user, source, output)
@@ -317,25 +323,28 @@ class Rewriter(Edits):
 
     def _untranspose_operand(self, name: str, perm: Perm, order: int, push: _Push,
                              lower_rank: list[int] | None) -> str:
-        """``name`` (an operand in the transposed layout) in the untransposed one (case 4b)."""
-        rank = len(perm)
-        inverse = invert(perm)
-        operand_rank = self.facts.rank(name)
-        if operand_rank == 0:
+        """``name`` (an operand in the transposed layout) in the untransposed one (case 4b), by
+        the route the look-ahead counted (:func:`.cost.operand_route`)."""
+        route = operand_route(self.facts, name, perm, push.transposed, lower_rank is not None)
+        if route == "scalar":
             return name
         producer = self.index.producer.get(name)
-        if is_transpose(producer) and operand_rank == rank and (
-            self.facts.transpose_perm(producer) == perm  # type: ignore[arg-type]
-        ):
+        if route == "producer":
             return producer.input[0]  # type: ignore[union-attr]  # T(p^-1)(T(p)(z)) is z
-        if operand_rank == rank:
+        inverse = invert(perm)
+        if route == "sibling":
             sibling = sibling_transpose(self.facts, name, inverse, push.transposed)
-            if sibling is not None:
-                return sibling.output[0]
-        value = self.facts.const_value(name)
+            assert sibling is not None
+            return sibling.output[0]
+        value = self.facts.const_value(name) if route == "constant" else None
         if value is not None:
-            return self._untranspose_constant(name, value, inverse, order)
-        if lower_rank is not None and operand_rank is not None:
+            moved = untransposed_constant(value, inverse)
+            if moved is None:
+                return name
+            self.stats.folded_into_constants += 1
+            return self._new_initializer(moved, f"{name}_transposed", order)
+        operand_rank = self.facts.rank(name)
+        if route == "unsqueeze" and operand_rank is not None:
             return self._untranspose_lower_rank(name, perm, operand_rank, order, push)
         arriving = Lookahead(self.facts, self.pushed, push.source).arriving_transpose(
             name, push.reader, perm, push.transposed)
@@ -346,18 +355,6 @@ class Rewriter(Edits):
             self.pinned.add(id(self.index.producer[new]))
             self._enqueue(arriving)
         return new
-
-    def _untranspose_constant(self, name: str, value: np.ndarray, inverse: Perm,
-                              order: int) -> str:
-        rank = len(inverse)
-        aligned = value.reshape((1,) * (rank - value.ndim) + value.shape)
-        moved = np.ascontiguousarray(aligned.transpose(inverse))
-        while moved.ndim > 0 and moved.shape[0] == 1:  # leading 1s broadcast anyway
-            moved = moved.reshape(moved.shape[1:])
-        if moved.shape == value.shape and moved.tobytes() == value.tobytes():
-            return name
-        self.stats.folded_into_constants += 1
-        return self._new_initializer(moved, f"{name}_transposed", order)
 
     def _untranspose_lower_rank(self, name: str, perm: Perm, operand_rank: int, order: int,
                                 push: _Push) -> str:
@@ -406,7 +403,7 @@ class Rewriter(Edits):
         if picked == list(range(start, end)):
             return False
         out = user.output[0]
-        whole = self.whole_shapes.get(source)
+        whole = self._whole_shape(source)
         gone = whole is not None
         if whole is None:
             del user.attribute[:]
@@ -421,6 +418,11 @@ class Rewriter(Edits):
             "Gather", [whole, indices], [out], axis=0, name=self.names.fresh(f"{label}_gather")),
             order)
         return gone
+
+    def _whole_shape(self, source: str) -> str | None:
+        """Rule 7a's whole ``Shape(source)``, while it is there (shape math nothing reads goes)."""
+        whole = self.whole_shapes.get(source)
+        return whole if whole is not None and whole in self.index.producer else None
 
     def _reorder_weights(self, user: onnx.NodeProto, transposed: str, perm: Perm) -> None:
         """Rule 7b: the weights after a Flatten read their rows in the untransposed order."""

@@ -6,8 +6,9 @@ check_row`): ``_rules`` (rules 1-3, 5, 6), ``_push`` (4a-4e), ``_push_axes`` (4f
 ``_absorb`` (rule 7), ``_loops`` (rule 8 and bodies), ``_cost`` (the look-ahead),
 ``_boundary`` (signature changes), ``_perm`` (the permutation algebra), ``_property`` (random
 graphs) and ``_peers`` (the peer optimizers' suites). This module also holds the checks that
-run over every table: each op of the handler table has a row, and no row's result has more
-nodes or Transposes than its input.
+run over every table: each op of the handler table has a row, no row's result has more
+nodes or Transposes than its input, and the look-ahead counts the nodes of every push as its
+edits make them (the peers' cases too).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from graphfix.errors import PassError
 from graphfix.graph import count_nodes
 from graphfix.passes.eliminate_transposes import EliminateTransposes, eliminate_transposes
 from graphfix.passes.eliminate_transposes.handlers import HANDLERS
+from graphfix.passes.eliminate_transposes.rewrite import Rewriter
 from tests.passes import (
     test_eliminate_transposes_absorb,
     test_eliminate_transposes_boundary,
     test_eliminate_transposes_cost,
     test_eliminate_transposes_loops,
+    test_eliminate_transposes_peers,
     test_eliminate_transposes_push,
     test_eliminate_transposes_push_axes,
     test_eliminate_transposes_rules,
@@ -91,6 +94,59 @@ def test_no_row_gains_nodes_or_transposes(text, expected):
     assert count_nodes(result.model) <= before
     assert all_ops(result.model).count("Transpose") <= transposes
     assert result.stats["transposes_after"] <= result.stats["transposes_before"]
+
+
+def _peer_rows():
+    peers = test_eliminate_transposes_peers
+    for row in (*peers.TF2ONNX_CASES, *peers.ORT_CASES):
+        text, _, setup = row.values
+        yield pytest.param(peers.HEADER.format(opset=setup.opset) + text,
+                           Expect(options=setup.options), id=row.id)
+
+
+def _pushes(model: onnx.ModelProto, options, monkeypatch) -> list[tuple[int, int, list[str]]]:
+    """Run the pass; for each push it carries out, the change in nodes the look-ahead gave for
+    the push's own edits, the change they made, and the consumers."""
+    pushes = []
+    carry_out = Rewriter._carry_out
+
+    def recording(self, node, perm, decision):
+        before = self.node_count
+        carry_out(self, node, perm, decision)
+        pushes.append((decision.nodes_now - 1, self.node_count - before,
+                       [user.op_type for user, _ in decision.steps]))
+
+    monkeypatch.setattr(Rewriter, "_carry_out", recording)
+    EliminateTransposes(**options)(model)
+    return pushes
+
+
+@pytest.mark.parametrize("text, expected", [
+    pytest.param(*row.values, id=row.id) for row in ROWS] + list(_peer_rows()))
+def test_look_ahead_counts_the_nodes_each_push_makes(text, expected, monkeypatch):
+    """Every node a push adds or removes (Transposes, Unsqueezes, Gathers, Identities, the
+    Constant nodes of IR 3, the constants and Transposes it leaves unread) is in the
+    look-ahead's count: what it says the push's own edits change is what they change."""
+    options = dict(expected.options) if isinstance(expected, Expect) else {}
+    for predicted, real, consumers in _pushes(_model_of(text, expected), options, monkeypatch):
+        assert predicted == real, (consumers, predicted, real)
+
+
+@pytest.mark.parametrize("ir_version", [3, 8])
+def test_look_ahead_counts_the_nodes_of_a_cnn(ir_version, monkeypatch):
+    # At IR 3 the CNN's constants are Constant nodes, and so is each constant a push makes.
+    model = _nhwc_cnn(13)
+    if ir_version == 3:
+        constants = [helper.make_node("Constant", [], [t.name], value=t)
+                     for t in model.graph.initializer]
+        nodes = [*constants, *model.graph.node]
+        del model.graph.initializer[:], model.graph.node[:]
+        model.graph.node.extend(nodes)
+        model.ir_version = 3
+    pushes = _pushes(model, {}, monkeypatch)
+    assert len(pushes) >= 9
+    for predicted, real, consumers in pushes:
+        assert predicted == real, (consumers, predicted, real)
 
 
 # ------------------------------------------------------------------ realistic CNN

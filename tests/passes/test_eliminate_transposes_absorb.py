@@ -37,7 +37,7 @@ g (float[2,4,5,6] x) => (int64 n, float[2,4,5,6] y) {
 }"""
 
 # At IR 3 every initializer is also a graph input, so the Gather's indices become Constant nodes
-# that the look-ahead does not count.
+# that the look-ahead must count (pushing would make 6 nodes 8).
 SHAPES_IR3 = """
 <ir_version: 3, opset_import: ["" : 9]>
 g (float[1,8,6,3] x) => (float[1,8,6,3] y, int64[4] s, int64[4] s2, int64[4] s3) {
@@ -49,8 +49,8 @@ g (float[1,8,6,3] x) => (float[1,8,6,3] y, int64[4] s, int64[4] s2, int64[4] s3)
     y = Transpose <perm = [0, 2, 3, 1]> (r)
 }"""
 
-# Found by the property test: each Shape absorbed gets a Gather the look-ahead does not count;
-# pushed past Neg, the Transpose meets a Shape of t and one of Neg(t).
+# Found by the property test: each Shape absorbed gets a Gather the look-ahead must count;
+# pushed past Neg, the Transpose meets a Shape of t and one of Neg(t) (4 nodes would be 5).
 SHAPES_OF_TWO_TENSORS = """
 g (float[1,2,3,4] x) => (int64[4] s1, int64[4] s2) {
     t = Transpose <perm = [0, 2, 3, 1]> (x)
@@ -66,15 +66,8 @@ RULE_7A = [
     pytest.param(SHAPE_SLICE_KEPT, expect(["Shape", "Identity"], dims={"N": 3}),
                  id="7a-shape-slice-the-permutation-keeps-needs-no-gather"),
     pytest.param(SIZE, ["Size", "Identity"], id="7a-size-of-the-transposed-tensor"),
-    pytest.param(SHAPES_OF_TWO_TENSORS, expect(), id="7a-shapes-of-two-tensors", marks=(
-        pytest.mark.xfail(strict=True, reason=(
-            "bug: rule 7a's Gather is not counted by the look-ahead (consumer_cost counts an "
-            "absorbed Shape as no node): 4 nodes become 5, and the registry takes the whole "
-            "result back")))),
-    pytest.param(SHAPES_IR3, expect(), id="7a-ir3-shapes-gain-no-nodes", marks=(
-        pytest.mark.xfail(strict=True, reason=(
-            "bug: at IR 3 the Gather indices of rule 7a are Constant nodes the look-ahead does "
-            "not count: 6 nodes become 8, and the registry takes the whole result back")))),
+    pytest.param(SHAPES_OF_TWO_TENSORS, expect(), id="7a-shapes-of-two-tensors"),
+    pytest.param(SHAPES_IR3, expect(), id="7a-ir3-shapes-gain-no-nodes"),
 ]
 
 

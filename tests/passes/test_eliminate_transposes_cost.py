@@ -121,8 +121,8 @@ g (float[1,3,4,4] x) => (float[1,3] y) {
 }"""
 
 # Found by the property test: T(T(x)) at a graph output, x a graph input, composes to the
-# identity, which the look-ahead counts as a node gone; rule 1 keeps it as an Identity. With the
-# Unsqueeze case 4b adds for b, 3 nodes become 4.
+# identity, which rule 1 keeps as an Identity: a node the look-ahead must count. Counted as gone,
+# with the Unsqueeze case 4b adds for b, 3 nodes became 4.
 IDENTITY_AT_OUTPUT_IS_A_NODE = """
 g (float[3,3] x, float[3] b) => (float[3,3] m, float[3,3] z) {
     t = Transpose <perm = [1, 0]> (x)
@@ -151,12 +151,7 @@ COST = [
                  id="regression-compensation-waits-for-the-arriving-transpose"),
     pytest.param(SWISH, expect(["Sigmoid", "Mul", "ReduceMean"], opset=13),
                  id="swish-reads-the-pushed-tensor-twice"),
-    pytest.param(IDENTITY_AT_OUTPUT_IS_A_NODE, expect(), id="identity-at-an-output-is-a-node",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "bug: the look-ahead counts T(p^-1) on the pushed tensor as gone, but at a "
-                     "graph output whose source is a graph input rule 1 keeps an Identity: with "
-                     "case 4b's Unsqueeze, 3 nodes become 4, and the registry takes the whole "
-                     "result back"))),
+    pytest.param(IDENTITY_AT_OUTPUT_IS_A_NODE, expect(), id="identity-at-an-output-is-a-node"),
 ]
 
 

@@ -147,6 +147,20 @@ g (float[1,2,3] init, float[1,4,2,3] xs) => (float[1,2,3] last, float[1,4,2,3] z
     >
 }"""
 
+# The same, transposed back outside: the lifted T(0, 1, 3, 2) cancels it.
+SCAN8_OUTER = """
+<ir_version: 3, opset_import: ["" : 8]>
+g (float[1,2,3] init, float[1,4,2,3] xs) => (float[1,2,3] last, float[1,4,2,3] y) {
+    last, s = Scan (, init, xs) <num_scan_inputs = 1,
+        body = b (float[2,3] st, float[2,3] xi) => (float[2,3] st2, float[3,2] out) {
+            st2 = Add (st, xi)
+            r = Relu (st2)
+            out = Transpose <perm = [1, 0]> (r)
+        }
+    >
+    y = Transpose <perm = [0, 1, 3, 2]> (s)
+}"""
+
 SCAN = """
 g (float[2,3] init, float[4,2,3] xs) => (float[2,3] last, float[4,2,3] y) {{
     last, s = Scan (init, xs) <num_scan_inputs = 1{axes},
@@ -192,11 +206,11 @@ RULE_8 = [
                  id="8-loop-carried-value-and-two-scan-outputs"),
     pytest.param(NESTED_LOOPS, expect(["Constant", "Loop"], pinned=N, stats={
         "lifted_out_of_loops": 2, "transposes_after": 0}), id="8-nested-loops-lift-twice"),
-    pytest.param(SCAN8, expect({"Transpose": (0, 1)}), id="8-scan-opset8-batch-first",
-                 marks=pytest.mark.xfail(strict=True, reason=(
-                     "bug: rule 8 reads Scan before opset 9 as Scan-9 (sequence_lens counted as "
-                     "a state, stacked along axis 0): it lifts T(0, 2, 1) onto the rank-4 "
-                     "[batch, sequence, ...] output, an invalid model"))),
+    pytest.param(SCAN8, expect({"Transpose": (0, 1)}), id="8-scan-opset8-batch-first"),
+    pytest.param(SCAN8_OUTER, expect(["Scan"], stats={"lifted_out_of_loops": 1,
+                                                      "transposes_after": 0},
+                                      check=_body_ops(["Add", "Relu"])),
+                 id="8-scan-opset8-cancels-outside"),
     # Named negatives: nothing moves out of the loop.
     pytest.param(LOOP_READ_IN_BODY, expect(
         {"Transpose": 2}, pinned=N, modified=False), id="8-negative-output-also-read-in-the-body"),

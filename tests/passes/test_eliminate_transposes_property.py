@@ -378,11 +378,6 @@ _TAKEN_BACK = [
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: the look-ahead misses nodes a push leaves (rule 7a's Gather: "
-    "test_eliminate_transposes_absorb.py 7a-shapes-of-two-tensors; an Identity at a graph "
-    "output: test_eliminate_transposes_cost.py identity-at-an-output-is-a-node), so results "
-    "with more nodes are taken back by the registry"))
 @settings(max_examples=5000, **_SETTINGS)
 @given(case=random_models())
 @example(case=(onnx.parser.parse_model(_TAKEN_BACK[0]), {}))

@@ -111,6 +111,11 @@ def softmax(row_id: str, op: str, perm: list[int], axis: int, expected, **how):
 HARDMAX_TIE = np.zeros((2, 4, 5, 3), np.float32)
 HARDMAX_TIE[0, 0, 0, 1] = HARDMAX_TIE[0, 1, 0, 0] = 1.0
 
+# A row whose reordered axes are of one element but one keeps its order: exact for Hardmax too.
+SOFTMAX_SIZE_ONE = SOFTMAX.replace("float[2,4,5,3]", "float[2,4,1,3]")
+HARDMAX_TIE_SIZE_ONE = np.zeros((2, 4, 1, 3), np.float32)
+HARDMAX_TIE_SIZE_ONE[0, 0, 0, 1] = HARDMAX_TIE_SIZE_ONE[0, 1, 0, 0] = 1.0
+
 RULE_4G = [
     *(softmax(f"4g-{op}-axis-remapped-opset13", op, [0, 3, 1, 2], 1, [op], opset=13,
               attrs={op: {"axis": 3}}) for op in ("Softmax", "LogSoftmax", "Hardmax")),
@@ -141,11 +146,15 @@ RULE_4G = [
             ["Hardmax"], opset=11, pinned={"x": HARDMAX_TIE}),
     pytest.param(
         SOFTMAX.format(op="Hardmax", perm=[0, 3, 1, 2], inverse=[0, 2, 3, 1], axis=1),
-        expect(opset=11, pinned={"x": HARDMAX_TIE}), id="4g-Hardmax-opset11-row-reordered-ties",
-        marks=pytest.mark.xfail(strict=True, reason=(
-            "bug: Hardmax before opset 13 is pushed through a permutation that reorders the "
-            "row (handlers.softmax treats it as a sum-like reduction), but on ties the first "
-            "maximum in memory order wins, so another element is picked: wrong outputs"))),
+        expect(opset=11, pinned={"x": HARDMAX_TIE}), id="4g-Hardmax-opset11-row-reordered-ties"),
+    softmax("4g-negative-Hardmax-opset11-row-reordered-is-a-barrier", "Hardmax", [0, 3, 1, 2], 1,
+            {"Transpose": 2}, opset=11, modified=False, pinned={"x": HARDMAX_TIE}),
+    *(pytest.param(
+        SOFTMAX_SIZE_ONE.format(op=op, perm=[0, 1, 3, 2], inverse=[0, 1, 3, 2], axis=1),
+        expect([op], opset=11, exact=True, pinned={"x": HARDMAX_TIE_SIZE_ONE},
+               options={"reorder_reductions": False}),
+        id=f"4g-{op}-opset11-size-one-axis-moves-in-the-row") for op in (
+            "Softmax", "LogSoftmax", "Hardmax")),
 ]
 
 
@@ -369,7 +378,8 @@ g (float[2,4,5,6] x) => (float[2,5,6] y) <int64 row = {2}> {
     y = Transpose <perm = [0, 2, 1]> (m)
 }"""
 
-# At IR 3 the Gathers' indices become Constant nodes the look-ahead does not count.
+# At IR 3 the Gathers' indices become Constant nodes the look-ahead must count (pushing would
+# make 5 nodes 6).
 TILES_IR3 = """
 <ir_version: 3, opset_import: ["" : 9]>
 g (float[1,4,5,6] x, int64[4] reps) => (float[?,?,?,?] y, float[?,?,?,?] z) {
@@ -399,11 +409,7 @@ RULE_4K = [
             ["Gather", "Tile"], extra_input=", int64[K] reps",
             pinned={"reps": np.array([1, 3, 2, 1])}),
     pytest.param(TILES_IR3, expect(pinned={"reps": np.array([1, 2, 1, 1])}),
-                 id="4k-ir3-computed-repeats-gain-no-nodes", marks=pytest.mark.xfail(
-                     strict=True, reason=(
-                         "bug: at IR 3 the indices of the Gathers that reorder computed repeats "
-                         "are Constant nodes the look-ahead does not count: 5 nodes become 6, "
-                         "and the registry takes the whole result back"))),
+                 id="4k-ir3-computed-repeats-gain-no-nodes"),
 ]
 
 
