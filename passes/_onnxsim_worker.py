@@ -33,12 +33,12 @@ import threading
 import traceback
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple, Union
 
-from graphfix.model_io import PROTOBUF_LIMIT, load, weight_bytes
+from graphfix.model_io import PROTOBUF_LIMIT, weight_bytes
 from graphfix.model_io.writing import temporary_folder_path
 
-__all__ = ["OnnxsimWorker", "Outcome"]
+__all__ = ["OnnxsimWorker", "Outcome", "Output"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ WORKER_CODE = "from graphfix.passes._onnxsim_worker import worker_main; worker_m
 _UNUSED_BY_ONNXSIM = ("torch", "sympy")
 _PR_SET_PDEATHSIG = 1
 
-# [first output, last output tried] with the bytes of each, or why there is none.
-Outcome = list[tuple[Any, int]] | str
+# The output of each attempt run, or why there is none.
+Outcome = Union[list["Output"], str]
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -57,17 +57,25 @@ def _folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
 
 
-def fits(model: Any, serialized: int, limit: int) -> bool:
-    """A model's tensors within ``limit`` bytes, the whole in one protobuf message."""
-    return weight_bytes(model) <= limit and serialized < PROTOBUF_LIMIT
+class Output(NamedTuple):
+    """One attempt's model file, the bytes its tensors hold and the bytes of its files."""
+
+    path: Path
+    tensor_bytes: int
+    file_bytes: int
+
+    def fits(self, limit: int) -> bool:
+        """Its tensors within ``limit`` bytes, the whole in one protobuf message."""
+        return self.tensor_bytes <= limit and self.file_bytes < PROTOBUF_LIMIT
 
 
 def _simplify_job(in_path: str, out_paths: list[str], err_path: str,
                   attempts: list[dict[str, Any]], limit: int) -> None:
-    """Runs in the worker: onnxsim on the model file with each option set of ``attempts`` in
-    turn until an output's tensors hold at most ``limit`` bytes and it fits in one protobuf
-    message. Attempt ``i`` writes to ``out_paths[i]`` in a folder of its own; the first output
-    and the last one tried are kept. An exception is written to ``err_path`` as text."""
+    """Runs in the worker: onnxsim on the model file with the first option set of
+    ``attempts``, and, when that output's tensors hold more than ``limit`` bytes (or it does
+    not fit in one protobuf message), with every other set too. Attempt ``i`` writes to
+    ``out_paths[i]`` in a folder of its own, beside it ``sizes.json``: its tensor bytes and
+    file bytes. An exception is written to ``err_path`` as text."""
     try:
         import onnxsim
 
@@ -76,10 +84,9 @@ def _simplify_job(in_path: str, out_paths: list[str], err_path: str,
             out.parent.mkdir()
             # Structure only: the weights stay in the files onnxsim wrote.
             simplified, _ = onnxsim.simplify(in_path, check_n=0, output_path=str(out), **kwargs)
-            ok = fits(simplified, _folder_bytes(out.parent), limit)
-            if not (index == 0 or ok or index == len(attempts) - 1):
-                shutil.rmtree(out.parent)
-            if ok:
+            output = Output(out, weight_bytes(simplified), _folder_bytes(out.parent))
+            (out.parent / "sizes.json").write_text(json.dumps(output[1:]))
+            if index == 0 and output.fits(limit):
                 break
     except Exception:  # noqa: BLE001 - everything goes back to the parent as text
         with open(err_path, "w", encoding="utf-8") as err:
@@ -199,10 +206,10 @@ class OnnxsimWorker:
         self.close()
 
     def simplify(self, folder: Path, attempts: list[dict[str, Any]], limit: int) -> Outcome:
-        """onnxsim on ``folder/in.onnx``, trying each option set of ``attempts`` until an
-        output's tensors fit in ``limit`` bytes: ``[first output, last output tried]`` (one
-        entry when the first fits or only one set was given) with the bytes each takes, or a
-        one-line reason it failed."""
+        """onnxsim on ``folder/in.onnx`` with the first option set of ``attempts``, and with
+        every other one when that output's tensors hold more than ``limit`` bytes: the
+        :class:`Output` of each attempt run (files in ``folder``), or a one-line reason it
+        failed."""
         err_path, log_path = folder / "err.txt", folder / "log.txt"
         out_paths = [str(folder / f"out{i}" / "model.onnx") for i in range(len(attempts))]
         job = {"in": str(folder / "in.onnx"), "outs": out_paths, "err": str(err_path),
@@ -229,7 +236,9 @@ class OnnxsimWorker:
             return f"onnxsim failed: {lines[-1] if lines else 'unknown error'}"
         if not os.path.exists(out_paths[0]):
             return "onnxsim wrote no model"
-        written = [Path(p) for p in out_paths if os.path.exists(p)]
-        kept = written[:1] + written[1:][-1:]
-        # Read whole (weights included) before the folder goes.
-        return [(load(p), _folder_bytes(p.parent)) for p in kept]
+        outputs = []
+        for path in map(Path, out_paths):
+            sizes = path.parent / "sizes.json"
+            if sizes.exists():
+                outputs.append(Output(path, *json.loads(sizes.read_text())))
+        return outputs

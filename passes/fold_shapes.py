@@ -40,13 +40,16 @@ from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
 from graphfix.graph import STANDARD_DOMAINS, subgraphs
-from graphfix.model_io import skeleton
+from graphfix.model_io import skeleton, tensor_digest
 from graphfix.passes._symbolic import Expr, Facts, Shape, Value
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["FoldShapes", "fold_shapes"]
 
 logger = logging.getLogger(__name__)
+
+# Initializers up to this size are found by value, so a fold reads the copy the graph has.
+_SHARED_MAX_BYTES = 512
 
 _MAX_ROUNDS = 4
 _VALUE_TYPES = {
@@ -126,6 +129,11 @@ class _Rewriter:
         self.values: dict[tuple[object, ...], str] = {}  # symbolic value -> first tensor
         self.constants = {t.name for t in graph.initializer} | {
             n.output[0] for n in graph.node if n.op_type == "Constant" and n.output}
+        # Small initializers by value: a folded value that one already holds is read there
+        # (not one that is also a graph input: a caller may feed another value).
+        inputs = {i.name for i in graph.input}
+        self.by_value = {tensor_digest(t): t.name for t in graph.initializer
+                         if 0 < len(t.raw_data) <= _SHARED_MAX_BYTES and t.name not in inputs}
 
     def run(self) -> bool:
         changed = False
@@ -161,10 +169,7 @@ class _Rewriter:
         array = np.array(known, dtype=dtype)
         if self.facts.is_scalar(name):
             array = array.reshape(())
-        tensor = numpy_helper.from_array(array, self.names.fresh(f"{name}_folded"))
-        self.initializers.append(tensor)
-        self.constants.add(tensor.name)
-        self.replaced[name] = tensor.name
+        self.replaced[name] = self._tensor(array, f"{name}_folded")
         self.stats["values_folded"] += 1
         return True
 
@@ -191,11 +196,19 @@ class _Rewriter:
         return True
 
     def _constant_input(self, node: onnx.NodeProto, slot: int, values: list[int]) -> None:
-        tensor = numpy_helper.from_array(np.array(values, dtype=np.int64),
-                                         self.names.fresh(f"{node.output[0]}_target"))
+        node.input[slot] = self._tensor(np.array(values, dtype=np.int64), f"{node.output[0]}_target")
+
+    def _tensor(self, array: np.ndarray, base: str) -> str:
+        """The name of an initializer holding ``array``: one the graph has, or a new one."""
+        tensor = numpy_helper.from_array(array, "")
+        digest = tensor_digest(tensor)
+        if digest in self.by_value:
+            return self.by_value[digest]
+        tensor.name = self.names.fresh(base)
         self.initializers.append(tensor)
         self.constants.add(tensor.name)
-        node.input[slot] = tensor.name
+        self.by_value[digest] = tensor.name
+        return tensor.name
 
     def _is_constant(self, name: str) -> bool:
         return name in self.constants

@@ -27,8 +27,9 @@ Decisions:
    (ConstantOfShape feeding a Conv grows onnx's light models from ~0.1 MB to several MB). As in
    simplify, an output whose tensors hold over ``max(max_growth * original, original + 64 KiB)``
    bytes is refused
-   (skip with the sizes; ``max_growth=None`` allows it). ORT offers no per-fold threshold, so the
-   refusal is whole.
+   (``max_growth=None`` allows it). ORT offers no per-fold threshold: its rewrites are then
+   run again without its ``ConstantFolding`` transformer, and that output taken if it passes
+   every check (fusions kept, no weight materialised); otherwise the pass skips with the sizes.
 7. Graph inputs and outputs are restored from the original (names, order, dtypes, shapes); the IR
    version is capped to what the installed ORT reads, and raised to 4 when an IR-3 model gains
    initializers that are not inputs (IR 3 requires every initializer to be an input).
@@ -175,7 +176,7 @@ class OrtOffline(Pass):
     def _portable(self) -> bool:
         return self.level == "basic" and self.provider == "cpu"
 
-    def _optimize(self, model: onnx.ModelProto) -> onnx.ModelProto:
+    def _optimize(self, model: onnx.ModelProto, disabled: Sequence[str] = ()) -> onnx.ModelProto:
         import onnxruntime as ort
 
         providers: list[str] = [PROVIDERS[self.provider]]
@@ -193,9 +194,8 @@ class OrtOffline(Pass):
                 str(_EXTERNAL_MIN_BYTES),
             )
             try:
-                session = ort_session(
-                    model, optimization=self.level, providers=providers, options=options
-                )
+                session = ort_session(model, optimization=self.level, providers=providers,
+                                      options=options, disabled_optimizers=disabled)
             except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
                 raise _CannotLoad(str(exc).strip().splitlines()[0] if str(exc).strip() else
                                   type(exc).__name__) from exc
@@ -216,21 +216,18 @@ class OrtOffline(Pass):
             "initializers_before": len(model.graph.initializer),
         }
         try:
-            optimized = self._optimize(model)
-            duplicates = _drop_duplicate_constants(optimized.graph)
-            if duplicates:
-                logger.debug("ort-offline: %d Constant nodes ORT also wrote as initializers "
-                             "dropped", duplicates)
-            if self._portable:
-                # Rule 9: what ORT decided for its CPU kernels does not stay in a portable model.
-                undone = undo_provider_decisions(optimized, model)
-                stats.update(precision_casts_removed=undone.casts, nodes_put_back=undone.restored)
-            contrib = nonstandard_ops(optimized.graph, optimized.functions)
-            self._check(optimized, model, contrib)
+            try:
+                optimized = self._attempt(model, stats, disabled=())
+            except _Grows as growth:
+                # Rule 6: the fusions without the folding that grew the model.
+                logger.debug("ort-offline: %s; again without ConstantFolding", _reason(growth))
+                optimized = self._attempt(model, stats, disabled=("ConstantFolding",))
+                stats["constant_folding_off"] = 1
         except (_CannotLoad, Unportable, _Refused) as refusal:
             reason = _reason(refusal)
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
+        contrib = nonstandard_ops(optimized.graph, optimized.functions)
         if same_graph(optimized.graph, model.graph, names=True):
             stats.update(nodes_after=stats["nodes_before"],
                          initializers_after=stats["initializers_before"], contrib_ops=0)
@@ -250,6 +247,22 @@ class OrtOffline(Pass):
         )
         return PassResult(optimized, True, stats=stats, warnings=warnings)
 
+    def _attempt(self, model: onnx.ModelProto, stats: dict[str, Any],
+                 disabled: Sequence[str]) -> onnx.ModelProto:
+        """ORT's output for ``model``, its provider decisions taken back at the portable level,
+        checked (rules 6, 9, 10); raises :class:`_Refused` (or :class:`_Grows`)."""
+        optimized = self._optimize(model, disabled)
+        duplicates = _drop_duplicate_constants(optimized.graph)
+        if duplicates:
+            logger.debug("ort-offline: %d Constant nodes ORT also wrote as initializers "
+                         "dropped", duplicates)
+        if self._portable:
+            # Rule 9: what ORT decided for its CPU kernels does not stay in a portable model.
+            undone = undo_provider_decisions(optimized, model)
+            stats.update(precision_casts_removed=undone.casts, nodes_put_back=undone.restored)
+        self._check(optimized, model, nonstandard_ops(optimized.graph, optimized.functions))
+        return optimized
+
     def _check(self, optimized: onnx.ModelProto, model: onnx.ModelProto,
                contrib: list[str]) -> None:
         """Refuse ORT's output when it changed the signature, is not portable at the portable
@@ -266,8 +279,8 @@ class OrtOffline(Pass):
         # fails past 2 GB.
         size, new_size = weight_bytes(model), weight_bytes(optimized)
         if new_size > growth_limit(size, self.max_growth, new_size):
-            raise _Refused(f"ORT's constant folding grows the model from {size} to {new_size} "
-                           f"bytes (max_growth={self.max_growth})")
+            raise _Grows(f"ORT's constant folding grows the model from {size} to {new_size} "
+                         f"bytes (max_growth={self.max_growth})")
         nodes_before, nodes_out = count_nodes(model), count_nodes(optimized)
         if nodes_out > nodes_before:
             raise _Refused(f"ORT's output has more nodes ({nodes_before} -> {nodes_out}: "
@@ -294,6 +307,10 @@ class OrtOffline(Pass):
 
 class _Refused(Exception):
     """ORT's output is not taken (the reason)."""
+
+
+class _Grows(_Refused):
+    """ORT's constant folding grows the model past the growth policy."""
 
 
 def _reason(refusal: Exception) -> str:

@@ -14,11 +14,13 @@ Rules:
 3. Growth policy (:func:`graphfix.options.growth_limit`): folding can replicate data (Tile,
    Expand, broadcasts, Range tables, ConstantOfShape). The output's tensors (initializers and
    Constant values) may hold at most ``max(max_growth * original, original + 64 KiB)`` bytes.
-   When onnxsim's output holds more, onnxsim runs again keeping only folds below the growth
-   budget, then below a quarter of it, and last without constant folding; the refused folds are
-   reported with the bytes each would have added (``refused_fold_bytes``, warnings). If no
-   bounded run fits, the pass skips. ``max_growth=None`` turns the policy off (folding still
-   never crosses 2 GB).
+   When onnxsim's output holds more, onnxsim runs again folding no tensor over 64, 16, 4 and
+   1 KiB (``FOLD_THRESHOLDS``), and without constant folding; the largest threshold that fits
+   is taken if it is *stable*: the output, taken as a model of its own, would still refuse the
+   larger folds (its own budget is larger, since it grew), so that a second run on the pass's
+   output changes nothing. The refused folds are reported with the bytes each would have
+   added (``refused_fold_bytes``, warnings). ``max_growth=None`` turns the policy off (folding
+   still never crosses 2 GB).
 4. Dynamic dimensions stay dynamic. ``input_shapes={"x": [1, 3, 224, 224]}`` fixes them
    (onnxsim's ``overwrite_input_shapes``); every dimension that became static is listed in the
    warnings and counted in ``dims_fixed``.
@@ -29,10 +31,16 @@ Rules:
 6. Models over 2 GB are skipped (onnxsim holds the whole model as one message). Weights that
    stay in their files are copied file to file into the worker's data file; an external tensor
    graphfix never checked makes the pass skip.
-7. Never more nodes: onnxsim's ``fuse_matmul_add_bias_into_gemm_batched`` (which turns every
-   batched ``MatMul + Add`` into ``Reshape -> Gemm -> Reshape`` with a shape computation) is
-   skipped (``SKIPPED_OPTIMIZERS``), and an output with more nodes than the input is not taken.
-8. Memory: when the system has less memory available than about five times the model (the
+7. Never more nodes, never a runtime's own ops: onnxsim's
+   ``fuse_matmul_add_bias_into_gemm_batched`` (which turns every batched ``MatMul + Add`` into
+   ``Reshape -> Gemm -> Reshape`` with a shape computation) and its fusions into ONNX Runtime's
+   contrib ops (``fuse_attention``, ``fuse_gqa``: ``com.microsoft`` Attention and
+   GroupQueryAttention) are skipped (``SKIPPED_OPTIMIZERS``). An output with more nodes than the
+   input, or with ops of a domain outside the standard ones that the input did not use, is
+   not taken.
+8. onnxsim writes some folds as ``Constant`` nodes; they become initializers (from IR 4, where
+   an initializer need not be an input), as ONNX Runtime makes them at load: one node each.
+9. Memory: when the system has less memory available than about five times the model (the
    worker's peak), the pass skips with the figures rather than let the system kill a process.
 """
 
@@ -40,18 +48,19 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import onnx
 
 from graphfix.errors import PassError
-from graphfix.graph import count_nodes
+from graphfix.graph import STANDARD_DOMAINS, all_nodes, count_nodes, graphs
 from graphfix.model_io import (
     PROTOBUF_LIMIT,
     has_value,
     iter_tensors,
+    load,
     temporary_folder,
     tensor_digest,
     weight_bytes,
@@ -59,13 +68,14 @@ from graphfix.model_io import (
 )
 from graphfix.options import (
     DEFAULT_MAX_GROWTH,
+    GROWTH_ALLOWANCE,
     OptionError,
     RunOptions,
     check_max_growth,
     growth_limit,
 )
 from graphfix.passes._compare import grown_ops, same_graph
-from graphfix.passes._onnxsim_worker import OnnxsimWorker, fits
+from graphfix.passes._onnxsim_worker import OnnxsimWorker, Output
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS"]
@@ -74,8 +84,11 @@ logger = logging.getLogger(__name__)
 
 _FOLD_CAP = PROTOBUF_LIMIT // 2  # onnxsim's per-tensor folding threshold, never near 2 GB
 # Rule 7: onnxsim optimizers that add nodes.
-SKIPPED_OPTIMIZERS: tuple[str, ...] = ("fuse_matmul_add_bias_into_gemm_batched",)
-# Rule 8: the onnxsim worker's peak memory, in multiples of the serialized model.
+SKIPPED_OPTIMIZERS: tuple[str, ...] = (
+    "fuse_matmul_add_bias_into_gemm_batched", "fuse_attention", "fuse_gqa")
+# Rule 3: the per-tensor folding thresholds tried when folding everything grows too much.
+FOLD_THRESHOLDS = (GROWTH_ALLOWANCE, GROWTH_ALLOWANCE // 4, GROWTH_ALLOWANCE // 16, 1024)
+# Rule 9: the onnxsim worker's peak memory, in multiples of the serialized model.
 _WORKER_MEMORY_FACTOR = 5
 
 
@@ -208,6 +221,10 @@ class Simplify(Pass):
                 stats["refused_nodes_after"] = nodes_out
                 raise _Skip(f"onnxsim's output has more nodes ({nodes_before} -> {nodes_out}: "
                             f"{grown_ops(result, model)}); model kept")
+            foreign = _foreign_ops(result, model)
+            if foreign:
+                raise _Skip(f"onnxsim wrote ops outside the standard domains "
+                            f"({', '.join(foreign)}); model kept")
             # Rule 5: names of graph outputs.
             if [o.name for o in result.graph.output] != [o.name for o in model.graph.output]:
                 raise _Skip("onnxsim renamed graph outputs; model kept")
@@ -216,6 +233,8 @@ class Simplify(Pass):
             return PassResult(model, False, stats=stats, warnings=[*warnings, str(skip)],
                               skipped=str(skip))
         _keep_dim_names(result.graph, model.graph)
+        if result.ir_version >= 4:
+            _constants_to_initializers(result.graph)
         stats["dims_fixed"] = _dims_fixed(result.graph, model.graph, warnings)
         if not stats["dims_fixed"] and same_graph(result.graph, model.graph, names=False):
             stats.update(nodes_after=stats["nodes_before"],
@@ -248,10 +267,9 @@ class Simplify(Pass):
         limit = self._limit(tensors)
         # Rule 3: the bounded re-runs are one job of the worker, tried only when the first
         # output is too big.
-        budget = max(limit - tensors, 1)
-        attempts = [base] + [{**base, "tensor_size_threshold": f"{max(threshold, 1)}B"}
-                             for threshold in (budget, budget // 4)]
-        attempts.append({**base, "skip_constant_folding": True})
+        attempts = [base, *({**base, "tensor_size_threshold": f"{threshold}B"}
+                            for threshold in FOLD_THRESHOLDS),
+                    {**base, "skip_constant_folding": True}]
         if self._worker is not None:
             outputs = self._worker.simplify(folder, attempts, limit)
         else:  # used on its own: a worker for this call
@@ -259,20 +277,69 @@ class Simplify(Pass):
                 outputs = worker.simplify(folder, attempts, limit)
         if isinstance(outputs, str):
             raise _Skip(outputs)
-        (result, result_size), (last, last_size) = outputs[0], outputs[-1]
-        if fits(result, result_size, limit):
-            return result, result_size
-        if last is result or not fits(last, last_size, limit):
+        first = outputs[0]
+        if first.fits(limit):
+            return load(first.path), first.file_bytes
+        chosen = _stable_choice(outputs, limit, self._limit)
+        if chosen is None:
             raise _Skip(f"every simplification grows the model's tensors past {limit} bytes "
                         f"(max_growth={self.max_growth})")
-        kept = _new_initializers(last, model)
-        refused = {k: v for k, v in _new_initializers(result, model).items() if k not in kept}
+        result = load(chosen.path)
+        kept = _new_initializers(result, model)
+        refused = {k: v for k, v in _new_initializers(load(first.path), model).items()
+                   if k not in kept}
         stats["refused_folds"] = len(refused)
         stats["refused_fold_bytes"] = sum(refused.values())
         for name, nbytes in sorted(refused.items(), key=lambda kv: -kv[1])[:10]:
             warnings.append(f"refused fold {name!r}: would add {nbytes} bytes "
                             f"(max_growth={self.max_growth})")
-        return last, last_size
+        return result, chosen.file_bytes
+
+
+def _stable_choice(outputs: list[Output], limit: int,
+                   limit_of: Callable[[int], int]) -> Output | None:
+    """Rule 3: the bounded output to take, the one folding the most within ``limit``, and
+    stable: taken as a model of its own, the larger folds it refused would still not fit its
+    own limit (``limit_of`` its size), so that a second run refuses them again. Without
+    constant folding (the last attempt) the output is stable by construction."""
+    for position, output in enumerate(outputs[1:], start=1):
+        if not output.fits(limit):
+            continue
+        own = limit_of(output.tensor_bytes)
+        last = position == len(outputs) - 1
+        if last or not any(bigger.fits(own) for bigger in outputs[:position]):
+            return output
+    return None
+
+
+def _constants_to_initializers(graph: onnx.GraphProto) -> None:
+    """Rule 8: ``Constant`` nodes holding a tensor become initializers of their graph (bodies
+    too); a graph output stays produced by its node."""
+    for body in graphs(graph):
+        outputs = {o.name for o in body.output}
+        kept = []
+        for node in body.node:
+            value = node.attribute[0] if len(node.attribute) == 1 else None
+            if (node.op_type != "Constant" or node.domain not in STANDARD_DOMAINS
+                    or value is None or value.name != "value" or node.output[0] in outputs):
+                kept.append(node)
+                continue
+            tensor = body.initializer.add()
+            tensor.CopyFrom(value.t)
+            tensor.name = node.output[0]
+        if len(kept) != len(body.node):
+            del body.node[:]
+            body.node.extend(kept)
+
+
+def _foreign_ops(result: onnx.ModelProto, model: onnx.ModelProto) -> list[str]:
+    """Rule 7: ops of ``result`` in a non-standard domain that ``model`` does not use."""
+    def used(m: onnx.ModelProto) -> set[tuple[str, str]]:
+        nodes = [*all_nodes(m.graph), *(n for f in m.functions for n in f.node)]
+        return {(n.domain, n.op_type) for n in nodes if n.domain not in STANDARD_DOMAINS}
+
+    local = {(f.domain, f.name) for f in result.functions}
+    return sorted(f"{domain}::{op}" for domain, op in used(result) - used(model) - local)
 
 
 class _Skip(Exception):

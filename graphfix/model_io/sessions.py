@@ -53,10 +53,12 @@ def ort_session(
     optimization: str = "disabled",
     providers: Sequence[str | tuple[str, dict]] = ("CPUExecutionProvider",),
     options: onnxruntime.SessionOptions | None = None,
+    disabled_optimizers: Sequence[str] = (),
 ) -> onnxruntime.InferenceSession:
     """An ONNX Runtime session on an in-memory model, whatever its size.
 
-    ``optimization`` is one of disabled, basic, extended, layout, all. The graph is passed as
+    ``optimization`` is one of disabled, basic, extended, layout, all, less the graph
+    transformers named in ``disabled_optimizers`` (ORT's names: ``ConstantFolding``). The graph is passed as
     bytes; large weights held in memory are lent to ONNX Runtime over their own bytes (kept
     alive with the session) and weights that stay in their files are read there by ONNX Runtime
     (the folder is set in ``options``). A model holding more than ``_SESSION_BYTES_LIMIT`` of
@@ -92,12 +94,14 @@ def ort_session(
             values = [ort.OrtValue.ortvalue_from_numpy(value) for _, value in memory]
             if memory:
                 options.add_external_initializers([name for name, _ in memory], values)
-            session = ort.InferenceSession(payload, options, providers=list(providers))
+            session = ort.InferenceSession(payload, options, providers=list(providers),
+                                           disabled_optimizers=list(disabled_optimizers))
             # ORT reads those weights where they are for the session's whole life.
             session._graphfix_lent_weights = (memory, values)  # type: ignore[attr-defined]
             return session
         with _temporary_model_file(model, lazy="copy") as path:
-            return ort.InferenceSession(str(path), options, providers=list(providers))
+            return ort.InferenceSession(str(path), options, providers=list(providers),
+                                        disabled_optimizers=list(disabled_optimizers))
 
 
 @contextlib.contextmanager

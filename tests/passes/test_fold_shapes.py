@@ -223,3 +223,17 @@ def test_sizes_through_split_and_gemm(text: str, target: list[int], ort_run):
     result = run(parse(text), ort_run, SIZES)
     assert targets(result.model) == {"y": target}
     assert ops(result.model).count("Shape") == 0
+
+
+def test_a_folded_value_reads_the_initializer_that_holds_it(ort_run):
+    # The folded target equals an initializer the graph has: no copy of it is added (onnxsim
+    # would merge the copy, so a second run of the pipeline would change the model).
+    model = parse(HEAD_SPLIT)
+    model.graph.initializer.append(
+        onnx.numpy_helper.from_array(np.array([0, 0, 2, 4], np.int64), "existing"))
+    model.graph.node.append(onnx.helper.make_node("Reshape", ["x", "existing"], ["z"]))
+    model.graph.output.append(onnx.helper.make_tensor_value_info(
+        "z", onnx.TensorProto.FLOAT, ["B", "S", 2, 4]))
+    result = run(model, ort_run, SIZES)
+    assert targets(result.model) == {"y": [0, 0, 2, 4], "z": [0, 0, 2, 4]}
+    assert [t.name for t in result.model.graph.initializer] == ["existing"]

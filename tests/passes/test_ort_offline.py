@@ -26,6 +26,10 @@ g (float[1,3,8,8] x) => (float[1,4,8,8] y) {
 }""")
 
 
+def ops(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node]
+
+
 def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
@@ -151,9 +155,38 @@ def test_refuses_folding_that_bloats() -> None:
         y = Conv <pads = [1, 1, 1, 1]> (x, w)
     }""")
     result = OrtOffline()(_copy(model))
-    assert result.skipped and "grows the model" in result.skipped and not result.modified
+    # Run again without ConstantFolding, ORT only makes the Constant node an initializer.
+    assert result.stats["constant_folding_off"] == 1
+    assert "ConstantOfShape" in ops(result.model) and result.model.ByteSize() < 4096
     allowed = OrtOffline(max_growth=None)(_copy(model))
     assert allowed.modified and allowed.model.ByteSize() > 64 * 64 * 9 * 4
+
+
+def test_fusions_are_kept_when_folding_is_refused(ort_run, rng) -> None:
+    # The Conv+BatchNormalization fusion stays; the 256 KiB weight the ConstantOfShape computes
+    # is not materialised.
+    weights = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1,3,8,8] x, float[8,3,3,3] w, float[8] s, float[8] b, float[8] m, float[8] v)
+        => (float[1,8192,8,8] y) {
+        c = Conv <pads = [1, 1, 1, 1]> (x, w)
+        n = BatchNormalization (c, s, b, m, v)
+        shape = Constant <value = int64[4] {8192, 8, 1, 1}> ()
+        w2 = ConstantOfShape <value = float[1] {0.01}> (shape)
+        y = Conv (n, w2)
+    }""")
+    del model.graph.input[1:]
+    for name, value in {"w": weights, "s": np.full(8, 1.5), "b": np.full(8, 0.1),
+                        "m": np.full(8, 0.2), "v": np.full(8, 2.0)}.items():
+        model.graph.initializer.append(
+            onnx.numpy_helper.from_array(np.asarray(value, np.float32), name))
+    result = OrtOffline()(_copy(model))
+    assert result.modified and result.stats["constant_folding_off"] == 1
+    assert sorted(ops(result.model)) == ["ConstantOfShape", "Conv", "Conv"]
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(ort_run(result.model, {"x": x})["y"],
+                               ort_run(model, {"x": x})["y"], rtol=1e-4, atol=1e-5)
 
 
 def test_a_model_ort_cannot_load_is_skipped_not_fatal() -> None:
