@@ -271,8 +271,10 @@ class Facts:
     # ------------------------------------------------------------ ranks and shapes
     def rank(self, name: str, depth: int = CHAIN_DEPTH) -> int | None:
         node = self.index.producer.get(name)
-        if is_transpose(node) and attr(node, "perm") is not None:  # type: ignore[arg-type]
-            return len(attr(node, "perm"))  # type: ignore[arg-type]
+        if is_transpose(node):
+            perm = self.transpose_perm(node)  # type: ignore[arg-type]
+            if perm is not None:
+                return len(perm)
         if name in self.initializers:
             return len(self.initializers[name].dims)
         if name in self.shapes:
