@@ -20,8 +20,8 @@ from typing import Any
 import click
 
 import graphfix
-from graphfix import pipeline, registry
-from graphfix.errors import GraphfixError, ParityError, UnknownPassError
+from graphfix import model_io, pipeline, registry
+from graphfix.errors import GraphfixError, ParityError, UnknownPassError, shown
 from graphfix.options import BenchOptions, ParityOptions, Tolerance
 from graphfix.report import (
     format_bench,
@@ -36,8 +36,10 @@ __all__ = ["main", "cli"]
 logger = logging.getLogger("graphfix")
 
 
-class _Terminated(Exception):
-    """SIGTERM, turned into an exception so that every cleanup runs as for Ctrl-C."""
+class _Terminated(BaseException):
+    """SIGTERM, turned into an exception so that every cleanup runs as for Ctrl-C. A
+    BaseException, as KeyboardInterrupt is: no ``except Exception`` (a pass that failed, a
+    session ONNX Runtime refused) may take it for an error of its own."""
 
 
 class _Group(click.Group):
@@ -270,9 +272,15 @@ def _optimize_arguments(flags: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+# Model paths are checked by the library, not by click: a missing, unreadable or odd file is a
+# graphfix error (exit 1, one line), as every other problem with a model is.
+_MODEL_PATH = click.Path(readable=False, path_type=Path)
+
+
 @cli.command(cls=_RecordArgs)
-@click.argument("src", type=click.Path(dir_okay=True, path_type=Path))
-@click.argument("dst", type=click.Path(path_type=Path))
+@click.argument("src", type=_MODEL_PATH)
+# DST as typed: pathlib would drop a trailing slash, which says the user meant a folder.
+@click.argument("dst", type=click.Path(readable=False))
 @click.option("--passes", "passes_", metavar="A,B", help="Run exactly these passes, in this order.")
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave out a pass (repeatable).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), metavar="FILE",
@@ -312,7 +320,7 @@ def _optimize_arguments(flags: dict[str, Any]) -> dict[str, Any]:
                    "(implies --bench).")
 @_verbosity
 @click.pass_context
-def optimize(ctx: click.Context, src: Path, dst: Path, verbose: int, quiet: bool,
+def optimize(ctx: click.Context, src: Path, dst: str, verbose: int, quiet: bool,
              **flags: Any) -> None:
     """Optimize SRC and write the result to DST.
 
@@ -344,8 +352,8 @@ def optimize(ctx: click.Context, src: Path, dst: Path, verbose: int, quiet: bool
 
 
 @cli.command()
-@click.argument("reference", type=click.Path(path_type=Path))
-@click.argument("candidate", type=click.Path(path_type=Path))
+@click.argument("reference", type=_MODEL_PATH)
+@click.argument("candidate", type=_MODEL_PATH)
 @_parity_flags
 @_shape_option
 @click.option("--provider", type=click.Choice(["cpu", "cuda"]),
@@ -366,8 +374,14 @@ def check(reference: Path, candidate: Path, input_shape: tuple[tuple[str, list[i
     """
     _configure_logging(0, False)
     options = _parity(flags).arguments() | _given(provider=provider)
+    models = []
+    for path in (reference, candidate):
+        loaded = graphfix.load(path)
+        for warning in model_io.check_model(loaded):
+            logger.warning("%s: %s", shown(path), warning)
+        models.append(loaded)
     result = graphfix.check_parity(
-        graphfix.load(reference), graphfix.load(candidate), **options,
+        *models, **options,
         input_shapes=dict(input_shape) or None, names=("reference", "candidate"),
         progress=None if as_json else _progress(True))
     click.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json
@@ -376,8 +390,8 @@ def check(reference: Path, candidate: Path, input_shape: tuple[tuple[str, list[i
 
 
 @cli.command()
-@click.argument("model", type=click.Path(path_type=Path))
-@click.option("--vs", "baseline", type=click.Path(path_type=Path), metavar="OTHER",
+@click.argument("model", type=_MODEL_PATH)
+@click.option("--vs", "baseline", type=_MODEL_PATH, metavar="OTHER",
               help="Compare with OTHER (the speedup is OTHER's time over MODEL's).")
 @click.option("--provider", type=click.Choice(["auto", "cpu", "cuda"]),
               help="auto (default): CUDA when it really loads, else CPU.")
@@ -448,7 +462,7 @@ def list_passes() -> None:
 
 
 @cli.command()
-@click.argument("model", type=click.Path(path_type=Path))
+@click.argument("model", type=_MODEL_PATH)
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
 def inspect(model: Path, as_json: bool) -> None:
     """Show what is in MODEL and what graphfix would change.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -18,6 +20,7 @@ __all__ = [
     "BenchmarkError",
     "ProviderUnavailableError",
     "first_line",
+    "shown",
 ]
 
 
@@ -35,7 +38,10 @@ class GraphfixError(Exception):
 
     def __str__(self) -> str:
         message = super().__str__()
-        return f"{message} (hint: {self.hint})" if self.hint else message
+        text = f"{message} (hint: {self.hint})" if self.hint else message
+        # One line, whatever a name or a foreign message held (a path is quoted by shown();
+        # this is the safety net for anything that was not).
+        return _LINE_BREAKS.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 class ModelLoadError(GraphfixError):
@@ -79,10 +85,53 @@ class ProviderUnavailableError(GraphfixError):
     """An ONNX Runtime execution provider that was asked for cannot be loaded."""
 
 
-def first_line(err: BaseException | None, limit: int = 300) -> str:
+_LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+# ONNX Runtime's status prefix ("[ONNXRuntimeError] : 1 : FAIL : ") and the C++ source location
+# its messages start with ("/onnxruntime_src/.../graph.cc:1234 void onnxruntime::Graph::f(...)").
+_ORT_PREFIX = re.compile(r"^\[ONNXRuntimeError\] : \d+ : [A-Z_]+ : ")
+_SOURCE_LOCATION = re.compile(r"(?:^|(?<=\s))\S+\.(?:cc|cpp|cxx|cu|h|hpp):\d+ ")
+
+
+def _strip_signature(text: str) -> str:
+    """``text`` without the C++ source locations and function signatures ORT puts before its
+    sentence: from ``file.cc:123`` up to the end of the parameter list that follows."""
+    while (found := _SOURCE_LOCATION.search(text)) is not None:
+        rest = text[found.end():]
+        opening = rest.find("(")
+        # A signature names a C++ function ("void onnxruntime::f(", "Status Graph::g(");
+        # anything else after the location is already the sentence.
+        if opening < 0 or "::" not in rest[:opening] or ". " in rest[:opening]:
+            text = text[: found.start()] + rest
+            continue
+        depth, end = 0, len(rest)
+        for index in range(opening, len(rest)):
+            depth += {"(": 1, ")": -1}.get(rest[index], 0)
+            if depth == 0:
+                end = index + 1
+                break
+        text = text[: found.start()] + rest[end:].removeprefix(" const").lstrip()
+    return text
+
+
+def first_line(err: BaseException | None, limit: int = 500) -> str:
     """The first non-empty line of a foreign exception's message (ONNX Runtime's run over
-    several), at most ``limit`` characters; the exception's type when it says nothing."""
+    several), without ONNX Runtime's status prefix and C++ function signature, at most
+    ``limit`` characters (cut at a word); the exception's type when it says nothing."""
     text = str(err).strip() if err is not None else "unknown error"
     lines = [line for line in text.splitlines() if line.strip()]
     line = lines[0].strip() if lines else type(err).__name__
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+    line = _strip_signature(_ORT_PREFIX.sub("", line)).strip() or line
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 3]
+    return (cut.rsplit(" ", 1)[0] if " " in cut[limit // 2:] else cut) + "..."
+
+
+def shown(path: str | os.PathLike | None) -> str:
+    """A path as a message shows it: as it is when it prints plainly on one line, else quoted
+    and escaped like a Python string (a newline in a name cannot split the message)."""
+    text = os.fsdecode(path) if path is not None else ""
+    if text and text.isprintable() and text == text.strip():
+        return text
+    return repr(text)

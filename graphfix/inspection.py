@@ -71,11 +71,18 @@ def _would_change(model: onnx.ModelProto) -> dict[str, str]:
 
 def inspect(model: model_io.ModelSource) -> Inspection:
     """Facts about ``model`` (a path, bytes or a ModelProto, which is not changed), the
-    checker's warnings, and what the structural passes would change."""
-    loaded = model_io.load_with_info(model)
+    checker's warnings (and ONNX Runtime's refusal, for a model it cannot load: custom ops
+    without their library, an opset it does not know), and what the structural passes would
+    change."""
+    # Weights stay in their files (read on demand, and by ONNX Runtime where they are).
+    loaded = model_io.load_with_info(model, load_external_data=False)
     facts = model_facts(loaded.model, size_bytes=loaded.size_bytes or None,
                         external_data=loaded.external_data)
     warnings = model_io.check_model(loaded.model)
+    if not warnings:  # a model the checker rejects has been tried on ONNX Runtime already
+        problem = model_io.runtime_problem(loaded.model)
+        if problem is not None:
+            warnings.append(f"ONNX Runtime cannot load the model: {problem}")
     working = loaded.model
     if not loaded.owned:
         working = onnx.ModelProto()

@@ -160,11 +160,19 @@ def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+def _dtype_name(elem_type: int) -> str:
+    """An element type's name ("float", "int64"); one that no onnx names is "type 99"."""
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return f"type {elem_type}"
+
+
 def _tensor_facts(value: onnx.ValueInfoProto, dynamic: set[str]) -> TensorFacts:
     vtype = value.type
     if vtype.HasField("tensor_type"):
         ttype = vtype.tensor_type
-        dtype = onnx.TensorProto.DataType.Name(ttype.elem_type).lower()
+        dtype = _dtype_name(ttype.elem_type)
         sizes = dims(value)
         shape = None if sizes is None else list(sizes)
         dynamic.update(d for d in shape or () if isinstance(d, str))

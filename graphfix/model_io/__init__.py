@@ -11,20 +11,21 @@
   source files are copied file to file, in chunks; the model in memory is never changed
   (:mod:`.writing`, :mod:`.encoding`);
 - :func:`ort_session` opens an ONNX Runtime session on an in-memory model of any size, weights in
-  their source files included, without reading them into Python (:mod:`.sessions`).
+  their source files included, without reading them into Python (:mod:`.sessions`);
+- :func:`check_model` runs onnx.checker without reading the weights and refuses what neither
+  onnx nor ONNX Runtime can use (:mod:`.checking`).
+
+A model file is read only when it is a regular file under protobuf's 2 GiB limit (a FIFO or a
+device is refused before a byte is read, without blocking); an output path is checked before
+anything runs: a folder (``.``, a trailing slash), a folder graphfix cannot write to, a file it
+reads.
 """
 
 from __future__ import annotations
 
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, copy_without, skeleton, write_scratch
-from graphfix.model_io.loading import (
-    LoadedModel,
-    ModelSource,
-    check_model,
-    checker_problem,
-    load,
-    load_with_info,
-)
+from graphfix.model_io.checking import check_model, checker_problem, runtime_problem
+from graphfix.model_io.loading import LoadedModel, ModelSource, load, load_with_info
 from graphfix.model_io.runtime import max_ir_version
 from graphfix.model_io.sessions import ort_session
 from graphfix.model_io.tensors import (
@@ -41,6 +42,8 @@ from graphfix.model_io.writing import (
     WrittenModel,
     check_outputs,
     data_path_of,
+    may_write_data,
+    output_path,
     save,
     sweep_temporaries,
     temporary_folder,
@@ -56,6 +59,7 @@ __all__ = [
     "save",
     "check_model",
     "checker_problem",
+    "runtime_problem",
     "max_ir_version",
     "ort_session",
     "iter_tensors",
@@ -75,4 +79,6 @@ __all__ = [
     "data_files",
     "check_outputs",
     "data_path_of",
+    "may_write_data",
+    "output_path",
 ]

@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from graphfix.errors import ModelSaveError
+from graphfix.errors import ModelSaveError, shown
 from graphfix.model_io.runtime import ir_capped
 from graphfix.model_io.tensors import (
     _DATA_FIELDS,
@@ -313,12 +313,12 @@ def _copy_range(source: Path, offset: int, length: int, target: BinaryIO, start:
                     copied += count
     except OSError as err:
         raise ModelSaveError(
-            f"cannot copy external data from {source} ({err.strerror or err})",
+            f"cannot copy external data from {shown(source)} ({err.strerror or err})",
             hint="check that the source data file is readable and the disk has room",
         ) from None
     if copied < length:
         raise ModelSaveError(
-            f"{source}: external data ends before the {length} bytes at offset {offset}",
+            f"{shown(source)}: external data ends before the {length} bytes at offset {offset}",
             hint="the data file changed after the model was loaded",
         )
 

@@ -1,33 +1,35 @@
-"""Reading a model: from a path, bytes or a ModelProto, external data checked, and its checks."""
+"""Reading a model: from a path, bytes or a ModelProto, its external data checked."""
 
 from __future__ import annotations
 
 import dataclasses
+import errno
+import io
+import logging
 import os
+import stat
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Union
 
 import google.protobuf.message
 import onnx
 
-from graphfix.errors import ModelLoadError, first_line
-from graphfix.model_io.sessions import _temporary_model_file, ort_session
+from graphfix.errors import ModelLoadError, first_line, shown
+from graphfix.model_io.encoding import PROTOBUF_LIMIT
 from graphfix.model_io.tensors import (
     _VETTED,
     load_external_values,
+    _declared_nbytes,
     _external_tensors,
-    _inline_bytes,
-    _lazy_tensors,
     _point_at,
 )
 
-__all__ = ["ModelSource", "LoadedModel", "load", "load_with_info", "check_model",
-           "checker_problem"]
+__all__ = ["ModelSource", "LoadedModel", "load", "load_with_info"]
+
+logger = logging.getLogger(__name__)
 
 ModelSource = Union[str, os.PathLike, bytes, onnx.ModelProto]
-
-# Above this many bytes of weights in memory, check_model checks a weightless copy on disk.
-_CHECK_INLINE_BYTES = 8 * 2**20
 
 
 @dataclasses.dataclass
@@ -42,8 +44,9 @@ class LoadedModel:
     owned: bool = True
 
 
-def _resolve_location(base_dir: Path, location: str) -> Path:
-    """The file an external-data location names, refusing anything outside ``base_dir``."""
+def _resolve_location(base_dir: Path, location: str, allowed: Sequence[Path] = ()) -> Path:
+    """The file an external-data location names, relative to ``base_dir``, refusing anything
+    outside ``base_dir`` and the ``allowed`` folders (links resolved)."""
     if not location or os.path.isabs(location) or Path(location).drive:
         raise ModelLoadError(
             f"external data location {location!r} is not a relative path",
@@ -52,10 +55,10 @@ def _resolve_location(base_dir: Path, location: str) -> Path:
     try:
         base = base_dir.resolve()
         target = (base / location).resolve()
-    except (OSError, ValueError) as err:
+    except (OSError, RuntimeError, ValueError) as err:  # RuntimeError: a link loop (3.11)
         raise ModelLoadError(f"external data location {location[:80]!r} cannot be used "
                              f"({_reason(err)})", hint="the model file may be damaged") from None
-    if target != base and base not in target.parents:
+    if not any(target == folder or folder in target.parents for folder in {base, *allowed}):
         raise ModelLoadError(
             f"external data location {location!r} escapes the model's folder",
             hint="move the data file next to the model and fix its location",
@@ -64,8 +67,74 @@ def _resolve_location(base_dir: Path, location: str) -> Path:
 
 
 def _reason(err: BaseException) -> str:
+    if isinstance(err, OSError) and err.errno == errno.ELOOP or isinstance(err, RuntimeError):
+        return "a loop of symbolic links"
     return (err.strerror if isinstance(err, OSError) and err.strerror else str(err)) or (
         type(err).__name__)
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is ("a directory", "a FIFO (named pipe)", ...)."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _open_error(path: Path, err: OSError) -> ModelLoadError:
+    """Why the model file at ``path`` cannot be opened, as one line a user can act on."""
+    if err.errno == errno.ENOENT:
+        if os.path.islink(path):
+            return ModelLoadError(
+                f"{shown(path)}: a symbolic link to {shown(os.readlink(path))}, which does not "
+                "exist", hint="fix or remove the link")
+        return ModelLoadError(f"{shown(path)}: no such file", hint="check the path")
+    if err.errno == errno.ELOOP:
+        return ModelLoadError(f"{shown(path)}: a loop of symbolic links",
+                              hint="the link leads back to itself; point it at the model file")
+    hint = "check the file's permissions" if err.errno == errno.EACCES else None
+    return ModelLoadError(f"{shown(path)}: cannot read ({_reason(err)})", hint=hint)
+
+
+def _read_model_file(path: Path) -> bytes:
+    """The bytes of the model file at ``path``. Anything but a regular file (a folder, a FIFO
+    nobody writes to, /dev/zero) and a file over protobuf's 2 GiB limit are refused before a
+    byte is read; the file is opened without blocking (a FIFO would wait for a writer)."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        raise _open_error(path, err) from None
+    except ValueError as err:  # a NUL byte in the path
+        raise ModelLoadError(f"{shown(path)}: not a usable path ({err})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            if stat.S_ISDIR(info.st_mode):
+                raise ModelLoadError(f"{shown(path)}: is a directory, not a model file",
+                                     hint="give the model file inside it")
+            raise ModelLoadError(f"{shown(path)}: is {_kind(info.st_mode)}, not a regular file",
+                                 hint="give the path of an .onnx file")
+        if info.st_size > PROTOBUF_LIMIT:
+            raise _too_large(path, info.st_size)
+        with io.FileIO(fd, "rb", closefd=False) as f:
+            data = f.read(info.st_size + 1)  # one byte more tells a file that grows
+    except OSError as err:
+        raise ModelLoadError(f"{shown(path)}: cannot read ({_reason(err)})") from None
+    finally:
+        os.close(fd)
+    if len(data) > info.st_size:
+        raise ModelLoadError(f"{shown(path)}: the file grew while it was read",
+                             hint="wait until whatever writes it has finished")
+    return data
+
+
+def _too_large(path: Path, size: int) -> ModelLoadError:
+    return ModelLoadError(
+        f"{shown(path)}: {size} bytes, over protobuf's 2 GiB limit for a model file",
+        hint="a model this large keeps its weights in external data files; is this the model?")
 
 
 def _external_info(path: Path, tensor: onnx.TensorProto) -> tuple[str, int, int | None]:
@@ -73,8 +142,8 @@ def _external_info(path: Path, tensor: onnx.TensorProto) -> tuple[str, int, int 
     fields = {entry.key: entry.value for entry in tensor.external_data}
     location = fields.get("location", "")
     if "\0" in location:
-        raise ModelLoadError(f"{path}: the external data location of tensor {tensor.name!r} "
-                             "holds a NUL byte", hint="the model file is damaged")
+        raise ModelLoadError(f"{shown(path)}: the external data location of tensor "
+                             f"{tensor.name!r} holds a NUL byte", hint="the model file is damaged")
     numbers: dict[str, int] = {}
     for key in ("offset", "length"):
         if key not in fields:
@@ -83,11 +152,11 @@ def _external_info(path: Path, tensor: onnx.TensorProto) -> tuple[str, int, int 
             numbers[key] = int(fields[key])
         except ValueError:
             raise ModelLoadError(
-                f"{path}: the external data {key} of tensor {tensor.name!r} is not a number "
-                f"({fields[key][:40]!r})", hint="the model file is damaged") from None
+                f"{shown(path)}: the external data {key} of tensor {tensor.name!r} is not a "
+                f"number ({fields[key][:40]!r})", hint="the model file is damaged") from None
         if numbers[key] < 0:
             raise ModelLoadError(
-                f"{path}: the external data {key} of tensor {tensor.name!r} is negative "
+                f"{shown(path)}: the external data {key} of tensor {tensor.name!r} is negative "
                 f"({numbers[key]})", hint="the model file is damaged")
     return location, numbers.get("offset", 0), numbers.get("length")
 
@@ -100,7 +169,7 @@ def _parse(data: bytes, what: str) -> onnx.ModelProto:
         model.ParseFromString(data)
     except (google.protobuf.message.DecodeError, RuntimeError, ValueError) as err:
         raise ModelLoadError(
-            f"{what} is not an ONNX model (protobuf: {err})",
+            f"{what} is not an ONNX model (protobuf: {first_line(err, limit=200)})",
             hint="the file may be truncated or of another format",
         ) from None
     # Random bytes sometimes parse as a protobuf message; a model has a graph and an opset.
@@ -112,6 +181,84 @@ def _parse(data: bytes, what: str) -> onnx.ModelProto:
     return model
 
 
+def _data_folders(path: Path, external: list[onnx.TensorProto]) -> tuple[Path, list[Path]]:
+    """The folder external-data locations are resolved in, and the folders the data may lie
+    in. For a link, both the link's folder and the folder of the file it leads to are the
+    model's: locations are resolved beside the link, where ONNX Runtime and onnx look (a
+    Hugging Face cache links the model and its data file side by side, to files in another
+    folder), or beside the file it leads to when the link's folder lacks data files that
+    folder holds."""
+    folder = path.parent
+    if not external or not path.is_symlink():
+        return folder, []
+    try:
+        real = path.resolve(strict=True).parent
+        if real == folder.resolve():
+            return folder, []
+    except (OSError, RuntimeError):
+        return folder, []
+    locations = {e.value for t in external for e in t.external_data if e.key == "location"}
+    if not all(os.path.exists(folder / loc) for loc in locations) and all(
+            os.path.exists(real / loc) for loc in locations):
+        logger.debug("%s is a link: its external data is read beside %s", path, real)
+        return real, [real]
+    return folder, [real]
+
+
+def _data_file_size(path: Path, target: Path, location: str, tensor: onnx.TensorProto) -> int:
+    """The size of the data file ``target`` (``location`` in the model at ``path``), which
+    must be a regular file."""
+    where = f"{shown(path)}: external data file {location[:80]!r} of tensor {tensor.name!r}"
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        raise ModelLoadError(
+            f"{where} is missing",
+            hint="keep the data file beside the model, under the name the model records",
+        ) from None
+    except OSError as err:
+        raise ModelLoadError(f"{where} cannot be read ({_reason(err)})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ModelLoadError(f"{where} is {_kind(info.st_mode)}, not a regular file",
+                             hint="the data file must be a regular file beside the model")
+    return info.st_size
+
+
+def _external_sources(
+    path: Path, external: list[onnx.TensorProto]
+) -> tuple[list[tuple[onnx.TensorProto, Path, int, int]], int]:
+    """Each external tensor's (tensor, data file, offset, length), every location checked
+    before any is used, and the bytes of the data files. A tensor without a length takes the
+    bytes its type and shape need (as ONNX Runtime reads it); a length that disagrees with them
+    is refused, as ONNX Runtime refuses it."""
+    folder, allowed = _data_folders(path, external)
+    sources: list[tuple[onnx.TensorProto, Path, int, int]] = []
+    file_sizes: dict[Path, int] = {}
+    for tensor in external:
+        location, offset, length = _external_info(path, tensor)
+        target = _resolve_location(folder, location, allowed)
+        if target not in file_sizes:
+            file_sizes[target] = _data_file_size(path, target, location, tensor)
+        file_size = file_sizes[target]
+        needed = _declared_nbytes(tensor)
+        if length is None:
+            length = needed if needed is not None else file_size - offset
+        if offset > file_size or offset + length > file_size:
+            raise ModelLoadError(
+                f"{shown(path)}: external data of tensor {tensor.name!r} runs past the end of "
+                f"{location!r}",
+                hint="the data file is truncated or belongs to another model",
+            )
+        if needed is not None and length != needed:
+            raise ModelLoadError(
+                f"{shown(path)}: the external data length of tensor {tensor.name!r} is "
+                f"{length} bytes; its type and shape take {needed}",
+                hint="the model file is damaged (ONNX Runtime refuses it too)",
+            )
+        sources.append((tensor, target, offset, length))
+    return sources, sum(file_sizes.values())
+
+
 def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> LoadedModel:
     """Load a model and report where it came from. See :func:`load`."""
     if isinstance(source, onnx.ModelProto):
@@ -119,53 +266,22 @@ def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> L
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         return LoadedModel(_parse(data, "the given bytes"), size_bytes=len(data))
-
+    if not os.fspath(source):
+        raise ModelLoadError("no model path given (an empty name)", hint="give a model file")
     path = Path(source)
-    try:
-        if not path.exists():
-            raise ModelLoadError(f"{path}: no such file", hint="check the path")
-        if path.is_dir():
-            raise ModelLoadError(f"{path}: is a directory, not a model file")
-        data = path.read_bytes()
-    except (OSError, ValueError) as err:
-        raise ModelLoadError(f"{path}: cannot read ({_reason(err)})") from None
-    model = _parse(data, str(path))
+    data = _read_model_file(path)
+    model = _parse(data, shown(path))
     size = len(data)
     del data
     external = _external_tensors(model)
-    # tensor -> (data file, offset, length), every location checked before any is used.
-    sources: list[tuple[onnx.TensorProto, Path, int, int]] = []
-    file_sizes: dict[Path, int] = {}
-    for tensor in external:
-        location, offset, length = _external_info(path, tensor)
-        target = _resolve_location(path.parent, location)
-        try:
-            if not target.is_file():
-                raise ModelLoadError(
-                    f"{path}: external data file {location!r} of tensor {tensor.name!r} is "
-                    "missing",
-                    hint="keep the data file beside the model, under the name the model records",
-                )
-            file_size = file_sizes.setdefault(target, target.stat().st_size)
-        except OSError as err:
-            raise ModelLoadError(
-                f"{path}: external data file {location[:80]!r} of tensor {tensor.name!r} cannot be "
-                f"read ({_reason(err)})") from None
-        length = file_size - offset if length is None else length
-        if offset > file_size or offset + length > file_size:
-            raise ModelLoadError(
-                f"{path}: external data of tensor {tensor.name!r} runs past the end of "
-                f"{location!r}",
-                hint="the data file is truncated or belongs to another model",
-            )
-        sources.append((tensor, target, offset, length))
-    size += sum(file_sizes.values())
+    sources, data_bytes = _external_sources(path, external)
     for tensor, target, offset, length in sources:
         _VETTED.add(str(target))
         _point_at(tensor, str(target), offset, length)
     if external and load_external_data:
         load_external_values(model)
-    return LoadedModel(model, path=path, external_data=bool(external), size_bytes=size)
+    return LoadedModel(model, path=path, external_data=bool(external),
+                       size_bytes=size + data_bytes)
 
 
 def load(source: ModelSource, *, load_external_data: bool = True) -> onnx.ModelProto:
@@ -180,56 +296,3 @@ def load(source: ModelSource, *, load_external_data: bool = True) -> onnx.ModelP
     :func:`load_external_values` to read them all in).
     """
     return load_with_info(source, load_external_data=load_external_data).model
-
-
-def checker_problem(model: onnx.ModelProto, *, full_check: bool = True) -> str | None:
-    """What ``onnx.checker`` finds wrong with ``model`` (one line), or None. The weights are not
-    read: a model holding little in memory is checked as it is; any other is written to a
-    temporary file where every large tensor is a hole of its size in a sparse data file, and
-    checked from there (from a file the checker reads no external data), so nothing large is
-    copied, serialized or read."""
-    try:
-        if not _lazy_tensors(model) and _inline_bytes(model) < _CHECK_INLINE_BYTES:
-            onnx.checker.check_model(model, full_check=full_check)
-        else:
-            with _temporary_model_file(model, lazy="hole") as path:
-                onnx.checker.check_model(str(path), full_check=full_check)
-    except (onnx.checker.ValidationError,
-            onnx.onnx_cpp2py_export.shape_inference.InferenceError) as err:
-        return " ".join(first_line(err, limit=2000).split("==> Context")[0].split())
-    return None
-
-
-def check_model(model: onnx.ModelProto) -> list[str]:
-    """Check a model structurally; returns warnings, raises if it is broken beyond use.
-
-    A model that fails ``onnx.checker`` but that ONNX Runtime loads (contrib ops in
-    ``com.microsoft``, say) is usable: the checker's complaint becomes a warning. A model that
-    both reject raises :class:`ModelLoadError` with the checker's message. Weights that stay in
-    their files are not read: the checker sees a file of the right size in their place.
-    A size below -1 in the signature is refused (-1 is PaddlePaddle's way to write an unknown
-    size; graphfix reads it so).
-    """
-    for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
-        for value in values:
-            if not value.type.HasField("tensor_type"):
-                continue
-            for axis, dim in enumerate(value.type.tensor_type.shape.dim):
-                if dim.HasField("dim_value") and dim.dim_value < -1:
-                    raise ModelLoadError(
-                        f"{kind} {value.name!r} declares a size of {dim.dim_value} for its "
-                        f"dimension {axis}",
-                        hint="a size is 0 or more; -1 or a name marks an unknown size",
-                    )
-    checker_message = checker_problem(model)
-    if checker_message is None:
-        return []
-    try:
-        ort_session(model, optimization="disabled")
-    except Exception as err:  # noqa: BLE001 - any ORT failure means the model is unusable
-        ort_message = first_line(err)
-        raise ModelLoadError(
-            f"invalid model: {checker_message}",
-            hint=f"ONNX Runtime cannot load it either: {ort_message}",
-        ) from None
-    return [f"onnx.checker rejects the model ({checker_message}); ONNX Runtime loads it"]

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from graphfix.errors import ModelLoadError
+from graphfix.errors import ModelLoadError, shown
 
 __all__ = [
     "iter_tensors",
@@ -110,13 +110,14 @@ def _read_into(path: Path, offset: int, buffer: memoryview) -> None:
                 count = f.readinto(buffer[done:])
                 if not count:
                     raise ModelLoadError(
-                        f"{path}: external data ends before the {len(buffer)} bytes at offset "
-                        f"{offset}",
+                        f"{shown(path)}: external data ends before the {len(buffer)} bytes "
+                        f"at offset {offset}",
                         hint="the data file changed after the model was loaded",
                     )
                 done += count
     except OSError as err:
-        raise ModelLoadError(f"{path}: cannot read external data ({err.strerror or err})") from None
+        raise ModelLoadError(f"{shown(path)}: cannot read external data "
+                             f"({err.strerror or err})") from None
 
 
 def _read_range(path: Path, offset: int, length: int) -> bytes:
@@ -125,10 +126,11 @@ def _read_range(path: Path, offset: int, length: int) -> bytes:
             f.seek(offset)
             data = f.read(length)
     except OSError as err:
-        raise ModelLoadError(f"{path}: cannot read external data ({err.strerror or err})") from None
+        raise ModelLoadError(f"{shown(path)}: cannot read external data "
+                             f"({err.strerror or err})") from None
     if len(data) != length:
         raise ModelLoadError(
-            f"{path}: external data ends before the {length} bytes at offset {offset}",
+            f"{shown(path)}: external data ends before the {length} bytes at offset {offset}",
             hint="the data file changed after the model was loaded",
         )
     return data
@@ -240,6 +242,15 @@ _BITS = {
 }
 
 
+def _declared_nbytes(tensor: onnx.TensorProto) -> int | None:
+    """The bytes ``tensor``'s type and shape take (sub-byte types packed, as ONNX Runtime
+    counts them); None for strings and types this onnx does not size."""
+    bits = _BITS.get(tensor.data_type)
+    if bits is None:
+        return None
+    return (math.prod(tensor.dims) * bits + 7) // 8
+
+
 def _nbytes(tensor: onnx.TensorProto) -> int:
     """The bytes of ``tensor``'s data, from its shape and type. Neither ``len(raw_data)`` nor
     ``ByteSize()`` is used: with protobuf's upb backend both copy the data (ByteSize serializes
@@ -248,10 +259,10 @@ def _nbytes(tensor: onnx.TensorProto) -> int:
         source = _lazy_source(tensor)
         if source is not None:
             return source[2]
-    bits = _BITS.get(tensor.data_type)
-    if bits is None:  # strings, or a type this onnx does not name: small in practice
+    size = _declared_nbytes(tensor)
+    if size is None:  # strings, or a type this onnx does not name: small in practice
         return tensor.ByteSize()
-    return (math.prod(tensor.dims) * bits + 7) // 8
+    return size
 
 
 def weight_bytes(model: onnx.ModelProto) -> int:

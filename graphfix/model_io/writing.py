@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import logging
 import os
 import shutil
@@ -16,12 +17,13 @@ from typing import Union
 
 import onnx
 
-from graphfix.errors import ModelSaveError
+from graphfix.errors import ModelSaveError, shown
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, _write_model
 from graphfix.model_io.tensors import _lazy_tensors, weight_bytes
 
 __all__ = ["WrittenModel", "save", "write_text", "temporary_folder", "temporary_folder_path",
-           "sweep_temporaries", "check_outputs", "data_path_of"]
+           "sweep_temporaries", "check_outputs", "data_path_of", "output_path",
+           "may_write_data"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +39,44 @@ class WrittenModel:
     size_bytes: int
 
 
+# A temporary file in the target folder: short, whatever the target's name (a 250-byte name
+# plus a prefix and a suffix would pass NAME_MAX).
+_TEMPORARY_FILE = {"prefix": ".graphfix-", "suffix": ".tmp"}
+
+
 def _needs_external(model: onnx.ModelProto) -> bool:
     return weight_bytes(model) >= PROTOBUF_LIMIT - _EXTERNAL_MARGIN
 
 
+def may_write_data(model: onnx.ModelProto, external_data: bool | None) -> bool:
+    """Whether :func:`save` may write a data file for ``model`` once rewritten: always when
+    ``external_data`` is true, never when false, else only for a model whose weights, grown as
+    much as the passes allow by default (1.5 times), would reach the 2 GB limit."""
+    if external_data is not None:
+        return external_data
+    return weight_bytes(model) * 1.5 >= PROTOBUF_LIMIT - _EXTERNAL_MARGIN
+
+
+def output_path(raw: str | os.PathLike, what: str = "the model") -> Path:
+    """``raw`` as the path of a file to write ``what`` to, refused when it names no file: an
+    empty path, ``.``/``..``, or a trailing slash (a folder, which pathlib would drop)."""
+    text = os.fspath(raw)
+    text = os.fsdecode(text) if isinstance(text, bytes) else text
+    if not text:
+        raise ModelSaveError(f"no path given for {what} (an empty name)",
+                             hint="give a file path such as out.onnx")
+    separators = os.sep + (os.altsep or "")
+    if text[-1] in separators or os.path.basename(text) in (".", ".."):
+        folder = text.rstrip(separators) or text
+        raise ModelSaveError(
+            f"{shown(text)}: names a folder; graphfix writes {what} as a file",
+            hint=f"give a file path, such as {shown(os.path.join(folder, 'model.onnx'))}")
+    return Path(text)
+
+
 def data_path_of(path: str | os.PathLike) -> Path:
     """Where :func:`save` puts the external data of a model written to ``path``."""
-    path = Path(path)
+    path = output_path(path)
     return path.with_name(f"{path.name}.data")
 
 
@@ -70,34 +103,61 @@ def check_outputs(outputs: Mapping[str, str | os.PathLike], reads: Reads) -> Non
     for path, what_it_is in described.items():
         identity = _identity(Path(path))
         if identity is not None:
-            read.setdefault(identity, f"{what_it_is} {Path(path)}")
+            read.setdefault(identity, f"{what_it_is} {shown(Path(path))}")
     seen: dict[Path, str] = {}
     for what, raw in outputs.items():
-        path = Path(raw)
-        if not path.name or path.name in (".", ".."):
-            raise ModelSaveError(f"{path}: not a file name for {what}")
-        if not path.parent.is_dir():
-            raise ModelSaveError(f"{path.parent}: no such folder (for {what})",
-                                 hint="create it first")
+        path = output_path(raw, what)
         try:
-            info = path.stat() if path.exists() else None
-        except OSError as err:
-            raise ModelSaveError(f"{path}: cannot write {what} ({err.strerror or err})") from None
-        if info is not None and not stat.S_ISREG(info.st_mode):
-            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise ModelSaveError(f"{path}: is {kind}; graphfix writes {what} as a regular file",
-                                 hint="give a file path")
-        identity = _identity(path)
-        if identity in read:
-            raise ModelSaveError(
-                f"{path}: refusing to overwrite {read[identity]} with {what}",
-                hint="write it to another path",
-            )
-        key = path.resolve()
+            _check_output(path, what, read)
+            key = path.resolve()
+        except OSError as err:  # a name or path too long, a link loop on the way
+            raise ModelSaveError(f"{shown(path)}: cannot write {what} "
+                                 f"({err.strerror or err})") from None
+        except RuntimeError:  # a link loop (pathlib's resolve on Python 3.11)
+            raise ModelSaveError(f"{shown(path)}: cannot write {what} (a loop of symbolic "
+                                 "links)") from None
         if key in seen:
-            raise ModelSaveError(f"{path}: {seen[key]} and {what} would be the same file",
-                                 hint="give each output its own path")
+            raise ModelSaveError(f"{shown(path)}: {seen[key]} and {what} would be the same "
+                                 "file", hint="give each output its own path")
         seen[key] = what
+
+
+def _check_output(path: Path, what: str, read: Mapping[tuple[int, int], str]) -> None:
+    """Refuse ``path`` as the output ``what`` (see :func:`check_outputs`); OSError when the
+    path cannot even be looked at."""
+    folder = path.parent
+    if not folder.is_dir():
+        if _link_loop(folder):
+            raise ModelSaveError(f"{shown(folder)}: a loop of symbolic links (for {what})",
+                                 hint="point the link at a folder")
+        raise ModelSaveError(f"{shown(folder)}: no such folder (for {what})",
+                             hint="create it first")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ModelSaveError(f"{shown(folder)}: cannot write {what} in this folder "
+                             "(permission denied or a read-only file system)",
+                             hint="write it to a folder you can write to")
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        info = None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise ModelSaveError(f"{shown(path)}: is {kind}; graphfix writes {what} as a regular "
+                             "file", hint="give a file path")
+    identity = _identity(path)
+    if identity in read:
+        raise ModelSaveError(
+            f"{shown(path)}: refusing to overwrite {read[identity]} with {what}",
+            hint="write it to another path",
+        )
+
+
+def _link_loop(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False
 
 
 def _mode_for(target: Path) -> int:
@@ -113,9 +173,9 @@ def _mode_for(target: Path) -> int:
 def _stale_data(target: Path, data: Path, reads: set[tuple[int, int]]) -> Path | None:
     """The data file an older model at ``target`` kept beside it, when the new one keeps none:
     ``data`` when that model names it as its external data (and nothing graphfix reads is it)."""
-    if not data.is_file() or not target.is_file() or _identity(data) in reads:
-        return None
     try:
+        if not data.is_file() or not target.is_file() or _identity(data) in reads:
+            return None
         if target.stat().st_size > 64 * 2**20:
             return None  # a model with its weights inside; its data file is not ours to judge
         old = onnx.load(str(target), load_external_data=False)
@@ -153,18 +213,19 @@ def save(
     the written file to what the installed ONNX Runtime reads; the model in memory is left
     unchanged. On any failure nothing is left behind.
     """
-    target = Path(path)
+    target = output_path(path, "the model")
     folder = target.parent
     data_name = f"{target.name}.data"
     sources = [p for _, p, _, _ in _lazy_tensors(model)]
     external = _needs_external(model) if external_data is None else external_data
     if external_data is False and _needs_external(model):
         raise ModelSaveError(
-            f"{target}: the model is over 2 GB and cannot be written as a single file",
+            f"{shown(target)}: the model is over 2 GB and cannot be written as a single file",
             hint="save it with external data",
         )
     outputs = {"the model": target}
-    if external_data is not False:
+    if external:  # a data file is checked only when one will be written (a name of 250 bytes
+        # is legal for the model; its data file's name would not be)
         outputs["the model's external data"] = folder / data_name
     for companion in companions or {}:
         outputs[f"the file {Path(companion).name}"] = Path(companion)
@@ -183,7 +244,7 @@ def save(
     except OSError as err:
         _remove_quietly([t for t, _ in pending])
         raise ModelSaveError(
-            f"{target}: cannot write ({err.strerror or err})",
+            f"{shown(target)}: cannot write ({err.strerror or err})",
             hint="check that the folder is writable and the disk has room",
         ) from None
     except BaseException:
@@ -205,7 +266,7 @@ def _write_pending(
     """Write the model, its data file and the companions under temporary names in the target
     folder, each recorded in ``pending`` with its final name as soon as it exists."""
     folder, data_name = target.parent, f"{target.name}.data"
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    fd, tmp = tempfile.mkstemp(dir=folder, **_TEMPORARY_FILE)
     os.close(fd)
     tmp_model = Path(tmp)
     # Weights go under a temporary name too, then are renamed with the model; the model
@@ -233,7 +294,7 @@ def _remove_quietly(paths: Sequence[Path]) -> None:
 
 
 def _write_temporary_text(path: Path, text: str) -> Path:
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, name = tempfile.mkstemp(dir=path.parent, **_TEMPORARY_FILE)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -248,8 +309,8 @@ def write_text(
 ) -> None:
     """Write a text file (a report, say) atomically: a temporary file beside it, then a rename.
     ``protect`` are files graphfix read, which it must not be (:func:`check_outputs`)."""
-    path = Path(path)
-    check_outputs({f"the file {path.name}": path}, protect)
+    path = output_path(path, "the file")
+    check_outputs({f"the file {shown(path.name)}": path}, protect)
     tmp: Path | None = None
     try:
         tmp = _write_temporary_text(path, text)
@@ -257,7 +318,7 @@ def write_text(
         os.replace(tmp, path)
     except OSError as err:
         _remove_quietly([tmp] if tmp else [])
-        raise ModelSaveError(f"{path}: cannot write ({err.strerror or err})") from None
+        raise ModelSaveError(f"{shown(path)}: cannot write ({err.strerror or err})") from None
 
 
 _TEMPORARY_PREFIX = "graphfix-"

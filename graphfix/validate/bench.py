@@ -98,6 +98,7 @@ from graphfix.validate.timing import (
 from graphfix.errors import (
     BenchmarkError,
     ProviderUnavailableError,
+    first_line,
 )
 
 if TYPE_CHECKING:
@@ -368,7 +369,8 @@ def resolve_provider(provider: str) -> str:
     missing = ", ".join(status.missing_libraries)
     missing = f"; missing: {missing}" if missing else ""
     raise ProviderUnavailableError(
-        f"the CUDA execution provider cannot be loaded: {status.error}{missing}",
+        f"the CUDA execution provider cannot be loaded: "
+        f"{first_line(RuntimeError(status.error))}{missing}",
         hint=f"{CUDA_FIX}; `graphfix doctor --provider cuda` shows the details",
     )
 

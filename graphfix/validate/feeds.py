@@ -27,6 +27,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
@@ -36,7 +38,7 @@ import onnx
 from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
-from graphfix.errors import ValidationInputError
+from graphfix.errors import ValidationInputError, first_line, shown
 from graphfix.graph import graphs
 from graphfix.model_io import tensor_value
 
@@ -300,7 +302,7 @@ def make_feed_set(
         _check_budget(spec, shape)
         if spec.dtype is None:
             raise ValidationInputError(
-                f"cannot generate values of type {onnx.TensorProto.DataType.Name(spec.elem_type)} "
+                f"cannot generate values of type {_type_name(spec.elem_type)} "
                 f"for input {spec.name!r}",
                 hint="give real inputs with --inputs, or skip the check with --no-verify",
             )
@@ -410,6 +412,13 @@ def _values(
     )
 
 
+def _type_name(elem_type: int) -> str:
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:  # a type no onnx names
+        return str(elem_type)
+
+
 def describe(feeds: Feeds) -> dict[str, str]:
     """Input name -> ``dtype[shape]``, for reports."""
     out = {}
@@ -436,26 +445,33 @@ def load_feeds(path: PathLike, model: onnx.ModelProto | None = None) -> list[Fee
     ``model``, every set is checked against its inputs (:func:`check_feeds`)."""
     path = Path(path)
     if not path.exists():
-        raise ValidationInputError(f"{path}: no such file or folder", hint="check the --inputs path")
+        raise ValidationInputError(f"{shown(path)}: no such file or folder",
+                                   hint="check the --inputs path")
     specs = input_specs(model) if model is not None else None
     if path.is_file():
         if path.suffix != ".npz":
             raise ValidationInputError(
-                f"{path}: inputs must be a .npz file or a folder of input_N.pb files",
+                f"{shown(path)}: inputs must be a .npz file or a folder of input_N.pb files",
                 hint="numpy.savez('inputs.npz', input_name=array, ...) writes one",
             )
         try:
             with np.load(path, allow_pickle=False) as data:
                 sets = [{name: data[name] for name in data.files}]
-        except (OSError, ValueError) as err:
-            raise ValidationInputError(f"{path}: not a readable .npz file ({err})") from None
+        # A damaged zip fails in zipfile (BadZipFile), zlib or at the end of a member (EOFError).
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
+            raise ValidationInputError(f"{shown(path)}: not a readable .npz file "
+                                       f"({first_line(err, limit=200)})") from None
+    elif not path.is_dir():
+        raise ValidationInputError(f"{shown(path)}: not a regular file or a folder",
+                                   hint="give a .npz file or a folder of input_N.pb files")
     else:
         subsets = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith("test_data"))
         folders = subsets or [path]
         sets = [_read_pb_folder(folder, specs) for folder in folders]
     if specs is not None:
         for index, feeds in enumerate(sets):
-            check_feeds(specs, feeds, where=f"{path}" + (f" (set {index})" if len(sets) > 1 else ""))
+            where = shown(path) + (f" (set {index})" if len(sets) > 1 else "")
+            check_feeds(specs, feeds, where=where)
     return sets
 
 
@@ -463,8 +479,8 @@ def _read_pb_folder(folder: Path, specs: Sequence[InputSpec] | None) -> Feeds:
     files = sorted(folder.glob("input_*.pb"), key=lambda p: _pb_index(p))
     if not files:
         raise ValidationInputError(
-            f"{folder}: no input_N.pb files", hint="give a .npz file or a folder of input_N.pb"
-        )
+            f"{shown(folder)}: no input_N.pb files",
+            hint="give a .npz file or a folder of input_N.pb")
     feeds: Feeds = {}
     for position, file in enumerate(files):
         name, value = _read_pb(file)
@@ -472,7 +488,7 @@ def _read_pb_folder(folder: Path, specs: Sequence[InputSpec] | None) -> Feeds:
             name = name if name in {s.name for s in specs} else specs[position].name
         if not name:
             raise ValidationInputError(
-                f"{file}: the tensor has no name and no model was given to name it"
+                f"{shown(file)}: the tensor has no name and no model was given to name it"
             )
         feeds[name] = value
     return feeds
@@ -482,11 +498,16 @@ def _pb_index(path: Path) -> int:
     try:
         return int(path.stem.split("_", 1)[1])
     except (IndexError, ValueError):
-        raise ValidationInputError(f"{path}: expected a name like input_0.pb") from None
+        raise ValidationInputError(f"{shown(path)}: expected a name like input_0.pb") from None
 
 
 def _read_pb(path: Path) -> tuple[str, Any]:
-    data = path.read_bytes()
+    try:
+        if not path.is_file():  # a FIFO would block the read
+            raise ValidationInputError(f"{shown(path)}: not a regular file")
+        data = path.read_bytes()
+    except OSError as err:
+        raise ValidationInputError(f"{shown(path)}: cannot read ({err.strerror or err})") from None
     tensor = onnx.TensorProto()
     try:
         tensor.ParseFromString(data)
@@ -499,7 +520,8 @@ def _read_pb(path: Path) -> tuple[str, Any]:
         sequence.ParseFromString(data)
         return sequence.name, numpy_helper.to_list(sequence)
     except Exception as err:  # noqa: BLE001
-        raise ValidationInputError(f"{path}: not an ONNX TensorProto or SequenceProto ({err})") from None
+        raise ValidationInputError(f"{shown(path)}: not an ONNX TensorProto or SequenceProto "
+                                   f"({first_line(err, limit=200)})") from None
 
 
 def check_feeds(specs: Sequence[InputSpec], feeds: Mapping[str, Any], *, where: str = "inputs") -> None:

@@ -49,7 +49,7 @@ import onnx
 
 from graphfix import layout as layout_module
 from graphfix import model_io
-from graphfix.errors import ValidationInputError, first_line
+from graphfix.errors import ProviderUnavailableError, ValidationInputError, first_line
 from graphfix.options import PROVIDERS
 from graphfix.validate import feeds as feeds_module
 from graphfix.validate.feeds import Feeds
@@ -371,6 +371,10 @@ class ReferenceRun:
     ) -> None:
         if provider not in ("cpu", "cuda"):
             raise ValidationInputError(f"unknown provider {provider!r}", hint="use cpu or cuda")
+        if provider == "cuda":  # refused, naming what is missing, when CUDA does not load
+            from graphfix.validate.bench import resolve_provider
+
+            resolve_provider("cuda")
         self.name = name
         self.provider = provider
         self.providers = [PROVIDERS[provider]] + (
@@ -378,6 +382,11 @@ class ReferenceRun:
         )
         self._seed, self._input_shapes = seed, input_shapes
         self._session = _session(reference, self.providers, name, reference=True)
+        if provider == "cuda" and PROVIDERS["cuda"] not in self._session.get_providers():
+            # ONNX Runtime falls back to the CPU on its own: parity "on CUDA" would be a lie.
+            raise ProviderUnavailableError(
+                f"ONNX Runtime did not keep the CUDA provider for the {name}",
+                hint="`graphfix doctor --provider cuda` shows why")
         self.layout = layout_module.read(reference)
         self._specs = feeds_module.input_specs(reference)
         self._given: list[Feeds] | None = None

@@ -176,22 +176,14 @@ MATCH = {
     "length-past-end": "past the end", "nul-byte": "NUL",
     "length-not-a-number": "not a number", "offset-not-a-number": "not a number",
     "negative-offset": "negative", "negative-length": "negative",
+    "length-short": "length", "length-long": "length",
+    "data-is-a-folder": "is a directory", "data-is-a-fifo": "is a FIFO",
 }
-
-XFAIL: dict[tuple[str, str], str] = {
-    ("length-long", "inspect"): (
-        "inspect exits 0 and prints no warning for a tensor whose external 'length' (whole rest "
-        "of the file) disagrees with its size (1024 bytes): ONNX Runtime cannot load the model "
-        "(check and optimize refuse it)"),
-}
-
 
 def _cases():
     for name in HOSTILE:
         for command in COMMANDS:
-            reason = XFAIL.get((name, command)) or XFAIL.get((name, "*"))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-            yield pytest.param(name, command, id=f"{name}-{command}", marks=marks)
+            yield pytest.param(name, command, id=f"{name}-{command}")
 
 
 @pytest.mark.parametrize("name, command", list(_cases()))
@@ -292,12 +284,6 @@ def test_data_file_that_is_a_link_inside_the_folder(gf):
     gf.optimized("m.onnx", "out.onnx", produces=["out.onnx", "out.onnx.data"])
 
 
-@pytest.mark.xfail(strict=True, reason="'length' is optional: without it graphfix takes the "
-                   "rest of the data file (model_io.loading._external_info/load_with_info), so two "
-                   "tensors sharing a file get 2048 bytes for 1024; ONNX Runtime itself loads the "
-                   "file model, but graphfix refuses: 'ONNX Runtime cannot load the original: ... "
-                   "external data size mismatch. Computed size: 1024, external_data.length: 2048' "
-                   "(check: 'cannot reshape array of size 512 into shape (16,16)')")
 def test_no_length_field(gf):
     path = gf.model(gf.models.two_weights(), location="w.data")
     model = onnx.load(str(path), load_external_data=False)

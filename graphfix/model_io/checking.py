@@ -1,0 +1,177 @@
+"""Checking a model: onnx.checker without reading the weights, and what graphfix refuses."""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterator
+
+import onnx
+
+from graphfix.errors import ModelLoadError, first_line
+from graphfix.model_io.encoding import skeleton
+from graphfix.model_io.runtime import max_ir_version
+from graphfix.model_io.sessions import _temporary_model_file, ort_session
+from graphfix.model_io.tensors import _inline_bytes, _lazy_tensors
+
+__all__ = ["check_model", "checker_problem", "runtime_problem"]
+
+# Above this many bytes of weights in memory, check_model checks a weightless copy on disk.
+_CHECK_INLINE_BYTES = 8 * 2**20
+
+# What onnx.checker raises: its own types, and ValueError from its C++ side for what it cannot
+# even name (a tensor of data type 99).
+_CHECKER_ERRORS = (onnx.checker.ValidationError,
+                   onnx.onnx_cpp2py_export.shape_inference.InferenceError, ValueError, TypeError)
+
+
+def checker_problem(model: onnx.ModelProto, *, full_check: bool = True) -> str | None:
+    """What ``onnx.checker`` finds wrong with ``model`` (one line), or None. The weights are not
+    read: a model holding little in memory is checked as it is; any other is written to a
+    temporary file where every large tensor is a hole of its size in a sparse data file, and
+    checked from there (from a file the checker reads no external data), so nothing large is
+    copied, serialized or read."""
+    try:
+        if not _lazy_tensors(model) and _inline_bytes(model) < _CHECK_INLINE_BYTES:
+            onnx.checker.check_model(model, full_check=full_check)
+        else:
+            with _temporary_model_file(model, lazy="hole") as path:
+                onnx.checker.check_model(str(path), full_check=full_check)
+    except _CHECKER_ERRORS as err:
+        return " ".join(first_line(err, limit=2000).split("==> Context")[0].split())
+    return None
+
+
+def runtime_problem(model: onnx.ModelProto) -> str | None:
+    """Why ONNX Runtime (CPU, optimizations off) cannot load ``model`` (one line), or None."""
+    try:
+        ort_session(model, optimization="disabled")
+    except Exception as err:  # noqa: BLE001 - ORT raises several unrelated types
+        return first_line(err)
+    return None
+
+
+def check_model(model: onnx.ModelProto, *, rewrite: bool = False) -> list[str]:
+    """Check a model structurally; returns warnings, raises if it is broken beyond use.
+
+    A model that fails ``onnx.checker`` but that ONNX Runtime loads (contrib ops in
+    ``com.microsoft``, say) is usable: the checker's complaint becomes a warning. A model that
+    both reject raises :class:`ModelLoadError` with the checker's message. Weights that stay in
+    their files are not read: the checker sees a file of the right size in their place.
+    A size below -1 in the signature is refused (-1 is PaddlePaddle's way to write an unknown
+    size; graphfix reads it so), and so is an ``ir_version`` newer than both onnx and ONNX
+    Runtime read (graphfix would otherwise stamp the model with another version).
+
+    ``rewrite``: the model is to be rewritten and written. What the checker finds that would
+    carry into the written model is then refused even where ONNX Runtime runs the model:
+    initializers sharing a name (which one is meant is ambiguous) and graph outputs whose
+    declared type or shape contradicts what the graph computes (graph outputs keep their
+    declared shapes, so the written model could not pass the checker).
+    """
+    _check_signature_sizes(model)
+    newest = max(onnx.IR_VERSION, max_ir_version())
+    if model.ir_version > newest:
+        raise ModelLoadError(
+            f"invalid model: IR version {model.ir_version} is newer than any this onnx "
+            f"({onnx.IR_VERSION}) or ONNX Runtime ({max_ir_version()}) reads",
+            hint="the exporter wrote a version that does not exist yet; re-export the model, "
+                 "or upgrade onnx and onnxruntime")
+    checker_message = checker_problem(model)
+    if checker_message is None:
+        return []
+    ort_message = runtime_problem(model)
+    if ort_message is not None:
+        raise ModelLoadError(
+            f"invalid model: {checker_message}",
+            hint=f"ONNX Runtime cannot load it either: {ort_message}",
+        )
+    if rewrite:
+        _refuse_what_would_be_written(model)
+    return [f"onnx.checker rejects the model ({checker_message}); ONNX Runtime loads it"]
+
+
+def _check_signature_sizes(model: onnx.ModelProto) -> None:
+    for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
+        for value in values:
+            if not value.type.HasField("tensor_type"):
+                continue
+            for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+                if dim.HasField("dim_value") and dim.dim_value < -1:
+                    raise ModelLoadError(
+                        f"{kind} {value.name!r} declares a size of {dim.dim_value} for its "
+                        f"dimension {axis}",
+                        hint="a size is 0 or more; -1 or a name marks an unknown size",
+                    )
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for subgraph in attr.graphs:
+                    yield from _graphs(subgraph)
+
+
+def _refuse_what_would_be_written(model: onnx.ModelProto) -> None:
+    """Raise for a checker failure that the written model would carry (see check_model)."""
+    for graph in _graphs(model.graph):
+        counts = collections.Counter(t.name for t in graph.initializer)
+        repeated = [name for name, count in counts.items() if count > 1]
+        if repeated:
+            raise ModelLoadError(
+                f"invalid model: initializer {repeated[0]!r} is defined "
+                f"{counts[repeated[0]]} times" + (f" (and {len(repeated) - 1} more name(s))"
+                                                  if len(repeated) > 1 else ""),
+                hint="ONNX requires unique names and ONNX Runtime silently uses the last "
+                     "one; remove the copies that are not meant")
+    for message in _output_contradictions(model):
+        raise ModelLoadError(
+            f"invalid model: {message}",
+            hint="ONNX Runtime runs it (and warns); graphfix keeps declared output shapes and "
+                 "does not write a model that contradicts them: correct the declaration")
+
+
+def _output_contradictions(model: onnx.ModelProto) -> list[str]:
+    """Graph outputs whose declared element type or static sizes differ from what shape
+    inference computes for them (declarations that only name or leave out a size are not
+    contradictions)."""
+    copy = skeleton(model)
+    for value in copy.graph.output:
+        if value.type.HasField("tensor_type"):
+            value.type.tensor_type.ClearField("shape")
+    try:
+        inferred = onnx.shape_inference.infer_shapes(copy, strict_mode=False)
+    except _CHECKER_ERRORS:
+        return []
+    found = []
+    for declared, computed in zip(model.graph.output, inferred.graph.output):
+        if not (declared.type.HasField("tensor_type") and computed.type.HasField("tensor_type")):
+            continue
+        want, got = declared.type.tensor_type, computed.type.tensor_type
+        if want.elem_type and got.elem_type and want.elem_type != got.elem_type:
+            found.append(f"output {declared.name!r} is declared "
+                         f"{_type_name(want.elem_type)} but the graph computes "
+                         f"{_type_name(got.elem_type)}")
+            continue
+        if not (want.HasField("shape") and got.HasField("shape")):
+            continue
+        sizes = [[d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+                  for d in t.shape.dim] for t in (want, got)]
+        if len(sizes[0]) != len(sizes[1]) or any(
+                a is not None and b is not None and a != b for a, b in zip(*sizes)):
+            found.append(f"output {declared.name!r} is declared {_dims(sizes[0])} but the "
+                         f"graph computes {_dims(sizes[1])}")
+    return found
+
+
+def _type_name(elem_type: int) -> str:
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+    except ValueError:
+        return f"type {elem_type}"
+
+
+def _dims(sizes: list[int | None]) -> str:
+    return "[" + ", ".join("?" if s is None else str(s) for s in sizes) + "]"
