@@ -44,18 +44,26 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# The default pipeline, in order. eliminate-transposes runs again at the end because ORT's
-# rewrites and onnxsim's folding can leave new Transpose pairs next to each other; shape
-# folding comes after onnxsim's constant folding, and merging after both.
+# The default pipeline, in order. Shape folding and merging run first, so that onnxsim and
+# ORT see one tensor where the export had copies (three projections of one input then merge
+# into one MatMul). onnxsim comes before ORT: the weights its folding materialises let ORT fuse
+# (a Conv's bias Add, a BatchNormalization into a Conv). eliminate-transposes runs again at
+# the end because ORT's rewrites and onnxsim's folding can leave new Transpose pairs next to
+# each other, and shape folding last, on the Reshapes that pass writes. Run again on its own
+# output, the pipeline changes nothing.
 DEFAULT_PASSES: tuple[str, ...] = (
     "remove-initializer-inputs",
     "eliminate-transposes",
-    "ort-offline",
+    "fold-shapes",
+    "merge-duplicates",
     "simplify",
+    "ort-offline",
     "fold-shapes",
     "merge-duplicates",
     "eliminate-transposes",
+    "fold-shapes",
 )
+
 
 Progress = Callable[[str, int, int], None]
 
@@ -299,7 +307,7 @@ class _Job:
         self.report = Report(graphfix_version=graphfix.__version__, verify=verify)
         self.report.input = model_facts(loaded.model, size_bytes=loaded.size_bytes or None,
                                         external_data=loaded.external_data)
-        self.report.warnings += model_io.check_model(loaded.model)
+        self.report.warnings += model_io.check_model(loaded.model, rewrite=True)
         # A model graphfix loaded itself is rewritten in place when the original can be read
         # again from its file for the parity check and the benchmark's baseline (or is not
         # needed again); a caller's model is never touched.
@@ -486,7 +494,10 @@ def optimize_file(
     arguments are those of :func:`optimize`. Every output is checked against every file read
     (the model, its data files, given inputs) before the passes run; nothing is written when
     optimization or parity fails."""
-    src_path, dst_path = Path(src), Path(dst)
+    dst_path = model_io.output_path(dst, "the optimized model")
+    if report is not None:
+        report = model_io.output_path(report, "the report")
+    src_path = Path(src)
     loaded = model_io.load_with_info(src_path, load_external_data=False)
     reads: dict[Path, str] = {src_path: "the input model"}
     reads.update(dict.fromkeys(model_io.data_files(loaded.model), "the input's external data"))
@@ -494,7 +505,9 @@ def optimize_file(
     if inputs is not None and Path(inputs).is_file():
         reads[Path(inputs)] = "the inputs file"
     outputs: dict[str, str | os.PathLike] = {"the optimized model": dst_path}
-    if external_data is not False:
+    if external_data is None and loaded.external_data:
+        external_data = True  # the output keeps its weights outside, as the input did
+    if model_io.may_write_data(loaded.model, external_data):
         outputs["the optimized model's external data"] = model_io.data_path_of(dst_path)
     if report is not None:
         outputs["the report"] = report
@@ -509,8 +522,6 @@ def optimize_file(
             except GraphfixError as unwritten:
                 logger.warning("the report of the refused run was not written: %s", unwritten)
         raise
-    if external_data is None and loaded.external_data:
-        external_data = True
     progress = kwargs.get("progress")
     if progress is not None:
         progress("writing", 0, 1)
