@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterator
 
 import onnx
 
 from graphfix.errors import ModelLoadError, first_line
+from graphfix.graph import graphs
 from graphfix.model_io.encoding import skeleton
 from graphfix.model_io.runtime import max_ir_version
 from graphfix.model_io.sessions import _temporary_model_file, ort_session
@@ -103,20 +103,9 @@ def _check_signature_sizes(model: onnx.ModelProto) -> None:
                     )
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for subgraph in attr.graphs:
-                    yield from _graphs(subgraph)
-
-
 def _refuse_what_would_be_written(model: onnx.ModelProto) -> None:
     """Raise for a checker failure that the written model would carry (see check_model)."""
-    for graph in _graphs(model.graph):
+    for graph in graphs(model.graph):
         counts = collections.Counter(t.name for t in graph.initializer)
         repeated = [name for name, count in counts.items() if count > 1]
         if repeated:

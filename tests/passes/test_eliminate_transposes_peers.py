@@ -78,6 +78,7 @@ import pytest
 from _pytest.mark.structures import ParameterSet
 from onnx import helper
 
+from graphfix.graph import graphs
 from graphfix.passes.eliminate_transposes import eliminate_transposes
 
 OrtRun = Callable[[onnx.ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]
@@ -195,19 +196,8 @@ def _init(elem: str, values: Sequence[float], name: str) -> str:
 
 
 # ------------------------------------------------------------------------------ the checker
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for sub in attr.graphs:
-                    yield from _graphs(sub)
-
-
 def _count(model: onnx.ModelProto, op_type: str) -> int:
-    return sum(n.op_type == op_type for g in _graphs(model.graph) for n in g.node)
+    return sum(n.op_type == op_type for g in graphs(model.graph) for n in g.node)
 
 
 def _opset(model: onnx.ModelProto) -> int:
@@ -217,7 +207,7 @@ def _opset(model: onnx.ModelProto) -> int:
 def _sum_like(model: onnx.ModelProto) -> bool:
     """Whether an output may legitimately differ in its last bits after the pass: a sum-like
     reduction, or a Flatten feeding MatMul/Gemm (rule 7b reorders the dot products)."""
-    for graph in _graphs(model.graph):
+    for graph in graphs(model.graph):
         flattened = {o for n in graph.node if n.op_type == "Flatten" for o in n.output}
         for node in graph.node:
             if node.op_type in SUM_LIKE:

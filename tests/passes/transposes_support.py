@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from graphfix.graph import count_nodes
+from graphfix.graph import count_nodes, graphs
 from graphfix.passes.eliminate_transposes import EliminateTransposes
 from graphfix.registry import PassResult
 
@@ -71,20 +71,9 @@ def ops(model: onnx.ModelProto | onnx.GraphProto) -> list[str]:
     return [n.op_type for n in graph.node]
 
 
-def _graphs(graph: onnx.GraphProto):
-    yield graph
-    for node in graph.node:
-        for item in node.attribute:
-            if item.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(item.g)
-            elif item.type == onnx.AttributeProto.GRAPHS:
-                for sub in item.graphs:
-                    yield from _graphs(sub)
-
-
 def all_ops(model: onnx.ModelProto) -> list[str]:
     """The op types of every graph's nodes, subgraphs included."""
-    return [n.op_type for g in _graphs(model.graph) for n in g.node]
+    return [n.op_type for g in graphs(model.graph) for n in g.node]
 
 
 def transposes(model: onnx.ModelProto) -> int:
@@ -125,7 +114,7 @@ def _opset(model: onnx.ModelProto) -> int:
 def sum_like(model: onnx.ModelProto) -> bool:
     """Whether an output may differ in its last bits after the pass: a sum-like reduction, a
     Softmax before opset 13 (case 4g), or a Flatten into MatMul/Gemm (rule 7b)."""
-    for graph in _graphs(model.graph):
+    for graph in graphs(model.graph):
         flattened = {o for n in graph.node if n.op_type in ("Flatten", "Reshape")
                      for o in n.output}
         for node in graph.node:
