@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import onnx
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 import graphfix
@@ -25,16 +26,26 @@ _SETTINGS = dict(deadline=None, derandomize=True, database=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
-@settings(max_examples=300, **_SETTINGS)
-@given(model=random_models())
-def test_random_graphs_through_fast_pipeline(model):
+def _fast_pipeline(model):
     _check_or_show(model, FAST_PASSES)
 
 
-@settings(max_examples=200, **_SETTINGS)
-@given(model=random_models())
-def test_random_graphs_through_default_pipeline(model):
+def _default_pipeline(model):
     _check_or_show(model, None)
+
+
+def _random_graphs_test(check, examples: int):
+    return settings(max_examples=examples, **_SETTINGS)(given(model=random_models())(check))
+
+
+# The default run draws enough graphs to catch a broken rule in seconds; `-m slow` draws the
+# thousands-of-nodes-in-total sample that found the regressions below.
+test_random_graphs_through_fast_pipeline = _random_graphs_test(_fast_pipeline, 60)
+test_random_graphs_through_default_pipeline = _random_graphs_test(_default_pipeline, 40)
+test_many_random_graphs_through_fast_pipeline = pytest.mark.slow(
+    _random_graphs_test(_fast_pipeline, 300))
+test_many_random_graphs_through_default_pipeline = pytest.mark.slow(
+    _random_graphs_test(_default_pipeline, 200))
 
 
 # --------------------------------------------------------------------------------------------
