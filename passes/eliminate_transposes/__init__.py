@@ -45,7 +45,11 @@ Rules:
       Squeeze then an Unsqueeze (4h). The target may be computed from ``Shape`` (the batch read
       at run time); every other dimension must be static, and not 1 when axes split or merge;
    k. Tile (constant repeats permuted), CumSum (``axis -> p[axis]``), Gather with 0-D or 1-D
-      indices (``axis -> p[axis]``; 0-D indices drop the axis as ``keepdims=0`` does).
+      indices (``axis -> p[axis]``; 0-D indices drop the axis as ``keepdims=0`` does);
+   l. Resize and Upsample in ``nearest`` mode: scales, sizes and roi's begin and end halves
+      permuted (constants rewritten, values computed at run time reordered by a Gather), or
+      the ``axes`` attribute (opset 18) remapped. ``linear`` and ``cubic`` are barriers: ONNX
+      Runtime's kernels take them only with the resized axes in set places.
    A push happens only when it lowers the number of Transposes and adds no more nodes than it
    removes (:mod:`.cost`): the look-ahead counts the Transposes removed, the compensations
    added (none when an operand already has that Transpose, or when another Transpose is on its

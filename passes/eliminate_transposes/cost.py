@@ -26,7 +26,8 @@ import onnx
 
 from graphfix.graph import subgraphs
 from graphfix.passes.eliminate_transposes.facts import CHAIN_DEPTH, Facts, shape_bounds
-from graphfix.passes.eliminate_transposes.handlers import HANDLERS, Absorb, Plan, absorber
+from graphfix.passes.eliminate_transposes.absorb import Absorb, absorber
+from graphfix.passes.eliminate_transposes.handlers import HANDLERS, Plan
 from graphfix.passes.eliminate_transposes.ops import DEFAULT_DOMAINS, is_transpose
 from graphfix.passes.eliminate_transposes.perm import (
     Perm,

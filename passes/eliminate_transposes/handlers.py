@@ -23,7 +23,6 @@ import onnx
 from graphfix.passes.eliminate_transposes.facts import Facts, Shape
 from graphfix.passes.eliminate_transposes.ops import (
     BROADCAST_BINARY,
-    DEFAULT_DOMAINS,
     ELEMENTWISE_UNARY,
     ORDER_SENSITIVE_REDUCE,
     REDUCE_OPS,
@@ -38,7 +37,7 @@ from graphfix.passes.eliminate_transposes.perm import (
     shrink,
 )
 
-__all__ = ["Plan", "Absorb", "HandlerInfo", "HANDLERS", "absorber", "Handler"]
+__all__ = ["Plan", "HandlerInfo", "HANDLERS", "Handler"]
 
 
 @dataclasses.dataclass
@@ -56,13 +55,6 @@ class Plan:
     # input slot -> indices of a Gather that reorders a value computed at run time (case 4d:
     # Pad's pads)
     gather: dict[int, list[int]] = dataclasses.field(default_factory=dict)
-
-
-@dataclasses.dataclass(frozen=True)
-class Absorb:
-    """Rule 7: the consumer takes the Transpose in: ``kind`` is "shape", "size" or "flatten"."""
-
-    kind: str
 
 
 Handler = Callable[[Facts, onnx.NodeProto, Perm, str], Union[Plan, str]]
@@ -371,6 +363,67 @@ def tile(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | 
     return Plan(out_perms=[perm], data_slots=(0,), const_inputs={1: moved})
 
 
+def resize(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+    # Case 4l: nearest-neighbour resizing picks each output index from its own axis alone.
+    if attr(node, "mode", b"nearest") != b"nearest":
+        # ONNX Runtime's CPU kernels take linear and cubic only with the resized axes in set
+        # places (outermost two or outermost and innermost at rank 4), its CUDA kernel only NCHW.
+        return "linear and cubic Resize run only in the layouts the runtime's kernels know"
+    if source in node.input[1:]:
+        return "reads the transposed tensor as a parameter"
+    plan = Plan(out_perms=[perm], data_slots=(0,))
+    axes = attr(node, "axes")
+    if axes is not None:  # opset 18: scales, sizes and roi follow `axes`, which is remapped
+        normalized = normalize_axes(axes, len(perm))
+        if normalized is None:
+            return "axes out of range"
+        plan.attrs["axes"] = [perm[a] for a in normalized]
+        return plan
+    if node.op_type == "Upsample" and facts.opset < 9:
+        scales = attr(node, "scales")
+        if scales is None or len(scales) != len(perm):
+            return "scales attribute missing or of the wrong length"
+        plan.attrs["scales"] = [float(v) for v in _per_axis(np.array(scales), perm, 1)]
+        return plan
+    slots = {1: 1} if facts.opset < 11 or node.op_type == "Upsample" else {1: 2, 2: 1, 3: 1}
+    for slot, halves in slots.items():
+        if len(node.input) <= slot or not node.input[slot]:
+            continue
+        reason = _permute_per_axis_input(facts, node.input[slot], perm, halves, slot, plan)
+        if reason:
+            return reason
+    return plan
+
+
+def _permute_per_axis_input(facts: Facts, name: str, perm: Perm, halves: int, slot: int,
+                            plan: Plan) -> str | None:
+    """Case 4l: a 1-D input with ``halves`` values per axis (roi has a begin and an end half)
+    in the untransposed order: a constant rewritten, a run-time value reordered by a Gather."""
+    rank = len(perm)
+    value = facts.const_value(name)
+    if value is None:
+        if facts.static_length(name) != halves * rank:
+            return f"input {name!r} is neither a constant nor of length {halves}*rank"
+        plan.gather[slot] = [int(i) for i in _per_axis(np.arange(halves * rank), perm, halves)]
+        return None
+    if value.size == 0:  # an empty roi, scales or sizes stands for an absent one
+        return None
+    if value.ndim != 1 or value.size != halves * rank:
+        return f"input {name!r} is not of length {halves}*rank"
+    plan.const_inputs[slot] = _per_axis(value, perm, halves)
+    return None
+
+
+def _per_axis(values: np.ndarray, perm: Perm, halves: int) -> np.ndarray:
+    """``values`` given per axis of the transposed tensor (``halves`` runs of one value per
+    axis), reordered for the untransposed one: value ``i`` of each run goes to axis ``p[i]``."""
+    rank = len(perm)
+    moved = np.empty_like(values)
+    for half in range(halves):
+        moved[half * rank + np.array(perm)] = values[half * rank:(half + 1) * rank]
+    return moved
+
+
 def cumsum(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4k: the running sum keeps its order along the axis, wherever the axis lies.
     axis = facts.const_value(node.input[1]) if len(node.input) > 1 else None
@@ -518,77 +571,6 @@ HANDLERS: dict[str, HandlerInfo] = {
     "Tile": HandlerInfo(tile),
     "CumSum": HandlerInfo(cumsum),
     "Gather": HandlerInfo(gather),
+    "Resize": HandlerInfo(resize),
+    "Upsample": HandlerInfo(resize),
 }
-
-
-# ---------------------------------------------------------------- rule 7
-_ABSORBERS = frozenset({"Flatten", "Reshape", "Shape", "Size", "CastLike"})
-
-
-def absorber(facts: Facts, node: onnx.NodeProto, source: str, perm: Perm) -> Absorb | None:
-    """Rule 7: whether ``node``, reading ``T(perm)`` as ``source``, can take it in."""
-    if node.op_type not in _ABSORBERS or node.domain not in DEFAULT_DOMAINS:
-        return None
-    if node.op_type == "CastLike":
-        # Rule 7c: CastLike reads only the element type of its second input.
-        return Absorb("type") if node.input[0] != source and source in node.input[1:] else None
-    if node.input[0] != source:
-        return None
-    if node.op_type == "Shape":
-        return Absorb("shape")
-    if node.op_type == "Size":
-        return Absorb("size")
-    if not facts.keep_reduction_order and flattens_into_weights(facts, node, source, perm):
-        return Absorb("flatten")
-    return None
-
-
-def flattens_into_weights(facts: Facts, node: onnx.NodeProto, source: str, perm: Perm) -> bool:
-    """Rule 7b: ``node`` flattens ``source`` to ``[batch, features]`` and only MatMul/Gemm
-    with constant weights read the result."""
-    shape = facts.shape(source)
-    if perm[0] != 0 or shape is None or len(shape) != len(perm) or source in node.input[1:]:
-        return False
-    if any(d is None or d <= 0 for d in shape[1:]):
-        return False
-    features = int(np.prod(shape[1:]))
-    if node.op_type == "Flatten":
-        axis = attr(node, "axis", 1)
-        if (axis + len(perm) if axis < 0 else axis) != 1:
-            return False
-    elif not _reshapes_to(facts, node, shape, features):
-        return False
-    out = node.output[0]
-    users = facts.index.readers(out)
-    if not users or out in facts.index.outputs or out in facts.index.implicit:
-        return False
-    return all(_weights_rows(facts, user, out) == features for user in users)
-
-
-def _weights_rows(facts: Facts, user: onnx.NodeProto, flat: str) -> int | None:
-    """The number of rows of the constant weights a MatMul/Gemm multiplies ``flat`` by (the
-    columns of a ``transB`` Gemm's), or None when it is no such product."""
-    if user.domain not in DEFAULT_DOMAINS or user.op_type not in ("MatMul", "Gemm"):
-        return None
-    if len(user.input) < 2 or user.input[0] != flat or user.input[1] == flat:
-        return None
-    if user.op_type == "Gemm" and attr(user, "transA", 0):
-        return None
-    weights = user.input[1]
-    if not facts.is_constant(weights):
-        return None
-    shape = facts.shape(weights) if weights in facts.initializers else None
-    if shape is None:
-        value = facts.const_value(weights)
-        shape = None if value is None else value.shape
-    side = 1 if user.op_type == "Gemm" and attr(user, "transB", 0) else 0
-    return None if shape is None or len(shape) != 2 else shape[side]
-
-
-def _reshapes_to(facts: Facts, node: onnx.NodeProto, shape: Shape, features: int) -> bool:
-    """Whether Reshape ``node`` of a tensor of ``shape`` gives ``[shape[0], features]``."""
-    target = "allowzero" if attr(node, "allowzero", 0) else facts.reshape_target(node, shape)
-    if isinstance(target, list):
-        return len(target) == 2 and target[1] == features
-    out = facts.shape(node.output[0])  # shape inference's word
-    return out is not None and len(out) == 2 and out[1] == features

@@ -29,7 +29,8 @@ from graphfix.passes.eliminate_transposes.cost import (
 )
 from graphfix.passes.eliminate_transposes.edits import Edits, Stats
 from graphfix.passes.eliminate_transposes.facts import ShapeFacts, shape_bounds
-from graphfix.passes.eliminate_transposes.handlers import Absorb, Plan
+from graphfix.passes.eliminate_transposes.absorb import Absorb
+from graphfix.passes.eliminate_transposes.handlers import Plan
 from graphfix.passes.eliminate_transposes.ops import (
     DEFAULT_DOMAINS,
     attr,

@@ -53,6 +53,7 @@ TABLES = {
     "4i": test_eliminate_transposes_push_axes.RULE_4I,
     "4j": test_eliminate_transposes_push_axes.RULE_4J,
     "4k": test_eliminate_transposes_push_axes.RULE_4K,
+    "4l": test_eliminate_transposes_push_axes.RULE_4L,
     "rule 5": test_eliminate_transposes_rules.RULE_5,
     "rule 6": test_eliminate_transposes_rules.RULE_6,
     "7a": test_eliminate_transposes_absorb.RULE_7A,

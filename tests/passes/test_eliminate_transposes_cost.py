@@ -26,7 +26,7 @@ FAN_OUT_INTO_A_BARRIER = """
 g (float[1,4,4,3] x) => (float[1,4,4,3] y, float[1,3,8,8] z)
     <float[4] scales = {1, 1, 2, 2}, float[0] roi = {}> {
     t = Transpose <perm = [0, 3, 1, 2]> (x)
-    z = Resize (t, roi, scales)
+    z = Resize <mode = "linear"> (t, roi, scales)
     y = Transpose <perm = [0, 2, 3, 1]> (t)
 }"""
 

@@ -114,13 +114,6 @@ class Setup:
 # Rows graphfix does not meet yet, by the capability it lacks. Each is a strict xfail: once
 # graphfix handles a capability its rows pass, fail as XPASS, and come off this table.
 _GAPS: dict[str, tuple[str, ...]] = {
-    "Resize is a barrier: not pushed (scales or sizes, and roi's begin and end halves, permuted "
-    "with the axes; ORT does it at Level2)": (
-        "ort-TestResize-opset10", "ort-TestResize-opset18", "ort-TestResizeOpset11",
-        "ort-TestResizeOpset15", "ort-TestResizeSizeRoi", "ort-TestResizeRoiScalesZeroRank0",
-        "ort-TestResizeNonconst-opset11", "ort-TestResizeNonconst-opset18",
-        "ort-TestResizeNonconstOpset13",
-    ),
     "Transpose that only moves size-1 dims, the other dims symbolic: not turned into a Reshape "
     "(two unknown sizes that move need a target computed from Shape, more nodes than the "
     "Transpose)": (

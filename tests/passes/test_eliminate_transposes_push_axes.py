@@ -1,5 +1,5 @@
-"""Rule 4, cases 4f-4k: a Transpose pushed past consumers that name axes (reductions, Softmax,
-Squeeze/Unsqueeze, Q/DQ, Reshape, Tile, CumSum, Gather). One table per case family; a row is
+"""Rule 4, cases 4f-4l: a Transpose pushed past consumers that name axes (reductions, Softmax,
+Squeeze/Unsqueeze, Q/DQ, Reshape, Tile, CumSum, Gather, Resize). One table per case family; a row is
 ``pytest.param(onnx_text, expected, id)`` (:mod:`tests.passes.transposes_support`)."""
 
 from __future__ import annotations
@@ -433,3 +433,50 @@ def test_4k_tile_and_gather_negative(middle, inputs):
     }}""")
     result = EliminateTransposes()(model)
     assert transposes(result.model) == 1
+
+
+# ------------------------------------------------------------------ 4l Resize, Upsample
+RESIZE_4L = """
+g (float[1,6,8,3] x{extra_input}) => (float[{out_shape}] y)
+    <float[4] scales = {{1.0, 1.0, 2.0, 0.5}}, int64[4] sizes = {{1, 3, 12, 4}},
+     float[8] roi = {{0, 0, 0.1, 0.2, 1, 1, 0.9, 0.8}}, float[2] hw = {{2.0, 0.5}},
+     float[4] up = {{1.0, 1.0, 2.0, 2.0}}> {{
+    t = Transpose <perm = [0, 3, 1, 2]> (x)
+    {middle}
+    y = Transpose <perm = [0, 2, 3, 1]> (m)
+}}"""
+
+
+def resize_4l(row_id: str, middle: str, out_shape: str, expected, extra_input: str = "",
+              **how):
+    text = RESIZE_4L.format(middle=middle, out_shape=out_shape, extra_input=extra_input)
+    return pytest.param(text, expect(expected, **how), id=row_id)
+
+
+RULE_4L = [
+    resize_4l("4l-resize-constant-scales", "m = Resize (t, , scales)", "1,12,4,3",
+              {"Transpose": 0}),
+    resize_4l("4l-resize-constant-sizes", "m = Resize (t, , , sizes)", "1,12,4,3",
+              {"Transpose": 0}),
+    resize_4l("4l-resize-roi-halves-permuted",
+              'm = Resize <coordinate_transformation_mode = "tf_crop_and_resize"> '
+              "(t, roi, scales)", "1,12,4,3", {"Transpose": 0}),
+    resize_4l("4l-resize-axes-attribute-remapped", "m = Resize <axes = [2, 3]> (t, , hw)",
+              "1,12,4,3", {"Transpose": 0}, opset=18),
+    resize_4l("4l-upsample-opset-9", "m = Upsample (t, up)", "1,12,16,3",
+              {"Transpose": 0}, opset=9),
+    # Scales computed at run time are reordered by a Gather.
+    resize_4l("4l-resize-scales-graph-input", "m = Resize (t, , s)", "1,12,4,3",
+              ["Gather", "Resize"], extra_input=", float[4] s",
+              pinned={"s": np.array([1.0, 1.0, 2.0, 0.5], dtype=np.float32)}),
+    # Linear and cubic kernels accept only some layouts of the resized axes: barriers.
+    resize_4l("4l-resize-linear-is-a-barrier", 'm = Resize <mode = "linear"> (t, , scales)',
+              "1,12,4,3", {"Transpose": 2}),
+    resize_4l("4l-resize-cubic-is-a-barrier", 'm = Resize <mode = "cubic"> (t, , scales)',
+              "1,12,4,3", {"Transpose": 2}),
+]
+
+
+@pytest.mark.parametrize("text, expected", RULE_4L)
+def test_4l_resize(text, expected, ort_run, rng):
+    check_row(text, expected, ort_run, rng)
