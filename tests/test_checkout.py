@@ -36,3 +36,22 @@ def test_every_tool_explains_itself_from_the_root(tool: str) -> None:
     result = _run(f"tools/{tool}", "--help")
     assert result.returncode == 0, result.stderr
     assert "usage" in result.stdout.lower()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads Linux's /proc")
+def test_importing_the_pass_library_starts_nothing() -> None:
+    """No thread, child process or exit handler at import: the onnxsim worker is started by the
+    run that needs it (its dependencies are imported first, so that only graphfix's own import
+    is measured)."""
+    result = _run("-c", """
+import atexit, os, threading
+import numpy, onnx, onnxruntime, click, logging, multiprocessing, concurrent.futures
+before = (atexit._ncallbacks(), threading.active_count(), len(os.listdir('/proc/self/task')))
+import graphfix, graphfix.passes, graphfix.cli
+from graphfix import registry; registry.names()  # loads every pass module
+after = (atexit._ncallbacks(), threading.active_count(), len(os.listdir('/proc/self/task')))
+children = open(f'/proc/self/task/{os.getpid()}/children').read().split()
+print(before == after, children == [], before, after, children)
+""")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("True True"), result.stdout
