@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import NamedTuple
 
 import numpy as np
 import onnx
 
-from graphfix.graph import subgraphs
 from graphfix.passes.eliminate_transposes.facts import CHAIN_DEPTH, Facts, shape_bounds
 from graphfix.passes.eliminate_transposes.absorb import Absorb, absorber
 from graphfix.passes.eliminate_transposes.handlers import HANDLERS, Plan
@@ -71,19 +71,18 @@ class _Group:
     gathers_shape: bool = False
 
 
-@dataclasses.dataclass(frozen=True)
-class Tally:
+class Tally(NamedTuple):
     """A change in Transposes and in nodes (Transposes included): ``transposes`` and ``nodes``
     once the Transposes placed have moved on as far as the look-ahead sees, ``now`` the nodes
-    the edits of this step alone add (+) or remove (-)."""
+    the edits of this step alone add (+) or remove (-). A tuple: the look-ahead adds
+    hundreds of thousands of them on a large graph."""
 
     transposes: int = 0
     nodes: int = 0
     now: int = 0
 
-    def __add__(self, other: Tally) -> Tally:
-        return Tally(self.transposes + other.transposes, self.nodes + other.nodes,
-                     self.now + other.now)
+    def __add__(self, other: tuple[int, ...]) -> Tally:  # type: ignore[override]
+        return Tally(self[0] + other[0], self[1] + other[1], self[2] + other[2])
 
 
 def settled(transposes: int, nodes: int | None = None) -> Tally:
@@ -339,7 +338,7 @@ class Lookahead:
             logger.debug("barrier %s (%s): no handler for %s::%s", node.name, source,
                          node.domain or "ai.onnx", node.op_type)
             return None
-        if any(True for _ in subgraphs(node)):
+        if _holds_graph(node):
             return None
         if self.pushed.get(id(node), 0) >= MAX_PUSHES_PER_NODE:
             # Two Transposes that keep trading places round a node (each move looks like a
@@ -434,7 +433,7 @@ class Lookahead:
         info = HANDLERS.get(user.op_type) if user.domain in DEFAULT_DOMAINS else None
         if info is None or not info.elementwise or info.variadic:
             return None
-        if len(user.output) != 1 or any(True for _ in subgraphs(user)):
+        if len(user.output) != 1 or _holds_graph(user):
             return None
         plan = info.handle(self.facts, user, perm, name)
         if isinstance(plan, str):
@@ -506,3 +505,11 @@ def sibling_transpose(facts: Facts, name: str, perm: Perm, exclude: str) -> onnx
         ):
             return user
     return None
+
+
+_GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+def _holds_graph(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` holds a subgraph (If, Loop, Scan): asked at every look-ahead step."""
+    return any(a.type in _GRAPH_ATTRIBUTES for a in node.attribute)
