@@ -78,7 +78,7 @@ from graphfix.passes._compare import grown_ops, same_graph
 from graphfix.passes._onnxsim_worker import OnnxsimWorker, Output
 from graphfix.registry import Pass, PassResult, register
 
-__all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS"]
+__all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS", "OnnxsimWorker"]
 
 logger = logging.getLogger(__name__)
 
