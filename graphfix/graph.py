@@ -38,6 +38,7 @@ __all__ = [
     "dim_of",
     "UnknownDims",
     "clear_unknown_dims",
+    "forget_declared_shapes",
 ]
 
 STANDARD_DOMAINS = ("", "ai.onnx")
@@ -327,6 +328,17 @@ def dims(value: onnx.ValueInfoProto | onnx.TypeProto) -> tuple[Dim, ...] | None:
     if not vtype.HasField("tensor_type") or not vtype.tensor_type.HasField("shape"):
         return None
     return tuple(dim_of(d) for d in vtype.tensor_type.shape.dim)
+
+
+def forget_declared_shapes(graph: onnx.GraphProto) -> None:
+    """Drop what ``graph`` only declares about its tensors (``value_info``, the outputs'
+    shapes; element types stay), in place, so that shape inference proves every shape from the
+    inputs and the ops. A declaration can be stale (an output shape traced at one size, a test
+    model's expected shape): a shape fact that a rewrite builds on must not come from one."""
+    del graph.value_info[:]
+    for output in graph.output:
+        if output.type.HasField("tensor_type"):
+            output.type.tensor_type.ClearField("shape")
 
 
 @dataclasses.dataclass

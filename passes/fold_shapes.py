@@ -24,6 +24,9 @@ Rules:
 6. What nothing reads any more goes (dead code).
 7. A shape computation whose symbolic value an earlier tensor holds reads that tensor instead
    (each layer of a transformer computes the batch and sequence sizes again).
+8. Every fact comes from the signature's inputs, the constants and the ops: shapes the file
+   only declares (``value_info``, the outputs' shapes) are not read, since a stale declaration
+   would turn into a constant target that ignores what the inputs say.
 
 Dynamic dimensions stay dynamic: a symbol is never replaced by a size, and the signature is
 never touched. Graph outputs keep their producers' names. Bodies of If/Loop/Scan are left as
@@ -59,9 +62,11 @@ _VALUE_TYPES = {
 
 
 def _infer(model: onnx.ModelProto) -> onnx.GraphProto | None:
+    """ONNX's shape inference from the inputs and the ops alone (rule 8)."""
+    light = skeleton(model)
+    graph_layer.forget_declared_shapes(light.graph)
     try:
-        return onnx.shape_inference.infer_shapes(
-            skeleton(model), strict_mode=False, data_prop=True).graph
+        return onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True).graph
     except Exception as error:  # noqa: BLE001 - onnx raises several types
         logger.debug("fold-shapes: ONNX shape inference failed (%s); own rules only", error)
         return None

@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from graphfix import graph as graph_layer
 from graphfix import model_io
 from graphfix.graph import Index, dim_of, subgraphs
 from graphfix.passes.eliminate_transposes.ops import (
@@ -160,7 +161,7 @@ def infer(model: onnx.ModelProto) -> ShapeFacts:
     graph.name = model.graph.name
     graph.input.extend(model.graph.input)
     graph.output.extend(model.graph.output)
-    graph.value_info.extend(model.graph.value_info)
+    graph_layer.forget_declared_shapes(graph)  # shapes proved from the inputs, not declared
     small: dict[str, np.ndarray] = {}
     overridable = {i.name for i in model.graph.input}  # an initializer listed as an input
     for init in model.graph.initializer:
@@ -189,7 +190,7 @@ def infer(model: onnx.ModelProto) -> ShapeFacts:
     try:
         inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
     except Exception as error:  # noqa: BLE001 - onnx raises several types
-        logger.debug("shape inference failed, going on with declared shapes: %s", error)
+        logger.debug("shape inference failed, going on with the inputs' shapes only: %s", error)
         inferred = light
     facts = ShapeFacts()
     facts.collect(inferred.graph)

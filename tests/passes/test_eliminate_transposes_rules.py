@@ -389,3 +389,14 @@ def test_rule6_conv1d_transposes_are_absorbed_into_the_unsqueezes(ort_run, rng):
     axes = initializers(result.model)
     assert [axes[n.input[1]].tolist() if n.input[1] in axes else None for n in unsqueezes][1] \
         == [2]
+
+
+def test_a_declared_output_shape_does_not_make_a_transpose_a_reshape():
+    """The output declares [1, 5] (a size-1 move, rule 5, if it were true); the input's own
+    shape is unknown, so the Transpose stays a Transpose."""
+    model = parse("""
+    g (float[N, M] x) => (float[1, 5] y) {
+        y = Transpose <perm = [1, 0]> (x)
+    }""")
+    result = EliminateTransposes()(model)
+    assert ops(result.model) == ["Transpose"]

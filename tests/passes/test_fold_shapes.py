@@ -237,3 +237,18 @@ def test_a_folded_value_reads_the_initializer_that_holds_it(ort_run):
     result = run(model, ort_run, SIZES)
     assert targets(result.model) == {"y": [0, 0, 2, 4], "z": [0, 0, 2, 4]}
     assert [t.name for t in result.model.graph.initializer] == ["existing"]
+
+
+def test_a_declared_shape_is_not_a_fact():
+    """Rule 8: the output declares [1, 3, 3], but the Expand's target is an input's value: the
+    declaration does not make it a constant (the onnx package's expand_shape_model2 declares
+    the shape of its own test data; other data gives [1, 3, 1])."""
+    model = parse("""
+    g (float[1,3,1] x, int64[2] shape) => (float[1,3,3] y) {
+        y = Expand (x, shape)
+    }""")
+    model.graph.value_info.extend([onnx.helper.make_tensor_value_info(
+        "y", onnx.TensorProto.FLOAT, [1, 3, 3])])
+    result = FoldShapes()(model)
+    assert not result.modified
+    assert list(result.model.graph.node[0].input) == ["x", "shape"]
