@@ -58,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR)  # pass skips are counted below, not printed
     from tests import random_models as strategy
     passes = None if args.full else strategy.FAST_PASSES
+    # One onnxsim worker for every example (a run otherwise starts one of its own per model).
+    from graphfix.passes.simplify import OnnxsimWorker
+
+    worker = OnnxsimWorker()
+    pass_options = {"simplify": {"worker": worker}} if args.full else None
     if args.save_failures:
         args.save_failures.mkdir(parents=True, exist_ok=True)
 
@@ -91,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         original = onnx.ModelProto()
         original.CopyFrom(model)
         try:
-            result = graphfix.optimize(model, passes=passes)
+            result = graphfix.optimize(model, passes=passes, pass_options=pass_options)
         except ParityError as error:
             name = getattr(error, "guilty_pass", None) or "no single pass"
             guilty[name] += 1
@@ -130,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {counts['examples']} examples, {time.perf_counter() - started:.0f} s",
                   file=sys.stderr, flush=True)
 
-    run()
+    with worker:
+        run()
     seconds = time.perf_counter() - started
     pipeline = ", ".join(passes or graphfix.DEFAULT_PASSES)
     print(f"pipeline: {pipeline}")
