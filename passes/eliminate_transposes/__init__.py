@@ -16,6 +16,9 @@ Rules:
    still read is never modified). A constant is an initializer, a Constant node, or a
    shape-only op (Identity, Reshape, Squeeze, Unsqueeze, and Cast where numpy converts as ONNX
    does) of constants. Such a chain goes once nothing reads it.
+   b. ``T(p)(DequantizeLinear(q, scale, zero))`` of constant quantized weights ``q`` that only
+   the Transpose reads: ``q`` is stored transposed and a per-axis ``axis -> p^-1[axis]``; the
+   Transpose goes (blocked quantization, and IR 3's Constant nodes, stay as they are).
 4. Push: ``N(T(p)(x), ...)  =>  T(p')(N'(x, ...))`` for ``N`` in the handler table
    (:mod:`.handlers`), which remaps what depends on the axis order:
    a. elementwise unary ops (Relu, Clip, Cast, Sigmoid, ...): ``p' = p``;

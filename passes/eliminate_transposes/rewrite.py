@@ -118,7 +118,9 @@ class Rewriter(Edits):
         if is_identity(perm) or self._moves_ones_in_place(node, perm):  # Rule 1.
             self._drop_identity(node)
             return True
-        if self._absorb_into_unsqueeze(node, perm) or self._fold(node, perm):  # Rules 6, 3
+        if self._absorb_into_unsqueeze(node, perm) or self._fold(node, perm) or (
+            self._fold_into_dequantize(node, perm)
+        ):  # Rules 6, 3, 3b
             return True
         return self._push(node, perm) or changed  # Rule 4.
 
@@ -158,6 +160,38 @@ class Rewriter(Edits):
         for user in self.index.readers(output):
             if is_transpose(user):
                 self._enqueue(user)
+        return True
+
+    def _fold_into_dequantize(self, node: onnx.NodeProto, perm: Perm) -> bool:
+        """Rule 3b: ``T(p)(DequantizeLinear(q, scale, zero))`` of constant ``q`` (quantized
+        weights) that only this Transpose reads: ``q`` is stored transposed and a per-axis
+        ``axis`` moves to where ``p`` puts it; the Transpose goes."""
+        dq = self.index.producer.get(node.input[0])
+        if dq is None or dq.op_type != "DequantizeLinear" or dq.domain not in DEFAULT_DOMAINS:
+            return False
+        out = dq.output[0]
+        if attr(dq, "block_size", 0) or self.facts.constant_nodes or (
+            self.index.readers(out) != [node] or out in self.index.outputs
+            or out in self.index.implicit
+        ):
+            return False
+        quantized = self.facts.const_value(dq.input[0])
+        if quantized is None or quantized.ndim != len(perm):
+            return False
+        scale_rank = self.facts.rank(dq.input[1]) if len(dq.input) > 1 else None
+        if scale_rank is None or scale_rank > 1:
+            return False
+        if scale_rank == 1 and self.facts.opset >= 13:  # per-axis: the axis moves with p
+            axes = normalize_axes([attr(dq, "axis", 1)], len(perm))
+            if axes is None:
+                return False
+            set_attr(dq, "axis", invert(perm)[axes[0]])
+        moved = self._new_initializer(np.ascontiguousarray(quantized.transpose(perm)),
+                                      f"{dq.input[0]}_transposed", self.order[id(dq)])
+        self._set_input(dq, 0, moved)
+        self.facts.learn_shape(out, transposed_shape(quantized.shape, perm))
+        self.stats.folded_into_constants += 1
+        self._drop_identity(node)  # T(p) of the stored-transposed weights is the identity
         return True
 
     def _push(self, node: onnx.NodeProto, perm: Perm) -> bool:

@@ -157,6 +157,33 @@ def _output_is_the_folded_constant(values: list[float]):
     return check
 
 
+# Rule 3b: quantized weights behind a DequantizeLinear (per-axis, per-tensor) are stored
+# transposed; a per-axis ``axis`` moves where the permutation puts it.
+FOLD_INTO_DEQUANTIZE = """
+g (float[1,3,5,5] x) => (float[1,4,5,5] y)
+    <int8[3,3,4,3] q = {{{q}}}, float{scale_shape} s = {{{scale}}}, int8{scale_shape} z = {{{zero}}}> {{
+    w = DequantizeLinear{axis} (q, s, z)
+    wt = Transpose <perm = [2, 3, 0, 1]> (w)
+    y = Conv <pads = [1, 1, 1, 1]> (x, wt)
+}}"""
+
+
+def _fold_into_dequantize(per_axis: bool) -> str:
+    values = ", ".join(str((7 * i) % 23 - 11) for i in range(108))
+    if per_axis:
+        return FOLD_INTO_DEQUANTIZE.format(q=values, scale_shape="[4]", scale="0.1, 0.2, 0.3, 0.4",
+                                           zero="0, 1, -1, 2", axis=" <axis = 2>")
+    return FOLD_INTO_DEQUANTIZE.format(q=values, scale_shape="", scale="0.05", zero="1", axis="")
+
+
+def _dequantize_axis(axis: int | None):
+    def check(result) -> None:
+        (dq,) = [n for n in result.model.graph.node if n.op_type == "DequantizeLinear"]
+        found = {a.name: a.i for a in dq.attribute}.get("axis")
+        assert found == axis, dq
+    return check
+
+
 RULE_3 = [
     pytest.param(FOLD_CONSTANT_NODE, expect(["Add"], stats={"folded_into_constants": 1}),
                  id="3-fold-constant-node"),
@@ -171,6 +198,12 @@ RULE_3 = [
                  id="3-fold-three-at-a-graph-output"),
     pytest.param(FOLD_CONSTANT_NODE_AT_OUTPUT, expect({"Transpose": 0}, stats={
         "folded_into_constants": 1}), id="3-fold-constant-node-then-identity-at-output"),
+    pytest.param(_fold_into_dequantize(per_axis=True), expect(
+        ["DequantizeLinear", "Conv"], opset=13, stats={"folded_into_constants": 1},
+        check=_dequantize_axis(0)), id="3b-per-axis-dequantize-axis-remapped"),
+    pytest.param(_fold_into_dequantize(per_axis=False), expect(
+        ["DequantizeLinear", "Conv"], opset=13, stats={"folded_into_constants": 1},
+        check=_dequantize_axis(None)), id="3b-per-tensor-dequantize"),
 ]
 
 
@@ -400,3 +433,12 @@ def test_a_declared_output_shape_does_not_make_a_transpose_a_reshape():
     }""")
     result = EliminateTransposes()(model)
     assert ops(result.model) == ["Transpose"]
+
+
+def test_rule3b_dequantize_read_elsewhere_stays():
+    """The dequantized weights are a graph output too: they keep their layout, the Transpose
+    stays."""
+    model = parse(_fold_into_dequantize(per_axis=True).replace(
+        "=> (float[1,4,5,5] y)", "=> (float[1,4,5,5] y, float[3,3,4,3] w)"), 13)
+    result = EliminateTransposes()(model)
+    assert ops(result.model) == ["DequantizeLinear", "Transpose", "Conv"]
