@@ -18,6 +18,7 @@ import onnx
 
 __all__ = [
     "subgraphs",
+    "holds_graph",
     "graphs",
     "graphs_bottom_up",
     "all_nodes",
@@ -51,6 +52,15 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
             yield attr.g
         elif attr.type == onnx.AttributeProto.GRAPHS:
             yield from attr.graphs
+
+
+_GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+def holds_graph(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` holds a subgraph (If, Loop, Scan): read off the attribute types, as
+    cheap as a passes' hot loop needs."""
+    return any(attr.type in _GRAPH_ATTRIBUTES for attr in node.attribute)
 
 
 def graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:

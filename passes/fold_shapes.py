@@ -42,7 +42,7 @@ import onnx
 from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
-from graphfix.graph import STANDARD_DOMAINS, subgraphs
+from graphfix.graph import STANDARD_DOMAINS, holds_graph
 from graphfix.model_io import skeleton, tensor_digest
 from graphfix.passes._symbolic import Expr, Facts, Shape, Value
 from graphfix.registry import Pass, PassResult, register
@@ -164,7 +164,7 @@ class _Rewriter:
     # -------------------------------------------------------------- rules
     def _fold_value(self, node: onnx.NodeProto) -> bool:
         """Rule 1."""
-        if node.op_type == "Constant" or len(node.output) != 1 or subgraphs_of(node):
+        if node.op_type == "Constant" or len(node.output) != 1 or holds_graph(node):
             return False
         name = node.output[0]
         known = _known(self.facts.value(name))
@@ -180,7 +180,7 @@ class _Rewriter:
 
     def _same_value(self, node: onnx.NodeProto) -> bool:
         """Rule 7: a shape computation whose value an earlier tensor already holds."""
-        if node.op_type == "Constant" or len(node.output) != 1 or subgraphs_of(node):
+        if node.op_type == "Constant" or len(node.output) != 1 or holds_graph(node):
             return False
         name = node.output[0]
         value = self.facts.value(name)
@@ -304,10 +304,6 @@ class _Rewriter:
         if len(info) != len(self.graph.value_info):
             del self.graph.value_info[:]
             self.graph.value_info.extend(info)
-
-
-def subgraphs_of(node: onnx.NodeProto) -> bool:
-    return any(True for _ in subgraphs(node))
 
 
 @register("fold-shapes")

@@ -22,7 +22,7 @@ import logging
 import onnx
 
 from graphfix import graph as graph_layer
-from graphfix.graph import subgraphs
+from graphfix.graph import holds_graph
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["MergeDuplicates", "merge_duplicates"]
@@ -47,7 +47,7 @@ def _merge_graph(graph: onnx.GraphProto) -> int:
     merged = 0
     for node in graph.node:
         graph_layer.rename_reads(node, rename)
-        if node.op_type in _RANDOM or any(True for _ in subgraphs(node)):
+        if node.op_type in _RANDOM or holds_graph(node):
             kept.append(node)
             continue
         key = _key(node)

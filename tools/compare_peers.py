@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import importlib.util
 import json
 import math
@@ -90,18 +91,20 @@ def _ort(level: str) -> Callable[[onnx.ModelProto], onnx.ModelProto]:
     return run
 
 
-# One onnxsim worker for every graphfix call of the run, as a caller that optimizes many models
-# keeps one (started before the first model; the library timing then leaves its start out).
-_WORKER: list[Any] = []
+@functools.cache
+def _shared_worker() -> Any:
+    """One onnxsim worker for every graphfix call of the run, as a caller that optimizes many
+    models keeps one (started before the first model; the library timing leaves its start
+    out)."""
+    from graphfix.passes.simplify import OnnxsimWorker
+
+    worker = OnnxsimWorker()
+    worker.start()
+    return worker
 
 
 def _worker_options() -> dict[str, dict[str, Any]]:
-    from graphfix.passes.simplify import OnnxsimWorker
-
-    if not _WORKER:
-        _WORKER.append(OnnxsimWorker())
-        _WORKER[0].start()
-    return {"simplify": {"worker": _WORKER[0]}}
+    return {"simplify": {"worker": _shared_worker()}}
 
 
 def _graphfix(m: onnx.ModelProto) -> onnx.ModelProto:
@@ -390,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
     checks: list[dict[str, Any]] = []
-    _worker_options()  # the worker imports onnxsim now, before the first model is timed
+    _shared_worker()  # it imports onnxsim now, before the first model is timed
     for path in sorted(args.corpus.glob("*.onnx")):
         if args.only and path.name not in args.only and path.stem not in args.only:
             continue
@@ -421,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "checks": checks, "notes": notes,
                                          "runs": args.runs, "threads": args.threads}, indent=1))
-    _WORKER[0].close()
+    _shared_worker().close()
     return 0
 
 

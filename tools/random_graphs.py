@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import logging
 import sys
 import time
@@ -58,10 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.ERROR)  # pass skips are counted below, not printed
     from tests import random_models as strategy
     passes = None if args.full else strategy.FAST_PASSES
-    # One onnxsim worker for every example (a run otherwise starts one of its own per model).
+    # With simplify, one onnxsim worker for every example (a run otherwise starts its own).
     from graphfix.passes.simplify import OnnxsimWorker
 
-    worker = OnnxsimWorker()
+    worker = OnnxsimWorker() if args.full else contextlib.nullcontext()
     pass_options = {"simplify": {"worker": worker}} if args.full else None
     if args.save_failures:
         args.save_failures.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,6 @@ class Absorb:
     kind: str
 
 
-
 _ABSORBERS = frozenset({"Flatten", "Reshape", "Shape", "Size", "CastLike"})
 
 

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 import onnx
 
+from graphfix.graph import holds_graph
 from graphfix.passes.eliminate_transposes.facts import CHAIN_DEPTH, Facts, shape_bounds
 from graphfix.passes.eliminate_transposes.absorb import Absorb, absorber
 from graphfix.passes.eliminate_transposes.handlers import HANDLERS, Plan
@@ -341,7 +342,7 @@ class Lookahead:
             logger.debug("barrier %s (%s): no handler for %s::%s", node.name, source,
                          node.domain or "ai.onnx", node.op_type)
             return None
-        if _holds_graph(node):
+        if holds_graph(node):
             return None
         if self.pushed.get(id(node), 0) >= MAX_PUSHES_PER_NODE:
             # Two Transposes that keep trading places round a node (each move looks like a
@@ -436,7 +437,7 @@ class Lookahead:
         info = HANDLERS.get(user.op_type) if user.domain in DEFAULT_DOMAINS else None
         if info is None or not info.elementwise or info.variadic:
             return None
-        if len(user.output) != 1 or _holds_graph(user):
+        if len(user.output) != 1 or holds_graph(user):
             return None
         plan = info.handle(self.facts, user, perm, name)
         if isinstance(plan, str):
@@ -508,11 +509,3 @@ def sibling_transpose(facts: Facts, name: str, perm: Perm, exclude: str) -> onnx
         ):
             return user
     return None
-
-
-_GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-
-
-def _holds_graph(node: onnx.NodeProto) -> bool:
-    """Whether ``node`` holds a subgraph (If, Loop, Scan): asked at every look-ahead step."""
-    return any(a.type in _GRAPH_ATTRIBUTES for a in node.attribute)

@@ -31,8 +31,8 @@ from graphfix.passes.eliminate_transposes.ops import (
 from graphfix.passes.eliminate_transposes.perm import (
     Perm,
     grow,
-    invert,
     normalize_axes,
+    per_axis,
     permute_pads,
     shrink,
 )
@@ -354,12 +354,12 @@ def tile(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | 
         if facts.static_length(node.input[1]) in (None, len(perm)):
             # Computed at run time (of the input's rank, as Tile requires): a Gather reorders
             # them.
-            return Plan(out_perms=[perm], data_slots=(0,), gather={1: list(invert(perm))})
+            return Plan(out_perms=[perm], data_slots=(0,),
+                        gather={1: per_axis(range(len(perm)), perm)})
         return "repeats input is neither a constant nor of the input's rank"
     if repeats.size != len(perm):
         return "repeats input is not of the input's rank"
-    moved = np.empty_like(repeats.reshape(-1))
-    moved[list(perm)] = repeats.reshape(-1)
+    moved = np.array(per_axis(repeats.reshape(-1).tolist(), perm), dtype=repeats.dtype)
     return Plan(out_perms=[perm], data_slots=(0,), const_inputs={1: moved})
 
 
@@ -383,7 +383,7 @@ def resize(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan 
         scales = attr(node, "scales")
         if scales is None or len(scales) != len(perm):
             return "scales attribute missing or of the wrong length"
-        plan.attrs["scales"] = [float(v) for v in _per_axis(np.array(scales), perm, 1)]
+        plan.attrs["scales"] = [float(v) for v in per_axis(scales, perm)]
         return plan
     slots = {1: 1} if facts.opset < 11 or node.op_type == "Upsample" else {1: 2, 2: 1, 3: 1}
     for slot, halves in slots.items():
@@ -404,24 +404,14 @@ def _permute_per_axis_input(facts: Facts, name: str, perm: Perm, halves: int, sl
     if value is None:
         if facts.static_length(name) != halves * rank:
             return f"input {name!r} is neither a constant nor of length {halves}*rank"
-        plan.gather[slot] = [int(i) for i in _per_axis(np.arange(halves * rank), perm, halves)]
+        plan.gather[slot] = per_axis(range(halves * rank), perm, halves)
         return None
     if value.size == 0:  # an empty roi, scales or sizes stands for an absent one
         return None
     if value.ndim != 1 or value.size != halves * rank:
         return f"input {name!r} is not of length {halves}*rank"
-    plan.const_inputs[slot] = _per_axis(value, perm, halves)
+    plan.const_inputs[slot] = np.array(per_axis(value.tolist(), perm, halves), dtype=value.dtype)
     return None
-
-
-def _per_axis(values: np.ndarray, perm: Perm, halves: int) -> np.ndarray:
-    """``values`` given per axis of the transposed tensor (``halves`` runs of one value per
-    axis), reordered for the untransposed one: value ``i`` of each run goes to axis ``p[i]``."""
-    rank = len(perm)
-    moved = np.empty_like(values)
-    for half in range(halves):
-        moved[half * rank + np.array(perm)] = values[half * rank:(half + 1) * rank]
-    return moved
 
 
 def cumsum(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 from graphfix.layout import invert
 
@@ -17,6 +18,7 @@ __all__ = [
     "shrink",
     "grow",
     "normalize_axes",
+    "per_axis",
     "permute_pads",
     "untransposed_shape",
     "transposed_shape",
@@ -24,6 +26,7 @@ __all__ = [
 ]
 
 Perm = tuple[int, ...]
+T = TypeVar("T")
 
 
 def is_identity(perm: Sequence[int]) -> bool:
@@ -63,14 +66,22 @@ def normalize_axes(axes: Sequence[int], rank: int) -> list[int] | None:
     return out
 
 
+def per_axis(values: Sequence[T], perm: Perm, runs: int = 1) -> list[T]:
+    """Values given per axis of ``T(perm)(x)`` (``runs`` runs of one value per axis: Tile's
+    repeats, Resize's scales, a begin and an end half for pads and roi), in ``x``'s axis order:
+    value ``i`` of each run goes to axis ``perm[i]``. Of ``range(runs * rank)`` it gives the
+    indices of the Gather that reorders such values at run time."""
+    rank = len(perm)
+    out: list[T] = list(values)
+    for run in range(runs):
+        for i, axis in enumerate(perm):
+            out[run * rank + axis] = values[run * rank + i]
+    return out
+
+
 def permute_pads(pads: Sequence[int], perm: Perm) -> list[int]:
     """Pad's ``[begin..., end...]`` for the transposed tensor, in the untransposed order."""
-    rank = len(perm)
-    begin, end = [0] * rank, [0] * rank
-    for i in range(rank):
-        begin[perm[i]] = pads[i]
-        end[perm[i]] = pads[rank + i]
-    return begin + end
+    return per_axis(pads, perm, 2)
 
 
 def transposed_shape(shape: Sequence[int | None], perm: Perm) -> tuple[int | None, ...]:

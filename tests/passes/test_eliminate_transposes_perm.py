@@ -15,6 +15,7 @@ from graphfix.passes.eliminate_transposes.perm import (
     is_identity,
     moves_only_ones,
     normalize_axes,
+    per_axis,
     permute_pads,
     shrink,
     transposed_shape,
@@ -128,6 +129,28 @@ def test_shrink_undoes_grow(case):
     _, p = case
     inserted = {0, len(p) + 1}
     assert shrink(grow(p, inserted), inserted) == p
+
+
+# ------------------------------------------------------------------ per-axis values
+@SETTINGS
+@given(array_and_perm().flatmap(lambda c: st.tuples(
+    st.just(c[0]), st.just(c[1]),
+    st.lists(st.integers(1, 3), min_size=c[0].ndim, max_size=c[0].ndim))))
+def test_per_axis_against_numpy_tile(case):
+    # Tile(T(p)(x), r) == T(p)(Tile(x, per_axis(r, p))): Tile's repeats, Resize's scales
+    x, p, repeats = case
+    np.testing.assert_array_equal(np.tile(x.transpose(p), repeats),
+                                  np.tile(x, per_axis(repeats, p)).transpose(p))
+
+
+@SETTINGS
+@given(array_and_perm())
+def test_per_axis_indices_gather_the_values(case):
+    # The indices per_axis gives of a range reorder any values at run time as it does.
+    _, p = case
+    values = [10 * i + 1 for i in range(2 * len(p))]
+    indices = per_axis(range(2 * len(p)), p, 2)
+    assert [values[i] for i in indices] == per_axis(values, p, 2) == permute_pads(values, p)
 
 
 # ------------------------------------------------------------------ pads, axes, size-1 moves
