@@ -300,7 +300,9 @@ class Bench:
         notes = []
         sent = None
         if run.wait_for(when, timeout=600):
-            time.sleep(0.5 if "writing" not in when else 0.05)
+            # The passes take seconds; writing and the parity runs after the passes (the
+            # original's ran beside them) take a fraction of one.
+            time.sleep(0.05 if "writing" in when or "parity" in when else 0.5)
             run.seen_children |= descendants(run.proc.pid)
             sent = time.perf_counter()
             if group:
