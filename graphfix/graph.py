@@ -11,8 +11,8 @@ rewrite that inlines a function called twice counts as growth.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Union
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Union
 
 import onnx
 
@@ -250,6 +250,16 @@ class Index:
         if name:
             self.producer[name] = node
         return old
+
+
+def keep_only(items: Any, keep: Callable[[Any], bool]) -> int:
+    """Delete from the repeated field ``items``, in place and in order, every element ``keep``
+    rejects; returns how many went. What stays is not copied (``del items[:]`` then
+    ``extend(kept)`` copies every kept message, weights included)."""
+    gone = [position for position, item in enumerate(items) if not keep(item)]
+    for position in reversed(gone):
+        del items[position]
+    return len(gone)
 
 
 def live_nodes(

@@ -374,10 +374,7 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
 def _drop_unread_initializers(graph: onnx.GraphProto) -> None:
     read = {name for node in graph.node for name in graph_layer.reads(node)} | {o.name for o in graph.output}
     listed = {i.name for i in graph.input}
-    kept = [t for t in graph.initializer if t.name in read or t.name in listed]
-    if len(kept) != len(graph.initializer):
-        del graph.initializer[:]
-        graph.initializer.extend(kept)
+    graph_layer.keep_only(graph.initializer, lambda t: t.name in read or t.name in listed)
 
 
 def _restore_functions(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:

@@ -43,7 +43,7 @@ from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
 from graphfix.graph import STANDARD_DOMAINS, holds_graph
-from graphfix.model_io import skeleton, tensor_digest
+from graphfix.model_io import skeleton, tensor_bytes, tensor_digest
 from graphfix.passes._symbolic import Expr, Facts, Shape, Value
 from graphfix.registry import Pass, PassResult, register
 
@@ -138,7 +138,8 @@ class _Rewriter:
         # (not one that is also a graph input: a caller may feed another value).
         inputs = {i.name for i in graph.input}
         self.by_value = {tensor_digest(t): t.name for t in graph.initializer
-                         if 0 < len(t.raw_data) <= _SHARED_MAX_BYTES and t.name not in inputs}
+                         if 0 < tensor_bytes(t) <= _SHARED_MAX_BYTES and t.HasField("raw_data")
+                         and t.name not in inputs}
 
     def run(self) -> bool:
         changed = False
@@ -289,21 +290,14 @@ class _Rewriter:
     def _commit(self) -> None:
         self.graph.initializer.extend(self.initializers)
         roots = {o.name for o in self.graph.output}
-        live = graph_layer.live_nodes(list(self.graph.node), roots)
-        if len(live) != len(self.graph.node):
-            del self.graph.node[:]
-            self.graph.node.extend(live)
-        read = {name for n in live for name in graph_layer.reads(n)} | roots
+        live = {id(n) for n in graph_layer.live_nodes(list(self.graph.node), roots)}
+        graph_layer.keep_only(self.graph.node, lambda n: id(n) in live)
+        read = {name for n in self.graph.node for name in graph_layer.reads(n)} | roots
         listed = {i.name for i in self.graph.input}
-        kept = [t for t in self.graph.initializer if t.name in read or t.name in listed]
-        if len(kept) != len(self.graph.initializer):
-            del self.graph.initializer[:]
-            self.graph.initializer.extend(kept)
+        graph_layer.keep_only(self.graph.initializer,
+                              lambda t: t.name in read or t.name in listed)
         present = graph_layer.defined_names(self.graph)
-        info = [v for v in self.graph.value_info if v.name in present]
-        if len(info) != len(self.graph.value_info):
-            del self.graph.value_info[:]
-            self.graph.value_info.extend(info)
+        graph_layer.keep_only(self.graph.value_info, lambda v: v.name in present)
 
 
 @register("fold-shapes")

@@ -42,11 +42,21 @@ Rules:
    an initializer need not be an input), as ONNX Runtime makes them at load: one node each.
 9. Memory: when the system has less memory available than about five times the model (the
    worker's peak), the pass skips with the figures rather than let the system kill a process.
+10. Weights onnxsim can neither fold nor rewrite stay in this process: a main-graph initializer
+    of 64 KiB or more (``STAND_IN_MIN_BYTES``) read only as the weight of a product or a lookup
+    (MatMul, Gemm, Conv and ConvTranspose not followed by BatchNormalization, Gather's table,
+    RNN weights) whose other operand is computed from the graph's inputs crosses as a typed
+    graph input of its name, type and shape, and the pass puts the tensor back where it is
+    still read. Such a reader can never become a constant, and onnxsim's fusions read no such
+    weight, so the output is the same; a weight another tensor of its type and shape could
+    duplicate crosses as it is (onnxsim merges equal initializers). On a transformer this is
+    almost every byte of the model: nothing is written, read or parsed twice for them.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -55,13 +65,16 @@ from typing import Any
 import onnx
 
 from graphfix.errors import PassError
+from graphfix import graph as graph_layer
 from graphfix.graph import STANDARD_DOMAINS, all_nodes, count_nodes, graphs
 from graphfix.model_io import (
     PROTOBUF_LIMIT,
+    copy_without,
     has_value,
     iter_tensors,
     load,
     temporary_folder,
+    tensor_bytes,
     tensor_digest,
     weight_bytes,
     write_scratch,
@@ -78,18 +91,30 @@ from graphfix.passes._compare import grown_ops, same_graph
 from graphfix.passes._onnxsim_worker import OnnxsimWorker, Output
 from graphfix.registry import Pass, PassResult, register
 
-__all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS", "OnnxsimWorker"]
+__all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS", "STAND_IN_MIN_BYTES", "OnnxsimWorker"]
 
 logger = logging.getLogger(__name__)
 
 _FOLD_CAP = PROTOBUF_LIMIT // 2  # onnxsim's per-tensor folding threshold, never near 2 GB
 # Rule 7: onnxsim optimizers that add nodes.
-SKIPPED_OPTIMIZERS: tuple[str, ...] = (
-    "fuse_matmul_add_bias_into_gemm_batched", "fuse_attention", "fuse_gqa")
+_BATCHED_GEMM = "fuse_matmul_add_bias_into_gemm_batched"
+SKIPPED_OPTIMIZERS: tuple[str, ...] = (_BATCHED_GEMM, "fuse_attention", "fuse_gqa")
 # Rule 3: the per-tensor folding thresholds tried when folding everything grows too much.
 FOLD_THRESHOLDS = (GROWTH_ALLOWANCE, GROWTH_ALLOWANCE // 4, GROWTH_ALLOWANCE // 16, 1024)
 # Rule 9: the onnxsim worker's peak memory, in multiples of the serialized model.
 _WORKER_MEMORY_FACTOR = 5
+# Rule 10: weights at least this large cross as typed inputs where onnxsim cannot use their values.
+STAND_IN_MIN_BYTES = 64 * 2**10
+# Rule 10: the input positions at which an op reads a weight onnxsim neither folds nor rewrites
+# once another input is computed from the graph's inputs.
+_OPAQUE_WEIGHTS: dict[str, tuple[int, ...]] = {
+    "MatMul": (0, 1), "Gemm": (0, 1), "Conv": (1,), "ConvTranspose": (1,), "Gather": (0,),
+    "LSTM": (1, 2), "GRU": (1, 2), "RNN": (1, 2),
+}
+# Rule 10: bytes sampled from each large weight to tell equal weights from different ones.
+_FINGERPRINT_SAMPLES = 256
+# Ops whose output onnxsim computes from shapes alone, even of a tensor the inputs compute.
+_SHAPE_OPS = frozenset({"Shape", "Size", "EyeLike"})
 
 
 def _available_memory() -> int | None:
@@ -192,8 +217,9 @@ class Simplify(Pass):
         if not all(has_value(t) for t in iter_tensors(model.graph)):
             reason = "external data not loaded; onnxsim needs the weights"
             return PassResult(model, False, skipped=reason)
+        stand_ins = _stand_in_names(model.graph)  # rule 10
         # Measured from tensor shapes first: ByteSize() serializes the model and fails past 2 GB.
-        if weight_bytes(model) >= PROTOBUF_LIMIT:
+        if weight_bytes(model) - _bytes_of(model.graph, stand_ins) >= PROTOBUF_LIMIT:
             return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
         if self.input_shapes:
             names = {i.name for i in model.graph.input}
@@ -202,19 +228,23 @@ class Simplify(Pass):
                 raise PassError(f"simplify: a shape is given for {', '.join(map(repr, unknown))}, "
                                 f"which the model does not take as input")
         with temporary_folder("simplify") as folder:
-            return self._simplify(model, folder)
+            return self._simplify(model, folder, stand_ins)
 
-    def _simplify(self, model: onnx.ModelProto, folder: Path) -> PassResult:
-        size = write_scratch(model, folder / "in.onnx")
+    def _simplify(self, model: onnx.ModelProto, folder: Path, stand_ins: list[str]) -> PassResult:
+        crossing = _with_stand_ins(model, stand_ins) if stand_ins else model
+        size = write_scratch(crossing, folder / "in.onnx")
         stats: dict[str, int] = {
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
-            "bytes_before": size,
             "tensor_bytes_before": weight_bytes(model),
+            "stand_ins": len(stand_ins),
         }
+        stand_in_bytes = _bytes_of(model.graph, stand_ins)
+        stats["bytes_before"] = size + stand_in_bytes
         warnings: list[str] = []
         try:
-            result, result_size = self._run(model, folder, size, stats, warnings)
+            result, result_size = self._run(model, folder, size, stats, warnings, stand_in_bytes)
+            result_size += _put_back(result, model, stand_ins)
             # Rule 7: never more nodes.
             nodes_before, nodes_out = count_nodes(model), count_nodes(result)
             if nodes_out > nodes_before:
@@ -251,8 +281,9 @@ class Simplify(Pass):
         return PassResult(result, True, stats=stats, warnings=warnings)
 
     def _run(self, model: onnx.ModelProto, folder: Path, size: int, stats: dict[str, int],
-             warnings: list[str]) -> tuple[onnx.ModelProto, int]:
-        """onnxsim's output within the growth policy (rule 3), and its size in bytes."""
+             warnings: list[str], stand_in_bytes: int) -> tuple[onnx.ModelProto, int]:
+        """onnxsim's output within the growth policy (rule 3), and its size in bytes, both
+        without the ``stand_in_bytes`` of weights that stayed here (rule 10)."""
         if size >= PROTOBUF_LIMIT:
             raise _Skip("model over 2 GB: onnxsim cannot serialize it")
         needed, available = _WORKER_MEMORY_FACTOR * size, _available_memory()
@@ -270,13 +301,16 @@ class Simplify(Pass):
         attempts = [base, *({**base, "tensor_size_threshold": f"{threshold}B"}
                             for threshold in FOLD_THRESHOLDS),
                     {**base, "skip_constant_folding": True}]
+        # The worker measures what crossed; the weights that stayed here come back as they are.
+        crossed_limit = limit - stand_in_bytes
         if self._worker is not None:
-            outputs = self._worker.simplify(folder, attempts, limit)
+            outputs = self._worker.simplify(folder, attempts, crossed_limit)
         else:  # used on its own: a worker for this call
             with OnnxsimWorker() as worker:
-                outputs = worker.simplify(folder, attempts, limit)
+                outputs = worker.simplify(folder, attempts, crossed_limit)
         if isinstance(outputs, str):
             raise _Skip(outputs)
+        outputs = [o._replace(tensor_bytes=o.tensor_bytes + stand_in_bytes) for o in outputs]
         first = outputs[0]
         if first.fits(limit):
             return load(first.path), first.file_bytes
@@ -294,6 +328,105 @@ class Simplify(Pass):
             warnings.append(f"refused fold {name!r}: would add {nbytes} bytes "
                             f"(max_growth={self.max_growth})")
         return result, chosen.file_bytes
+
+
+def _stand_in_names(graph: onnx.GraphProto) -> list[str]:
+    """Rule 10: the main-graph initializers that cross to onnxsim as typed inputs."""
+    fixed = {i.name for i in graph.input} | {o.name for o in graph.output}
+    for node in graph.node:
+        for sub in graph_layer.subgraphs(node):
+            fixed |= graph_layer.outer_refs(sub)
+    large = {t.name: t for t in graph.initializer
+             if t.name not in fixed and tensor_bytes(t) >= STAND_IN_MIN_BYTES}
+    if not large:
+        return []
+    computed = _computed(graph)
+    normalized = {n.input[0] for n in graph.node if n.op_type == "BatchNormalization" and n.input}
+    opaque = dict.fromkeys(large, True)
+    for node in graph.node:
+        for position, name in enumerate(node.input):
+            if name in opaque and not _opaque_read(node, position, computed, normalized):
+                opaque[name] = False
+    # A weight that another could equal crosses as it is: onnxsim merges equal initializers.
+    prints = {t.name: _fingerprint(t) for t in graph.initializer
+              if tensor_bytes(t) >= STAND_IN_MIN_BYTES}
+    kinds = Counter(prints.values())
+    return [name for name in large if opaque[name] and kinds[prints[name]] == 1]
+
+
+def _fingerprint(tensor: onnx.TensorProto) -> tuple[object, ...]:
+    """Type, shape and a sample of the bytes: tensors with different fingerprints differ."""
+    kind = (tensor.data_type, tuple(tensor.dims))
+    if tensor.data_location == onnx.TensorProto.EXTERNAL or not tensor.HasField("raw_data"):
+        return kind  # typed fields, or bytes left in a file: not sampled here
+    raw = tensor.raw_data
+    return (*kind, raw[:: max(1, len(raw) // _FINGERPRINT_SAMPLES)])
+
+
+def _computed(graph: onnx.GraphProto) -> set[str]:
+    """Names whose values the graph's inputs provably flow into (onnxsim cannot fold them): an
+    initializer listed as an input is not one, nor what an op computes from shapes alone."""
+    initializers = {t.name for t in graph.initializer}
+    computed = {i.name for i in graph.input if i.name not in initializers}
+    for node in graph.node:
+        if node.op_type in _SHAPE_OPS and node.domain in STANDARD_DOMAINS:
+            continue
+        if any(name in computed for name in graph_layer.reads(node)):
+            computed.update(name for name in node.output if name)
+    return computed
+
+
+def _opaque_read(node: onnx.NodeProto, position: int, computed: set[str],
+                 normalized: set[str]) -> bool:
+    """Whether ``node`` reads its input ``position`` as a weight whose values onnxsim never uses
+    (rule 10): another input is computed, and no fusion rewrites the weight."""
+    if node.domain not in STANDARD_DOMAINS or position not in _OPAQUE_WEIGHTS.get(
+            node.op_type, ()):
+        return False
+    if node.op_type in ("Conv", "ConvTranspose") and node.output and (
+            node.output[0] in normalized):
+        return False  # onnxsim folds the BatchNormalization into the weights
+    if node.op_type == "MatMul" and _BATCHED_GEMM not in SKIPPED_OPTIMIZERS:
+        return False  # that fusion reshapes constant weights only
+    return any(name in computed for index, name in enumerate(node.input) if index != position)
+
+
+def _bytes_of(graph: onnx.GraphProto, names: list[str]) -> int:
+    wanted = set(names)
+    return sum(tensor_bytes(t) for t in graph.initializer if t.name in wanted)
+
+
+def _with_stand_ins(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
+    """Rule 10: a copy of ``model`` in which the initializers ``names`` are typed graph inputs;
+    no large tensor is copied."""
+    hidden = set(names)
+    light = copy_without(model, frozenset({"graph"}))
+    light.graph.CopyFrom(copy_without(model.graph, frozenset({"initializer", "value_info"})))
+    light.graph.value_info.extend(v for v in model.graph.value_info if v.name not in hidden)
+    for tensor in model.graph.initializer:
+        if tensor.name in hidden:
+            light.graph.input.append(onnx.helper.make_tensor_value_info(
+                tensor.name, tensor.data_type, list(tensor.dims)))
+        else:
+            light.graph.initializer.add().CopyFrom(tensor)
+    return light
+
+
+def _put_back(result: onnx.ModelProto, model: onnx.ModelProto, names: list[str]) -> int:
+    """Rule 10: the stand-in inputs of ``result`` become ``model``'s initializers again where
+    they are still read; returns the bytes put back."""
+    hidden = set(names)
+    graph = result.graph
+    for index in reversed(range(len(graph.input))):
+        if graph.input[index].name in hidden:
+            del graph.input[index]
+    read = {name for node in graph.node for name in graph_layer.reads(node)}
+    put = 0
+    for tensor in model.graph.initializer:
+        if tensor.name in hidden and tensor.name in read:
+            graph.initializer.add().CopyFrom(tensor)
+            put += tensor_bytes(tensor)
+    return put
 
 
 def _stable_choice(outputs: list[Output], limit: int,

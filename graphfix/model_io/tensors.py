@@ -23,6 +23,7 @@ __all__ = [
     "iter_tensors",
     "tensor_value",
     "tensor_digest",
+    "tensor_bytes",
     "same_tensor",
     "has_value",
     "load_external_values",
@@ -263,6 +264,11 @@ def _nbytes(tensor: onnx.TensorProto) -> int:
     if size is None:  # strings, or a type this onnx does not name: small in practice
         return tensor.ByteSize()
     return size
+
+
+def tensor_bytes(tensor: onnx.TensorProto) -> int:
+    """The bytes of ``tensor``'s data, from its type and shape: nothing is copied or read."""
+    return _nbytes(tensor)
 
 
 def weight_bytes(model: onnx.ModelProto) -> int:

@@ -395,3 +395,83 @@ def test_no_fusion_into_onnx_runtime_contrib_ops(monkeypatch, ort_run, rng) -> N
     if guarded.skipped is None:
         pytest.skip("this onnxsim does not fuse the block into com.microsoft Attention")
     assert "com.microsoft::Attention" in guarded.skipped and not guarded.modified
+
+
+def _weights_model(rng: np.random.Generator) -> onnx.ModelProto:
+    """Rule 10's cases in one graph: ``w`` is only multiplied by the input (crosses as a typed
+    input), ``t`` is transposed (folded: must cross), ``d1``/``d2`` are equal (merged: must
+    cross), the convolution's weight feeds a BatchNormalization (fused: must cross), and the
+    embedding table ``e`` is looked up at computed indices (crosses)."""
+    from onnx import helper, numpy_helper
+
+    def init(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+
+    d = init("d1", (128, 128))
+    inits = [init("w", (128, 128)), init("t", (128, 128)), d,
+             numpy_helper.from_array(numpy_helper.to_array(d), "d2"),
+             init("cw", (64, 8, 3, 3)), init("e", (300, 64)),
+             *(numpy_helper.from_array(v, n) for n, v in (
+                 ("scale", rng.uniform(0.5, 1.5, 64).astype(np.float32)),
+                 ("bias", rng.standard_normal(64).astype(np.float32)),
+                 ("mean", rng.standard_normal(64).astype(np.float32)),
+                 ("var", rng.uniform(0.5, 1.5, 64).astype(np.float32))))]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["a"]),
+        helper.make_node("Transpose", ["t"], ["tt"]),
+        helper.make_node("MatMul", ["a", "tt"], ["b"]),
+        helper.make_node("MatMul", ["b", "d1"], ["c1"]),
+        helper.make_node("MatMul", ["b", "d2"], ["c2"]),
+        helper.make_node("Add", ["c1", "c2"], ["y"]),
+        helper.make_node("Conv", ["img", "cw"], ["conv"], pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["conv", "scale", "bias", "mean", "var"], ["z"]),
+        helper.make_node("Gather", ["e", "ids"], ["g"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "weights",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 128]),
+         helper.make_tensor_value_info("img", onnx.TensorProto.FLOAT, [1, 8, 6, 6]),
+         helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, ["N", 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 128]),
+         helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [1, 64, 6, 6]),
+         helper.make_tensor_value_info("g", onnx.TensorProto.FLOAT, ["N", 4, 64])],
+        inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_weights_onnxsim_cannot_use_stay_in_this_process(ort_run, rng) -> None:
+    module = importlib.import_module("graphfix.passes.simplify")
+    model = _weights_model(rng)
+    assert module._stand_in_names(model.graph) == ["w", "e"]
+    result = Simplify()(_copy(model))
+    assert result.modified and result.stats["stand_ins"] == 2
+    ops = Counter(_ops(result.model))
+    # Everything onnxsim does with the weights still happens: the transpose is folded, the
+    # equal weights are merged, the normalization is fused into the convolution.
+    assert ops["Transpose"] == 0 and ops["BatchNormalization"] == 0
+    names = [t.name for t in result.model.graph.initializer]
+    assert not {"d1", "d2"} <= set(names)
+    # The weights that stayed here come back byte for byte, as initializers, not inputs.
+    before = {t.name: t.raw_data for t in model.graph.initializer}
+    after = {t.name: t for t in result.model.graph.initializer}
+    assert after["w"].raw_data == before["w"] and after["e"].raw_data == before["e"]
+    assert [i.name for i in result.model.graph.input] == ["x", "img", "ids"]
+    onnx.checker.check_model(result.model, full_check=True)
+    feeds = {"x": rng.standard_normal((3, 128)).astype(np.float32),
+             "img": rng.standard_normal((1, 8, 6, 6)).astype(np.float32),
+             "ids": rng.integers(0, 300, (3, 4)).astype(np.int64)}
+    want, got = ort_run(model, feeds), ort_run(result.model, feeds)
+    for name in ("y", "z", "g"):
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-3)
+
+
+def test_stand_ins_change_nothing_onnxsim_writes(monkeypatch, rng) -> None:
+    # The same model with rule 10 off: onnxsim's output is the same graph and tensors.
+    from graphfix.passes._compare import same_graph
+
+    module = importlib.import_module("graphfix.passes.simplify")
+    model = _weights_model(rng)
+    with_stand_ins = Simplify()(_copy(model)).model
+    monkeypatch.setattr(module, "_stand_in_names", lambda graph: [])
+    without = Simplify()(_copy(model)).model
+    assert same_graph(with_stand_ins.graph, without.graph, names=False)
