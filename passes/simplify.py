@@ -28,9 +28,10 @@ Rules:
    nothing changed the input model is returned untouched. Graph output names are kept, or the
    pass skips; so are the names of the signature's symbolic dimensions (onnxsim can rename
    ``N`` to ``unk__0``).
-6. Models over 2 GB are skipped (onnxsim holds the whole model as one message). Weights that
-   stay in their files are copied file to file into the worker's data file; an external tensor
-   graphfix never checked makes the pass skip.
+6. A model whose tensors, less the weights that stay here (rule 10), hold 2 GB or more is
+   skipped (onnxsim holds what crosses as one message). Weights that stay in their files are
+   copied file to file into the worker's data file; an external tensor graphfix never checked
+   makes the pass skip.
 7. Never more nodes, never a runtime's own ops: onnxsim's
    ``fuse_matmul_add_bias_into_gemm_batched`` (which turns every batched ``MatMul + Add`` into
    ``Reshape -> Gemm -> Reshape`` with a shape computation) and its fusions into ONNX Runtime's
@@ -42,15 +43,19 @@ Rules:
    an initializer need not be an input), as ONNX Runtime makes them at load: one node each.
 9. Memory: when the system has less memory available than about five times the model (the
    worker's peak), the pass skips with the figures rather than let the system kill a process.
-10. Weights onnxsim can neither fold nor rewrite stay in this process: a main-graph initializer
-    of 64 KiB or more (``STAND_IN_MIN_BYTES``) read only as the weight of a product or a lookup
-    (MatMul, Gemm, Conv and ConvTranspose not followed by BatchNormalization, Gather's table,
-    RNN weights) whose other operand is computed from the graph's inputs crosses as a typed
-    graph input of its name, type and shape, and the pass puts the tensor back where it is
-    still read. Such a reader can never become a constant, and onnxsim's fusions read no such
-    weight, so the output is the same; a weight another tensor of its type and shape could
-    duplicate crosses as it is (onnxsim merges equal initializers). On a transformer this is
-    almost every byte of the model: nothing is written, read or parsed twice for them.
+10. Weights onnxsim can neither fold nor rewrite stay in this process. A main-graph
+    initializer of 64 KiB or more (``STAND_IN_MIN_BYTES``) read only as the weight of a
+    product or a lookup whose other operand is computed from the graph's inputs (MatMul and
+    Gemm of a tensor no other product reads, Conv and ConvTranspose not followed by
+    BatchNormalization, Gather's table, RNN weights) crosses as a typed graph input of its
+    name, type and shape, and the pass puts the tensor back where it is still read. Such a
+    reader never becomes a constant and none of onnxsim's fusions reads such a weight, so the
+    output is the same (pipeline output identical on every corpus model); a weight that another
+    could equal crosses as it is (onnxsim merges equal initializers). On a transformer this is
+    most of the model's bytes: they are never written, parsed or read back.
+11. A BatchNormalization after a Conv is folded into the Conv's weights here (:mod:`._batchnorm`,
+    the conditions of onnxsim's own fusion, float64 arithmetic rounded once), before onnxsim
+    runs: the fused weights then stay here by rule 10 instead of crossing to be fused there.
 """
 
 from __future__ import annotations
@@ -87,6 +92,7 @@ from graphfix.options import (
     check_max_growth,
     growth_limit,
 )
+from graphfix.passes._batchnorm import fold_batch_norms
 from graphfix.passes._compare import grown_ops, same_graph
 from graphfix.passes._onnxsim_worker import OnnxsimWorker, Output
 from graphfix.registry import Pass, PassResult, register
@@ -217,9 +223,10 @@ class Simplify(Pass):
         if not all(has_value(t) for t in iter_tensors(model.graph)):
             reason = "external data not loaded; onnxsim needs the weights"
             return PassResult(model, False, skipped=reason)
-        stand_ins = _stand_in_names(model.graph)  # rule 10
+        prepared = _with_batch_norms_folded(model)  # rule 11
+        stand_ins = _stand_in_names(prepared.graph)  # rule 10
         # Measured from tensor shapes first: ByteSize() serializes the model and fails past 2 GB.
-        if weight_bytes(model) - _bytes_of(model.graph, stand_ins) >= PROTOBUF_LIMIT:
+        if weight_bytes(prepared) - _bytes_of(prepared.graph, stand_ins) >= PROTOBUF_LIMIT:
             return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
         if self.input_shapes:
             names = {i.name for i in model.graph.input}
@@ -228,10 +235,13 @@ class Simplify(Pass):
                 raise PassError(f"simplify: a shape is given for {', '.join(map(repr, unknown))}, "
                                 f"which the model does not take as input")
         with temporary_folder("simplify") as folder:
-            return self._simplify(model, folder, stand_ins)
+            return self._simplify(model, prepared, folder, stand_ins)
 
-    def _simplify(self, model: onnx.ModelProto, folder: Path, stand_ins: list[str]) -> PassResult:
-        crossing = _with_stand_ins(model, stand_ins) if stand_ins else model
+    def _simplify(self, model: onnx.ModelProto, prepared: onnx.ModelProto, folder: Path,
+                  stand_ins: list[str]) -> PassResult:
+        """onnxsim on ``prepared`` (``model`` with rule 11 applied), the ``stand_ins`` of rule 10
+        crossing as typed inputs."""
+        crossing = _with_stand_ins(prepared, stand_ins) if stand_ins else prepared
         size = write_scratch(crossing, folder / "in.onnx")
         stats: dict[str, int] = {
             "nodes_before": len(model.graph.node),
@@ -239,12 +249,12 @@ class Simplify(Pass):
             "tensor_bytes_before": weight_bytes(model),
             "stand_ins": len(stand_ins),
         }
-        stand_in_bytes = _bytes_of(model.graph, stand_ins)
+        stand_in_bytes = _bytes_of(prepared.graph, stand_ins)
         stats["bytes_before"] = size + stand_in_bytes
         warnings: list[str] = []
         try:
             result, result_size = self._run(model, folder, size, stats, warnings, stand_in_bytes)
-            result_size += _put_back(result, model, stand_ins)
+            result_size += _put_back(result, prepared, stand_ins)
             # Rule 7: never more nodes.
             nodes_before, nodes_out = count_nodes(model), count_nodes(result)
             if nodes_out > nodes_before:
@@ -330,6 +340,18 @@ class Simplify(Pass):
         return result, chosen.file_bytes
 
 
+def _with_batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Rule 11: a copy of ``model`` with its Conv -> BatchNormalization pairs folded, or
+    ``model`` itself when it has none."""
+    convs = {n.output[0] for n in model.graph.node if n.op_type == "Conv" and n.output}
+    if not any(n.op_type == "BatchNormalization" and n.input and n.input[0] in convs
+               for n in model.graph.node):
+        return model
+    prepared = onnx.ModelProto()
+    prepared.CopyFrom(model)
+    return prepared if fold_batch_norms(prepared) else model
+
+
 def _stand_in_names(graph: onnx.GraphProto) -> list[str]:
     """Rule 10: the main-graph initializers that cross to onnxsim as typed inputs."""
     fixed = {i.name for i in graph.input} | {o.name for o in graph.output}
@@ -342,10 +364,14 @@ def _stand_in_names(graph: onnx.GraphProto) -> list[str]:
         return []
     computed = _computed(graph)
     normalized = {n.input[0] for n in graph.node if n.op_type == "BatchNormalization" and n.input}
+    # onnxsim's fuse_qkv concatenates the weights of products of one tensor.
+    products = Counter(name for n in graph.node if n.op_type in ("MatMul", "Gemm")
+                       for name in set(n.input[:2]))
+    shared = {name for name, count in products.items() if count > 1}
     opaque = dict.fromkeys(large, True)
     for node in graph.node:
         for position, name in enumerate(node.input):
-            if name in opaque and not _opaque_read(node, position, computed, normalized):
+            if name in opaque and not _opaque_read(node, position, computed, normalized | shared):
                 opaque[name] = False
     # A weight that another could equal crosses as it is: onnxsim merges equal initializers.
     prints = {t.name: _fingerprint(t) for t in graph.initializer
@@ -377,15 +403,18 @@ def _computed(graph: onnx.GraphProto) -> set[str]:
 
 
 def _opaque_read(node: onnx.NodeProto, position: int, computed: set[str],
-                 normalized: set[str]) -> bool:
+                 fused: set[str]) -> bool:
     """Whether ``node`` reads its input ``position`` as a weight whose values onnxsim never uses
-    (rule 10): another input is computed, and no fusion rewrites the weight."""
+    (rule 10): another input is computed, and no fusion rewrites the weight. ``fused``: the
+    outputs of convolutions a BatchNormalization reads, and the tensors several products read
+    (onnxsim concatenates those products' weights)."""
     if node.domain not in STANDARD_DOMAINS or position not in _OPAQUE_WEIGHTS.get(
             node.op_type, ()):
         return False
-    if node.op_type in ("Conv", "ConvTranspose") and node.output and (
-            node.output[0] in normalized):
+    if node.op_type in ("Conv", "ConvTranspose") and node.output and node.output[0] in fused:
         return False  # onnxsim folds the BatchNormalization into the weights
+    if node.op_type in ("MatMul", "Gemm") and any(name in fused for name in node.input[:2]):
+        return False
     if node.op_type == "MatMul" and _BATCHED_GEMM not in SKIPPED_OPTIMIZERS:
         return False  # that fusion reshapes constant weights only
     return any(name in computed for index, name in enumerate(node.input) if index != position)

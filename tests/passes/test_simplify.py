@@ -475,3 +475,69 @@ def test_stand_ins_change_nothing_onnxsim_writes(monkeypatch, rng) -> None:
     monkeypatch.setattr(module, "_stand_in_names", lambda graph: [])
     without = Simplify()(_copy(model)).model
     assert same_graph(with_stand_ins.graph, without.graph, names=False)
+
+
+def _conv_norm(rng: np.random.Generator, *, bias: bool, shared: bool) -> onnx.ModelProto:
+    """Conv (64 KiB of weights or more) -> BatchNormalization; with ``shared`` the convolution's
+    output is also a graph output, so the normalization cannot be folded."""
+    from onnx import helper, numpy_helper
+
+    def arr(*shape: int, low: float = -1.0) -> np.ndarray:
+        return rng.uniform(low, 1.0, shape).astype(np.float32)
+
+    inits = [numpy_helper.from_array(arr(64, 32, 3, 3), "w"),
+             *(numpy_helper.from_array(v, n) for n, v in (
+                 ("scale", arr(64, low=0.5)), ("shift", arr(64)), ("mean", arr(64)),
+                 ("var", arr(64, low=0.5))))]
+    conv_inputs = ["x", "w"]
+    if bias:
+        inits.append(numpy_helper.from_array(arr(64), "b"))
+        conv_inputs.append("b")
+    outputs = [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None, 64, 8, 8])]
+    if shared:
+        outputs.append(helper.make_tensor_value_info("c", onnx.TensorProto.FLOAT, None))
+    graph = helper.make_graph(
+        [helper.make_node("Conv", conv_inputs, ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["y"],
+                          epsilon=1e-3)],
+        "conv_norm",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 32, 8, 8])],
+        outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_batch_norm_is_folded_here_and_the_fused_weights_stay(ort_run, rng, bias) -> None:
+    model = _conv_norm(rng, bias=bias, shared=False)
+    result = Simplify()(_copy(model))
+    assert _ops(result.model) == ["Conv"] and result.stats["stand_ins"] == 1
+    assert len(model.graph.node) == 2  # the caller's model is not changed
+    x = rng.standard_normal((2, 32, 8, 8)).astype(np.float32)
+    want, got = ort_run(model, {"x": x})["y"], ort_run(result.model, {"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    onnx.checker.check_model(result.model, full_check=True)
+
+
+def test_batch_norm_after_a_conv_read_elsewhere_stays() -> None:
+    from graphfix.passes._batchnorm import fold_batch_norms
+
+    model = _conv_norm(np.random.default_rng(1), bias=True, shared=True)
+    assert fold_batch_norms(_copy(model)) == 0
+
+
+def test_products_of_one_tensor_keep_their_weights_in_view(rng) -> None:
+    # onnxsim's fuse_qkv concatenates the weights of products that read one tensor (a
+    # transformer's query, key and value projections): those weights must cross.
+    from onnx import helper, numpy_helper
+
+    module = importlib.import_module("graphfix.passes.simplify")
+    weights = [numpy_helper.from_array(rng.standard_normal((128, 128)).astype(np.float32), n)
+               for n in ("q", "k", "o")]
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "q"], ["a"]),
+         helper.make_node("MatMul", ["x", "k"], ["b"]),
+         helper.make_node("Add", ["a", "b"], ["s"]),
+         helper.make_node("MatMul", ["s", "o"], ["y"])],
+        "qk", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 128])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 128])], weights)
+    assert module._stand_in_names(graph) == ["o"]
