@@ -80,6 +80,7 @@ from graphfix.model_io import (
     load,
     temporary_folder,
     tensor_bytes,
+    tensor_sample,
     tensor_digest,
     weight_bytes,
     write_scratch,
@@ -118,7 +119,7 @@ _OPAQUE_WEIGHTS: dict[str, tuple[int, ...]] = {
     "LSTM": (1, 2), "GRU": (1, 2), "RNN": (1, 2),
 }
 # Rule 10: bytes sampled from each large weight to tell equal weights from different ones.
-_FINGERPRINT_SAMPLES = 256
+_FINGERPRINT_SAMPLES = 64
 # Ops whose output onnxsim computes from shapes alone, even of a tensor the inputs compute.
 _SHAPE_OPS = frozenset({"Shape", "Size", "EyeLike"})
 
@@ -382,11 +383,7 @@ def _stand_in_names(graph: onnx.GraphProto) -> list[str]:
 
 def _fingerprint(tensor: onnx.TensorProto) -> tuple[object, ...]:
     """Type, shape and a sample of the bytes: tensors with different fingerprints differ."""
-    kind = (tensor.data_type, tuple(tensor.dims))
-    if tensor.data_location == onnx.TensorProto.EXTERNAL or not tensor.HasField("raw_data"):
-        return kind  # typed fields, or bytes left in a file: not sampled here
-    raw = tensor.raw_data
-    return (*kind, raw[:: max(1, len(raw) // _FINGERPRINT_SAMPLES)])
+    return (tensor.data_type, tuple(tensor.dims), tensor_sample(tensor, _FINGERPRINT_SAMPLES))
 
 
 def _computed(graph: onnx.GraphProto) -> set[str]:

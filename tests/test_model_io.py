@@ -257,6 +257,22 @@ def test_lazy_load_reads_no_weights(tmp_path):
     assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in info.model.graph.initializer)
 
 
+def test_tensor_sample_is_the_same_from_memory_and_from_the_file(tmp_path):
+    src, weights = write_external(tmp_path / "src")
+    lazy = model_io.load_with_info(src, load_external_data=False).model
+    loaded = model_io.load(src)
+    for lazy_tensor, tensor in zip(lazy.graph.initializer, loaded.graph.initializer):
+        sample = model_io.tensor_sample(lazy_tensor, 16, 64)
+        assert sample == model_io.tensor_sample(tensor, 16, 64)
+        raw = weights[tensor.name].tobytes()
+        assert len(sample) == 16 * 64 and sample[:64] == raw[:64] and sample[-64:] == raw[-64:]
+    # Different values, different samples; values not held in raw bytes give none.
+    w1, w2 = loaded.graph.initializer
+    assert model_io.tensor_sample(w1) != model_io.tensor_sample(w2)
+    typed = onnx.helper.make_tensor("t", onnx.TensorProto.FLOAT, [2], [1.0, 2.0])
+    assert model_io.tensor_sample(typed) is None
+
+
 def test_external_data_graphfix_did_not_check_is_never_read(tmp_path):
     src, _ = write_external(tmp_path / "src")
     # Loaded by onnx without its data: a location relative to a folder graphfix never saw.

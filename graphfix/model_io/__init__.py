@@ -36,6 +36,7 @@ from graphfix.model_io.tensors import (
     same_tensor,
     tensor_bytes,
     tensor_digest,
+    tensor_sample,
     tensor_value,
     weight_bytes,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "has_value",
     "tensor_bytes",
     "tensor_digest",
+    "tensor_sample",
     "load_external_values",
     "weight_bytes",
     "PROTOBUF_LIMIT",

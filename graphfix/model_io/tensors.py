@@ -24,6 +24,7 @@ __all__ = [
     "tensor_value",
     "tensor_digest",
     "tensor_bytes",
+    "tensor_sample",
     "same_tensor",
     "has_value",
     "load_external_values",
@@ -194,6 +195,38 @@ def tensor_digest(tensor: onnx.TensorProto) -> bytes:
         digest.update(b"raw:" + np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<"),
                                                                   copy=False).tobytes())
     return digest.digest()
+
+
+def tensor_sample(tensor: onnx.TensorProto, stretches: int = 16, width: int = 64) -> bytes | None:
+    """``stretches`` runs of ``width`` bytes spread evenly over ``tensor``'s data, first and last
+    included, from memory or from the checked file its weights stay in (only those bytes are
+    read there): tensors whose samples differ hold different values. None for values held in
+    typed fields or never loaded."""
+    source = _lazy_source(tensor)
+    if source is None:
+        if tensor.data_location == onnx.TensorProto.EXTERNAL or not tensor.HasField("raw_data"):
+            return None
+        raw = tensor.raw_data
+        return b"".join(raw[start:start + width]
+                        for start in _sample_starts(len(raw), stretches, width))
+    path, offset, length = source
+    parts = []
+    try:
+        with open(path, "rb", buffering=0) as f:
+            for start in _sample_starts(length, stretches, width):
+                f.seek(offset + start)
+                parts.append(f.read(min(width, length - start)))
+    except OSError as err:
+        raise ModelLoadError(f"{shown(path)}: cannot read external data "
+                             f"({err.strerror or err})") from None
+    return b"".join(parts)
+
+
+def _sample_starts(length: int, stretches: int, width: int) -> list[int]:
+    if length <= width * stretches:
+        return [0] if length <= width else list(range(0, length, width))
+    last = length - width
+    return [last * i // (stretches - 1) for i in range(stretches)]
 
 
 def same_tensor(a: onnx.TensorProto, b: onnx.TensorProto) -> bool:
