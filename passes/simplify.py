@@ -10,7 +10,8 @@ Rules:
    at once, so that it imports while the passes before it run, and keeps it for every call
    until it is left; used on its own, a call starts and stops a worker of its own. A caller
    that simplifies many models can own one worker and give it to the pass (``worker=``): it
-   then lives as long as the caller keeps it open.
+   then lives as long as the caller keeps it open, and one that was stopped after a large
+   model (to give its memory back) starts again at once, importing while the caller goes on.
 3. Growth policy (:func:`graphfix.options.growth_limit`): folding can replicate data (Tile,
    Expand, broadcasts, Range tables, ConstantOfShape). The output's tensors (initializers and
    Constant values) may hold at most ``max(max_growth * original, original + 64 KiB)`` bytes.
@@ -314,8 +315,12 @@ class Simplify(Pass):
                     {**base, "skip_constant_folding": True}]
         # The worker measures what crossed; the weights that stayed here come back as they are.
         crossed_limit = limit - stand_in_bytes
-        if self._worker is not None:
-            outputs = self._worker.simplify(folder, attempts, crossed_limit)
+        if self._shared is not None:
+            outputs = self._shared.simplify(folder, attempts, crossed_limit)
+            # Rule 2: one stopped to give its memory back starts again, ready for the next model.
+            self._shared.start()
+        elif self._own is not None:
+            outputs = self._own.simplify(folder, attempts, crossed_limit)
         else:  # used on its own: a worker for this call
             with OnnxsimWorker() as worker:
                 outputs = worker.simplify(folder, attempts, crossed_limit)
@@ -375,10 +380,13 @@ def _stand_in_names(graph: onnx.GraphProto) -> list[str]:
             if name in opaque and not _opaque_read(node, position, computed, normalized | shared):
                 opaque[name] = False
     # A weight that another could equal crosses as it is: onnxsim merges equal initializers.
-    prints = {t.name: _fingerprint(t) for t in graph.initializer
-              if tensor_bytes(t) >= STAND_IN_MIN_BYTES}
-    kinds = Counter(prints.values())
-    return [name for name in large if opaque[name] and kinds[prints[name]] == 1]
+    # Type and shape first; the bytes are sampled only where those are shared.
+    sizable = [t for t in graph.initializer if tensor_bytes(t) >= STAND_IN_MIN_BYTES]
+    kinds = Counter((t.data_type, tuple(t.dims)) for t in sizable)
+    prints = {t.name: _fingerprint(t) for t in sizable if kinds[(t.data_type, tuple(t.dims))] > 1}
+    twins = Counter(prints.values())
+    return [name for name in large if opaque[name] and (
+        name not in prints or twins[prints[name]] == 1)]
 
 
 def _fingerprint(tensor: onnx.TensorProto) -> tuple[object, ...]:

@@ -316,6 +316,23 @@ def test_worker_is_reused_and_replaced_after_a_crash() -> None:
     assert pass_._worker is None  # leaving the pass stops its worker
 
 
+def test_a_shared_worker_stopped_for_its_memory_starts_again(monkeypatch) -> None:
+    # Every job counts as large: the worker is stopped after it, and a shared one (the caller
+    # optimizes more models) is started again at once rather than at the next model.
+    monkeypatch.setattr(worker_module, "KEEP_WORKER_BELOW", 0)
+    with worker_module.OnnxsimWorker() as worker:
+        first = worker._process
+        assert Simplify(worker=worker)(_copy(FOLD)).modified
+        assert first is not None and first.proc.wait(timeout=10) == 0
+        second = worker._process
+        assert second is not None and second is not first and second.proc.poll() is None
+        assert Simplify(worker=worker)(_copy(FOLD)).modified
+    # A pass's own worker is not started again: the pass stops it when the run ends.
+    with Simplify() as pass_:
+        own = pass_._worker
+        assert pass_(_copy(FOLD)).modified and own is not None and own._process is None
+
+
 def test_entering_starts_the_worker_that_the_run_then_uses() -> None:
     with Simplify() as pass_:
         worker = pass_._worker
