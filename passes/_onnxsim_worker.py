@@ -162,12 +162,15 @@ class _Process:
     def start_log(self) -> str:
         return (self.folder / "start.log").read_text(errors="replace")
 
-    def close(self) -> int | None:
-        """Stop the worker (it ends when its stdin closes); its exit code."""
+    def close(self, *, wait: bool = True) -> int | None:
+        """Stop the worker (it ends when its stdin closes); its exit code, or None when not
+        ``wait``-ing for it (it is then reaped by :meth:`reaped`)."""
+        code = None
         try:
             if self.proc.stdin is not None:
                 self.proc.stdin.close()
-            code = self.proc.wait(timeout=10)
+            if wait:
+                code = self.proc.wait(timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             code = self.proc.wait()
@@ -176,12 +179,23 @@ class _Process:
         shutil.rmtree(self.folder, ignore_errors=True)
         return code
 
+    def reaped(self, *, wait: bool) -> bool:
+        """Whether a worker stopped without waiting has exited (``wait``: wait for it)."""
+        try:
+            return self.proc.wait(timeout=10 if wait else 0) is not None
+        except subprocess.TimeoutExpired:
+            if wait:
+                self.proc.kill()
+                self.proc.wait()
+            return wait
+
 
 class OnnxsimWorker:
     """A child interpreter with onnxsim imported, started and stopped by its owner."""
 
     def __init__(self) -> None:
         self._process: _Process | None = None
+        self._stopping: list[_Process] = []  # stopped without waiting for them to exit
         self._lock = threading.Lock()
 
     def start(self) -> None:
@@ -191,11 +205,14 @@ class OnnxsimWorker:
                 self._process = _Process()
 
     def close(self) -> None:
-        """Stop the worker, if one runs."""
+        """Stop the worker, if one runs, and wait for every one stopped before."""
         with self._lock:
             process, self._process = self._process, None
+            stopping, self._stopping = self._stopping, []
         if process is not None:
             process.close()
+        for old in stopping:
+            old.reaped(wait=True)
 
     def __enter__(self) -> OnnxsimWorker:
         self.start()
@@ -230,7 +247,10 @@ class OnnxsimWorker:
             return f"onnxsim crashed (worker exit code {code})" + (
                 f": {lines[-1]}" if lines else "")
         if self._process is None:
-            process.close()  # its memory goes back
+            process.close(wait=False)  # its memory goes back as it exits; nobody waits for that
+            with self._lock:
+                self._stopping = [p for p in self._stopping if not p.reaped(wait=False)]
+                self._stopping.append(process)
         if err_path.exists():
             lines = [ln for ln in err_path.read_text(errors="replace").splitlines() if ln.strip()]
             return f"onnxsim failed: {lines[-1] if lines else 'unknown error'}"

@@ -165,7 +165,9 @@ def infer(model: onnx.ModelProto) -> ShapeFacts:
     small: dict[str, np.ndarray] = {}
     overridable = {i.name for i in model.graph.input}  # an initializer listed as an input
     for init in model.graph.initializer:
-        if init.data_location != onnx.TensorProto.EXTERNAL and len(init.raw_data) <= 4096 and (
+        # Sized from type and shape: reading raw_data would copy every weight.
+        if init.data_location != onnx.TensorProto.EXTERNAL and (
+            model_io.tensor_bytes(init) <= 4096 if init.HasField("raw_data") else
             sum(len(f) for f in (init.float_data, init.int64_data, init.int32_data)) <= 1024
         ):
             graph.initializer.append(init)
