@@ -36,9 +36,10 @@ from types import TracebackType
 from typing import Any, NamedTuple, Union
 
 from graphfix.model_io import PROTOBUF_LIMIT, weight_bytes
+from graphfix.options import growth_limit
 from graphfix.model_io.writing import temporary_folder_path
 
-__all__ = ["OnnxsimWorker", "Outcome", "Output"]
+__all__ = ["OnnxsimWorker", "Outcome", "Output", "Budget", "stable_choice"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,24 +70,57 @@ class Output(NamedTuple):
         return self.tensor_bytes <= limit and self.file_bytes < PROTOBUF_LIMIT
 
 
+class Budget(NamedTuple):
+    """The growth policy an output is held to: its tensors within ``limit`` bytes, counting
+    ``extra`` bytes of tensors that did not cross (they come back as they are); ``max_growth``
+    gives the limit of a model of any size (:func:`graphfix.options.growth_limit`)."""
+
+    limit: int
+    extra: int = 0
+    max_growth: float | None = None
+
+    def limit_of(self, size: int) -> int:
+        return growth_limit(size, self.max_growth, PROTOBUF_LIMIT)
+
+
+def stable_choice(outputs: list[Output], budget: Budget, attempts: int) -> Output | None:
+    """The bounded output to take (outputs after the first, of ``attempts`` in all), the one
+    folding the most within the budget, and stable: taken as a model of its own, the larger
+    folds it refused would still not fit its own limit, so that a second run refuses them
+    again. Without constant folding (the last attempt) the output is stable by construction.
+    Each output is judged on those before it alone, so attempts can stop at the first one
+    chosen."""
+    for position, output in enumerate(outputs[1:], start=1):
+        if not output.fits(budget.limit):
+            continue
+        own = budget.limit_of(output.tensor_bytes)
+        if position == attempts - 1 or not any(bigger.fits(own) for bigger in outputs[:position]):
+            return output
+    return None
+
+
 def _simplify_job(in_path: str, out_paths: list[str], err_path: str,
-                  attempts: list[dict[str, Any]], limit: int) -> None:
-    """Runs in the worker: onnxsim on the model file with the first option set of
-    ``attempts``, and, when that output's tensors hold more than ``limit`` bytes (or it does
-    not fit in one protobuf message), with every other set too. Attempt ``i`` writes to
-    ``out_paths[i]`` in a folder of its own, beside it ``sizes.json``: its tensor bytes and
-    file bytes. An exception is written to ``err_path`` as text."""
+                  attempts: list[dict[str, Any]], budget: Budget) -> None:
+    """Runs in the worker: onnxsim on the model file with each option set of ``attempts`` in
+    turn, until the first output fits the budget or a later one is the :func:`stable_choice`.
+    Attempt ``i`` writes to ``out_paths[i]`` in a folder of its own, beside it ``sizes.json``:
+    its tensor bytes (the budget's extra included) and file bytes. An exception is written to
+    ``err_path`` as text."""
     try:
         import onnxsim
 
+        outputs: list[Output] = []
         for index, kwargs in enumerate(attempts):
             out = Path(out_paths[index])
             out.parent.mkdir()
             # Structure only: the weights stay in the files onnxsim wrote.
             simplified, _ = onnxsim.simplify(in_path, check_n=0, output_path=str(out), **kwargs)
-            output = Output(out, weight_bytes(simplified), _folder_bytes(out.parent))
+            output = Output(out, weight_bytes(simplified) + budget.extra,
+                            _folder_bytes(out.parent))
             (out.parent / "sizes.json").write_text(json.dumps(output[1:]))
-            if index == 0 and output.fits(limit):
+            outputs.append(output)
+            if outputs[0].fits(budget.limit) or (
+                    index and stable_choice(outputs, budget, len(attempts))):
                 break
     except Exception:  # noqa: BLE001 - everything goes back to the parent as text
         with open(err_path, "w", encoding="utf-8") as err:
@@ -131,7 +165,7 @@ def worker_main() -> None:
         os.dup2(log, 1)
         os.dup2(log, 2)
         os.close(log)
-        _simplify_job(job["in"], job["outs"], job["err"], job["attempts"], job["limit"])
+        _simplify_job(job["in"], job["outs"], job["err"], job["attempts"], Budget(*job["budget"]))
         sys.stdout.flush()
         sys.stderr.flush()
         answers.write("done\n")
@@ -222,15 +256,15 @@ class OnnxsimWorker:
                  trace: TracebackType | None) -> None:
         self.close()
 
-    def simplify(self, folder: Path, attempts: list[dict[str, Any]], limit: int) -> Outcome:
-        """onnxsim on ``folder/in.onnx`` with the first option set of ``attempts``, and with
-        every other one when that output's tensors hold more than ``limit`` bytes: the
+    def simplify(self, folder: Path, attempts: list[dict[str, Any]], budget: Budget) -> Outcome:
+        """onnxsim on ``folder/in.onnx`` with each option set of ``attempts`` in turn, until
+        the first output fits the budget or a later one is its :func:`stable_choice`: the
         :class:`Output` of each attempt run (files in ``folder``), or a one-line reason it
         failed."""
         err_path, log_path = folder / "err.txt", folder / "log.txt"
         out_paths = [str(folder / f"out{i}" / "model.onnx") for i in range(len(attempts))]
         job = {"in": str(folder / "in.onnx"), "outs": out_paths, "err": str(err_path),
-               "log": str(log_path), "attempts": attempts, "limit": limit}
+               "log": str(log_path), "attempts": attempts, "budget": list(budget)}
         self.start()
         with self._lock:
             process = self._process

@@ -16,11 +16,12 @@ Rules:
    Expand, broadcasts, Range tables, ConstantOfShape). The output's tensors (initializers and
    Constant values) may hold at most ``max(max_growth * original, original + 64 KiB)`` bytes.
    When onnxsim's output holds more, onnxsim runs again folding no tensor over 64, 16, 4 and
-   1 KiB (``FOLD_THRESHOLDS``), and without constant folding; the largest threshold that fits
-   is taken if it is *stable*: the output, taken as a model of its own, would still refuse the
-   larger folds (its own budget is larger, since it grew), so that a second run on the pass's
-   output changes nothing. The refused folds are reported with the bytes each would have
-   added (``refused_fold_bytes``, warnings). ``max_growth=None`` turns the policy off (folding
+   1 KiB (``FOLD_THRESHOLDS``), and without constant folding, stopping at the first taken:
+   the largest threshold that fits, if it is *stable* (the output, taken as a model of its
+   own, would still refuse the larger folds: its own budget is larger, since it grew), so that
+   a second run on the pass's output changes nothing. The refused folds are reported with the
+   bytes each would have added (``refused_fold_bytes``, warnings; told apart by name, type and
+   shape, so that a rejected output's gigabytes are never read). ``max_growth=None`` turns the policy off (folding
    still never crosses 2 GB).
 4. Dynamic dimensions stay dynamic. ``input_shapes={"x": [1, 3, 224, 224]}`` fixes them
    (onnxsim's ``overwrite_input_shapes``); every dimension that became static is listed in the
@@ -64,7 +65,7 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from pathlib import Path
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -82,7 +83,6 @@ from graphfix.model_io import (
     temporary_folder,
     tensor_bytes,
     tensor_sample,
-    tensor_digest,
     weight_bytes,
     write_scratch,
 )
@@ -96,7 +96,7 @@ from graphfix.options import (
 )
 from graphfix.passes._batchnorm import fold_batch_norms
 from graphfix.passes._compare import grown_ops, same_graph
-from graphfix.passes._onnxsim_worker import OnnxsimWorker, Output
+from graphfix.passes._onnxsim_worker import Budget, OnnxsimWorker, stable_choice
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS", "STAND_IN_MIN_BYTES", "OnnxsimWorker"]
@@ -167,11 +167,17 @@ def _static_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
 
 
 def _new_initializers(model: onnx.ModelProto, reference: onnx.ModelProto) -> dict[str, int]:
-    """Initializers of ``model`` whose contents are not in ``reference``: name -> bytes."""
-    known = {tensor_digest(t) for t in iter_tensors(reference.graph)}
-    return {
-        t.name: t.ByteSize() for t in model.graph.initializer if tensor_digest(t) not in known
-    }
+    """Initializers of ``model`` that ``reference`` holds under no name of that type and shape
+    (a fold is named after the node output it replaces): name -> bytes, from type and shape.
+    No weight is read or hashed: a rejected output can hold gigabytes."""
+    def kind(name: str, tensor: onnx.TensorProto) -> tuple[str, int, tuple[int, ...]]:
+        return name, tensor.data_type, tuple(tensor.dims)
+
+    known = {kind(t.name, t) for t in reference.graph.initializer}
+    known |= {kind(n.output[0], a.t) for n in all_nodes(reference.graph)
+              if n.op_type == "Constant" and n.output for a in n.attribute if a.name == "value"}
+    return {t.name: tensor_bytes(t) for t in model.graph.initializer
+            if kind(t.name, t) not in known}
 
 
 @register("simplify")
@@ -309,35 +315,35 @@ class Simplify(Pass):
         tensors = stats["tensor_bytes_before"]
         limit = self._limit(tensors)
         # Rule 3: the bounded re-runs are one job of the worker, tried only when the first
-        # output is too big.
+        # output is too big, and only until one is chosen.
         attempts = [base, *({**base, "tensor_size_threshold": f"{threshold}B"}
                             for threshold in FOLD_THRESHOLDS),
                     {**base, "skip_constant_folding": True}]
-        # The worker measures what crossed; the weights that stayed here come back as they are.
-        crossed_limit = limit - stand_in_bytes
+        # The weights that stayed here (rule 10) come back as they are: the worker counts them.
+        budget = Budget(limit, stand_in_bytes, self.max_growth)
         if self._shared is not None:
-            outputs = self._shared.simplify(folder, attempts, crossed_limit)
+            outputs = self._shared.simplify(folder, attempts, budget)
             # Rule 2: one stopped to give its memory back starts again, ready for the next model.
             self._shared.start()
         elif self._own is not None:
-            outputs = self._own.simplify(folder, attempts, crossed_limit)
+            outputs = self._own.simplify(folder, attempts, budget)
         else:  # used on its own: a worker for this call
             with OnnxsimWorker() as worker:
-                outputs = worker.simplify(folder, attempts, crossed_limit)
+                outputs = worker.simplify(folder, attempts, budget)
         if isinstance(outputs, str):
             raise _Skip(outputs)
-        outputs = [o._replace(tensor_bytes=o.tensor_bytes + stand_in_bytes) for o in outputs]
         first = outputs[0]
         if first.fits(limit):
             return load(first.path), first.file_bytes
-        chosen = _stable_choice(outputs, limit, self._limit)
+        chosen = stable_choice(outputs, budget, len(attempts))
         if chosen is None:
             raise _Skip(f"every simplification grows the model's tensors past {limit} bytes "
                         f"(max_growth={self.max_growth})")
         result = load(chosen.path)
         kept = _new_initializers(result, model)
-        refused = {k: v for k, v in _new_initializers(load(first.path), model).items()
-                   if k not in kept}
+        # The rejected output's structure only: its weights stay in its files.
+        refused = {k: v for k, v in _new_initializers(
+            load(first.path, load_external_data=False), model).items() if k not in kept}
         stats["refused_folds"] = len(refused)
         stats["refused_fold_bytes"] = sum(refused.values())
         for name, nbytes in sorted(refused.items(), key=lambda kv: -kv[1])[:10]:
@@ -461,22 +467,6 @@ def _put_back(result: onnx.ModelProto, model: onnx.ModelProto, names: list[str])
             graph.initializer.add().CopyFrom(tensor)
             put += tensor_bytes(tensor)
     return put
-
-
-def _stable_choice(outputs: list[Output], limit: int,
-                   limit_of: Callable[[int], int]) -> Output | None:
-    """Rule 3: the bounded output to take, the one folding the most within ``limit``, and
-    stable: taken as a model of its own, the larger folds it refused would still not fit its
-    own limit (``limit_of`` its size), so that a second run refuses them again. Without
-    constant folding (the last attempt) the output is stable by construction."""
-    for position, output in enumerate(outputs[1:], start=1):
-        if not output.fits(limit):
-            continue
-        own = limit_of(output.tensor_bytes)
-        last = position == len(outputs) - 1
-        if last or not any(bigger.fits(own) for bigger in outputs[:position]):
-            return output
-    return None
 
 
 def _constants_to_initializers(graph: onnx.GraphProto) -> None:

@@ -126,6 +126,27 @@ def test_refuses_expand_bloat_and_keeps_small_folds(ort_run, rng) -> None:
     )
 
 
+def test_bounded_attempts_stop_at_the_one_taken(tmp_path) -> None:
+    # Folding everything grows EXPAND by 1 MiB; folding no tensor over 64 KiB fits and is
+    # stable: the worker stops there instead of running the 16, 4 and 1 KiB and no-folding
+    # attempts too.
+    from graphfix.model_io import weight_bytes, write_scratch
+    from graphfix.options import DEFAULT_MAX_GROWTH, growth_limit
+    from graphfix.passes._onnxsim_worker import Budget, stable_choice
+
+    module = importlib.import_module("graphfix.passes.simplify")
+    write_scratch(_copy(EXPAND), tmp_path / "in.onnx")
+    base = {"skipped_optimizers": list(module.SKIPPED_OPTIMIZERS)}
+    attempts = [base, *({**base, "tensor_size_threshold": f"{t}B"}
+                        for t in module.FOLD_THRESHOLDS), {**base, "skip_constant_folding": True}]
+    limit = growth_limit(weight_bytes(EXPAND), DEFAULT_MAX_GROWTH, 2**31 - 1)
+    budget = Budget(limit, 0, DEFAULT_MAX_GROWTH)
+    with worker_module.OnnxsimWorker() as worker:
+        outputs = worker.simplify(tmp_path, attempts, budget)
+    assert not isinstance(outputs, str) and len(outputs) == 2
+    assert not outputs[0].fits(limit) and stable_choice(outputs, budget, len(attempts)) == outputs[1]
+
+
 def test_constant_of_shape_conv_weight_not_materialised_by_default() -> None:
     result = Simplify()(_copy(COS_CONV))
     out = result.model
