@@ -73,14 +73,20 @@ class Output(NamedTuple):
 class Budget(NamedTuple):
     """The growth policy an output is held to: its tensors within ``limit`` bytes, counting
     ``extra`` bytes of tensors that did not cross (they come back as they are); ``max_growth``
-    gives the limit of a model of any size (:func:`graphfix.options.growth_limit`)."""
+    gives the limit of a model of any size (:func:`graphfix.options.growth_limit`), never more
+    than what can cross in one protobuf message besides those."""
 
     limit: int
     extra: int = 0
     max_growth: float | None = None
 
+    @classmethod
+    def of(cls, size: int, extra: int, max_growth: float | None) -> Budget:
+        """The budget of a model whose tensors hold ``size`` bytes, ``extra`` of them kept."""
+        return cls(growth_limit(size, max_growth, PROTOBUF_LIMIT + extra), extra, max_growth)
+
     def limit_of(self, size: int) -> int:
-        return growth_limit(size, self.max_growth, PROTOBUF_LIMIT)
+        return growth_limit(size, self.max_growth, PROTOBUF_LIMIT + self.extra)
 
 
 def stable_choice(outputs: list[Output], budget: Budget, attempts: int) -> Output | None:

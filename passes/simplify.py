@@ -21,8 +21,9 @@ Rules:
    own, would still refuse the larger folds: its own budget is larger, since it grew), so that
    a second run on the pass's output changes nothing. The refused folds are reported with the
    bytes each would have added (``refused_fold_bytes``, warnings; told apart by name, type and
-   shape, so that a rejected output's gigabytes are never read). ``max_growth=None`` turns the policy off (folding
-   still never crosses 2 GB).
+   shape, so that a rejected output's gigabytes are never read). ``max_growth=None`` turns the
+   policy off. What crosses to onnxsim never reaches 2 GB, the weights kept here (rule 10)
+   aside.
 4. Dynamic dimensions stay dynamic. ``input_shapes={"x": [1, 3, 224, 224]}`` fixes them
    (onnxsim's ``overwrite_input_shapes``); every dimension that became static is listed in the
    warnings and counted in ``dims_fixed``.
@@ -55,6 +56,8 @@ Rules:
     output is the same (pipeline output identical on every corpus model); a weight that another
     could equal crosses as it is (onnxsim merges equal initializers). On a transformer this is
     most of the model's bytes: they are never written, parsed or read back.
+    A weight that crossed and came back unchanged, and that stays in the model's data file,
+    points at that file again (the copy read back from onnxsim's files is dropped).
 11. A BatchNormalization after a Conv is folded into the Conv's weights here (:mod:`._batchnorm`,
     the conditions of onnxsim's own fusion, float64 arithmetic rounded once), before onnxsim
     runs: the fused weights then stay here by rule 10 instead of crossing to be fused there.
@@ -80,6 +83,7 @@ from graphfix.model_io import (
     has_value,
     iter_tensors,
     load,
+    same_tensor,
     temporary_folder,
     tensor_bytes,
     tensor_sample,
@@ -92,7 +96,6 @@ from graphfix.options import (
     OptionError,
     RunOptions,
     check_max_growth,
-    growth_limit,
 )
 from graphfix.passes._batchnorm import fold_batch_norms
 from graphfix.passes._compare import grown_ops, same_graph
@@ -224,9 +227,6 @@ class Simplify(Pass):
     def _worker(self) -> OnnxsimWorker | None:
         return self._shared or self._own
 
-    def _limit(self, size: int) -> int:
-        return growth_limit(size, self.max_growth, PROTOBUF_LIMIT)
-
     def call(self, model: onnx.ModelProto) -> PassResult:
         if not all(has_value(t) for t in iter_tensors(model.graph)):
             reason = "external data not loaded; onnxsim needs the weights"
@@ -263,6 +263,7 @@ class Simplify(Pass):
         try:
             result, result_size = self._run(model, folder, size, stats, warnings, stand_in_bytes)
             result_size += _put_back(result, prepared, stand_ins)
+            _relink(result, prepared)
             # Rule 7: never more nodes.
             nodes_before, nodes_out = count_nodes(model), count_nodes(result)
             if nodes_out > nodes_before:
@@ -313,14 +314,14 @@ class Simplify(Pass):
         if self.input_shapes:
             base["overwrite_input_shapes"] = self.input_shapes
         tensors = stats["tensor_bytes_before"]
-        limit = self._limit(tensors)
+        budget = Budget.of(tensors, stand_in_bytes, self.max_growth)
+        limit = budget.limit
         # Rule 3: the bounded re-runs are one job of the worker, tried only when the first
         # output is too big, and only until one is chosen.
         attempts = [base, *({**base, "tensor_size_threshold": f"{threshold}B"}
                             for threshold in FOLD_THRESHOLDS),
                     {**base, "skip_constant_folding": True}]
         # The weights that stayed here (rule 10) come back as they are: the worker counts them.
-        budget = Budget(limit, stand_in_bytes, self.max_growth)
         if self._shared is not None:
             outputs = self._shared.simplify(folder, attempts, budget)
             # Rule 2: one stopped to give its memory back starts again, ready for the next model.
@@ -362,6 +363,23 @@ def _with_batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     prepared = onnx.ModelProto()
     prepared.CopyFrom(model)
     return prepared if fold_batch_norms(prepared) else model
+
+
+def _relink(result: onnx.ModelProto, model: onnx.ModelProto) -> int:
+    """Weights that crossed to onnxsim and came back unchanged, and that stay in their data
+    files in ``model``, point there again: the copy read back from onnxsim's files is dropped,
+    and what comes after (ONNX Runtime's session, the output's writing) reads them where they
+    are. Returns how many."""
+    kept = {t.name: t for t in model.graph.initializer
+            if t.data_location == onnx.TensorProto.EXTERNAL and has_value(t)}
+    count = 0
+    for tensor in result.graph.initializer if kept else ():
+        source = kept.get(tensor.name)
+        if source is not None and tensor.data_location != onnx.TensorProto.EXTERNAL and (
+                same_tensor(tensor, source)):
+            tensor.CopyFrom(source)
+            count += 1
+    return count
 
 
 def _stand_in_names(graph: onnx.GraphProto) -> list[str]:

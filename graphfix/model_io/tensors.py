@@ -241,6 +241,11 @@ def same_tensor(a: onnx.TensorProto, b: onnx.TensorProto) -> bool:
     source_a, source_b = _lazy_source(a), _lazy_source(b)
     if source_a is not None and source_a == source_b:
         return True
+    # Raw bytes in memory against a file's: compared directly, nothing hashed.
+    for held, source in ((a, source_b), (b, source_a)):
+        if source is not None and held.data_location != onnx.TensorProto.EXTERNAL and (
+                held.HasField("raw_data")):
+            return held.raw_data == _read_range(*source)
     return tensor_digest(a) == tensor_digest(b)
 
 

@@ -579,3 +579,32 @@ def test_products_of_one_tensor_keep_their_weights_in_view(rng) -> None:
         "qk", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 128])],
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 128])], weights)
     assert module._stand_in_names(graph) == ["o"]
+
+
+def test_weights_that_cross_unchanged_point_at_their_file_again(tmp_path, rng) -> None:
+    # ``w`` is added to the input (an Add crosses: onnxsim may read its operand) and comes back
+    # unchanged; ``w`` stays in the model's data file, so the result refers to it there again
+    # rather than hold the copy read back from onnxsim's files.
+    from onnx import helper, numpy_helper
+
+    from graphfix.model_io import load, tensor_value
+
+    w = rng.standard_normal((128, 256)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(
+            np.ones(1, np.float32))),
+         helper.make_node("Add", ["one", "one"], ["two"]),
+         helper.make_node("Add", ["x", "w"], ["a"]),
+         helper.make_node("Mul", ["a", "two"], ["y"])],
+        "relink", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 128, 256])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 128, 256])],
+        [numpy_helper.from_array(w, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save_model(model, str(tmp_path / "m.onnx"), save_as_external_data=True,
+                    location="m.data", size_threshold=1024)
+    lazy = load(tmp_path / "m.onnx", load_external_data=False)
+    result = Simplify()(lazy)
+    assert result.modified and "Add" in _ops(result.model) and len(_ops(result.model)) == 2
+    (out,) = [t for t in result.model.graph.initializer if t.name == "w"]
+    assert out.data_location == onnx.TensorProto.EXTERNAL
+    np.testing.assert_array_equal(tensor_value(out), w)
