@@ -255,11 +255,27 @@ class Index:
 def keep_only(items: Any, keep: Callable[[Any], bool]) -> int:
     """Delete from the repeated field ``items``, in place and in order, every element ``keep``
     rejects; returns how many went. What stays is not copied (``del items[:]`` then
-    ``extend(kept)`` copies every kept message, weights included)."""
-    gone = [position for position, item in enumerate(items) if not keep(item)]
-    for position in reversed(gone):
+    ``extend(kept)`` copies every kept message, weights included). ``keep`` judges elements by
+    their contents: to drop nodes chosen by identity, use :func:`delete_positions`."""
+    return delete_positions(items, [i for i, item in enumerate(items) if not keep(item)])
+
+
+def delete_positions(items: Any, positions: Iterable[int]) -> int:
+    """Delete the elements at ``positions`` from the repeated field ``items``, in place; returns
+    how many went. Positions, not ``id()``: protobuf makes a new Python object for an element
+    each time one is asked for once the last was freed, and a freed object's id is reused."""
+    gone = sorted(set(positions), reverse=True)
+    for position in gone:
         del items[position]
     return len(gone)
+
+
+def drop_unread_initializers(graph: onnx.GraphProto) -> int:
+    """Drop, in place, the initializers of ``graph`` that no node (or body) reads, no graph
+    output names and no graph input lists; returns how many went."""
+    read = {name for node in graph.node for name in reads(node)} | {o.name for o in graph.output}
+    listed = {i.name for i in graph.input}
+    return keep_only(graph.initializer, lambda t: t.name in read or t.name in listed)
 
 
 def live_nodes(

@@ -35,8 +35,8 @@ def fold_batch_norms(model: onnx.ModelProto) -> int:
     index = graph_layer.Index(graph)
     names = graph_layer.Names(graph_layer.all_names(graph))
     outputs = {o.name for o in graph.output}
-    folded = 0
-    for norm in list(graph.node):
+    folded: list[int] = []  # positions of the normalizations folded away
+    for position, norm in enumerate(list(graph.node)):
         conv = _foldable(norm, index, tensors, outputs)
         if conv is None:
             continue
@@ -51,15 +51,13 @@ def fold_batch_norms(model: onnx.ModelProto) -> int:
                 conv.input.append(tensor.name)
                 index.remove(conv)
                 index.add(conv)
-        result = norm.output[0]
         index.remove(norm)
-        graph.node.remove(norm)
-        index.set_output(conv, 0, result)
-        folded += 1
+        index.set_output(conv, 0, norm.output[0])
+        folded.append(position)
     if folded:
-        read = {name for node in graph.node for name in graph_layer.reads(node)} | outputs
-        graph_layer.keep_only(graph.initializer, lambda t: t.name in read or t.name in fed)
-    return folded
+        graph_layer.delete_positions(graph.node, folded)
+        graph_layer.drop_unread_initializers(graph)
+    return len(folded)
 
 
 def _foldable(norm: onnx.NodeProto, index: graph_layer.Index,

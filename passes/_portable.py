@@ -357,7 +357,7 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
         nodes = graph_layer.toposort(kept + restored)
         del optimized.node[:]
         optimized.node.extend(nodes)
-        _drop_unread_initializers(optimized)
+        graph_layer.drop_unread_initializers(optimized)
     count = len(restored)
     # Bodies of nodes present in both graphs (same op, same outputs) get the same treatment.
     by_output = {n.output[0]: n for n in original.node if n.output and n.output[0]}
@@ -369,12 +369,6 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
         for sub, twin_sub in zip(subgraphs(node), subgraphs(twin)):
             count += _restore_expanded(sub, twin_sub, scope)
     return count
-
-
-def _drop_unread_initializers(graph: onnx.GraphProto) -> None:
-    read = {name for node in graph.node for name in graph_layer.reads(node)} | {o.name for o in graph.output}
-    listed = {i.name for i in graph.input}
-    graph_layer.keep_only(graph.initializer, lambda t: t.name in read or t.name in listed)
 
 
 def _restore_functions(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:

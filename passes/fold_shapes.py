@@ -290,12 +290,11 @@ class _Rewriter:
     def _commit(self) -> None:
         self.graph.initializer.extend(self.initializers)
         roots = {o.name for o in self.graph.output}
-        live = {id(n) for n in graph_layer.live_nodes(list(self.graph.node), roots)}
-        graph_layer.keep_only(self.graph.node, lambda n: id(n) in live)
-        read = {name for n in self.graph.node for name in graph_layer.reads(n)} | roots
-        listed = {i.name for i in self.graph.input}
-        graph_layer.keep_only(self.graph.initializer,
-                              lambda t: t.name in read or t.name in listed)
+        nodes = list(self.graph.node)
+        live = {id(n) for n in graph_layer.live_nodes(nodes, roots)}
+        graph_layer.delete_positions(
+            self.graph.node, [i for i, node in enumerate(nodes) if id(node) not in live])
+        graph_layer.drop_unread_initializers(self.graph)
         present = graph_layer.defined_names(self.graph)
         graph_layer.keep_only(self.graph.value_info, lambda v: v.name in present)
 

@@ -233,8 +233,9 @@ class Simplify(Pass):
             return PassResult(model, False, skipped=reason)
         prepared = _with_batch_norms_folded(model)  # rule 11
         stand_ins = _stand_in_names(prepared.graph)  # rule 10
+        stand_in_bytes = _bytes_of(prepared.graph, stand_ins)
         # Measured from tensor shapes first: ByteSize() serializes the model and fails past 2 GB.
-        if weight_bytes(prepared) - _bytes_of(prepared.graph, stand_ins) >= PROTOBUF_LIMIT:
+        if weight_bytes(prepared) - stand_in_bytes >= PROTOBUF_LIMIT:
             return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
         if self.input_shapes:
             names = {i.name for i in model.graph.input}
@@ -243,12 +244,12 @@ class Simplify(Pass):
                 raise PassError(f"simplify: a shape is given for {', '.join(map(repr, unknown))}, "
                                 f"which the model does not take as input")
         with temporary_folder("simplify") as folder:
-            return self._simplify(model, prepared, folder, stand_ins)
+            return self._simplify(model, prepared, folder, stand_ins, stand_in_bytes)
 
     def _simplify(self, model: onnx.ModelProto, prepared: onnx.ModelProto, folder: Path,
-                  stand_ins: list[str]) -> PassResult:
+                  stand_ins: list[str], stand_in_bytes: int) -> PassResult:
         """onnxsim on ``prepared`` (``model`` with rule 11 applied), the ``stand_ins`` of rule 10
-        crossing as typed inputs."""
+        (``stand_in_bytes`` in all) crossing as typed inputs."""
         crossing = _with_stand_ins(prepared, stand_ins) if stand_ins else prepared
         size = write_scratch(crossing, folder / "in.onnx")
         stats: dict[str, int] = {
@@ -257,13 +258,11 @@ class Simplify(Pass):
             "tensor_bytes_before": weight_bytes(model),
             "stand_ins": len(stand_ins),
         }
-        stand_in_bytes = _bytes_of(prepared.graph, stand_ins)
         stats["bytes_before"] = size + stand_in_bytes
         warnings: list[str] = []
         try:
             result, result_size = self._run(model, folder, size, stats, warnings, stand_in_bytes)
             result_size += _put_back(result, prepared, stand_ins)
-            _relink(result, prepared)
             # Rule 7: never more nodes.
             nodes_before, nodes_out = count_nodes(model), count_nodes(result)
             if nodes_out > nodes_before:
@@ -365,31 +364,14 @@ def _with_batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     return prepared if fold_batch_norms(prepared) else model
 
 
-def _relink(result: onnx.ModelProto, model: onnx.ModelProto) -> int:
-    """Weights that crossed to onnxsim and came back unchanged, and that stay in their data
-    files in ``model``, point there again: the copy read back from onnxsim's files is dropped,
-    and what comes after (ONNX Runtime's session, the output's writing) reads them where they
-    are. Returns how many."""
-    kept = {t.name: t for t in model.graph.initializer
-            if t.data_location == onnx.TensorProto.EXTERNAL and has_value(t)}
-    count = 0
-    for tensor in result.graph.initializer if kept else ():
-        source = kept.get(tensor.name)
-        if source is not None and tensor.data_location != onnx.TensorProto.EXTERNAL and (
-                same_tensor(tensor, source)):
-            tensor.CopyFrom(source)
-            count += 1
-    return count
-
-
 def _stand_in_names(graph: onnx.GraphProto) -> list[str]:
     """Rule 10: the main-graph initializers that cross to onnxsim as typed inputs."""
     fixed = {i.name for i in graph.input} | {o.name for o in graph.output}
     for node in graph.node:
         for sub in graph_layer.subgraphs(node):
             fixed |= graph_layer.outer_refs(sub)
-    large = {t.name: t for t in graph.initializer
-             if t.name not in fixed and tensor_bytes(t) >= STAND_IN_MIN_BYTES}
+    sizable = [t for t in graph.initializer if tensor_bytes(t) >= STAND_IN_MIN_BYTES]
+    large = [t.name for t in sizable if t.name not in fixed]
     if not large:
         return []
     computed = _computed(graph)
@@ -401,11 +383,10 @@ def _stand_in_names(graph: onnx.GraphProto) -> list[str]:
     opaque = dict.fromkeys(large, True)
     for node in graph.node:
         for position, name in enumerate(node.input):
-            if name in opaque and not _opaque_read(node, position, computed, normalized | shared):
+            if name in opaque and not _opaque_read(node, position, computed, normalized, shared):
                 opaque[name] = False
     # A weight that another could equal crosses as it is: onnxsim merges equal initializers.
     # Type and shape first; the bytes are sampled only where those are shared.
-    sizable = [t for t in graph.initializer if tensor_bytes(t) >= STAND_IN_MIN_BYTES]
     kinds = Counter((t.data_type, tuple(t.dims)) for t in sizable)
     prints = {t.name: _fingerprint(t) for t in sizable if kinds[(t.data_type, tuple(t.dims))] > 1}
     twins = Counter(prints.values())
@@ -432,18 +413,18 @@ def _computed(graph: onnx.GraphProto) -> set[str]:
 
 
 def _opaque_read(node: onnx.NodeProto, position: int, computed: set[str],
-                 fused: set[str]) -> bool:
+                 normalized: set[str], shared: set[str]) -> bool:
     """Whether ``node`` reads its input ``position`` as a weight whose values onnxsim never uses
-    (rule 10): another input is computed, and no fusion rewrites the weight. ``fused``: the
-    outputs of convolutions a BatchNormalization reads, and the tensors several products read
-    (onnxsim concatenates those products' weights)."""
+    (rule 10): another input is computed, and no fusion rewrites the weight. ``normalized``:
+    the tensors a BatchNormalization reads; ``shared``: the tensors several products read."""
     if node.domain not in STANDARD_DOMAINS or position not in _OPAQUE_WEIGHTS.get(
             node.op_type, ()):
         return False
-    if node.op_type in ("Conv", "ConvTranspose") and node.output and node.output[0] in fused:
+    if node.op_type in ("Conv", "ConvTranspose") and node.output and (
+            node.output[0] in normalized):
         return False  # onnxsim folds the BatchNormalization into the weights
-    if node.op_type in ("MatMul", "Gemm") and any(name in fused for name in node.input[:2]):
-        return False
+    if node.op_type in ("MatMul", "Gemm") and any(name in shared for name in node.input[:2]):
+        return False  # onnxsim concatenates those products' weights (fuse_qkv)
     if node.op_type == "MatMul" and _BATCHED_GEMM not in SKIPPED_OPTIMIZERS:
         return False  # that fusion reshapes constant weights only
     return any(name in computed for index, name in enumerate(node.input) if index != position)
@@ -472,18 +453,27 @@ def _with_stand_ins(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto
 
 def _put_back(result: onnx.ModelProto, model: onnx.ModelProto, names: list[str]) -> int:
     """Rule 10: the stand-in inputs of ``result`` become ``model``'s initializers again where
-    they are still read; returns the bytes put back."""
+    they are still read, and weights that crossed and came back unchanged point at ``model``'s
+    data files again where they stay there (the copy read back from onnxsim's files is
+    dropped; what comes after reads them where they are). Returns the bytes put back."""
     hidden = set(names)
     graph = result.graph
-    for index in reversed(range(len(graph.input))):
-        if graph.input[index].name in hidden:
-            del graph.input[index]
+    graph_layer.keep_only(graph.input, lambda value: value.name not in hidden)
     read = {name for node in graph.node for name in graph_layer.reads(node)}
+    in_files = {}
     put = 0
     for tensor in model.graph.initializer:
-        if tensor.name in hidden and tensor.name in read:
-            graph.initializer.add().CopyFrom(tensor)
-            put += tensor_bytes(tensor)
+        if tensor.name in hidden:
+            if tensor.name in read:
+                graph.initializer.add().CopyFrom(tensor)
+                put += tensor_bytes(tensor)
+        elif tensor.data_location == onnx.TensorProto.EXTERNAL and has_value(tensor):
+            in_files[tensor.name] = tensor
+    for tensor in graph.initializer if in_files else ():
+        source = in_files.get(tensor.name)
+        if source is not None and tensor.data_location != onnx.TensorProto.EXTERNAL and (
+                same_tensor(tensor, source)):
+            tensor.CopyFrom(source)
     return put
 
 

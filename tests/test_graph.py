@@ -111,3 +111,23 @@ def test_a_snapshot_takes_an_in_place_rewrite_back_without_copying_weights():
     model.opset_import[0].version = 99
     snapshot.restore(model)
     assert model.SerializeToString() == before
+
+
+def test_keep_only_and_delete_positions_edit_in_place_in_order() -> None:
+    from graphfix.graph import delete_positions, drop_unread_initializers, keep_only
+
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Neg", [name], [f"{name}_out"]) for name in "abcde"], "g",
+        [onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [1]) for n in "abcde"],
+        [onnx.helper.make_tensor_value_info("a_out", onnx.TensorProto.FLOAT, [1])],
+        [onnx.helper.make_tensor(n, onnx.TensorProto.FLOAT, [1], [0.0]) for n in "vwxyz"])
+    assert keep_only(graph.node, lambda n: n.input[0] in "ace") == 2
+    assert [n.input[0] for n in graph.node] == ["a", "c", "e"]
+    assert delete_positions(graph.node, [2, 0, 2]) == 2
+    assert [n.input[0] for n in graph.node] == ["c"]
+    # Unread initializers go; those a node reads, an output names or an input lists stay.
+    graph.node[0].input.append("w")
+    graph.output.add().name = "x"
+    graph.input.add().name = "y"
+    assert drop_unread_initializers(graph) == 2
+    assert [t.name for t in graph.initializer] == ["w", "x", "y"]

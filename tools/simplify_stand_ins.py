@@ -27,15 +27,17 @@ from graphfix.passes._compare import same_graph
 from graphfix.passes.simplify import OnnxsimWorker
 
 simplify_module = importlib.import_module("graphfix.passes.simplify")
+# The two rules, and what stands for each when it is off.
+RULES = {
+    "_stand_in_names": (simplify_module._stand_in_names, lambda graph: []),
+    "_with_batch_norms_folded": (simplify_module._with_batch_norms_folded, lambda model: model),
+}
 
 
-def _optimize(model: onnx.ModelProto, worker: OnnxsimWorker, rules: bool,
-              monkey: dict[str, object]) -> tuple[onnx.ModelProto, float]:
-    for name, real in monkey.items():
-        setattr(simplify_module, name, real if rules else {
-            "_stand_in_names": lambda graph: [],
-            "_with_batch_norms_folded": lambda m: m,
-        }[name])
+def _optimize(model: onnx.ModelProto, worker: OnnxsimWorker,
+              rules: bool) -> tuple[onnx.ModelProto, float]:
+    for name, (on, off) in RULES.items():
+        setattr(simplify_module, name, on if rules else off)
     start = time.perf_counter()
     result = graphfix.optimize(copy.deepcopy(model), verify=False,
                                pass_options={"simplify": {"worker": worker}})
@@ -57,16 +59,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path)
     args = parser.parse_args(argv)
-    monkey = {name: getattr(simplify_module, name)
-              for name in ("_stand_in_names", "_with_batch_norms_folded")}
     counts: Counter[str] = Counter()
     totals = [0.0, 0.0]
     with OnnxsimWorker() as worker:
         for path in sorted(p for folder in args.folders for p in folder.glob("*.onnx")):
             model = graphfix.load(path)
-            without, t_without = _optimize(model, worker, False, monkey)
-            with_rules, t_with = _optimize(model, worker, True, monkey)
-            stood_in = len(monkey["_stand_in_names"](model.graph))  # type: ignore[operator]
+            without, t_without = _optimize(model, worker, False)
+            with_rules, t_with = _optimize(model, worker, True)
+            stood_in = len(RULES["_stand_in_names"][0](model.graph))
             verdict = _verdict(without, with_rules)
             counts[verdict.split(":")[0]] += 1
             totals[0] += t_without
