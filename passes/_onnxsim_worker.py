@@ -183,11 +183,15 @@ class _Process:
 
     def __init__(self) -> None:
         self.folder = temporary_folder_path("onnxsim")
-        with open(self.folder / "start.log", "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", WORKER_CODE],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.folder,
-            )
+        try:
+            with open(self.folder / "start.log", "wb") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", WORKER_CODE],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.folder,
+                )
+        except BaseException:  # a signal while starting too: the folder does not outlive it
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
 
     def run(self, job: dict[str, Any]) -> bool:
         """Send ``job``; True once it is done, False when the worker died on the way."""
@@ -214,9 +218,10 @@ class _Process:
         except (OSError, subprocess.TimeoutExpired):
             self.proc.kill()
             code = self.proc.wait()
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        finally:  # a signal while waiting too: the folder goes, the worker dies with its parent
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
         return code
 
     def reaped(self, *, wait: bool) -> bool:
