@@ -266,7 +266,7 @@ def _optimize_arguments(flags: dict[str, Any]) -> dict[str, Any]:
         inputs_as_nchw=_names(flags["inputs_as_nchw"]),
         outputs_as_nchw=_names(flags["outputs_as_nchw"]),
         input_shapes=dict(flags["input_shape"]) or None,
-        verify=False if flags["no_verify"] else None,
+        verify=False if flags["no_verify"] else None, strict=flags["strict"] or None,
         parity=None if flags["no_verify"] else _parity(flags), bench=bench,
         require_speedup=flags["require_speedup"],
     )
@@ -312,6 +312,9 @@ _MODEL_PATH = click.Path(readable=False, path_type=Path)
 @_shape_option
 @click.option("--no-verify", is_flag=True,
               help="Do not check numerical parity (the report says it was off).")
+@click.option("--strict", is_flag=True,
+              help="Refuse (exit 1, nothing written) when a pass breaks the model, instead of "
+                   "leaving that pass (or the part of it that broke the model) out.")
 @_parity_flags
 @click.option("--bench", is_flag=True,
               help="Measure the speedup over the original under ORT defaults.")
@@ -326,8 +329,11 @@ def optimize(ctx: click.Context, src: Path, dst: str, verbose: int, quiet: bool,
 
     Runs the default pass pipeline (see `graphfix passes`), checks that the result computes the
     same outputs as SRC on generated (or --inputs) data, and writes DST atomically. SRC is never
-    modified; nothing is written when a pass, the parity check or --require-speedup fails. When
-    parity fails, graphfix re-runs the passes one at a time and names the one that broke it.
+    modified. A pass whose output does not load in ONNX Runtime, or after which parity fails,
+    is left out (or only the part of it that broke the model: onnxsim's optimizers, ORT's
+    constant folding, ...), the others run, and the correct model is written with a warning
+    saying what was left out and why; --strict refuses instead. Nothing is written when ONNX
+    Runtime cannot run SRC (parity cannot be proven) or --require-speedup fails.
 
     \b
     Examples:

@@ -25,16 +25,24 @@ import onnx
 import graphfix
 from graphfix import graph as graph_layer
 from graphfix import layout, model_io, registry
-from graphfix.errors import GraphfixError, ParityError, PassError, ValidationInputError
+from graphfix.errors import (
+    GraphfixError,
+    ParityError,
+    PassError,
+    ValidationInputError,
+    first_line,
+)
 from graphfix.options import DEFAULT_MAX_GROWTH, BenchOptions, ParityOptions, RunOptions
 from graphfix.report import PassReport, Report, model_facts, op_histogram
 
 if TYPE_CHECKING:
-    from graphfix.validate.parity import ReferenceRun
+    from graphfix.validate.parity import ParityResult, ReferenceRun
 
 __all__ = [
     "DEFAULT_PASSES",
     "OptimizeResult",
+    "LeftOut",
+    "PipelineRun",
     "build_passes",
     "run_pipeline",
     "optimize",
@@ -160,63 +168,162 @@ def _format(dims: Sequence[Any]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
+@dataclasses.dataclass
+class LeftOut:
+    """A part of the pipeline this run left out, and why: ``part`` is "the pass" or what one of
+    its fallbacks leaves out (:meth:`graphfix.registry.Pass.fallbacks`); ``reason`` is what the
+    pass's output did (did not load, broke an output, failed)."""
+
+    pass_name: str
+    position: int  # in the pipeline, from 0
+    part: str
+    reason: str
+
+    def describe(self, limit: int = 240) -> str:
+        """One line for a terminal: the reason cut at ``limit`` characters (the report has it
+        whole)."""
+        reason = self.reason if len(self.reason) <= limit else self.reason[: limit - 3] + "..."
+        what = f"pass {self.pass_name!r}" if self.part == "the pass" else (
+            f"{self.part} (pass {self.pass_name!r})")
+        return f"left out {what}: {reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pass": self.pass_name, "position": self.position, "part": self.part,
+                "reason": self.reason}
+
+
+# Why a pass's output cannot be taken (it does not load, it breaks parity), or None.
+Judge = Callable[[onnx.ModelProto], "str | None"]
+
+
+@dataclasses.dataclass
+class PipelineRun:
+    """What :func:`run_pipeline` did: the model, a report per pass, the dimensions the run
+    made static, and what it left out."""
+
+    model: onnx.ModelProto
+    passes: list[PassReport]
+    fixed: list[str]
+    left_out: list[LeftOut]
+
+
 def run_pipeline(
     model: onnx.ModelProto,
     passes: Sequence[registry.Pass],
     *,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     progress: Progress | None = None,
-) -> tuple[onnx.ModelProto, list[PassReport], list[str]]:
+    judge: Judge | None = None,
+    strict: bool = False,
+) -> PipelineRun:
     """Run ``passes`` in order on ``model`` (rewritten in place), after fixing the sizes of
-    ``input_shapes``; returns it with a report per pass and the dimensions made static.
+    ``input_shapes``.
 
-    A pass that raises stops the run: :class:`PassError` names it and how to skip it.
+    Each pass's output that changed the model is judged (``judge``: does it load, does it keep
+    parity); one that fails, or a pass that fails with an error of its own, is taken back and
+    its fallbacks are tried, finest first; when none is taken the pass is left out, and the run
+    goes on (:class:`LeftOut` records each). ``strict`` refuses instead: a failing pass raises
+    :class:`ParityError` naming it (an error, :class:`PassError`).
     """
     reports: list[PassReport] = []
+    left_out: list[LeftOut] = []
     fixed = fix_input_shapes(model, input_shapes)
     # -1 as a size is unknown to every pass; the signature says it again at the end.
     unknown_dims = graph_layer.clear_unknown_dims(model)
     for index, pass_ in enumerate(passes):
         if progress:
             progress(pass_.name, index, len(passes))
-        histogram_before = op_histogram(model)
-        started = time.perf_counter()
-        try:
-            result = pass_(model)
-        except GraphfixError:
-            raise
-        except Exception as err:  # a bug in a pass must not become a traceback for the user
-            logger.debug("pass %s failed", pass_.name, exc_info=True)
+        taken = _run_judged(pass_, model, judge, strict)
+        if taken.problem is None:
+            model = taken.model
+            reports.append(taken.report)
+            continue
+        for fallback in pass_.fallbacks():
+            logger.info("%s: %s; trying it without %s", pass_.name, taken.problem,
+                        fallback.leaves_out)
+            lighter = _run_judged(fallback.pass_, model, judge, strict)
+            if lighter.problem is None:
+                model = lighter.model
+                reports.append(lighter.report)
+                left_out.append(LeftOut(pass_.name, index, fallback.leaves_out, taken.problem))
+                break
+        else:
+            reports.append(dataclasses.replace(
+                taken.report, modified=False, skipped=f"left out: {taken.problem}",
+                nodes_after=taken.report.nodes_before, op_delta={}))
+            left_out.append(LeftOut(pass_.name, index, "the pass", taken.problem))
+        logger.info("%s", left_out[-1].describe())  # a warning of the run's report
+    if progress:
+        progress("", len(passes), len(passes))
+    unknown_dims.restore(model)
+    return PipelineRun(model, reports, fixed, left_out)
+
+
+@dataclasses.dataclass
+class _Judged:
+    model: onnx.ModelProto
+    report: PassReport
+    problem: str | None  # why the output is not taken (the model was restored), or None
+
+
+def _run_judged(pass_: registry.Pass, model: onnx.ModelProto, judge: Judge | None,
+                strict: bool) -> _Judged:
+    """``pass_`` on ``model``, timed and reported, and its output judged; an output that is
+    not taken, or a pass that failed, leaves ``model`` as it was."""
+    snapshot = graph_layer.Snapshot(model)
+    histogram_before = op_histogram(model)
+    started = time.perf_counter()
+    try:
+        result = pass_(model)
+    except GraphfixError:
+        raise  # the user's options or environment: not a fault of this model's rewrite
+    except (OSError, MemoryError) as err:
+        raise PassError(f"pass {pass_.name!r} failed: {type(err).__name__}: {err}",
+                        hint="check the temporary folder's free space and the memory "
+                             "available") from err
+    except Exception as err:  # a bug in a pass must not cost the user the model
+        logger.debug("pass %s failed", pass_.name, exc_info=True)
+        if strict:
             raise PassError(
                 f"pass {pass_.name!r} failed: {type(err).__name__}: {err}",
                 hint=f"skip it with --skip {pass_.name} and report the model that broke it",
             ) from err
-        seconds = time.perf_counter() - started
-        model = result.model
-        histogram_after = op_histogram(model)
-        reports.append(
-            PassReport(
-                name=pass_.name,
-                options=_jsonable(pass_.options()),
-                modified=result.modified,
-                skipped=result.skipped,
-                seconds=seconds,
-                nodes_before=sum(histogram_before.values()),
-                nodes_after=sum(histogram_after.values()),
-                op_delta=_op_delta(histogram_before, histogram_after),
-                stats=dict(result.stats),
-                warnings=list(result.warnings),
-            )
-        )
-        logger.info(
-            "%s: %s in %.2fs", pass_.name,
-            "skipped" if result.skipped else ("changed" if result.modified else "no change"),
-            seconds,
-        )
-    if progress:
-        progress("", len(passes), len(passes))
-    unknown_dims.restore(model)
-    return model, reports, fixed
+        snapshot.restore(model)
+        problem = f"failed: {type(err).__name__}: {first_line(err)}"
+        return _Judged(model, _pass_report(pass_, model, histogram_before, histogram_before,
+                                           time.perf_counter() - started, None), problem)
+    seconds = time.perf_counter() - started
+    histogram_after = op_histogram(result.model)
+    report = _pass_report(pass_, result.model, histogram_before, histogram_after, seconds, result)
+    problem = judge(result.model) if judge is not None and result.modified else None
+    if problem is not None:
+        if strict:
+            raise ParityError(f"pass {pass_.name!r} {problem}",
+                              hint=f"run again with --skip {pass_.name}",
+                              guilty_pass=pass_.name)
+        snapshot.restore(model)
+        return _Judged(model, report, problem)
+    logger.info("%s: %s in %.2fs", pass_.name,
+                "skipped" if result.skipped else ("changed" if result.modified else "no change"),
+                seconds)
+    return _Judged(result.model, report, None)
+
+
+def _pass_report(pass_: registry.Pass, model: onnx.ModelProto, before: dict[str, int],
+                 after: dict[str, int], seconds: float,
+                 result: registry.PassResult | None) -> PassReport:
+    return PassReport(
+        name=pass_.name,
+        options=_jsonable(pass_.options()),
+        modified=result.modified if result else False,
+        skipped=result.skipped if result else None,
+        seconds=seconds,
+        nodes_before=sum(before.values()),
+        nodes_after=sum(after.values()),
+        op_delta=_op_delta(before, after),
+        stats=dict(result.stats) if result else {},
+        warnings=list(result.warnings) if result else [],
+    )
 
 
 def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -252,6 +359,7 @@ def optimize(
     outputs_as_nchw: Sequence[str] = (),
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     verify: bool = True,
+    strict: bool = False,
     parity: ParityOptions | None = None,
     bench: bool | BenchOptions = False,
     require_speedup: float | None = None,
@@ -266,11 +374,16 @@ def optimize(
     ``inputs_as_nchw``, ``outputs_as_nchw`` and ``input_shapes`` configure the passes (see
     :class:`~graphfix.options.RunOptions`); ``input_shapes`` also fixes the sizes parity and the
     benchmark use. ``pass_options`` (``{pass name: {option: value}}``) builds a pass from its
-    own options instead. ``verify`` checks numerical parity (``parity``: how); a failure raises
-    :class:`ParityError` naming the worst output and the pass that broke it. ``bench`` (True,
-    or :class:`BenchOptions`) measures the speedup; ``require_speedup`` raises
-    :class:`BenchmarkError` when it is not reached. ``progress(step, done, total)`` is called
-    as passes and parity input sets start.
+    own options instead. ``verify`` checks numerical parity (``parity``: how).
+
+    A pass whose output does not load in ONNX Runtime (checked after each pass), that fails
+    with an error of its own, or after which parity fails, is left out, or only the part of it
+    that broke the model (:meth:`~graphfix.registry.Pass.fallbacks`); the rest runs and the
+    result is correct. The report's ``left_out`` and its warnings say what and why.
+    ``strict`` refuses instead: :class:`ParityError` names the pass and the output it broke.
+    ``bench`` (True, or :class:`BenchOptions`) measures the speedup; ``require_speedup``
+    raises :class:`BenchmarkError` when it is not reached. ``progress(step, done, total)`` is
+    called as passes and parity input sets start.
     """
     # A run killed before it could clean up (SIGKILL, a power cut) left its folders behind.
     model_io.sweep_temporaries()
@@ -287,9 +400,28 @@ def optimize(
         else model_io.load_with_info(model, load_external_data=False)
     )
     job = _Job(loaded, build_passes(passes, skip=skip, run=run, pass_options=pass_options), run,
-               verify=verify, parity={**parity.arguments(), "input_shapes": run.input_shapes},
+               verify=verify, strict=strict,
+               parity={**parity.arguments(), "input_shapes": run.input_shapes},
                bench=bench_options, require_speedup=require_speedup, progress=progress)
     return job.optimize()
+
+
+class _LoadCheck:
+    """Does ONNX Runtime (CPU, optimizations off) load a pass's output? Checked on the
+    output's structure, its large weights declared as inputs
+    (:func:`graphfix.model_io.runtime_problem`): about as costly as the graph's nodes. Off
+    when ONNX Runtime cannot load the original either (a custom op it lacks): nothing would
+    load then."""
+
+    def __init__(self, original: onnx.ModelProto) -> None:
+        self.enabled = model_io.runtime_problem(original, weightless=True) is None
+
+    def __call__(self, model: onnx.ModelProto) -> str | None:
+        if not self.enabled:
+            return None
+        found = model_io.runtime_problem(model, weightless=True)
+        return None if found is None else (
+            f"broke the model: ONNX Runtime cannot load its output ({found})")
 
 
 class _Job:
@@ -297,11 +429,13 @@ class _Job:
     report that records them (and travels with an error that refuses the result)."""
 
     def __init__(self, loaded: model_io.LoadedModel, pipeline: list[registry.Pass],
-                 run: RunOptions, *, verify: bool, parity: dict[str, Any],
+                 run: RunOptions, *, verify: bool, strict: bool, parity: dict[str, Any],
                  bench: BenchOptions | None, require_speedup: float | None,
                  progress: Progress | None) -> None:
         self.loaded, self.pipeline, self.run = loaded, pipeline, run
-        self.verify, self.parity, self.bench = verify, parity, bench
+        self.verify, self.strict, self.bench = verify, strict, bench
+        self.tolerances = parity.get("tolerances")
+        self.reference_arguments = {k: v for k, v in parity.items() if k != "tolerances"}
         self.require_speedup, self.progress = require_speedup, progress
         self.started = time.perf_counter()
         self.report = Report(graphfix_version=graphfix.__version__, verify=verify)
@@ -313,6 +447,8 @@ class _Job:
         # needed again); a caller's model is never touched.
         self.needs_original = verify or bench is not None
         self.in_place = loaded.owned and (not self.needs_original or loaded.path is not None)
+        # The original's side of the parity check, when it runs beside the passes.
+        self.reference: ReferenceRun | None = None
 
     def optimize(self) -> OptimizeResult:
         with contextlib.ExitStack() as resources:
@@ -321,8 +457,7 @@ class _Job:
             optimized, original = self._rewrite()
             try:
                 if self.verify:
-                    _verify(original, optimized, self.report, self.pipeline,
-                            self.run.input_shapes, self.parity, self.reference, self.progress)
+                    optimized = self._verify(original, optimized)
                 if self.bench is not None:
                     _bench(original(), optimized, self.report, self.bench, self.run,
                            self.require_speedup)
@@ -338,28 +473,88 @@ class _Job:
         original = self.loaded.model
         try:
             # Read before the passes rewrite the model in place.
-            self.reference = _start_reference(original, self.parity) if self.verify else None
+            self.reference = (_start_reference(original, self.reference_arguments)
+                              if self.verify else None)
+            self.loads = _LoadCheck(original)
         except GraphfixError as error:
             raise self._with_report(error, None) from None
         working = original if self.in_place else _copy(original)
         try:
-            optimized, self.report.passes, fixed = run_pipeline(
-                working, self.pipeline, input_shapes=self.run.input_shapes,
-                progress=self.progress)
+            done = run_pipeline(working, self.pipeline, input_shapes=self.run.input_shapes,
+                                progress=self.progress, judge=self.loads, strict=self.strict)
         except BaseException:
             if self.reference is not None:
                 self.reference.cancel()
             raise
-        self.report.warnings += fixed
-        for entry in self.report.passes:
+        self._record(done)
+        # The passes rewrote the loaded model in place: the original is read again from its
+        # file, once and only if something asks for it (a parity check whose reference did not
+        # run beside the passes, the search for a pass that broke parity, the benchmark's
+        # baseline).
+        path = self.loaded.path if self.in_place and self.needs_original else None
+        return done.model, _reader(original, path)
+
+    def _record(self, done: PipelineRun) -> None:
+        """The report's passes, warnings and what was left out, from a run of the pipeline."""
+        self.report.passes = done.passes
+        self.report.left_out = [item.to_dict() for item in done.left_out]
+        self.report.warnings += done.fixed
+        for entry in done.passes:
+            if entry.skipped and entry.skipped.startswith("left out: "):
+                continue  # said once, below
             self.report.warnings += [f"{entry.name}: {w}" for w in entry.warnings]
             if entry.skipped and entry.skipped not in entry.warnings:
                 self.report.warnings.append(f"{entry.name} skipped: {entry.skipped}")
-        # The passes rewrote the loaded model in place: the original is read again from its
-        # file, once and only if something asks for it (a parity check whose reference did not
-        # run beside the passes, the guilty-pass search, the benchmark's baseline).
-        path = self.loaded.path if self.in_place and self.needs_original else None
-        return optimized, _reader(original, path)
+        self.report.warnings += [item.describe() for item in done.left_out]
+
+    def _verify(self, original: Callable[[], onnx.ModelProto],
+                optimized: onnx.ModelProto) -> onnx.ModelProto:
+        """Parity of ``optimized`` with the original; when it fails, the pipeline again from
+        the original with each pass judged by parity, what broke it left out (or, ``strict``,
+        a :class:`ParityError` naming the pass). Returns the model to write."""
+        from graphfix.validate.parity import ReferenceRun, check_parity
+
+        reference = self.reference or ReferenceRun(original(), **self.reference_arguments)
+        result = check_parity(None, optimized, reference_run=reference, progress=self.progress,
+                              tolerances=self.tolerances)
+        self.report.parity = result.to_dict()
+        if result.passed:
+            return optimized
+        first = result.describe()
+        logger.info("parity fails (%s); running the passes again, each checked", first)
+        judged: list[ParityResult] = []
+
+        def judge(model: onnx.ModelProto) -> str | None:
+            problem = self.loads(model)
+            if problem is not None:
+                return problem
+            check = check_parity(None, model, reference_run=reference,
+                                 tolerances=self.tolerances)
+            if not check.passed:
+                return f"broke {check.describe()}"
+            judged.append(check)
+            return None
+
+        try:
+            done = run_pipeline(_copy(original()), self.pipeline,
+                                input_shapes=self.run.input_shapes, progress=_checking(
+                                    self.progress), judge=judge, strict=self.strict)
+        except ParityError as error:  # strict: the pass after which parity first fails
+            raise ParityError(
+                f"the optimized model does not match the original; {error.args[0]}",
+                hint=f"run again with --skip {error.guilty_pass}",
+                guilty_pass=error.guilty_pass) from None
+        if not done.left_out:
+            raise ParityError(
+                f"the optimized model does not match the original ({first})",
+                hint="no single pass reproduces it alone; try --passes with fewer passes")
+        self._record(done)
+        final = judged[-1] if judged else check_parity(
+            None, done.model, reference_run=reference, tolerances=self.tolerances)
+        final.notes.insert(0, f"the first output of the passes failed parity ({first}); "
+                              "each pass was then checked and what broke it left out")
+        self.report.parity = final.to_dict()
+        return done.model
 
     def _finish(self, optimized: onnx.ModelProto | None) -> None:
         if optimized is not None:
@@ -409,39 +604,15 @@ def _reader(model: onnx.ModelProto, path: Path | None) -> Callable[[], onnx.Mode
     return get
 
 
-def _verify(
-    original: Callable[[], onnx.ModelProto],
-    optimized: onnx.ModelProto,
-    report: Report,
-    pipeline: Sequence[registry.Pass],
-    input_shapes: Mapping[str, Sequence[int]] | None,
-    parity_arguments: dict[str, Any],
-    reference_run: ReferenceRun | None,
-    progress: Progress | None,
-) -> None:
-    from graphfix.validate.parity import check_parity
-
-    result = check_parity(original() if reference_run is None else None, optimized,
-                          reference_run=reference_run, progress=progress, **parity_arguments)
-    report.parity = result.to_dict()
-    if result.passed:
-        return
-    guilty = _find_guilty_pass(original(), pipeline, input_shapes, check_parity, parity_arguments)
-    what = result.describe()
-    if guilty is None:
-        raise ParityError(
-            f"the optimized model does not match the original ({what})",
-            hint="no single pass reproduces it alone; try --passes with fewer passes",
-        )
-    name, broke = guilty
-    raise ParityError(
-        f"the optimized model does not match the original; pass {name!r} broke {broke}",
-        hint=f"run again with --skip {name}", guilty_pass=name,
-    )
+def _checking(progress: Progress | None) -> Progress | None:
+    """``progress`` for the passes run again, each checked by parity."""
+    if progress is None:
+        return None
+    return lambda step, done, total: progress(f"checking {step}" if step else step, done, total)
 
 
 def _start_reference(
-    original: onnx.ModelProto, parity_arguments: Mapping[str, Any]
+    original: onnx.ModelProto, arguments: Mapping[str, Any]
 ) -> ReferenceRun | None:
     """The reference side of the parity check, running in the background while the passes
     run (they are mostly one core of Python and a worker process waiting on each other), or
@@ -451,32 +622,9 @@ def _start_reference(
 
     if model_io.weight_bytes(original) > OVERLAP_MAX_WEIGHT_BYTES:
         return None
-    arguments = {k: v for k, v in parity_arguments.items() if k != "tolerances"}
     reference_run = ReferenceRun(original, **arguments)
     reference_run.start()
     return reference_run
-
-
-def _find_guilty_pass(
-    original: onnx.ModelProto,
-    pipeline: Sequence[registry.Pass],
-    input_shapes: Mapping[str, Sequence[int]] | None,
-    check_parity: Callable[..., Any],
-    parity_arguments: dict[str, Any],
-) -> tuple[str, str] | None:
-    """Re-run the pipeline from the original, one pass at a time, checking parity after each:
-    the first pass after which parity fails, and what it broke."""
-    model = _copy(original)
-    fix_input_shapes(model, input_shapes)
-    unknown_dims = graph_layer.clear_unknown_dims(model)
-    for pass_ in pipeline:
-        model = pass_(model).model
-        unknown_dims.restore(model)
-        result = check_parity(original, model, **parity_arguments)
-        if not result.passed:
-            logger.info("parity first fails after pass %s", pass_.name)
-            return pass_.name, result.describe()
-    return None
 
 
 def optimize_file(

@@ -23,7 +23,10 @@ Contract:
 - a pass that holds a resource (a worker process) is a context manager: a pipeline enters its
   passes when the run starts and leaves them when it ends, and a pass used on its own opens and
   closes what it needs around each call;
-- the first line of the class docstring is the summary that ``graphfix passes`` shows.
+- the first line of the class docstring is the summary that ``graphfix passes`` shows;
+- :meth:`Pass.fallbacks` names the finer ways to leave part of a pass out (a rewrite kind, a
+  risky option): when the pass's output does not load or breaks parity, the pipeline tries them
+  before it leaves the whole pass out.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from graphfix.graph import Snapshot, count_nodes
 if TYPE_CHECKING:
     from graphfix.options import RunOptions
 
-__all__ = ["Pass", "PassResult", "register", "get", "names", "summary"]
+__all__ = ["Pass", "PassResult", "Fallback", "register", "get", "names", "summary"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +60,15 @@ class PassResult:
     warnings: list[str] = dataclasses.field(default_factory=list)
     # Set when the pass gave up on this model without changing it; the pipeline goes on.
     skipped: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Fallback:
+    """A pass configured to leave one part of its work out: ``leaves_out`` says which, in words
+    ("onnxsim's graph optimizers"), for the report."""
+
+    leaves_out: str
+    pass_: Pass
 
 
 class Pass:
@@ -74,6 +86,11 @@ class Pass:
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         raise NotImplementedError
+
+    def fallbacks(self) -> list[Fallback]:
+        """This pass with less of it, finest first: each :class:`Fallback` names what it leaves
+        out. None by default: the pipeline then leaves the whole pass out."""
+        return []
 
     def options(self) -> dict[str, Any]:
         """The options this instance runs with, for the report (public attributes by default)."""

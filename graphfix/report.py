@@ -19,6 +19,9 @@ JSON schema ``graphfix.report/1`` (``Report.to_dict()``), stable within a major 
   tolerance_used, ...}]));
 - ``bench``: the benchmark result or null (see :mod:`graphfix.validate.bench`);
 - ``warnings``: everything the run warned about, in order; ``written``: output path or null;
+- ``left_out``: what the run left out because its output did not load, broke parity or
+  failed: [{``pass``, ``position`` (in the pipeline, from 0), ``part`` ("the pass", or what a
+  fallback leaves out, such as "onnxsim's graph optimizers"), ``reason``}];
 - ``error``: why nothing was written (a refused parity check or speedup), or null.
 """
 
@@ -106,6 +109,8 @@ class Report:
     parity: dict[str, Any] | None = None
     bench: dict[str, Any] | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
+    # What the run left out because it broke the model: [{pass, position, part, reason}].
+    left_out: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
     written: str | None = None
     error: str | None = None

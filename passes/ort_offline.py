@@ -51,6 +51,9 @@ Decisions:
    changes a float tensor's element type is refused whole.
 10. Never more nodes: an output with more nodes than the input (subgraphs and local functions
    counted) is refused, with the ops that grew.
+11. ``constant_folding=False`` runs ORT's rewrites without its ``ConstantFolding``: the
+   fallback (:meth:`OrtOffline.fallbacks`) the pipeline tries when the pass's output breaks
+   parity, before it leaves the whole pass out.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ from graphfix.model_io import (
 from graphfix.graph import count_nodes, subgraphs
 from graphfix.passes._compare import grown_ops, same_graph
 from graphfix.passes._portable import Unportable, undo_provider_decisions
-from graphfix.registry import Pass, PassResult, register
+from graphfix.registry import Fallback, Pass, PassResult, register
 
 __all__ = ["OrtOffline", "ort_offline", "nonstandard_ops"]
 
@@ -93,6 +96,7 @@ _STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 _MODEL_NAME = "optimized.onnx"
 _DATA_NAME = "optimized.onnx.data"
 _EXTERNAL_MIN_BYTES = 1024
+_NO_CONSTANT_FOLDING = ("ConstantFolding",)
 
 
 def nonstandard_ops(
@@ -151,7 +155,12 @@ class OrtOffline(Pass):
     def __init__(
         self, *, level: str = "basic", provider: str = "cpu",
         max_growth: float | None = DEFAULT_MAX_GROWTH,
+        constant_folding: bool = True,
     ) -> None:
+        if not isinstance(constant_folding, bool):
+            raise PassError(f"ort-offline: constant_folding must be a bool, got "
+                            f"{constant_folding!r}")
+        self.constant_folding = constant_folding
         try:
             self.max_growth = check_max_growth(max_growth)
         except OptionError as error:
@@ -171,6 +180,15 @@ class OrtOffline(Pass):
         # "auto" means the portable CPU rewrites; a model for CUDA asks for them by name.
         provider = "cpu" if run.provider == "auto" else run.provider
         return cls(level=run.ort_level, provider=provider, max_growth=run.max_growth)
+
+    def fallbacks(self) -> list[Fallback]:
+        # Rule 11: ORT's constant folding is the one rewrite that computes new values (in
+        # float32 kernels that may round otherwise than the original's nodes); the fusions stay.
+        if not self.constant_folding:
+            return []
+        return [Fallback("ONNX Runtime's constant folding", OrtOffline(
+            level=self.level, provider=self.provider, max_growth=self.max_growth,
+            constant_folding=False))]
 
     @property
     def _portable(self) -> bool:
@@ -215,18 +233,28 @@ class OrtOffline(Pass):
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
         }
+        folding = () if self.constant_folding else _NO_CONSTANT_FOLDING  # rule 11
+        if not self.constant_folding:
+            stats["constant_folding_off"] = 1
         try:
             try:
-                optimized = self._attempt(model, stats, disabled=())
+                optimized = self._attempt(model, stats, disabled=folding)
             except _Grows as growth:
+                if not self.constant_folding:
+                    raise
                 # Rule 6: the fusions without the folding that grew the model.
                 logger.debug("ort-offline: %s; again without ConstantFolding", _reason(growth))
-                optimized = self._attempt(model, stats, disabled=("ConstantFolding",))
+                optimized = self._attempt(model, stats, disabled=_NO_CONSTANT_FOLDING)
                 stats["constant_folding_off"] = 1
         except (_CannotLoad, Unportable, _Refused) as refusal:
             reason = _reason(refusal)
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
+        return self._finish(model, optimized, stats)
+
+    def _finish(self, model: onnx.ModelProto, optimized: onnx.ModelProto,
+                stats: dict[str, Any]) -> PassResult:
+        """The pass's result from ORT's checked output (rules 2, 5, 7, 8)."""
         contrib = nonstandard_ops(optimized.graph, optimized.functions)
         if same_graph(optimized.graph, model.graph, names=True):
             stats.update(nodes_after=stats["nodes_before"],

@@ -61,6 +61,12 @@ Rules:
 11. A BatchNormalization after a Conv is folded into the Conv's weights here (:mod:`._batchnorm`,
     the conditions of onnxsim's own fusion, float64 arithmetic rounded once), before onnxsim
     runs: the fused weights then stay here by rule 10 instead of crossing to be fused there.
+12. Parts that can be left out (:meth:`Simplify.fallbacks`): onnxsim's graph optimizers
+    (``optimizers=False``: shape inference, constant folding and dead-code elimination only)
+    and its constant folding (``constant_folding=False``). When the pass's output breaks parity
+    (onnxsim refolds ``((x * 2) * pi) * 300`` into ``x * 1884.9557``, which rounds differently,
+    and a ``Sin`` of a phase near 4e4 turns one ulp into 0.12), the pipeline tries each before
+    it leaves the whole pass out.
 """
 
 from __future__ import annotations
@@ -100,7 +106,7 @@ from graphfix.options import (
 from graphfix.passes._batchnorm import fold_batch_norms
 from graphfix.passes._compare import grown_ops, same_graph
 from graphfix.passes._onnxsim_worker import Budget, OnnxsimWorker, stable_choice
-from graphfix.registry import Pass, PassResult, register
+from graphfix.registry import Fallback, Pass, PassResult, register
 
 __all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS", "STAND_IN_MIN_BYTES", "OnnxsimWorker"]
 
@@ -193,7 +199,13 @@ class Simplify(Pass):
         max_growth: float | None = DEFAULT_MAX_GROWTH,
         input_shapes: Mapping[str, Sequence[int]] | None = None,
         worker: OnnxsimWorker | None = None,
+        optimizers: bool = True,
+        constant_folding: bool = True,
     ) -> None:
+        for name, value in (("optimizers", optimizers), ("constant_folding", constant_folding)):
+            if not isinstance(value, bool):
+                raise PassError(f"simplify: {name} must be a bool, got {value!r}")
+        self.optimizers, self.constant_folding = optimizers, constant_folding
         try:
             self.max_growth = check_max_growth(max_growth)
             shapes = RunOptions(input_shapes=input_shapes).input_shapes
@@ -209,6 +221,21 @@ class Simplify(Pass):
     def configured(cls, run: RunOptions) -> Simplify:
         # The run fixes input shapes itself, before any pass (graphfix.pipeline).
         return cls(max_growth=run.max_growth)
+
+    def fallbacks(self) -> list[Fallback]:
+        # Rule 12: onnxsim's graph optimizers (its fusions and algebraic rewrites: a chain of
+        # Muls by constants refolded into one product, which rounds differently) and its
+        # constant folding, each left out on its own.
+        shared = {"max_growth": self.max_growth, "input_shapes": self.input_shapes,
+                  "worker": self._worker}
+        found = []
+        if self.optimizers:
+            found.append(Fallback("onnxsim's graph optimizers", Simplify(
+                **shared, optimizers=False, constant_folding=self.constant_folding)))
+        if self.constant_folding:
+            found.append(Fallback("onnxsim's constant folding", Simplify(
+                **shared, optimizers=self.optimizers, constant_folding=False)))
+        return found
 
     def __enter__(self) -> Simplify:
         # Rule 2: the worker starts now and imports while the passes before this one run.
@@ -310,6 +337,10 @@ class Simplify(Pass):
                         f"model and {available / 2**30:.1f} GiB are available; model kept")
         base: dict[str, Any] = {"tensor_size_threshold": f"{_FOLD_CAP}B",
                                 "skipped_optimizers": list(SKIPPED_OPTIMIZERS)}
+        if not self.optimizers:  # rule 12
+            base["perform_optimization"] = False
+        if not self.constant_folding:
+            base["skip_constant_folding"] = True
         if self.input_shapes:
             base["overwrite_input_shapes"] = self.input_shapes
         tensors = stats["tensor_bytes_before"]
@@ -317,9 +348,10 @@ class Simplify(Pass):
         limit = budget.limit
         # Rule 3: the bounded re-runs are one job of the worker, tried only when the first
         # output is too big, and only until one is chosen.
-        attempts = [base, *({**base, "tensor_size_threshold": f"{threshold}B"}
-                            for threshold in FOLD_THRESHOLDS),
-                    {**base, "skip_constant_folding": True}]
+        attempts = [base] if not self.constant_folding else [
+            base, *({**base, "tensor_size_threshold": f"{threshold}B"}
+                    for threshold in FOLD_THRESHOLDS),
+            {**base, "skip_constant_folding": True}]
         # The weights that stayed here (rule 10) come back as they are: the worker counts them.
         if self._shared is not None:
             outputs = self._shared.simplify(folder, attempts, budget)

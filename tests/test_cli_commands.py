@@ -69,13 +69,30 @@ def test_a_guilty_pass_is_named_with_the_command_to_run(tmp_path, monkeypatch) -
     registry.register("planted-dropped-bias")(_planted("dropped-bias", dropped_bias))
     src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
     onnx.save(planted_model(), str(src))
-    args = ["optimize", src, dst, "--passes", "eliminate-transposes,planted-dropped-bias"]
+    args = ["optimize", src, dst, "--passes", "eliminate-transposes,planted-dropped-bias",
+            "--strict"]
     result = invoke(*args)
     assert result.exit_code == 1 and not dst.exists()
     assert "pass 'planted-dropped-bias' broke" in result.output
     command = result.output.split("to leave it out: ", 1)[1].rstrip(")\n")
     assert shlex.split(command)[-2:] == ["--skip", "planted-dropped-bias"]
     assert invoke(*shlex.split(command)[1:]).exit_code == 0 and dst.exists()
+
+
+def test_without_strict_the_guilty_pass_is_left_out_with_a_warning(tmp_path, monkeypatch):
+    registry._ensure_loaded()
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    registry.register("planted-dropped-bias")(_planted("dropped-bias", dropped_bias))
+    src, dst, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
+    onnx.save(planted_model(), str(src))
+    result = invoke("optimize", src, dst, "--passes", "eliminate-transposes,planted-dropped-bias",
+                    "--report", report)
+    assert result.exit_code == 0 and dst.exists()
+    [line] = [x for x in result.output.splitlines() if x.startswith("warning: left out")]
+    assert line.startswith("warning: left out pass 'planted-dropped-bias': broke output")
+    assert len(line) <= 300
+    data = json.loads(report.read_text())
+    assert data["left_out"][0]["pass"] == "planted-dropped-bias" and data["parity"]["passed"]
 
 
 def test_pass_options_reach_the_passes(tmp_path) -> None:
@@ -166,7 +183,7 @@ def test_a_refused_run_still_writes_its_report(tmp_path, monkeypatch) -> None:
     src, report = tmp_path / "in.onnx", tmp_path / "r.json"
     onnx.save(planted_model(), str(src))
     result = invoke("optimize", src, tmp_path / "out.onnx", "--passes", "planted-dropped-bias",
-                    "--report", report)
+                    "--report", report, "--strict")
     assert result.exit_code == 1
     data = json.loads(report.read_text())
     assert data["parity"]["passed"] is False and data["written"] is None

@@ -74,7 +74,7 @@ def test_report_has_per_pass_timings_and_op_delta():
 def test_a_crashing_pass_becomes_a_pass_error_naming_it():
     model = onnx.parser.parse_model(RELU)
     with pytest.raises(PassError, match="'explodes' failed: IndexError") as info:
-        graphfix.optimize(model, passes=[Explodes()], verify=False)
+        graphfix.optimize(model, passes=[Explodes()], verify=False, strict=True)
     assert "--skip explodes" in str(info.value)
 
 
@@ -147,14 +147,15 @@ def test_reference_runs_beside_the_passes_and_sees_the_original(tmp_path, monkey
     assert result.report.parity["reference_overlapped"] is overlap
     assert result.report.parity["reference_seconds"] > 0
     with pytest.raises(graphfix.GraphfixError, match="negates-in-place"):
-        graphfix.optimize_file(src, tmp_path / "bad.onnx", passes=[NegatesInPlace()])
+        graphfix.optimize_file(src, tmp_path / "bad.onnx", passes=[NegatesInPlace()],
+                               strict=True)
     assert not (tmp_path / "bad.onnx").exists()
 
 
 def test_a_failing_pass_cancels_the_reference_runs():
     model = onnx.parser.parse_model(RELU)
     with pytest.raises(PassError, match="explodes"):
-        graphfix.optimize(model, passes=[Explodes()])
+        graphfix.optimize(model, passes=[Explodes()], strict=True)
 
 
 def test_a_model_ort_cannot_load_is_refused_before_the_passes_with_a_report():

@@ -8,12 +8,12 @@ import onnx
 
 from graphfix.errors import ModelLoadError, first_line
 from graphfix.graph import graphs
-from graphfix.model_io.encoding import skeleton
+from graphfix.model_io.encoding import copy_without, skeleton
 from graphfix.model_io.runtime import max_ir_version
 from graphfix.model_io.sessions import _temporary_model_file, ort_session
-from graphfix.model_io.tensors import _inline_bytes, _lazy_tensors
+from graphfix.model_io.tensors import _inline_bytes, _lazy_source, _lazy_tensors, tensor_bytes
 
-__all__ = ["check_model", "checker_problem", "runtime_problem"]
+__all__ = ["check_model", "checker_problem", "runtime_problem", "weights_as_inputs"]
 
 # Above this many bytes of weights in memory, check_model checks a weightless copy on disk.
 _CHECK_INLINE_BYTES = 8 * 2**20
@@ -41,13 +41,40 @@ def checker_problem(model: onnx.ModelProto, *, full_check: bool = True) -> str |
     return None
 
 
-def runtime_problem(model: onnx.ModelProto) -> str | None:
-    """Why ONNX Runtime (CPU, optimizations off) cannot load ``model`` (one line), or None."""
+# Weights at least this large become graph inputs in a weightless load check: shapes, axes,
+# scales and other small constants that kernels read when they are created stay initializers.
+_WEIGHTLESS_MIN_BYTES = 1024
+
+
+def runtime_problem(model: onnx.ModelProto, *, weightless: bool = False) -> str | None:
+    """Why ONNX Runtime (CPU, optimizations off) cannot load ``model`` (one line), or None.
+
+    ``weightless``: load the model's structure only, its main graph's weights of 1 KiB or more
+    declared as typed graph inputs instead (nothing of them is copied or read), which costs
+    about as much as the graph's nodes. ONNX Runtime resolves types, shapes and kernels on that
+    the same way; a kernel that needs a large constant weight at creation refuses it, so what
+    this load refuses is checked again with the weights before it is reported."""
     try:
-        ort_session(model, optimization="disabled")
+        ort_session(weights_as_inputs(model) if weightless else model, optimization="disabled")
     except Exception as err:  # noqa: BLE001 - ORT raises several unrelated types
-        return first_line(err)
+        return runtime_problem(model) if weightless else first_line(err)
     return None
+
+
+def weights_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` whose main-graph initializers of 1 KiB or more (and those whose
+    values stay in their files) are typed graph inputs of their name, type and shape; smaller
+    initializers are copied as they are."""
+    copy = copy_without(model, frozenset({"graph"}))
+    copy.graph.CopyFrom(copy_without(model.graph, frozenset({"initializer"})))
+    listed = {value.name for value in copy.graph.input}
+    for tensor in model.graph.initializer:
+        if _lazy_source(tensor) is None and tensor_bytes(tensor) < _WEIGHTLESS_MIN_BYTES:
+            copy.graph.initializer.append(tensor)
+        elif tensor.name not in listed:
+            copy.graph.input.append(onnx.helper.make_tensor_value_info(
+                tensor.name, tensor.data_type, list(tensor.dims)))
+    return copy
 
 
 def check_model(model: onnx.ModelProto, *, rewrite: bool = False) -> list[str]:

@@ -402,6 +402,7 @@ class ReferenceRun:
             dynamic = any(s.dynamic for s in self._specs if s.name not in (input_shapes or {}))
             self.total = runs if runs is not None else (2 if dynamic else 1)
         self._future: concurrent.futures.Future[ReferenceOutputs] | None = None
+        self._outputs: ReferenceOutputs | None = None
         self._cancelled = threading.Event()
 
     def start(self) -> None:
@@ -422,11 +423,13 @@ class ReferenceRun:
         self._cancelled.set()
 
     def result(self, progress: Progress | None = None) -> ReferenceOutputs:
-        """The reference's outputs (run here unless :meth:`start` ran them); re-raises what the
-        run raised (:class:`ValidationInputError` when the reference cannot run)."""
-        if self._future is None:
-            return self._run(progress)
-        return self._future.result()
+        """The reference's outputs (run here unless :meth:`start` ran them), the same on every
+        call; re-raises what the run raised (:class:`ValidationInputError` when the reference
+        cannot run)."""
+        if self._outputs is None:
+            self._outputs = self._run(progress) if self._future is None else (
+                self._future.result())
+        return self._outputs
 
     def _run(self, progress: Progress | None) -> ReferenceOutputs:
         started = time.perf_counter()

@@ -114,7 +114,7 @@ from graphfix.passes.eliminate_transposes.loops import lift_scan_transposes, sca
 from graphfix.passes.eliminate_transposes.ops import DEFAULT_DOMAINS, is_transpose
 from graphfix.passes.eliminate_transposes.edits import Stats
 from graphfix.passes.eliminate_transposes.rewrite import Rewriter
-from graphfix.registry import Pass, PassResult, register
+from graphfix.registry import Fallback, Pass, PassResult, register
 
 __all__ = ["EliminateTransposes", "eliminate_transposes"]
 
@@ -166,6 +166,15 @@ class EliminateTransposes(Pass):
     def configured(cls, run: RunOptions) -> EliminateTransposes:
         return cls(reorder_reductions=not run.keep_reduction_order,
                    inputs_as_nchw=run.inputs_as_nchw, outputs_as_nchw=run.outputs_as_nchw)
+
+    def fallbacks(self) -> list[Fallback]:
+        # Pushing a Transpose through a sum-like reduction reorders a float sum: the one rewrite
+        # of this pass whose result is not bit-identical.
+        if not self.reorder_reductions:
+            return []
+        return [Fallback("reordering reductions", EliminateTransposes(
+            reorder_reductions=False, inputs_as_nchw=self.inputs_as_nchw,
+            outputs_as_nchw=self.outputs_as_nchw))]
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 0)
