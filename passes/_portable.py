@@ -15,8 +15,9 @@ Rules:
    model-local function) is inlined into its body; ORT's layout rewrites turn
    ``Shape(Transpose(x))`` into ``Gather(Shape(x), perm)`` and keep the Transpose. An original
    node whose outputs ORT now computes with other ops is put back when every tensor it reads
-   is still there and putting it back lowers the node count (ORT's way becomes dead code). A
-   fusion is never undone: it removes the tensors the fused nodes read.
+   is still there and putting it back lowers the node count (ORT's way becomes dead code), or
+   keeps it while it removes an op type the model did not have (``CastLike`` inlined as
+   ``Cast``). A fusion is never undone: it removes the tensors the fused nodes read.
 3. Model-local functions that a put-back node calls are restored to the model, with the
    functions they call.
 
@@ -37,7 +38,7 @@ from graphfix import graph as graph_layer
 from graphfix.errors import first_line
 from graphfix.graph import STANDARD_DOMAINS, subgraphs
 
-__all__ = ["Undone", "Unportable", "undo_provider_decisions"]
+__all__ = ["Undone", "Unportable", "undo_provider_decisions", "op_types", "element_types"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +67,8 @@ def undo_provider_decisions(optimized: onnx.ModelProto, original: onnx.ModelProt
     if undone.casts:
         undone.restored += _restore_dropped_casts(optimized.graph, original.graph)
         _check_element_types(optimized, original)
-    expanded = _restore_expanded(optimized.graph, original.graph, outer=set())
+    foreign = op_types(optimized) - op_types(original)
+    expanded = _restore_expanded(optimized.graph, original.graph, outer=set(), foreign=foreign)
     undone.restored += expanded
     if expanded:
         _restore_functions(optimized, original)
@@ -248,7 +250,9 @@ class _Liveness:
     """How many readers each tensor of one graph has left, which nodes are dead, and which
     names a put-back node now produces, under edits that are tried and taken back."""
 
-    def __init__(self, graph: onnx.GraphProto, roots: set[str]) -> None:
+    def __init__(self, graph: onnx.GraphProto, roots: set[str],
+                 foreign: frozenset[tuple[str, str]] = frozenset()) -> None:
+        self.foreign = foreign  # op types the original model does not have
         self.index = graph_layer.Index(graph)
         self.readers = {name: len(nodes) for name, nodes in self.index.consumers.items()}
         for name in roots:
@@ -288,7 +292,7 @@ class _Liveness:
                 producer = self.index.producer.get(name)
                 if producer is not None:
                     queue.append(producer)
-        if len(dying) <= 1:
+        if len(dying) < 1 or len(dying) == 1 and _op(dying[0]) not in self.foreign:
             self.readers.update(saved)
             self.taken.difference_update(outputs)
             return None
@@ -306,13 +310,42 @@ def _reading(node: onnx.NodeProto, resolve: Callable[[str], str]) -> onnx.NodePr
     return copy
 
 
+def _op(node: onnx.NodeProto) -> tuple[str, str]:
+    return (node.domain or "ai.onnx", node.op_type)
+
+
+def op_types(model: onnx.ModelProto) -> frozenset[tuple[str, str]]:
+    """(domain, op type) of every node of ``model``: every graph and local function."""
+    nodes = [*graph_layer.all_nodes(model.graph), *(n for f in model.functions for n in f.node)]
+    return frozenset(_op(node) for node in nodes)
+
+
+def element_types(model: onnx.ModelProto) -> frozenset[int]:
+    """The element types ``model`` declares or computes with: its tensors (every graph's
+    initializers, Constant values, inputs, outputs and value infos) and its Casts' targets."""
+    found: set[int] = set()
+    for graph in graph_layer.graphs(model.graph):
+        found.update(t.data_type for t in graph.initializer)
+        for value in (*graph.input, *graph.output, *graph.value_info):
+            if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+                found.add(value.type.tensor_type.elem_type)
+        for node in graph.node:
+            for attribute in node.attribute:
+                if attribute.type == onnx.AttributeProto.TENSOR:
+                    found.add(attribute.t.data_type)
+                elif node.op_type == "Cast" and attribute.name == "to":
+                    found.add(attribute.i)
+    return frozenset(found)
+
+
 def _same_op(a: onnx.NodeProto, b: onnx.NodeProto) -> bool:
     return a.op_type == b.op_type and (a.domain or "ai.onnx") == (b.domain or "ai.onnx")
 
 
-def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, outer: set[str]) -> int:
+def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, outer: set[str],
+                      foreign: frozenset[tuple[str, str]]) -> int:
     roots = {o.name for o in optimized.output}
-    live = _Liveness(optimized, roots)
+    live = _Liveness(optimized, roots, foreign)
     available = graph_layer.defined_names(optimized) | outer
     # ORT removes Identity and Dropout nodes and lets their readers read what they copied.
     aliases = {
@@ -367,7 +400,7 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
         if twin is None or not _same_op(twin, node):
             continue
         for sub, twin_sub in zip(subgraphs(node), subgraphs(twin)):
-            count += _restore_expanded(sub, twin_sub, scope)
+            count += _restore_expanded(sub, twin_sub, scope, foreign)
     return count
 
 

@@ -27,6 +27,9 @@ Rules:
 8. Every fact comes from the signature's inputs, the constants and the ops: shapes the file
    only declares (``value_info``, the outputs' shapes) are not read, since a stale declaration
    would turn into a constant target that ignores what the inputs say.
+9. CastLike reads its second input for its element type alone: a CastLike of a constant is a
+   constant of that type (the dynamo exporter writes every constant of a float16 model as
+   ``CastLike(c, x)``, which no constant folding can touch since ``x`` is computed).
 
 Dynamic dimensions stay dynamic: a symbol is never replaced by a size, and the signature is
 never touched. Graph outputs keep their producers' names. Bodies of If/Loop/Scan are left as
@@ -43,7 +46,7 @@ from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
 from graphfix.graph import STANDARD_DOMAINS, holds_graph
-from graphfix.model_io import skeleton, tensor_bytes, tensor_digest
+from graphfix.model_io import skeleton, tensor_bytes, tensor_digest, tensor_value
 from graphfix.passes._symbolic import Expr, Facts, Shape, Value
 from graphfix.registry import Pass, PassResult, register
 
@@ -118,6 +121,10 @@ def reshape_target(source: Shape, wanted: Shape, *, allowzero: bool = False) -> 
     return target
 
 
+# Rule 9 casts constants up to this size (a float16 model's scalars and per-channel vectors).
+_CAST_MAX_BYTES = 64 * 1024
+
+
 class _Rewriter:
     """Rules 1-6 on one graph."""
 
@@ -140,6 +147,8 @@ class _Rewriter:
         self.by_value = {tensor_digest(t): t.name for t in graph.initializer
                          if 0 < tensor_bytes(t) <= _SHARED_MAX_BYTES and t.HasField("raw_data")
                          and t.name not in inputs}
+        self.fed = inputs
+        self.initializer = {t.name: t for t in graph.initializer}
 
     def run(self) -> bool:
         changed = False
@@ -151,8 +160,8 @@ class _Rewriter:
             if self._fold_value(node) or self._same_value(node):
                 changed = True
                 continue
-            rule = {"Reshape": self._reshape, "Expand": self._expand, "Where": self._where}.get(
-                node.op_type)
+            rule = {"Reshape": self._reshape, "Expand": self._expand, "Where": self._where,
+                    "CastLike": self._cast_like}.get(node.op_type)
             if rule is not None and rule(node):
                 changed = True
         if self.replaced:
@@ -285,6 +294,38 @@ class _Rewriter:
         if out_shape is None or self.facts.shape(chosen) != out_shape:
             return False
         return self._drop(node, chosen)
+
+    def _cast_like(self, node: onnx.NodeProto) -> bool:
+        """Rule 9."""
+        if len(node.input) != 2 or node.output[0] in self.outputs:
+            return False
+        value = self._constant_value(node.input[0])
+        target = self.facts.elem_type(node.input[1])
+        if value is None or not target:
+            return False
+        try:
+            dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(target))
+        except (KeyError, TypeError, ValueError):
+            return False
+        if dtype.kind not in "biuf" or value.dtype.kind not in "biuf":
+            return False  # bfloat16, float8, strings: numpy's casts are not ONNX's
+        with np.errstate(all="ignore"):
+            array = value.astype(dtype)
+        self.replaced[node.output[0]] = self._tensor(array, f"{node.output[0]}_folded")
+        self.stats["values_folded"] += 1
+        return True
+
+    def _constant_value(self, name: str) -> np.ndarray | None:
+        """The value of a small constant (an initializer no caller feeds, a Constant node
+        holding a tensor), or None."""
+        tensor = self.initializer.get(name) if name not in self.fed else None
+        producer = self.producer.get(name)
+        if tensor is None and producer is not None and producer.op_type == "Constant" and (
+                producer.domain in STANDARD_DOMAINS):
+            tensor = next((a.t for a in producer.attribute if a.name == "value"), None)
+        if tensor is None or not 0 < tensor_bytes(tensor) <= _CAST_MAX_BYTES:
+            return None
+        return tensor_value(tensor)
 
     # -------------------------------------------------------------- rule 6
     def _commit(self) -> None:

@@ -42,13 +42,20 @@ Decisions:
       from the graph while the subgraph still reads its name. ORT does this even with its
       optimizations off, so no option avoids it; the pass skips.
    Any structural fault the checker finds makes the pass skip with the checker's reason.
-9. Portable means portable. At session set-up ORT also decides things for the kernels of the
+9. Portable means portable: no op type and no element type the model does not have.
+   ORT's QDQ rewrites (propagating a DequantizeLinear through Gather, Reshape and the like with
+   new QuantizeLinear/DequantizeLinear pairs: a requantization nobody asked for) are for
+   providers that run quantized kernels, and are off (``session.disable_quant_qdq``).
+   At session set-up ORT also decides things for the kernels of the
    CPU provider: float32 islands between inserted Casts where a float16 kernel is missing,
    function ops (HardSwish, a float16 Softmax, local functions) inlined, ``Shape`` of a
    Transpose turned into a ``Gather`` of its permutation. At the portable level (basic, CPU)
    those decisions are taken back (:mod:`graphfix.passes._portable`): the casts go, and each
-   original node ORT expanded is put back when that lowers the node count. An output that still
-   changes a float tensor's element type is refused whole.
+   original node ORT expanded is put back when that lowers the node count or removes an op type
+   the model did not have. An output that still changes a float tensor's element type, or has
+   an op type or an element type the model does not have, is refused whole, after one more
+   try without the fusions known to write such op types (``MatMul + Add -> Gemm``,
+   ``Gather -> Split``: ``_MAKERS``).
 10. Never more nodes: an output with more nodes than the input (subgraphs and local functions
    counted) is refused, with the ops that grew.
 11. ``constant_folding=False`` runs ORT's rewrites without its ``ConstantFolding``: the
@@ -84,7 +91,12 @@ from graphfix.model_io import (
 )
 from graphfix.graph import count_nodes, subgraphs
 from graphfix.passes._compare import grown_ops, same_graph
-from graphfix.passes._portable import Unportable, undo_provider_decisions
+from graphfix.passes._portable import (
+    Unportable,
+    element_types,
+    op_types,
+    undo_provider_decisions,
+)
 from graphfix.registry import Fallback, Pass, PassResult, register
 
 __all__ = ["OrtOffline", "ort_offline", "nonstandard_ops"]
@@ -97,6 +109,12 @@ _MODEL_NAME = "optimized.onnx"
 _DATA_NAME = "optimized.onnx.data"
 _EXTERNAL_MIN_BYTES = 1024
 _NO_CONSTANT_FOLDING = ("ConstantFolding",)
+# Rule 9: the graph transformers of ORT's basic level that write a standard op type their
+# input may not have, by the op type they write.
+_MAKERS: dict[str, tuple[str, ...]] = {
+    "ai.onnx::Gemm": ("MatMulAddFusion",),
+    "ai.onnx::Split": ("GatherToSplitFusion", "GatherSliceToSplitFusion"),
+}
 
 
 def nonstandard_ops(
@@ -211,6 +229,8 @@ class OrtOffline(Pass):
                 "session.optimized_model_external_initializers_min_size_in_bytes",
                 str(_EXTERNAL_MIN_BYTES),
             )
+            if self._portable:  # rule 9: no requantization
+                options.add_session_config_entry("session.disable_quant_qdq", "1")
             try:
                 session = ort_session(model, optimization=self.level, providers=providers,
                                       options=options, disabled_optimizers=disabled)
@@ -238,13 +258,13 @@ class OrtOffline(Pass):
             stats["constant_folding_off"] = 1
         try:
             try:
-                optimized = self._attempt(model, stats, disabled=folding)
+                optimized = self._attempt_portable(model, stats, disabled=folding)
             except _Grows as growth:
                 if not self.constant_folding:
                     raise
                 # Rule 6: the fusions without the folding that grew the model.
                 logger.debug("ort-offline: %s; again without ConstantFolding", _reason(growth))
-                optimized = self._attempt(model, stats, disabled=_NO_CONSTANT_FOLDING)
+                optimized = self._attempt_portable(model, stats, disabled=_NO_CONSTANT_FOLDING)
                 stats["constant_folding_off"] = 1
         except (_CannotLoad, Unportable, _Refused) as refusal:
             reason = _reason(refusal)
@@ -275,6 +295,20 @@ class OrtOffline(Pass):
         )
         return PassResult(optimized, True, stats=stats, warnings=warnings)
 
+    def _attempt_portable(self, model: onnx.ModelProto, stats: dict[str, Any],
+                          disabled: Sequence[str]) -> onnx.ModelProto:
+        """:meth:`_attempt`, again without the fusions that wrote op types the model does not
+        have (rule 9) when there are such."""
+        try:
+            return self._attempt(model, stats, disabled)
+        except _Foreign as foreign:
+            makers = sorted({name for op in foreign.ops for name in _MAKERS.get(op, ())})
+            if not makers:
+                raise
+            logger.debug("ort-offline: %s; again without %s", foreign, ", ".join(makers))
+            stats["fusions_off"] = len(makers)
+            return self._attempt(model, stats, [*disabled, *makers])
+
     def _attempt(self, model: onnx.ModelProto, stats: dict[str, Any],
                  disabled: Sequence[str]) -> onnx.ModelProto:
         """ORT's output for ``model``, its provider decisions taken back at the portable level,
@@ -303,6 +337,12 @@ class OrtOffline(Pass):
             raise _Refused("ORT changed the graph's inputs or outputs")
         if self._portable and contrib:
             raise _Refused(f"ORT basic emitted non-standard ops ({', '.join(contrib)})")
+        if self._portable:
+            new_ops = sorted(f"{d}::{o}" for d, o in op_types(optimized) - op_types(model))
+            new_types = sorted(onnx.TensorProto.DataType.Name(t)
+                               for t in element_types(optimized) - element_types(model))
+            if new_ops or new_types:
+                raise _Foreign(new_ops, new_types)
         # Sizes from tensor shapes: serializing a model to measure it copies every weight and
         # fails past 2 GB.
         size, new_size = weight_bytes(model), weight_bytes(optimized)
@@ -335,6 +375,17 @@ class OrtOffline(Pass):
 
 class _Refused(Exception):
     """ORT's output is not taken (the reason)."""
+
+
+class _Foreign(_Refused):
+    """Rule 9: ORT's output has op types or element types the model does not have."""
+
+    def __init__(self, ops: list[str], types: list[str]) -> None:
+        parts = [f"op types the model does not ({', '.join(ops)})" if ops else "",
+                 f"element types the model does not ({', '.join(types)})" if types else ""]
+        super().__init__("ORT's output is not portable: it has "
+                         + "; ".join(part for part in parts if part))
+        self.ops = ops
 
 
 class _Grows(_Refused):

@@ -252,3 +252,38 @@ def test_a_declared_shape_is_not_a_fact():
     result = FoldShapes()(model)
     assert not result.modified
     assert list(result.model.graph.node[0].input) == ["x", "shape"]
+
+
+# --------------------------------------------------------------- rule 9: CastLike
+def test_cast_like_of_a_constant_becomes_a_constant_of_the_type(ort_run, rng) -> None:
+    # The dynamo exporter writes a float16 model's constants as CastLike(c, x).
+    text = """
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float16[N, 3] x) => (float16[N, 3] y, float16[N, 3] z) {
+        tenth = Constant <value = float {0.1}> ()
+        c = CastLike (tenth, x)
+        y = Add (x, c)
+        d = CastLike (x, x)
+        z = Mul (d, c)
+    }"""
+    result = FoldShapes()(onnx.parser.parse_model(text))
+    assert [n.op_type for n in result.model.graph.node] == ["Add", "CastLike", "Mul"]
+    [folded] = result.model.graph.initializer
+    assert folded.data_type == onnx.TensorProto.FLOAT16 and list(folded.dims) == []
+    assert numpy_helper.to_array(folded) == np.float16(0.1)  # rounded once, to nearest
+    x = rng.standard_normal((2, 3)).astype(np.float16)
+    got, want = ort_run(result.model, {"x": x}), ort_run(onnx.parser.parse_model(text), {"x": x})
+    for name in ("y", "z"):  # ORT's own float16 kernels round within one ulp of each other
+        np.testing.assert_allclose(got[name], want[name], rtol=2e-3, atol=1e-3)
+    assert not FoldShapes()(result.model).modified
+
+
+def test_cast_like_to_a_type_numpy_cannot_cast_to_stays() -> None:
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (bfloat16[3] x) => (bfloat16[3] y) {
+        one = Constant <value = float {1.0}> ()
+        c = CastLike (one, x)
+        y = Add (x, c)
+    }""")
+    assert not FoldShapes()(model).modified

@@ -356,3 +356,77 @@ def test_output_with_more_nodes_is_refused() -> None:
         from graphfix.graph import count_nodes
 
         assert count_nodes(result.model) <= count_nodes(model)
+
+
+# --------------------------------------------------------------- rule 9: no new types
+def _op_set(model: onnx.ModelProto) -> set[str]:
+    return {n.op_type for n in model.graph.node}
+
+
+QUANTIZED_TABLE = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (int64[N, 5] ids, float[N, 5, 8] h) => (float[N, 5, 8] y) {
+    table = DequantizeLinear (q, scale, zero)
+    rows = Gather (table, ids)
+    y = Add (rows, h)
+}""")
+QUANTIZED_TABLE.graph.initializer.extend([
+    onnx.numpy_helper.from_array(np.arange(-64, 64, dtype=np.int8).reshape(16, 8), "q"),
+    onnx.numpy_helper.from_array(np.array(0.05, np.float32), "scale"),
+    onnx.numpy_helper.from_array(np.array(0, np.int8), "zero"),
+])
+
+
+def test_no_quantize_pairs_are_added_to_a_quantized_table(ort_run, rng) -> None:
+    # ORT's QDQ propagation moves the DequantizeLinear past the Gather with a new
+    # QuantizeLinear/DequantizeLinear pair: a requantization nobody asked for.
+    result = OrtOffline()(_copy(QUANTIZED_TABLE))
+    assert _op_set(result.model) <= _op_set(QUANTIZED_TABLE)
+    assert "QuantizeLinear" not in _op_set(result.model)
+    feeds = {"ids": rng.integers(0, 16, (2, 5)), "h": rng.standard_normal((2, 5, 8)).astype(
+        np.float32)}
+    np.testing.assert_array_equal(ort_run(result.model, feeds)["y"],
+                                  ort_run(QUANTIZED_TABLE, feeds)["y"])
+
+
+DENSE_HEAD = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] x) => (float[N, 3] y) {
+    h = MatMul (x, w)
+    z = Add (h, b)
+    i = Identity (z)
+    y = Relu (i)
+}""")
+DENSE_HEAD.graph.initializer.extend([
+    onnx.numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3), "w"),
+    onnx.numpy_helper.from_array(np.ones(3, np.float32), "b"),
+])
+
+
+def test_a_fusion_into_an_op_type_the_model_lacks_is_left_out(ort_run, rng) -> None:
+    # MatMul + Add -> Gemm: the rest of ORT's rewrites (the Identity) still happen.
+    result = OrtOffline()(_copy(DENSE_HEAD))
+    assert ops(result.model) == ["MatMul", "Add", "Relu"]
+    assert result.stats["fusions_off"] == 1
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_array_equal(ort_run(result.model, {"x": x})["y"],
+                                  ort_run(DENSE_HEAD, {"x": x})["y"])
+    with_gemm = _copy(DENSE_HEAD)
+    with_gemm.graph.node.append(onnx.helper.make_node("Gemm", ["x", "w"], ["unused"]))
+    assert "Gemm" in ops(OrtOffline()(with_gemm).model)  # a model that has Gemm keeps the fusion
+
+
+def test_cast_like_stays_cast_like(ort_run, rng) -> None:
+    # ORT inlines CastLike (a function op) as Cast: one node for one, but an op type the model
+    # does not have; the original node is put back.
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 3] x, float16[2, 3] h) => (float16[2, 3] y) {
+        c = CastLike (x, h)
+        y = Add (c, h)
+    }""")
+    result = OrtOffline()(_copy(model))
+    assert "Cast" not in ops(result.model)
+    feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32),
+             "h": rng.standard_normal((2, 3)).astype(np.float16)}
+    np.testing.assert_array_equal(ort_run(result.model, feeds)["y"], ort_run(model, feeds)["y"])
