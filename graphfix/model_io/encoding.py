@@ -155,6 +155,8 @@ class _Encoder:
     # here as (name, array over their bytes), the tensor left as a reference ORT resolves from
     # ``SessionOptions.add_external_initializers``.
     memory: list[tuple[str, np.ndarray]] | None = None
+    # When a set: only initializers of these names are lent to ``memory``.
+    lendable: frozenset[str] | None = None
     end: int = 0  # bytes of data_file used
 
     def serialize(self, model: onnx.ModelProto) -> bytes:
@@ -181,6 +183,8 @@ class _Encoder:
         assert self.memory is not None
         dtype = _plain_dtype(tensor.data_type)
         size = _nbytes(tensor)
+        if self.lendable is not None and tensor.name not in self.lendable:
+            return None
         if (tensor.data_location == onnx.TensorProto.EXTERNAL or dtype is None
                 or size < _EXTERNAL_THRESHOLD or not _LITTLE_ENDIAN):
             return None

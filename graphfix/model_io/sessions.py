@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 
+from graphfix.graph import graphs
 from graphfix.model_io.encoding import _Encoder, _write_model
 from graphfix.model_io.runtime import ir_capped
 from graphfix.model_io.tensors import _external_tensors, _inline_bytes, _lazy_tensors
@@ -87,7 +88,11 @@ def ort_session(
             # copy and copying them out of it, cost 3 copies and most of the session's start),
             # and weights that stay in their files are read there by ORT.
             memory: list[tuple[str, np.ndarray]] = []
-            encoder = _Encoder(lazy="refer", folder=next(iter(folders), None), memory=memory)
+            # Only weights some node reads are lent: ORT drops an initializer nothing reads when
+            # it resolves the graph, then fails to find it to put a lent weight in ("Failed to
+            # find existing initializer"); such a tensor goes inline instead.
+            encoder = _Encoder(lazy="refer", folder=next(iter(folders), None), memory=memory,
+                               lendable=_read_names(model))
             payload = encoder.serialize(model)
             if folders:
                 options.add_session_config_entry(_ORT_EXTERNAL_FOLDER, str(encoder.folder))
@@ -102,6 +107,15 @@ def ort_session(
         with _temporary_model_file(model, lazy="copy") as path:
             return ort.InferenceSession(str(path), options, providers=list(providers),
                                         disabled_optimizers=list(disabled_optimizers))
+
+
+def _read_names(model: onnx.ModelProto) -> frozenset[str]:
+    """Names some node of ``model`` reads (in any graph), and the main graph's outputs."""
+    names = {o.name for o in model.graph.output}
+    for graph in graphs(model.graph):
+        for node in graph.node:
+            names.update(node.input)
+    return frozenset(names)
 
 
 @contextlib.contextmanager

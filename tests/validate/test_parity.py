@@ -7,6 +7,7 @@ import math
 import numpy as np
 import onnx
 import pytest
+from onnx import numpy_helper
 
 from graphfix.errors import ValidationInputError
 from graphfix.validate.parity import (
@@ -256,3 +257,16 @@ def test_every_size_tried_is_named_when_none_runs() -> None:
     message = str(info.value)
     assert "at any size tried" in message
     assert "x float32[1, 3]" in message and "x float32[2, 3]" in message
+
+
+def test_a_model_with_a_weight_no_node_reads_is_checked() -> None:
+    # ONNX Runtime drops an initializer nothing reads when it resolves the graph, then cannot
+    # find it to put a weight lent from memory in (a silero VAD export keeps such weights).
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float[2, 64] x) => (float[2, 64] y) { y = MatMul (x, w) }""")
+    model.graph.initializer.extend([
+        numpy_helper.from_array(np.eye(64, dtype=np.float32), "w"),
+        numpy_helper.from_array(np.ones((64, 64), np.float32), "unused"),
+    ])
+    assert check_parity(model, model).passed
