@@ -41,6 +41,7 @@ from graphfix import graph as graph_layer
 from graphfix.errors import ValidationInputError, first_line, shown
 from graphfix.graph import graphs
 from graphfix.model_io import tensor_value
+from graphfix.validate.pinned import pinned_sizes
 
 Feeds = dict[str, Any]  # input name -> numpy array (or a list of arrays for a sequence input)
 
@@ -71,10 +72,16 @@ _PASS_THROUGH = {
     "Cast", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Expand", "Transpose",
     "Slice", "Concat", "CastLike", "Tile",
 }
-# (op, input position of the indices) -> input position of the table, axis attribute, default axis
+# (op, input position of the indices) -> input position of the table, axis attribute, default
+# axis; the attribute _EVERY_AXIS: the indices address leading axes together (bounded by the
+# smallest).
+_EVERY_AXIS = "*"
 _INDEXERS: dict[tuple[str, int], tuple[int, str | None, int]] = {
     ("Gather", 1): (0, "axis", 0),
     ("GatherElements", 1): (0, "axis", 0),
+    ("ScatterElements", 1): (0, "axis", 0),
+    ("ScatterND", 1): (0, _EVERY_AXIS, 0),
+    ("GatherND", 1): (0, _EVERY_AXIS, 0),
     ("EmbedLayerNormalization", 0): (2, None, 0),  # com.microsoft: input_ids -> word_embedding
     ("EmbedLayerNormalization", 1): (4, None, 0),  # segment_ids -> segment_embedding
     ("EmbedLayerNormalization", 9): (3, None, 0),  # position_ids -> position_embedding
@@ -92,6 +99,11 @@ class InputSpec:
     dims: tuple[int | str | None, ...] | None  # None: rank unknown
     index_rows: int | None = None  # an index into a table with this many rows
     choices: tuple[int, ...] | None = None  # compared with these constants (an enum, a flag)
+    # Sizes the model's weights fix for dynamic axes (graphfix.validate.pinned): (axis, size).
+    pinned: tuple[tuple[int, int], ...] = ()
+    # An index into another input's dynamic axis (segment ids into a table of graphs): the
+    # values stay below the size that axis gets.
+    index_of: tuple[str, int] | None = None
 
     @property
     def dynamic(self) -> bool:
@@ -104,6 +116,7 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     initializers = {init.name for init in graph.initializer}
     rows = index_bounds(model)
     choices = compared_constants(model)
+    pins = pinned_sizes(model)
     specs = []
     for value in graph.input:
         if value.name in initializers:
@@ -125,15 +138,23 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
             dtype = None
         if dtype is not None and dtype.kind == "V":  # bfloat16, float8 stored as raw bytes
             dtype = None
-        specs.append(InputSpec(value.name, kind, dtype, tensor_type.elem_type, dims,
-                               rows.get(value.name), choices.get(value.name)))
+        bound = rows.get(value.name)
+        specs.append(InputSpec(
+            value.name, kind, dtype, tensor_type.elem_type, dims,
+            bound if isinstance(bound, int) else None, choices.get(value.name),
+            tuple(sorted(pins.get(value.name, {}).items())),
+            bound if isinstance(bound, tuple) else None))
     return specs
 
 
-def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
+Bound = Union[int, tuple[str, int]]  # a row count, or (graph input, axis) sized at run time
+
+
+def index_bounds(model: onnx.ModelProto) -> dict[str, Bound]:
     """Graph inputs used as indices into a table, with the table's row count (the smallest when
-    an input indexes several). Follows the input through value-preserving ops and into
-    subgraphs that read it from the outer scope."""
+    an input indexes several), or the (input, axis) of a table that is itself a graph input
+    with that axis dynamic (segment ids into a tensor of graphs). Follows the input through
+    value-preserving ops and into subgraphs that read it from the outer scope."""
     graph = model.graph
     shapes: dict[str, list[int]] = {}
     for g in graphs(graph):
@@ -149,10 +170,13 @@ def index_bounds(model: onnx.ModelProto) -> dict[str, int]:
                     if attr.name == "value":
                         shapes[node.output[0]] = list(attr.t.dims)
     consumers = _readers(model)
+    initializers = {t.name for t in graph.initializer}
+    dynamic = {value.name: graph_layer.dims(value) for value in graph.input
+               if value.name not in initializers and value.name not in shapes}
 
-    bounds: dict[str, int] = {}
+    bounds: dict[str, Bound] = {}
     for value in graph.input:
-        rows = _rows_indexed(value.name, consumers, shapes, seen=set())
+        rows = _rows_indexed(value.name, consumers, shapes, dynamic, seen=set())
         if rows is not None:
             bounds[value.name] = rows
     return bounds
@@ -225,12 +249,14 @@ def _rows_indexed(
     name: str,
     consumers: Mapping[str, list[tuple[onnx.NodeProto, int]]],
     shapes: Mapping[str, list[int]],
+    dynamic: Mapping[str, tuple[int | str | None, ...] | None],
     seen: set[str],
-) -> int | None:
+) -> Bound | None:
     if name in seen:
         return None
     seen.add(name)
     found: list[int] = []
+    referred: list[tuple[str, int]] = []
     for node, position in consumers.get(name, ()):
         indexer = _INDEXERS.get((node.op_type, position))
         if indexer is not None:
@@ -238,16 +264,27 @@ def _rows_indexed(
             for attr in node.attribute:
                 if attr.name == axis_name:
                     axis = attr.i
-            if table_position < len(node.input):
-                shape = shapes.get(node.input[table_position])
-                if shape and -len(shape) <= axis < len(shape) and shape[axis] > 0:
-                    found.append(shape[axis])
+            if table_position >= len(node.input):
+                continue
+            table = node.input[table_position]
+            shape = shapes.get(table)
+            if axis_name == _EVERY_AXIS:  # ScatterND, GatherND: a tuple of leading axes
+                if shape and all(size > 0 for size in shape):
+                    found.append(min(shape))
+            elif shape and -len(shape) <= axis < len(shape) and shape[axis] > 0:
+                found.append(shape[axis])
+            elif dynamic.get(table) and -len(dynamic[table]) <= axis < len(dynamic[table]):
+                referred.append((table, axis % len(dynamic[table])))
         elif node.op_type in _PASS_THROUGH and (position == 0 or node.op_type == "Concat"):
             for output in node.output:
-                rows = _rows_indexed(output, consumers, shapes, seen)
-                if rows is not None:
+                rows = _rows_indexed(output, consumers, shapes, dynamic, seen)
+                if isinstance(rows, int):
                     found.append(rows)
-    return min(found) if found else None
+                elif rows is not None:
+                    referred.append(rows)
+    if found:
+        return min(found)
+    return referred[0] if referred else None
 
 
 def has_dynamic_dims(model: onnx.ModelProto) -> bool:
@@ -296,9 +333,10 @@ def make_feed_set(
             hint=f"the model's inputs are {', '.join(repr(s.name) for s in specs) or 'none'}",
         )
     sizes = dynamic_sizes(specs, index, attempt, fixed=shapes)
+    shaped = {spec.name: shapes.get(spec.name) or _shape(spec, sizes) for spec in specs}
     feeds: Feeds = {}
     for spec in specs:
-        shape = shapes.get(spec.name) or _shape(spec, sizes)
+        shape = shaped[spec.name]
         _check_budget(spec, shape)
         if spec.dtype is None:
             raise ValidationInputError(
@@ -306,6 +344,9 @@ def make_feed_set(
                 f"for input {spec.name!r}",
                 hint="give real inputs with --inputs, or skip the check with --no-verify",
             )
+        if spec.index_of is not None and spec.index_of[0] in shaped:
+            table, axis = spec.index_of  # segment ids below the size the table got
+            spec = dataclasses.replace(spec, index_rows=shaped[table][axis])
         if spec.kind == "sequence":
             feeds[spec.name] = [_values(spec, shape, rng, float_range) for _ in range(2)]
         else:
@@ -340,19 +381,33 @@ def dynamic_sizes(
     tied = attempt >= _STEPS
     step = attempt % _STEPS
     sizes: dict[str, int] = {}
+    for spec in specs:  # sizes the weights fix come first: a named one holds for every input
+        if spec.dims is not None and not (fixed and spec.name in fixed):
+            for axis, size in spec.pinned:
+                sizes.setdefault(_key(spec, axis, tied), size)
     for spec in specs:
         if spec.dims is None or (fixed and spec.name in fixed):
             continue
         for axis, dim in enumerate(spec.dims):
             if isinstance(dim, int):
                 continue
-            key = _dim_key(dim, axis, tied)
+            key = _key(spec, axis, tied)
             if key in sizes:
                 continue
             batch = _batch_like(dim, axis, len(spec.dims)) and not (tied and not dim)
             ladder = (BATCH_SIZES if batch else OTHER_SIZES)[index % 2]
             sizes[key] = ladder[min(step, len(ladder) - 1)]
     return sizes
+
+
+def _key(spec: InputSpec, axis: int, tied: bool) -> str:
+    """The key of one dynamic axis's size: its name, or an unnamed axis's position; an unnamed
+    axis whose size the weights fix has one of its own (another input's axis at that position
+    is not the same size)."""
+    dim = spec.dims[axis] if spec.dims is not None and axis < len(spec.dims) else None
+    if not dim and any(pinned == axis for pinned, _ in spec.pinned):
+        return f"!{spec.name}:{axis}"
+    return _dim_key(dim if isinstance(dim, str) else None, axis, tied)
 
 
 def _dim_key(dim: str | None, axis: int, tied: bool = False) -> str:
@@ -374,10 +429,8 @@ def _shape(spec: InputSpec, sizes: Mapping[str, int]) -> list[int]:
     if spec.dims is None:  # rank unknown: a vector
         return [sizes.get("?0", sizes.get("?", 1))]
     tied = "?" in sizes
-    return [
-        d if isinstance(d, int) else sizes[_dim_key(d, axis, tied)]
-        for axis, d in enumerate(spec.dims)
-    ]
+    return [d if isinstance(d, int) else sizes[_key(spec, axis, tied)]
+            for axis, d in enumerate(spec.dims)]
 
 
 def _values(

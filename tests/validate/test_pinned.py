@@ -1,0 +1,124 @@
+"""Feeds from the model's own facts: sizes its weights fix, indices within what they index."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from graphfix.validate.feeds import input_specs, make_feeds
+from graphfix.validate.parity import check_parity
+from graphfix.validate.pinned import pinned_sizes
+
+
+def _with(text: str, **weights: np.ndarray) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(text)
+    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in weights.items())
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _weights(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return (rng.standard_normal(shape) * 0.1).astype(np.float32)
+
+
+@pytest.mark.parametrize("op, gates", [("LSTM", 4), ("GRU", 3), ("RNN", 1)])
+def test_an_rnn_is_fed_the_input_size_of_its_weights(op: str, gates: int, rng) -> None:
+    # An audio model's features and state: nothing in the signature says 266 or 24.
+    state = "float[D, B, H] h0, float[D, B, H] c0" if op == "LSTM" else "float[D, B, H] h0"
+    model = onnx.parser.parse_model(f"""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, B, F] x, {state}) => (float[T, 1, B, 24] y) {{
+        y = {op} <hidden_size = 24> (x, W, R)
+    }}""")
+    # no bias, no sequence_lens: the initial state(s) after them
+    model.graph.node[0].input.extend(["", "", "h0"] + (["c0"] if op == "LSTM" else []))
+    model.graph.initializer.extend([
+        numpy_helper.from_array(_weights(rng, 1, gates * 24, 266), "W"),
+        numpy_helper.from_array(_weights(rng, 1, gates * 24, 24), "R")])
+    onnx.checker.check_model(model, full_check=True)
+    assert pinned_sizes(model) == {"x": {2: 266}, "h0": {0: 1, 2: 24},
+                                   **({"c0": {0: 1, 2: 24}} if op == "LSTM" else {})}
+    for feed in make_feeds(model):
+        assert feed["x"].shape[2] == 266 and feed["h0"].shape[1] == feed["x"].shape[1]
+    assert check_parity(model, model).passed
+
+
+def test_an_rnn_behind_a_transpose_and_a_cast(rng) -> None:
+    # Batch-first features moved to the RNN's layout: the pinned axis moves with them.
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (double[B, T, F] x) => (float[T, 1, B, 16] y) {
+        f = Cast <to = 1> (x)
+        t = Transpose <perm = [1, 0, 2]> (f)
+        y = GRU <hidden_size = 16> (t, W, R)
+    }""", W=_weights(rng, 1, 48, 40), R=_weights(rng, 1, 48, 16))
+    assert pinned_sizes(model) == {"x": {2: 40}}
+    assert check_parity(model, model).passed
+
+
+def test_conv_channels_matmul_rows_and_layer_norm_widths(rng) -> None:
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, C, H, W] image, float[N, S, D] tokens, float[N, E] vector)
+        => (float[N, 8, H, W] a, float[N, S, 12] b, float[N, 6] c) {
+        a = Conv <pads = [1, 1, 1, 1], group = 2> (image, w)
+        n = LayerNormalization <axis = -1> (tokens, scale, bias)
+        b = MatMul (n, m)
+        c = Gemm <transB = 1> (vector, g)
+    }""", w=_weights(rng, 8, 3, 3, 3), scale=np.ones(20, np.float32),
+        bias=np.zeros(20, np.float32), m=_weights(rng, 20, 12), g=_weights(rng, 6, 5))
+    assert pinned_sizes(model) == {"image": {1: 6}, "tokens": {2: 20}, "vector": {1: 5}}
+    assert check_parity(model, model).passed
+
+
+def test_sizes_that_disagree_stay_free(rng) -> None:
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, K] x) => (float[N, 3] y, float[N, 4] z) {
+        y = MatMul (x, a)
+        z = MatMul (x, b)
+    }""", a=_weights(rng, 5, 3), b=_weights(rng, 7, 4))
+    assert pinned_sizes(model) == {}
+
+
+def test_a_named_dimension_pinned_once_holds_for_every_input(rng) -> None:
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, D] x, float[N, D] y) => (float[N, 3] z) {
+        s = Add (x, y)
+        z = MatMul (s, w)
+    }""", w=_weights(rng, 9, 3))
+    [feed] = make_feeds(model, runs=1)
+    assert feed["x"].shape[1] == feed["y"].shape[1] == 9
+
+
+def test_segment_ids_stay_inside_the_graphs_they_index(rng) -> None:
+    # A graph net's batch vector scatters node features into a tensor of graphs whose count is
+    # an input's dynamic axis: the ids must stay below the size that axis gets.
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[G, 4] graph_slots, float[M, 4] x, int64[M] batch) => (float[G, 4] y) {
+        axis = Constant <value = int64[1] {1}> ()
+        u = Unsqueeze (batch, axis)
+        shape = Shape (x)
+        ids = Expand (u, shape)
+        y = ScatterElements <axis = 0, reduction = "add"> (graph_slots, ids, x)
+    }""")
+    [spec] = [s for s in input_specs(model) if s.name == "batch"]
+    assert spec.index_of == ("graph_slots", 0)
+    for feed in make_feeds(model, runs=2):
+        assert feed["batch"].max() < feed["graph_slots"].shape[0]
+    assert check_parity(model, model).passed
+
+
+def test_gather_nd_indices_stay_inside_every_leading_axis(rng) -> None:
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64[K, 2] idx) => (float[K] y) {
+        y = GatherND (table, idx)
+    }""", table=_weights(rng, 3, 7))
+    [feed] = make_feeds(model, runs=1)
+    assert feed["idx"].max() < 3
+    assert check_parity(model, model).passed
