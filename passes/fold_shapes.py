@@ -49,6 +49,7 @@ from graphfix.graph import STANDARD_DOMAINS, holds_graph
 from graphfix.model_io import skeleton, tensor_bytes, tensor_digest, tensor_value
 from graphfix.passes._symbolic import Expr, Facts, Shape, Value
 from graphfix.registry import Pass, PassResult, register
+from graphfix.shapes import infer_shapes
 
 __all__ = ["FoldShapes", "fold_shapes"]
 
@@ -69,7 +70,7 @@ def _infer(model: onnx.ModelProto) -> onnx.GraphProto | None:
     light = skeleton(model)
     graph_layer.forget_declared_shapes(light.graph)
     try:
-        return onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True).graph
+        return infer_shapes(light, data_prop=True).graph
     except Exception as error:  # noqa: BLE001 - onnx raises several types
         logger.debug("fold-shapes: ONNX shape inference failed (%s); own rules only", error)
         return None

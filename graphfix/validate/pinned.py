@@ -34,6 +34,7 @@ import onnx
 
 from graphfix.graph import STANDARD_DOMAINS
 from graphfix.model_io import skeleton, tensor_value
+from graphfix.shapes import infer_shapes
 
 __all__ = ["pinned_sizes"]
 
@@ -292,7 +293,7 @@ def _ranks(model: onnx.ModelProto) -> dict[str, int]:
     """The rank of every main-graph tensor ONNX's shape inference knows."""
     light = skeleton(model)
     try:
-        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False).graph
+        inferred = infer_shapes(light).graph
     except Exception as error:  # noqa: BLE001 - onnx raises several types
         logger.debug("shape inference failed (%s): no sizes from weights", error)
         inferred = light.graph

@@ -27,6 +27,7 @@ from graphfix.passes.eliminate_transposes.ops import (
     is_transpose,
 )
 from graphfix.passes.eliminate_transposes.perm import Perm, normalize_axes
+from graphfix.shapes import infer_shapes
 
 __all__ = ["Facts", "ShapeFacts", "infer", "fold_shape_only", "squeeze_axes", "shape_bounds",
            "Entry"]
@@ -190,7 +191,7 @@ def infer(model: onnx.ModelProto) -> ShapeFacts:
                 continue
         graph.node.append(node)
     try:
-        inferred = onnx.shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
+        inferred = infer_shapes(light, data_prop=True)
     except Exception as error:  # noqa: BLE001 - onnx raises several types
         logger.debug("shape inference failed, going on with the inputs' shapes only: %s", error)
         inferred = light
