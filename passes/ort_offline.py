@@ -58,9 +58,13 @@ Decisions:
    ``Gather -> Split``: ``_MAKERS``).
 10. Never more nodes: an output with more nodes than the input (subgraphs and local functions
    counted) is refused, with the ops that grew.
-11. ``constant_folding=False`` runs ORT's rewrites without its ``ConstantFolding``: the
-   fallback (:meth:`OrtOffline.fallbacks`) the pipeline tries when the pass's output breaks
-   parity, before it leaves the whole pass out.
+11. ``disabled`` names ORT graph transformers to leave out. The fallbacks
+   (:meth:`OrtOffline.fallbacks`) the pipeline tries when the pass's output breaks parity,
+   before it leaves the whole pass out: without ``ConstantFolding``; without ``DivMulFusion``
+   (``Mul(Div(1, x), y) -> Div(y, x)`` rounds otherwise, and where a Cast to an integer
+   follows, as in T5's relative position buckets, one rounding moves a position into the next
+   bucket); without every rewrite that computes a float otherwise (``_ROUNDING``: those two,
+   and folding Add, Mul and BatchNormalization into Conv weights).
 """
 
 from __future__ import annotations
@@ -108,7 +112,10 @@ _STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 _MODEL_NAME = "optimized.onnx"
 _DATA_NAME = "optimized.onnx.data"
 _EXTERNAL_MIN_BYTES = 1024
-_NO_CONSTANT_FOLDING = ("ConstantFolding",)
+_CONSTANT_FOLDING = "ConstantFolding"
+# Rule 11: ORT's basic rewrites whose result rounds otherwise than the nodes they replace.
+_ROUNDING = (_CONSTANT_FOLDING, "DivMulFusion", "ConvAddFusion", "ConvMulFusion",
+             "ConvBNFusion")
 # Rule 9: the graph transformers of ORT's basic level that write a standard op type their
 # input may not have, by the op type they write.
 _MAKERS: dict[str, tuple[str, ...]] = {
@@ -173,12 +180,12 @@ class OrtOffline(Pass):
     def __init__(
         self, *, level: str = "basic", provider: str = "cpu",
         max_growth: float | None = DEFAULT_MAX_GROWTH,
-        constant_folding: bool = True,
+        disabled: Sequence[str] = (),
     ) -> None:
-        if not isinstance(constant_folding, bool):
-            raise PassError(f"ort-offline: constant_folding must be a bool, got "
-                            f"{constant_folding!r}")
-        self.constant_folding = constant_folding
+        if isinstance(disabled, str) or not all(isinstance(n, str) and n for n in disabled):
+            raise PassError(f"ort-offline: disabled names ORT graph transformers, got "
+                            f"{disabled!r}")
+        self.disabled = tuple(dict.fromkeys(disabled))
         try:
             self.max_growth = check_max_growth(max_growth)
         except OptionError as error:
@@ -200,13 +207,16 @@ class OrtOffline(Pass):
         return cls(level=run.ort_level, provider=provider, max_growth=run.max_growth)
 
     def fallbacks(self) -> list[Fallback]:
-        # Rule 11: ORT's constant folding is the one rewrite that computes new values (in
-        # float32 kernels that may round otherwise than the original's nodes); the fusions stay.
-        if not self.constant_folding:
-            return []
-        return [Fallback("ONNX Runtime's constant folding", OrtOffline(
-            level=self.level, provider=self.provider, max_growth=self.max_growth,
-            constant_folding=False))]
+        # Rule 11: the rewrites that compute a float otherwise, the likeliest first.
+        found = []
+        for label, names in (("ONNX Runtime's constant folding", (_CONSTANT_FOLDING,)),
+                             ("ONNX Runtime's Div/Mul fusion", ("DivMulFusion",)),
+                             ("ONNX Runtime's rewrites that round otherwise", _ROUNDING)):
+            if not set(names) <= set(self.disabled):
+                found.append(Fallback(label, OrtOffline(
+                    level=self.level, provider=self.provider, max_growth=self.max_growth,
+                    disabled=(*self.disabled, *names))))
+        return found
 
     @property
     def _portable(self) -> bool:
@@ -253,18 +263,16 @@ class OrtOffline(Pass):
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
         }
-        folding = () if self.constant_folding else _NO_CONSTANT_FOLDING  # rule 11
-        if not self.constant_folding:
-            stats["constant_folding_off"] = 1
         try:
             try:
-                optimized = self._attempt_portable(model, stats, disabled=folding)
+                optimized = self._attempt_portable(model, stats, disabled=self.disabled)
             except _Grows as growth:
-                if not self.constant_folding:
+                if _CONSTANT_FOLDING in self.disabled:
                     raise
                 # Rule 6: the fusions without the folding that grew the model.
                 logger.debug("ort-offline: %s; again without ConstantFolding", _reason(growth))
-                optimized = self._attempt_portable(model, stats, disabled=_NO_CONSTANT_FOLDING)
+                optimized = self._attempt_portable(
+                    model, stats, disabled=(*self.disabled, _CONSTANT_FOLDING))
                 stats["constant_folding_off"] = 1
         except (_CannotLoad, Unportable, _Refused) as refusal:
             reason = _reason(refusal)

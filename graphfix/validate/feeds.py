@@ -25,6 +25,7 @@ Real data: :func:`load_feeds` reads a ``.npz`` file (input names to arrays), a f
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import re
 import zipfile
@@ -40,8 +41,11 @@ from onnx import numpy_helper
 from graphfix import graph as graph_layer
 from graphfix.errors import ValidationInputError, first_line, shown
 from graphfix.graph import graphs
-from graphfix.model_io import tensor_value
+from graphfix.model_io import skeleton, tensor_value
+from graphfix.shapes import infer_shapes
 from graphfix.validate.pinned import pinned_sizes
+
+logger = logging.getLogger(__name__)
 
 Feeds = dict[str, Any]  # input name -> numpy array (or a list of arrays for a sequence input)
 
@@ -49,11 +53,14 @@ BATCH_SIZES: tuple[tuple[int, ...], tuple[int, ...]] = ((1, 2, 4), (2, 3, 1))
 """Size ladders of a leading (batch) dynamic axis, for the first and second set of inputs."""
 OTHER_SIZES: tuple[tuple[int, ...], tuple[int, ...]] = (
     (8, 16, 32, 64, 128, 224, 512, 1024, 2048, 4096, 8192, 16384, 1),
-    (13, 24, 48, 96, 160, 256, 640, 1280, 2560, 5120, 10240, 20480, 2),
+    (37, 24, 48, 96, 160, 256, 640, 1280, 2560, 5120, 10240, 20480, 2),
 )
 """Size ladders of any other dynamic axis (sequence length, height, width, ...): small sizes
 first, then growing geometrically for models that need long inputs (an audio front end of
-strided convolutions needs about 400 samples), and last 1 or 2."""
+strided convolutions needs about 400 samples), and last 1 or 2. The second set starts past 32,
+so that what a model does only for longer inputs is checked too (T5's relative positions go
+into logarithmic buckets from 8 or 16 tokens apart, where a rewrite that rounds otherwise moves
+one position into the next bucket); a model that refuses it goes on with 24."""
 _STEPS = max(len(ladder) for ladder in BATCH_SIZES + OTHER_SIZES)
 ATTEMPTS = 2 * _STEPS
 """Attempts per input set: the ladders with each unnamed dimension sized on its own, then with
@@ -70,7 +77,7 @@ _WORDS = np.array(["graph", "Monday", "tensor", "a", "ONNX", "hello world"], dty
 # that flows through them is still an index.
 _PASS_THROUGH = {
     "Cast", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Identity", "Expand", "Transpose",
-    "Slice", "Concat", "CastLike", "Tile",
+    "Slice", "Concat", "CastLike", "Tile", "Gather", "GatherElements", "Split",
 }
 # (op, input position of the indices) -> input position of the table, axis attribute, default
 # axis; the attribute _EVERY_AXIS: the indices address leading axes together (bounded by the
@@ -101,9 +108,9 @@ class InputSpec:
     choices: tuple[int, ...] | None = None  # compared with these constants (an enum, a flag)
     # Sizes the model's weights fix for dynamic axes (graphfix.validate.pinned): (axis, size).
     pinned: tuple[tuple[int, int], ...] = ()
-    # An index into another input's dynamic axis (segment ids into a table of graphs): the
-    # values stay below the size that axis gets.
-    index_of: tuple[str, int] | None = None
+    # An index into a table a dynamic dimension of the signature sizes (segment ids into a
+    # table of graphs): the values stay below the size that dimension gets.
+    index_of: str | None = None
 
     @property
     def dynamic(self) -> bool:
@@ -143,43 +150,59 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
             value.name, kind, dtype, tensor_type.elem_type, dims,
             bound if isinstance(bound, int) else None, choices.get(value.name),
             tuple(sorted(pins.get(value.name, {}).items())),
-            bound if isinstance(bound, tuple) else None))
+            bound if isinstance(bound, str) else None))
     return specs
 
 
-Bound = Union[int, tuple[str, int]]  # a row count, or (graph input, axis) sized at run time
+Bound = Union[int, str]  # a row count, or a dynamic dimension of the signature, by name
 
 
 def index_bounds(model: onnx.ModelProto) -> dict[str, Bound]:
     """Graph inputs used as indices into a table, with the table's row count (the smallest when
-    an input indexes several), or the (input, axis) of a table that is itself a graph input
-    with that axis dynamic (segment ids into a tensor of graphs). Follows the input through
-    value-preserving ops and into subgraphs that read it from the outer scope."""
+    an input indexes several), or the name of the signature's dynamic dimension that sizes the
+    table (segment ids into a tensor of graphs that ``ConstantOfShape(Shape(graph_slots))``
+    makes). Follows the input through value-preserving ops and into subgraphs that read it
+    from the outer scope."""
     graph = model.graph
-    shapes: dict[str, list[int]] = {}
+    shapes: dict[str, list[int | str | None]] = {}
     for g in graphs(graph):
         for init in g.initializer:
             shapes[init.name] = list(init.dims)
         for value in list(g.value_info) + list(g.input) + list(g.output):
             sizes = graph_layer.dims(value)
-            if sizes and all(isinstance(d, int) for d in sizes):
-                shapes.setdefault(value.name, [int(d) for d in sizes])  # type: ignore[arg-type]
+            if sizes:
+                shapes.setdefault(value.name, list(sizes))
         for node in g.node:
             if node.op_type == "Constant" and node.output:
                 for attr in node.attribute:
                     if attr.name == "value":
                         shapes[node.output[0]] = list(attr.t.dims)
+    for name, sizes in _inferred_shapes(model).items():
+        known = shapes.get(name)
+        if known is None or sum(isinstance(d, int) for d in sizes) > sum(
+                isinstance(d, int) for d in known):
+            shapes[name] = sizes
+    named = {d for value in graph.input for d in (graph_layer.dims(value) or ())
+             if isinstance(d, str)}
     consumers = _readers(model)
-    initializers = {t.name for t in graph.initializer}
-    dynamic = {value.name: graph_layer.dims(value) for value in graph.input
-               if value.name not in initializers and value.name not in shapes}
-
     bounds: dict[str, Bound] = {}
     for value in graph.input:
-        rows = _rows_indexed(value.name, consumers, shapes, dynamic, seen=set())
+        rows = _rows_indexed(value.name, consumers, shapes, named, seen=set())
         if rows is not None:
             bounds[value.name] = rows
     return bounds
+
+
+def _inferred_shapes(model: onnx.ModelProto) -> dict[str, list[int | str | None]]:
+    """Shapes of the main graph's tensors as ONNX's inference proves them from the inputs
+    (with data propagation: ``ConstantOfShape(Shape(x))`` has ``x``'s dimensions)."""
+    try:
+        inferred = infer_shapes(skeleton(model), data_prop=True).graph
+    except Exception as error:  # noqa: BLE001 - onnx raises several types
+        logger.debug("shape inference failed (%s): index bounds from declarations", error)
+        return {}
+    return {value.name: list(sizes) for value in inferred.value_info
+            if (sizes := graph_layer.dims(value))}
 
 
 def _readers(model: onnx.ModelProto) -> dict[str, list[tuple[onnx.NodeProto, int]]]:
@@ -248,15 +271,15 @@ def compared_constants(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
 def _rows_indexed(
     name: str,
     consumers: Mapping[str, list[tuple[onnx.NodeProto, int]]],
-    shapes: Mapping[str, list[int]],
-    dynamic: Mapping[str, tuple[int | str | None, ...] | None],
+    shapes: Mapping[str, list[int | str | None]],
+    named: set[str],
     seen: set[str],
 ) -> Bound | None:
     if name in seen:
         return None
     seen.add(name)
     found: list[int] = []
-    referred: list[tuple[str, int]] = []
+    referred: list[str] = []
     for node, position in consumers.get(name, ()):
         indexer = _INDEXERS.get((node.op_type, position))
         if indexer is not None:
@@ -264,20 +287,20 @@ def _rows_indexed(
             for attr in node.attribute:
                 if attr.name == axis_name:
                     axis = attr.i
-            if table_position >= len(node.input):
+            shape = shapes.get(node.input[table_position]) if table_position < len(
+                node.input) else None
+            if not shape:
                 continue
-            table = node.input[table_position]
-            shape = shapes.get(table)
-            if axis_name == _EVERY_AXIS:  # ScatterND, GatherND: a tuple of leading axes
-                if shape and all(size > 0 for size in shape):
-                    found.append(min(shape))
-            elif shape and -len(shape) <= axis < len(shape) and shape[axis] > 0:
-                found.append(shape[axis])
-            elif dynamic.get(table) and -len(dynamic[table]) <= axis < len(dynamic[table]):
-                referred.append((table, axis % len(dynamic[table])))
+            # ScatterND, GatherND: a tuple indexes leading axes, bounded by the smallest
+            sizes = shape if axis_name == _EVERY_AXIS else (
+                [shape[axis]] if -len(shape) <= axis < len(shape) else [])
+            if sizes and all(isinstance(d, int) and d > 0 for d in sizes):
+                found.append(min(sizes))  # type: ignore[type-var]
+            elif len(sizes) == 1 and sizes[0] in named:
+                referred.append(sizes[0])  # type: ignore[arg-type]
         elif node.op_type in _PASS_THROUGH and (position == 0 or node.op_type == "Concat"):
             for output in node.output:
-                rows = _rows_indexed(output, consumers, shapes, dynamic, seen)
+                rows = _rows_indexed(output, consumers, shapes, named, seen)
                 if isinstance(rows, int):
                     found.append(rows)
                 elif rows is not None:
@@ -344,14 +367,24 @@ def make_feed_set(
                 f"for input {spec.name!r}",
                 hint="give real inputs with --inputs, or skip the check with --no-verify",
             )
-        if spec.index_of is not None and spec.index_of[0] in shaped:
-            table, axis = spec.index_of  # segment ids below the size the table got
-            spec = dataclasses.replace(spec, index_rows=shaped[table][axis])
+        rows = _size_of(spec.index_of, specs, shaped) if spec.index_of else None
+        if rows is not None:  # segment ids below the size their table got
+            spec = dataclasses.replace(spec, index_rows=rows)
         if spec.kind == "sequence":
             feeds[spec.name] = [_values(spec, shape, rng, float_range) for _ in range(2)]
         else:
             feeds[spec.name] = _values(spec, shape, rng, float_range)
     return feeds
+
+
+def _size_of(name: str, specs: Sequence[InputSpec],
+             shaped: Mapping[str, Sequence[int]]) -> int | None:
+    """The size a set of inputs gives the dynamic dimension ``name``."""
+    for spec in specs:
+        for axis, dim in enumerate(spec.dims or ()):
+            if dim == name and spec.name in shaped:
+                return int(shaped[spec.name][axis])
+    return None
 
 
 def _check_budget(spec: InputSpec, shape: Sequence[int]) -> None:

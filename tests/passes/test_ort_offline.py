@@ -430,3 +430,22 @@ def test_cast_like_stays_cast_like(ort_run, rng) -> None:
     feeds = {"x": rng.standard_normal((2, 3)).astype(np.float32),
              "h": rng.standard_normal((2, 3)).astype(np.float16)}
     np.testing.assert_array_equal(ort_run(result.model, feeds)["y"], ort_run(model, feeds)["y"])
+
+
+def test_fallbacks_leave_out_the_rewrites_that_round_otherwise() -> None:
+    # Mul(Div(1, x), y) -> Div(y, x) rounds otherwise: where a Cast to an integer follows (T5's
+    # relative position buckets), one rounding moves a position into the next bucket.
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[4] x, float[4] y) => (float[4] z) {
+        one = Constant <value = float {1.0}> ()
+        inverse = Div (one, x)
+        z = Mul (inverse, y)
+    }""")
+    assert ops(OrtOffline()(_copy(model)).model) == ["Div"]
+    fallbacks = OrtOffline().fallbacks()
+    assert [f.leaves_out for f in fallbacks] == [
+        "ONNX Runtime's constant folding", "ONNX Runtime's Div/Mul fusion",
+        "ONNX Runtime's rewrites that round otherwise"]
+    assert ops(fallbacks[1].pass_(_copy(model)).model) == ["Div", "Mul"]
+    assert fallbacks[2].pass_.fallbacks() == []

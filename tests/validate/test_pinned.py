@@ -107,9 +107,34 @@ def test_segment_ids_stay_inside_the_graphs_they_index(rng) -> None:
         y = ScatterElements <axis = 0, reduction = "add"> (graph_slots, ids, x)
     }""")
     [spec] = [s for s in input_specs(model) if s.name == "batch"]
-    assert spec.index_of == ("graph_slots", 0)
+    assert spec.index_of == "G"
     for feed in make_feeds(model, runs=2):
         assert feed["batch"].max() < feed["graph_slots"].shape[0]
+    assert check_parity(model, model).passed
+
+
+def test_segment_ids_into_a_table_made_from_an_inputs_shape(rng) -> None:
+    # A graph net exported by torch: the table is ConstantOfShape(Shape(graph_slots)), and
+    # the node ids of edge_index reach a scatter through a Gather of one row.
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[num_graphs] graph_slots, int64[num_nodes] batch, float[num_nodes, 4] x,
+       int64[2, num_edges] edge_index) => (float[num_graphs] y, float[num_nodes, 4] z) {
+        shape = Shape (graph_slots)
+        zeros = ConstantOfShape (shape)
+        ones = Shape (batch)
+        weight = ConstantOfShape <value = float[1] {1}> (ones)
+        y = ScatterElements <axis = 0, reduction = "add"> (zeros, batch, weight)
+        row = Constant <value = int64 {0}> ()
+        source = Gather <axis = 0> (edge_index, row)
+        z = Gather <axis = 0> (x, source)
+    }""")
+    specs = {s.name: s for s in input_specs(model)}
+    assert specs["batch"].index_of == "num_graphs"
+    assert specs["edge_index"].index_of == "num_nodes"
+    for feed in make_feeds(model, runs=2):
+        assert feed["batch"].max() < feed["graph_slots"].shape[0]
+        assert feed["edge_index"].max() < feed["x"].shape[0]
     assert check_parity(model, model).passed
 
 
