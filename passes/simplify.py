@@ -50,7 +50,8 @@ Rules:
     initializer of 64 KiB or more (``STAND_IN_MIN_BYTES``) read only as the weight of a
     product or a lookup whose other operand is computed from the graph's inputs (MatMul and
     Gemm of a tensor no other product reads, Conv and ConvTranspose not followed by
-    BatchNormalization, Gather's table, RNN weights) crosses as a typed graph input of its
+    BatchNormalization or by a Mul, Add, Sub or Div by a constant, Gather's table, RNN weights)
+    crosses as a typed graph input of its
     name, type and shape, and the pass puts the tensor back where it is still read. Such a
     reader never becomes a constant and none of onnxsim's fusions reads such a weight, so the
     output is the same (pipeline output identical on every corpus model); a weight that another
@@ -122,6 +123,8 @@ FOLD_THRESHOLDS = (GROWTH_ALLOWANCE, GROWTH_ALLOWANCE // 4, GROWTH_ALLOWANCE // 
 _WORKER_MEMORY_FACTOR = 5
 # Rule 10: weights at least this large cross as typed inputs where onnxsim cannot use their values.
 STAND_IN_MIN_BYTES = 64 * 2**10
+# Rule 10: a Conv's output read by one of these with a constant, onnxsim may fold into its weights.
+_FOLDED_INTO_CONV = frozenset({"Mul", "Add", "Sub", "Div"})
 # Rule 10: the input positions at which an op reads a weight onnxsim neither folds nor rewrites
 # once another input is computed from the graph's inputs.
 _OPAQUE_WEIGHTS: dict[str, tuple[int, ...]] = {
@@ -407,7 +410,13 @@ def _stand_in_names(graph: onnx.GraphProto) -> list[str]:
     if not large:
         return []
     computed = _computed(graph)
+    # Tensors onnxsim may fold into the weights of the Conv that writes them: a
+    # BatchNormalization's input, an operand of a Mul or Add by a constant.
     normalized = {n.input[0] for n in graph.node if n.op_type == "BatchNormalization" and n.input}
+    normalized |= {name for n in graph.node if n.op_type in _FOLDED_INTO_CONV
+                   and n.domain in STANDARD_DOMAINS and len(n.input) == 2
+                   and any(other not in computed for other in n.input)
+                   for name in n.input if name in computed}
     # onnxsim's fuse_qkv concatenates the weights of products of one tensor.
     products = Counter(name for n in graph.node if n.op_type in ("MatMul", "Gemm")
                        for name in set(n.input[:2]))
@@ -454,7 +463,7 @@ def _opaque_read(node: onnx.NodeProto, position: int, computed: set[str],
         return False
     if node.op_type in ("Conv", "ConvTranspose") and node.output and (
             node.output[0] in normalized):
-        return False  # onnxsim folds the BatchNormalization into the weights
+        return False  # onnxsim folds the normalization or the scale into the weights
     if node.op_type in ("MatMul", "Gemm") and any(name in shared for name in node.input[:2]):
         return False  # onnxsim concatenates those products' weights (fuse_qkv)
     if node.op_type == "MatMul" and _BATCHED_GEMM not in SKIPPED_OPTIMIZERS:
