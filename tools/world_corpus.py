@@ -24,7 +24,9 @@ are refused the export is retried with ``Dim.DYNAMIC``; weights in a ``.onnx.dat
 the model, as the exporter writes them). Besides those:
 
 - float16 (``model.half()`` on CPU): ``resnet18``, ``mobilenet_v3_small``, ``bert`` and ``llama``,
-  ``*_legacy_fp16`` and ``*_dynamo_fp16``;
+  ``*_legacy_fp16`` and ``*_dynamo_fp16``, and the same with the exporter's own optimization off
+  (``*_legacy_fp16_raw``: ``do_constant_folding=False``; ``*_dynamo_fp16_raw``:
+  ``optimize=False``), as exported before any optimizer has seen them;
 - local functions: ``blocks_legacy_functions`` (a CNN of repeated residual blocks) and
   ``bert_legacy_functions`` (every ``BertLayer``), ``export_modules_as_functions``, opset 17;
 - opsets: the dynamo exports carry the exporter's default opset (20 with torch 2.14);
@@ -115,6 +117,7 @@ class Variant:
     dynamic_hw: bool = False
     functions: bool = False
     paddle_from: str | None = None  # a copy of that variant with -1 dimensions
+    raw: bool = False  # the exporter's own optimization off
 
     @property
     def description(self) -> str:
@@ -124,6 +127,7 @@ class Variant:
         parts = [self.family, f"{self.exporter} exporter", f"opset {opset}"]
         parts += ["float16"] * self.half + ["dynamic H/W"] * self.dynamic_hw
         parts += ["local functions"] * self.functions
+        parts += ["exporter's optimization off"] * self.raw
         return ", ".join(parts)
 
 
@@ -528,6 +532,10 @@ def variants() -> list[Variant]:
     for family in HALF_FAMILIES:
         for exporter in ("legacy", "dynamo"):
             out.append(Variant(f"{family}_{exporter}_fp16", family, exporter, half=True))
+    for family in HALF_FAMILIES:
+        for exporter in ("legacy", "dynamo"):
+            out.append(Variant(f"{family}_{exporter}_fp16_raw", family, exporter, half=True,
+                               raw=True))
     out += [
         Variant("blocks_legacy_functions", "blocks", "legacy", functions=True),
         Variant("bert_legacy_functions", "bert_layers", "legacy", functions=True),
@@ -613,7 +621,8 @@ def _export_legacy(case: Case, variant: Variant, path: Path) -> None:
         torch.onnx.export(
             case.module, case.args, str(path), dynamo=False,
             opset_version=variant.opset or LEGACY_OPSET, input_names=case.input_names,
-            output_names=case.output_names, dynamic_axes=case.axes, do_constant_folding=True,
+            output_names=case.output_names, dynamic_axes=case.axes,
+            do_constant_folding=not variant.raw,
             export_modules_as_functions=set(case.functions) if variant.functions else False,
         )
 
@@ -631,6 +640,7 @@ def _export_dynamo(case: Case, variant: Variant, path: Path) -> list[str]:
                     case.module, case.args, str(path), dynamo=True, opset_version=variant.opset,
                     input_names=case.input_names, output_names=case.output_names,
                     dynamic_shapes=_dynamic_shapes(case, named), verbose=False,
+                    optimize=not variant.raw,
                 )
             if not named:
                 notes.append(f"named Dims refused ({_first_line(errors[0])}); "
