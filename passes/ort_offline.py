@@ -8,7 +8,8 @@ set it also writes the rewritten graph, so a deployment can load it and skip the
 Decisions:
 1. Level ``basic`` on the CPU provider is the default: its rewrites (constant folding, redundant
    node elimination, semantics-preserving fusions) emit standard ONNX ops only. This is verified
-   on every run: if the output holds an op outside the standard domains, the pass skips with a
+   on every run: if the output holds an op outside the standard domains that the input did not
+   have (a quantized model's own DynamicQuantizeLSTM is not ORT's doing), the pass skips with a
    warning instead of returning a non-portable model.
 2. ``extended``/``all``, or the CUDA provider, emit contrib ops (com.microsoft, NCHWc, Memcpy,
    Fused*). The output is then labelled in ``metadata_props`` (``graphfix.ort_version``,
@@ -343,8 +344,9 @@ class OrtOffline(Pass):
             i.name for i in optimized.graph.input
         } <= in_names:
             raise _Refused("ORT changed the graph's inputs or outputs")
-        if self._portable and contrib:
-            raise _Refused(f"ORT basic emitted non-standard ops ({', '.join(contrib)})")
+        new_contrib = sorted(set(contrib) - set(nonstandard_ops(model.graph, model.functions)))
+        if self._portable and new_contrib:
+            raise _Refused(f"ORT basic emitted non-standard ops ({', '.join(new_contrib)})")
         if self._portable:
             new_ops = sorted(f"{d}::{o}" for d, o in op_types(optimized) - op_types(model))
             new_types = sorted(onnx.TensorProto.DataType.Name(t)

@@ -449,3 +449,18 @@ def test_fallbacks_leave_out_the_rewrites_that_round_otherwise() -> None:
         "ONNX Runtime's rewrites that round otherwise"]
     assert ops(fallbacks[1].pass_(_copy(model)).model) == ["Div", "Mul"]
     assert fallbacks[2].pass_.fallbacks() == []
+
+
+def test_contrib_ops_the_model_has_are_not_a_reason_to_refuse(ort_run, rng) -> None:
+    # A quantized model keeps its own com.microsoft ops; ORT's other rewrites still apply.
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17, "com.microsoft" : 1]>
+    g (float[2, 8] x) => (float[2, 8] y) {
+        i = Identity (x)
+        y = com.microsoft.Gelu (i)
+    }""")
+    result = OrtOffline()(_copy(model))
+    assert result.modified and not result.skipped
+    assert ops(result.model) == ["Gelu"]
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    np.testing.assert_array_equal(ort_run(result.model, {"x": x})["y"], ort_run(model, {"x": x})["y"])
