@@ -58,7 +58,8 @@ Decisions:
    try without the fusions known to write such op types (``MatMul + Add -> Gemm``,
    ``Gather -> Split``: ``_MAKERS``).
 10. Never more nodes: an output with more nodes than the input (subgraphs and local functions
-   counted) is refused, with the ops that grew.
+   counted) is refused, with the ops that grew, after one more try without the rewrite known
+   to grow them (ORT's transpose optimizer, for Transposes: ``_MAKERS``).
 11. ``disabled`` names ORT graph transformers to leave out. The fallbacks
    (:meth:`OrtOffline.fallbacks`) the pipeline tries when the pass's output breaks parity,
    before it leaves the whole pass out: without ``ConstantFolding``; without ``DivMulFusion``
@@ -117,11 +118,13 @@ _CONSTANT_FOLDING = "ConstantFolding"
 # Rule 11: ORT's basic rewrites whose result rounds otherwise than the nodes they replace.
 _ROUNDING = (_CONSTANT_FOLDING, "DivMulFusion", "ConvAddFusion", "ConvMulFusion",
              "ConvBNFusion")
-# Rule 9: the graph transformers of ORT's basic level that write a standard op type their
-# input may not have, by the op type they write.
+# Rules 9 and 10: the graph transformers of ORT's basic level that write a standard op type
+# their input may not have, or more nodes of it, by the op type they write.
 _MAKERS: dict[str, tuple[str, ...]] = {
     "ai.onnx::Gemm": ("MatMulAddFusion",),
     "ai.onnx::Split": ("GatherToSplitFusion", "GatherSliceToSplitFusion"),
+    # ORT's transpose optimizer, which splits a Transpose per reader where it cannot push it
+    "ai.onnx::Transpose": ("TransposeOptimizer",),
 }
 
 
@@ -306,15 +309,16 @@ class OrtOffline(Pass):
 
     def _attempt_portable(self, model: onnx.ModelProto, stats: dict[str, Any],
                           disabled: Sequence[str]) -> onnx.ModelProto:
-        """:meth:`_attempt`, again without the fusions that wrote op types the model does not
-        have (rule 9) when there are such."""
+        """:meth:`_attempt`, again without the rewrites that wrote op types the model does not
+        have (rule 9) or more nodes of a type (rule 10) when there are such."""
         try:
             return self._attempt(model, stats, disabled)
-        except _Foreign as foreign:
-            makers = sorted({name for op in foreign.ops for name in _MAKERS.get(op, ())})
+        except _Reworked as reworked:
+            makers = sorted({name for op in reworked.ops for name in _MAKERS.get(op, ())}
+                            - set(disabled))
             if not makers:
                 raise
-            logger.debug("ort-offline: %s; again without %s", foreign, ", ".join(makers))
+            logger.debug("ort-offline: %s; again without %s", reworked, ", ".join(makers))
             stats["fusions_off"] = len(makers)
             return self._attempt(model, stats, [*disabled, *makers])
 
@@ -361,8 +365,10 @@ class OrtOffline(Pass):
                          f"bytes (max_growth={self.max_growth})")
         nodes_before, nodes_out = count_nodes(model), count_nodes(optimized)
         if nodes_out > nodes_before:
-            raise _Refused(f"ORT's output has more nodes ({nodes_before} -> {nodes_out}: "
-                           f"{grown_ops(optimized, model)})")
+            grown = grown_ops(optimized, model)
+            raise _Reworked(f"ORT's output has more nodes ({nodes_before} -> {nodes_out}: "
+                            f"{grown})", [f"ai.onnx::{part.split(' ')[0]}"
+                                         for part in grown.split(", ")])
 
     def _label(self, optimized: onnx.ModelProto, contrib: list[str]) -> list[str]:
         """Rule 2: a model tied to a provider says so in its metadata and in a warning."""
@@ -387,15 +393,22 @@ class _Refused(Exception):
     """ORT's output is not taken (the reason)."""
 
 
-class _Foreign(_Refused):
+class _Reworked(_Refused):
+    """ORT's output has ops (``domain::op``) that a rewrite of ``_MAKERS`` may have written."""
+
+    def __init__(self, message: str, ops: list[str]) -> None:
+        super().__init__(message)
+        self.ops = ops
+
+
+class _Foreign(_Reworked):
     """Rule 9: ORT's output has op types or element types the model does not have."""
 
     def __init__(self, ops: list[str], types: list[str]) -> None:
         parts = [f"op types the model does not ({', '.join(ops)})" if ops else "",
                  f"element types the model does not ({', '.join(types)})" if types else ""]
         super().__init__("ORT's output is not portable: it has "
-                         + "; ".join(part for part in parts if part))
-        self.ops = ops
+                         + "; ".join(part for part in parts if part), ops)
 
 
 class _Grows(_Refused):
