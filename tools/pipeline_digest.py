@@ -1,0 +1,81 @@
+"""The default pipeline's output on folders of models, as digests: does a change of the code
+change what graphfix writes?
+
+    python tools/pipeline_digest.py FOLDER [FOLDER ...] --json before.json
+    python tools/pipeline_digest.py FOLDER [FOLDER ...] --compare before.json
+
+For every ``*.onnx`` file of the folders (not their subfolders): the pipeline's output without
+the parity check (``graphfix.optimize(..., verify=False)``, so that only the passes are
+measured), its node and Transpose counts (subgraphs and local functions included) and the
+SHA-256 of the output's bytes (the pipeline is deterministic: the same input gives the same
+bytes). ``--compare`` prints every model whose digest differs from the file's and exits 1 when
+one does; a restructuring that keeps every behaviour keeps every digest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+import graphfix
+from graphfix.graph import all_nodes
+from graphfix.model_io import load_external_values
+
+
+def digest(path: Path) -> dict[str, Any]:
+    """The pipeline's output of the model at ``path``, summarized."""
+    started = time.perf_counter()
+    try:
+        result = graphfix.optimize(path, verify=False)
+    except graphfix.GraphfixError as error:
+        return {"error": str(error).splitlines()[0][:300]}
+    model = result.model
+    load_external_values(model)
+    nodes = list(all_nodes(model.graph)) + [n for f in model.functions for n in f.node]
+    return {
+        "nodes": len(nodes),
+        "transposes": sum(n.op_type == "Transpose" for n in nodes),
+        "sha256": hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest(),
+        "left_out": [item["pass"] for item in result.report.left_out],
+        "seconds": round(time.perf_counter() - started, 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--json", type=Path, help="write the digests to this file")
+    parser.add_argument("--compare", type=Path, help="compare with digests written before")
+    args = parser.parse_args(argv)
+    results: dict[str, dict[str, Any]] = {}
+    for folder in args.folders:
+        for path in sorted(folder.glob("*.onnx")):
+            key = f"{folder.name}/{path.name}"
+            results[key] = digest(path)
+            row = results[key]
+            print(f"{key:60s} {row.get('nodes', '-'):>6} {row.get('transposes', '-'):>4} "
+                  f"{row.get('sha256', row.get('error', ''))[:16]}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    if args.compare:
+        before = json.loads(args.compare.read_text())
+        differ = [key for key in sorted(set(before) | set(results))
+                  if {k: v for k, v in before.get(key, {}).items() if k != "seconds"}
+                  != {k: v for k, v in results.get(key, {}).items() if k != "seconds"}]
+        for key in differ:
+            print(f"differs: {key}: {before.get(key)} -> {results.get(key)}")
+        print(f"{len(results)} models, {len(differ)} differ from {args.compare}")
+        return 1 if differ else 0
+    print(f"{len(results)} models")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
