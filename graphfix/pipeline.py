@@ -25,6 +25,7 @@ import onnx
 import graphfix
 from graphfix import graph as graph_layer
 from graphfix import layout, model_io, registry
+from graphfix import speed_gate as gate
 from graphfix.errors import GraphfixError, ParityError, PassError, ValidationInputError
 from graphfix.options import DEFAULT_MAX_GROWTH, BenchOptions, ParityOptions, RunOptions
 from graphfix.report import PassReport, Report, model_facts, op_histogram
@@ -95,6 +96,8 @@ def build_passes(
     run = run or RunOptions()
     pass_options = dict(pass_options or {})
     names = list(DEFAULT_PASSES if passes is None else passes)
+    # Passes asked for by option (--precision, --fuse) run after the rest, once.
+    names += [n for n in gate.requested_passes(run) if n not in names]
     for name in [*skip, *pass_options]:
         registry.get(name)  # an unknown name is an error, not a silent no-op
     built: list[registry.Pass] = []
@@ -206,6 +209,7 @@ def run_pipeline(
                 op_delta=_op_delta(histogram_before, histogram_after),
                 stats=dict(result.stats),
                 warnings=list(result.warnings),
+                details=_jsonable(result.details),
             )
         )
         logger.info(
@@ -257,6 +261,10 @@ def optimize(
     require_speedup: float | None = None,
     pass_options: Mapping[str, Mapping[str, Any]] | None = None,
     progress: Progress | None = None,
+    precision: str | None = None,
+    io_types: str | None = None,
+    fuse: str | None = None,
+    speed_gate: bool = True,
 ) -> OptimizeResult:
     """Optimize a model: run the pass pipeline, check parity against the original, and
     optionally benchmark. The given model is not modified.
@@ -271,6 +279,12 @@ def optimize(
     or :class:`BenchOptions`) measures the speedup; ``require_speedup`` raises
     :class:`BenchmarkError` when it is not reached. ``progress(step, done, total)`` is called
     as passes and parity input sets start.
+
+    ``precision`` ("fp16", "bf16") adds convert-precision and ``fuse`` ("transformer")
+    fuse-transformer after the other passes; ``io_types`` (the precision's name) lowers the
+    signature's float32 inputs and outputs too. Both are judged by the speed gate
+    (:mod:`graphfix.speed_gate`) on ``provider`` unless ``speed_gate`` is False: slower there,
+    the model is written without them, and the report says so.
     """
     # A run killed before it could clean up (SIGKILL, a power cut) left its folders behind.
     model_io.sweep_temporaries()
@@ -278,6 +292,7 @@ def optimize(
         ort_level=ort_level, provider=provider, max_growth=max_growth,
         keep_reduction_order=keep_reduction_order, inputs_as_nchw=tuple(inputs_as_nchw),
         outputs_as_nchw=tuple(outputs_as_nchw), input_shapes=input_shapes,
+        precision=precision, io_types=io_types, fuse=fuse,
     )
     parity = parity or ParityOptions()
     bench_options = bench if isinstance(bench, BenchOptions) else (
@@ -288,7 +303,8 @@ def optimize(
     )
     job = _Job(loaded, build_passes(passes, skip=skip, run=run, pass_options=pass_options), run,
                verify=verify, parity={**parity.arguments(), "input_shapes": run.input_shapes},
-               bench=bench_options, require_speedup=require_speedup, progress=progress)
+               bench=bench_options, require_speedup=require_speedup, progress=progress,
+               judge_speed=speed_gate)
     return job.optimize()
 
 
@@ -299,10 +315,11 @@ class _Job:
     def __init__(self, loaded: model_io.LoadedModel, pipeline: list[registry.Pass],
                  run: RunOptions, *, verify: bool, parity: dict[str, Any],
                  bench: BenchOptions | None, require_speedup: float | None,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, judge_speed: bool = True) -> None:
         self.loaded, self.pipeline, self.run = loaded, pipeline, run
         self.verify, self.parity, self.bench = verify, parity, bench
         self.require_speedup, self.progress = require_speedup, progress
+        self.judge_speed = judge_speed
         self.started = time.perf_counter()
         self.report = Report(graphfix_version=graphfix.__version__, verify=verify)
         self.report.input = model_facts(loaded.model, size_bytes=loaded.size_bytes or None,
@@ -323,6 +340,7 @@ class _Job:
                 if self.verify:
                     _verify(original, optimized, self.report, self.pipeline,
                             self.run.input_shapes, self.parity, self.reference, self.progress)
+                optimized = self._gate(optimized, original)
                 if self.bench is not None:
                     _bench(original(), optimized, self.report, self.bench, self.run,
                            self.require_speedup)
@@ -360,6 +378,33 @@ class _Job:
         # run beside the passes, the guilty-pass search, the benchmark's baseline).
         path = self.loaded.path if self.in_place and self.needs_original else None
         return optimized, _reader(original, path)
+
+    def _gate(self, optimized: onnx.ModelProto, original: Callable[[], onnx.ModelProto]
+              ) -> onnx.ModelProto:
+        """The speed gate (:mod:`graphfix.speed_gate`) for the passes that changed the model
+        for a provider; the model to write."""
+        gated = [e.name for e in self.report.passes if e.name in gate.GATED_PASSES and e.modified]
+        if not gated:
+            return optimized
+        if not self.judge_speed:
+            self.report.speed_gate = gate.unmeasured(gated).to_dict()
+            return optimized
+        rest = [p for p in self.pipeline if p.name not in gate.GATED_PASSES]
+
+        def without() -> onnx.ModelProto:
+            return run_pipeline(_copy(original()), rest,
+                                input_shapes=self.run.input_shapes)[0]
+
+        verdict, replacement = gate.judge(optimized, without, gated, self.run, self.bench)
+        self.report.speed_gate = verdict.to_dict()
+        if replacement is None:
+            return optimized
+        logger.warning("%s", verdict.note)
+        self.report.warnings.append(verdict.note)
+        if self.verify:
+            _verify(original, replacement, self.report, rest, self.run.input_shapes,
+                    self.parity, None, self.progress)
+        return replacement
 
     def _finish(self, optimized: onnx.ModelProto | None) -> None:
         if optimized is not None:

@@ -94,6 +94,7 @@ class PassReport:
     op_delta: dict[str, int]
     stats: dict[str, int]
     warnings: list[str]
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -106,6 +107,8 @@ class Report:
     parity: dict[str, Any] | None = None
     bench: dict[str, Any] | None = None
     warnings: list[str] = dataclasses.field(default_factory=list)
+    # What the speed gate measured and decided for convert-precision / fuse-transformer.
+    speed_gate: dict[str, Any] | None = None
     seconds: float = 0.0
     written: str | None = None
     error: str | None = None
@@ -287,6 +290,8 @@ def format_summary(report: Report) -> str:
     elif not report.verify:
         lines.append("")
         lines.append("parity: not checked (--no-verify)")
+    if report.speed_gate is not None and report.speed_gate.get("note") not in report.warnings:
+        lines.append(f"speed gate: {report.speed_gate.get('note', '')}")
     if report.bench is not None:
         b = report.bench
         lines.append(

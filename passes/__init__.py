@@ -9,6 +9,7 @@ twin rewrites the model it is given in place and returns it::
 
 from __future__ import annotations
 
+from graphfix.passes.convert_precision import ConvertPrecision, convert_precision
 from graphfix.passes.eliminate_transposes import EliminateTransposes, eliminate_transposes
 from graphfix.passes.fold_shapes import FoldShapes, fold_shapes
 from graphfix.passes.merge_duplicates import MergeDuplicates, merge_duplicates
@@ -20,6 +21,8 @@ from graphfix.passes.remove_initializer_inputs import (
 from graphfix.passes.simplify import Simplify, simplify
 
 __all__ = [
+    "ConvertPrecision",
+    "convert_precision",
     "EliminateTransposes",
     "eliminate_transposes",
     "FoldShapes",
