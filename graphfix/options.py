@@ -118,6 +118,9 @@ class RunOptions:
       stays); ``io_types``: "fp32" (default) keeps the signature's float32 inputs and outputs,
       the precision's name lowers them too.
     - ``fuse``: "transformer" adds fuse-transformer (ONNX Runtime's transformer fusions).
+    - ``inputs``: real inputs (parity's ``inputs``: a ``.npz`` or a folder of ``.pb``) for the
+      passes that measure their rewrite (convert-precision, fuse-transformer); None: parity's
+      generated inputs.
     """
 
     ort_level: str = "basic"
@@ -130,6 +133,7 @@ class RunOptions:
     precision: Optional[str] = None
     io_types: Optional[str] = None
     fuse: Optional[str] = None
+    inputs: Optional[str | os.PathLike[str]] = None
 
     def __post_init__(self) -> None:
         if self.ort_level not in ORT_LEVELS:

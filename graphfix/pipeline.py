@@ -96,8 +96,10 @@ def build_passes(
     run = run or RunOptions()
     pass_options = dict(pass_options or {})
     names = list(DEFAULT_PASSES if passes is None else passes)
-    # Passes asked for by option (--precision, --fuse) run after the rest, once.
-    names += [n for n in gate.requested_passes(run) if n not in names]
+    # Passes asked for by option: fusions first (ONNX Runtime's patterns are written against
+    # exporters' graphs), lowered precision last; each once.
+    before, after = gate.requested_passes(run)
+    names = [n for n in before if n not in names] + names + [n for n in after if n not in names]
     for name in [*skip, *pass_options]:
         registry.get(name)  # an unknown name is an error, not a silent no-op
     built: list[registry.Pass] = []
@@ -293,6 +295,7 @@ def optimize(
         keep_reduction_order=keep_reduction_order, inputs_as_nchw=tuple(inputs_as_nchw),
         outputs_as_nchw=tuple(outputs_as_nchw), input_shapes=input_shapes,
         precision=precision, io_types=io_types, fuse=fuse,
+        inputs=parity.inputs if parity is not None else None,
     )
     parity = parity or ParityOptions()
     bench_options = bench if isinstance(bench, BenchOptions) else (

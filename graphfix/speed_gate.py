@@ -32,16 +32,16 @@ from graphfix.options import BenchOptions, RunOptions
 
 __all__ = ["GATED_PASSES", "Verdict", "requested_passes", "judge", "unmeasured"]
 
-# The passes a run asks for by option (RunOptions.fuse, RunOptions.precision), in the order they
-# run after the rest of the pipeline: fusions see float32 patterns, then precision is lowered.
+# The passes a run asks for by option (RunOptions.fuse, RunOptions.precision).
 GATED_PASSES: tuple[str, ...] = ("fuse-transformer", "convert-precision")
 
 
-def requested_passes(run: RunOptions) -> list[str]:
-    """The gated passes ``run`` asks for, in pipeline order."""
-    wanted = {"fuse-transformer": run.fuse is not None,
-              "convert-precision": run.precision is not None}
-    return [name for name in GATED_PASSES if wanted[name]]
+def requested_passes(run: RunOptions) -> tuple[list[str], list[str]]:
+    """The gated passes ``run`` asks for: those that run before the rest of the pipeline
+    (ONNX Runtime's fusions, whose patterns are written against exporters' graphs) and those
+    that run after it (lowered precision, on the finished float32 graph)."""
+    return (["fuse-transformer"] if run.fuse is not None else [],
+            ["convert-precision"] if run.precision is not None else [])
 
 
 @dataclasses.dataclass

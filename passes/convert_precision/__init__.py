@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,19 +42,17 @@ import numpy as np
 import onnx
 
 from graphfix import precision as precision_record
-from graphfix.errors import PassError
+from graphfix.errors import GraphfixError, PassError
 from graphfix.model_io import checker_problem
 from graphfix.options import RunOptions
 from graphfix.passes.convert_precision.analysis import FLOAT, Analysis
+from graphfix.passes._measuring import make_feeds, run_outputs, tolerance, tolerance_used
 from graphfix.passes.convert_precision.measure import (
     MAX_ROUNDS,
     OUTPUT_BUDGET,
     Search,
     SearchResult,
-    make_feeds,
-    run_outputs,
     tensor_types,
-    tolerance_used,
 )
 from graphfix.passes.convert_precision.rewrite import lower
 from graphfix.registry import Pass, PassResult, register
@@ -95,6 +94,7 @@ class ConvertPrecision(Pass):
         keep_float32: Sequence[str] = (),
         feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
         input_shapes: Mapping[str, Sequence[int]] | None = None,
+        inputs: str | os.PathLike[str] | None = None,
         seed: int = 0,
         max_rounds: int = MAX_ROUNDS,
     ) -> None:
@@ -113,6 +113,7 @@ class ConvertPrecision(Pass):
         self.io_types = io_types or "fp32"
         self.keep_float32 = tuple(keep_float32)
         self.input_shapes = dict(input_shapes) if input_shapes else None
+        self.inputs = inputs
         self.seed = seed
         self.max_rounds = max_rounds
         self._feeds = [dict(f) for f in feeds] if feeds is not None else None
@@ -120,7 +121,7 @@ class ConvertPrecision(Pass):
     @classmethod
     def configured(cls, run: RunOptions) -> ConvertPrecision:
         return cls(precision=run.precision or "fp16", io_types=run.io_types,
-                   input_shapes=run.input_shapes)
+                   input_shapes=run.input_shapes, inputs=run.inputs)
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         low, dtype = PRECISIONS[self.precision]
@@ -130,10 +131,16 @@ class ConvertPrecision(Pass):
         io_low = self.io_types != "fp32"
         if not analysis.compute_nodes():
             return PassResult(model, False, stats={"nodes_lowered": 0})
-        feeds = self._feeds if self._feeds is not None else make_feeds(
-            model, seed=self.seed, runs=None, input_shapes=self.input_shapes)
-        tolerance = _tolerance(dtype)
-        search = Search(analysis, feeds, tolerance, io_low=io_low, max_rounds=self.max_rounds)
+        try:
+            feeds = self._feeds if self._feeds is not None else make_feeds(
+                model, seed=self.seed, runs=None, input_shapes=self.input_shapes,
+                inputs=self.inputs)
+        except (ValueError, GraphfixError) as err:
+            reason = f"nothing to measure on: {err}"
+            logger.warning("convert-precision: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason)
+        bar = tolerance(dtype)
+        search = Search(analysis, feeds, bar, io_low=io_low, max_rounds=self.max_rounds)
         forced = self._forced(analysis)
         result = search.run(forced)
         if result.failed:
@@ -157,7 +164,7 @@ class ConvertPrecision(Pass):
             reason = f"the lowered model is invalid ({problem}); model kept"
             logger.warning("convert-precision: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
-        checked = self._check_run(lowered, search, feeds, tolerance, low)
+        checked = self._check_run(lowered, search, feeds, bar, low)
         if isinstance(checked, str):
             logger.warning("convert-precision: %s", checked)
             return PassResult(model, False, warnings=[checked], skipped=checked)
@@ -205,7 +212,7 @@ class ConvertPrecision(Pass):
             io_low or analysis.ancestors([name]) & low)]
 
     def _check_run(self, lowered: onnx.ModelProto, search: Search,
-                   feeds: Sequence[Mapping[str, np.ndarray]], tolerance: tuple[float, float],
+                   feeds: Sequence[Mapping[str, np.ndarray]], bar: tuple[float, float],
                    low: int) -> float | str | None:
         """Rule 6: the worst output's error of the lowered model run on ONNX Runtime, or why
         it is not taken; None where it cannot run here (bfloat16)."""
@@ -222,20 +229,11 @@ class ConvertPrecision(Pass):
         for reference, run in zip(search.reference, runs):
             for name, value in precision_record.to_reference(run, lowered).items():
                 if name in reference:
-                    worst = max(worst, tolerance_used(reference[name], value, *tolerance))
+                    worst = max(worst, tolerance_used(reference[name], value, *bar))
         if worst > 1.0:
             return (f"the lowered model's outputs reach {worst:.3g}x the tolerance on ONNX "
                     f"Runtime where the estimate said {OUTPUT_BUDGET:g}x at most; model kept")
         return worst
-
-
-def _tolerance(dtype: str) -> tuple[float, float]:
-    # Parity's defaults, so that the islands are chosen against the bar parity will apply.
-    from graphfix.validate.parity import default_tolerance
-
-    atol, rtol = default_tolerance(dtype)
-    assert atol is not None and rtol is not None
-    return float(atol), float(rtol)
 
 
 def islands_of(analysis: Analysis, result: SearchResult) -> list[Island]:

@@ -50,75 +50,19 @@ from typing import Any
 import numpy as np
 import onnx
 
-from graphfix.model_io import ort_session
+from graphfix.passes._measuring import Feeds, run_outputs, session, tolerance_used
 from graphfix.passes.convert_precision import ops
 from graphfix.passes.convert_precision.analysis import FLOAT, Analysis
 from graphfix.passes.convert_precision.rewrite import emulate, expose, shadow
 
-__all__ = ["Measured", "Search", "SearchResult", "tolerance_used", "run_outputs",
-           "OUTPUT_BUDGET", "LOCAL_RISKY", "MAX_ROUNDS"]
+__all__ = ["Measured", "Search", "SearchResult", "tensor_types", "OUTPUT_BUDGET", "LOCAL_RISKY",
+           "MAX_ROUNDS"]
 
 logger = logging.getLogger(__name__)
 
 OUTPUT_BUDGET = 0.5  # of the tolerance, for every output on the measured inputs
 LOCAL_RISKY = 0.25  # own error above which a node of a risky op type stays float32
 MAX_ROUNDS = 24
-_FLOOR = 4 * float(np.finfo(np.float32).eps)  # parity's rounding floor for a float32 output
-
-Feeds = dict[str, Any]
-
-
-def tolerance_used(reference: np.ndarray, candidate: np.ndarray, atol: float, rtol: float
-                   ) -> float:
-    """The worst element's error over its allowance, as parity computes it (inf for a NaN or
-    Inf that appears or vanishes, a shape change, or differing integers)."""
-    ref, cand = np.asarray(reference), np.asarray(candidate)
-    if ref.shape != cand.shape:
-        return math.inf
-    if ref.dtype.kind not in "fc":
-        return 0.0 if np.array_equal(ref, cand) else math.inf
-    r = ref.astype(np.float64)
-    c = cand.astype(np.float64)
-    finite = np.isfinite(r)
-    if not np.array_equal(finite, np.isfinite(c)) or not np.array_equal(
-            np.isnan(r), np.isnan(c)) or not np.array_equal(r[np.isinf(r)], c[np.isinf(r)]):
-        return math.inf
-    r, c = r[finite], c[finite]
-    if not r.size:
-        return 0.0
-    scale = float(np.sqrt(np.mean(r * r))) or 1.0
-    allowance = max(atol * scale, _FLOOR) + rtol * np.abs(r)
-    return float(np.max(np.abs(c - r) / allowance))
-
-
-def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str]
-                ) -> list[dict[str, np.ndarray]]:
-    """``names`` of ``model`` on each feed set, on ONNX Runtime's CPU provider with its
-    optimizations off (so that no rewrite of ORT's removes a rounding Cast)."""
-    session = _session(model)
-    wanted = _fetchable(session, names)
-    inputs = {i.name for i in session.get_inputs()}
-    results = []
-    for feed in feeds:
-        values = session.run(wanted, {k: v for k, v in feed.items() if k in inputs})
-        results.append(dict(zip(wanted, values)))
-    return results
-
-
-def _session(model: onnx.ModelProto) -> Any:
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort_session(model, optimization="disabled", options=options)
-
-
-def _fetchable(session: Any, names: Sequence[str]) -> list[str]:
-    """The outputs numpy can hold (not bfloat16, sequences or optionals)."""
-    kinds = {o.name: o.type for o in session.get_outputs()}
-    return [n for n in names if kinds.get(n, "").startswith("tensor(")
-            and kinds[n] != "tensor(bfloat16)"]
-
 
 @dataclasses.dataclass
 class Measured:
@@ -296,36 +240,6 @@ def _fmt(error: float) -> str:
     return "inf (NaN or Inf appears)" if math.isinf(error) else f"{error:.3g}x"
 
 
-def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
-               input_shapes: Mapping[str, Sequence[int]] | None) -> list[Feeds]:
-    """The inputs parity generates for ``model`` (same seeds, same sizes, the same retries up
-    the size ladder when the model rejects a size), so that the islands are chosen on the
-    inputs the check will run."""
-    # Input generation is validation's (graphfix.validate.feeds, which itself depends only on
-    # the graph layer and tensor access); the pass measures on exactly parity's inputs.
-    from graphfix.validate import feeds as feeds_module
-
-    specs = feeds_module.input_specs(model)
-    dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
-    total = runs if runs is not None else (2 if dynamic else 1)
-    session = _session(model)
-    chosen: list[Feeds] = []
-    for run in range(total):
-        error: BaseException | None = None
-        for attempt in range(feeds_module.ATTEMPTS if dynamic else 1):
-            feed = feeds_module.make_feed_set(specs, run, seed=seed + run, attempt=attempt,
-                                              input_shapes=input_shapes)
-            try:
-                session.run(None, feed)
-            except Exception as err:  # noqa: BLE001 - a size the model rejects: the next one
-                error = err
-                continue
-            chosen.append(feed)
-            break
-        else:
-            raise ValueError(f"ONNX Runtime cannot run the model on generated inputs "
-                             f"({error})")
-    return chosen
 
 
 _ELEMENT_TYPES = {
@@ -348,6 +262,5 @@ def tensor_types(model: onnx.ModelProto) -> dict[str, int]:
     exposed = onnx.ModelProto()
     exposed.CopyFrom(model)
     expose(exposed, [name for node in model.graph.node for name in node.output])
-    session = _session(exposed)
-    return {o.name: _ELEMENT_TYPES[o.type] for o in session.get_outputs()
+    return {o.name: _ELEMENT_TYPES[o.type] for o in session(exposed).get_outputs()
             if o.type in _ELEMENT_TYPES}

@@ -11,7 +11,8 @@ import graphfix
 from graphfix import precision
 from graphfix.passes.convert_precision import ConvertPrecision, convert_precision
 from graphfix.passes.convert_precision.analysis import Analysis
-from graphfix.passes.convert_precision.measure import tensor_types, tolerance_used
+from graphfix.passes._measuring import tolerance_used
+from graphfix.passes.convert_precision.measure import tensor_types
 from graphfix.passes.convert_precision.rewrite import emulate
 from graphfix.validate.parity import check_parity
 
