@@ -390,22 +390,26 @@ class _Job:
         if not gated:
             return optimized
         if not self.judge_speed:
-            self.report.speed_gate = gate.unmeasured(gated).to_dict()
+            verdict = gate.unmeasured(gated)
+            self.report.speed_gate = {"verdicts": [verdict.to_dict()], "note": verdict.note}
             return optimized
-        rest = [p for p in self.pipeline if p.name not in gate.GATED_PASSES]
+        def without(left_out: frozenset[str]) -> onnx.ModelProto:
+            rest = [p for p in self.pipeline if p.name not in left_out]
+            return run_pipeline(_copy(original()), rest, input_shapes=self.run.input_shapes)[0]
 
-        def without() -> onnx.ModelProto:
-            return run_pipeline(_copy(original()), rest,
-                                input_shapes=self.run.input_shapes)[0]
-
-        verdict, replacement = gate.judge(optimized, without, gated, self.run, self.bench)
-        self.report.speed_gate = verdict.to_dict()
+        verdicts, replacement = gate.judge(optimized, without, gated, self.run, self.bench)
+        self.report.speed_gate = {"verdicts": [v.to_dict() for v in verdicts],
+                                  "note": "; ".join(v.note for v in verdicts)}
         if replacement is None:
             return optimized
-        logger.warning("%s", verdict.note)
-        self.report.warnings.append(verdict.note)
+        for verdict in verdicts:
+            if not verdict.kept:
+                logger.warning("%s", verdict.note)
+                self.report.warnings.append(verdict.note)
         if self.verify:
-            _verify(original, replacement, self.report, rest, self.run.input_shapes,
+            kept = [p for p in self.pipeline if p.name not in
+                    {n for v in verdicts if not v.kept for n in v.passes}]
+            _verify(original, replacement, self.report, kept, self.run.input_shapes,
                     self.parity, None, self.progress)
         return replacement
 

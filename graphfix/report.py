@@ -290,8 +290,10 @@ def format_summary(report: Report) -> str:
     elif not report.verify:
         lines.append("")
         lines.append("parity: not checked (--no-verify)")
-    if report.speed_gate is not None and report.speed_gate.get("note") not in report.warnings:
-        lines.append(f"speed gate: {report.speed_gate.get('note', '')}")
+    if report.speed_gate is not None:
+        for verdict in report.speed_gate.get("verdicts", []):
+            if verdict.get("note") not in report.warnings:
+                lines.append(f"speed gate: {verdict.get('note', '')}")
     if report.bench is not None:
         b = report.bench
         lines.append(

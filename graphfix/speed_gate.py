@@ -63,44 +63,57 @@ class Verdict:
 
 def judge(
     optimized: onnx.ModelProto,
-    without: Callable[[], onnx.ModelProto],
+    without: Callable[[frozenset[str]], onnx.ModelProto],
     passes: Sequence[str],
     run: RunOptions,
     options: BenchOptions | None = None,
-) -> tuple[Verdict, onnx.ModelProto | None]:
-    """Time ``optimized`` against ``without()`` (the same pipeline without ``passes``) on the
-    run's provider; returns the verdict and, when ``optimized`` is slower, the model to write
-    instead (else None)."""
+) -> tuple[list[Verdict], onnx.ModelProto | None]:
+    """Judge each of ``passes`` (in pipeline order) by its own effect, the last one first: the
+    model with it against ``without(left out)``, the same pipeline without it (and without those
+    already left out), on the run's provider. Returns a verdict per pass and, when any was
+    slower, the model to write instead (else None)."""
+    candidate, replaced = optimized, False
+    left_out: frozenset[str] = frozenset()
+    verdicts: list[Verdict] = []
+    for name in reversed(list(passes)):
+        baseline = without(left_out | {name})
+        verdict = _compare(candidate, baseline, name, run, options)
+        verdicts.insert(0, verdict)
+        if not verdict.kept:
+            candidate, replaced = baseline, True
+            left_out |= {name}
+    return verdicts, (candidate if replaced else None)
+
+
+def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, run: RunOptions,
+             options: BenchOptions | None) -> Verdict:
     from graphfix.validate.bench import benchmark
 
-    baseline = without()
     arguments = (options or BenchOptions()).arguments()
     if "provider" not in arguments:
         arguments["provider"] = run.provider
     if run.input_shapes:
         arguments["input_shapes"] = layout.move_shapes(
-            run.input_shapes, layout.relative(layout.read(baseline), layout.read(optimized)))
-    result = benchmark(optimized, baseline=baseline, **arguments)
+            run.input_shapes, layout.relative(layout.read(baseline), layout.read(candidate)))
+    result = benchmark(candidate, baseline=baseline, **arguments)
     comparison = result.comparison
     assert comparison is not None  # a baseline was given
-    names = ", ".join(passes)
     figures = (f"{comparison.speedup:.2f}x [{comparison.ci_low:.2f}, {comparison.ci_high:.2f}] "
-               f"against the same pipeline without them on {result.provider}")
+               f"against the same pipeline without it on {result.provider}")
     slower = comparison.verdict == "slower"
     if slower:
-        note = (f"{names} made the model slower ({figures}); written without them"
+        note = (f"{name} made the model slower ({figures}); written without it"
                 + ("" if result.provider == "cuda" else
-                   ": they are for GPUs, where float16 and fused attention run natively; ask "
+                   ": float16 and fused attention are for GPUs, where they run natively; ask "
                    "for --provider cuda on a machine where CUDA loads, or --no-speed-gate to "
-                   "write them unmeasured"))
+                   "write it unmeasured"))
     else:
-        note = f"{names}: {figures}, {comparison.verdict}"
-    verdict = Verdict(list(passes), not slower, result.provider, comparison.speedup,
-                      comparison.ci_low, comparison.ci_high, comparison.verdict, note)
-    return verdict, (baseline if slower else None)
+        note = f"{name}: {figures}, {comparison.verdict}"
+    return Verdict([name], not slower, result.provider, comparison.speedup,
+                   comparison.ci_low, comparison.ci_high, comparison.verdict, note)
 
 
 def unmeasured(passes: Sequence[str]) -> Verdict:
     """The verdict when the gate is off."""
     return Verdict(list(passes), True, "", None, None, None, None,
-                   f"{', '.join(passes)}: kept without measuring their speed (speed gate off)")
+                   f"{' and '.join(passes)}: kept without measuring speed (speed gate off)")

@@ -91,6 +91,9 @@ def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
     specs = feeds_module.input_specs(model)
     dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
     total = runs if runs is not None else (2 if dynamic else 1)
+    if not dynamic:  # one size: nothing to try
+        return [feeds_module.make_feed_set(specs, run, seed=seed + run, input_shapes=input_shapes)
+                for run in range(total)]
     runner = session(model)
     chosen: list[Feeds] = []
     for run in range(total):

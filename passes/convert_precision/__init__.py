@@ -260,6 +260,9 @@ def islands_of(analysis: Analysis, result: SearchResult) -> list[Island]:
         groups.setdefault(root(p), []).append(p)
     islands = []
     for positions in groups.values():
+        if all(analysis.plans[p].movement for p in positions) and not any(
+                _read_lowered(analysis, p, result.low) for p in positions):
+            continue  # values moved in float32 that no lowered node reads: no border there
         nodes = [analysis.node(p) for p in positions]
         why: list[str] = []
         for p, node in zip(positions, nodes):
@@ -278,6 +281,12 @@ def islands_of(analysis: Analysis, result: SearchResult) -> list[Island]:
         islands.append(Island([n.name or f"{n.op_type}#{p}" for n, p in zip(nodes, positions)],
                               dict(sorted(ops_count.items())), why))
     return islands
+
+
+def _read_lowered(analysis: Analysis, position: int, low: frozenset[int]) -> bool:
+    """Whether a lowered node reads an output of ``position`` in the lowered type."""
+    return any(analysis.wants(use, low) == "low"
+               for name in analysis.node(position).output for use in analysis.uses.get(name, []))
 
 
 def _typed_readers(analysis: Analysis, position: int) -> bool:

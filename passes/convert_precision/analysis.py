@@ -49,6 +49,7 @@ class Analysis:
     outputs: list[str]
     initializers: dict[str, onnx.TensorProto]
     order: list[int]  # positions, in topological order
+    read_by_bodies: frozenset[str] = frozenset()  # tensors If/Loop/Scan bodies read
 
     @classmethod
     def build(cls, model: onnx.ModelProto, types: Mapping[str, int], *, low: int) -> Analysis:
@@ -94,7 +95,8 @@ class Analysis:
         order = list(range(len(graph.node)))
         return cls(model, low, known, plans, producer, uses,
                    {v.name for v in graph.input if v.name not in initializers},
-                   [v.name for v in graph.output], initializers, order)
+                   [v.name for v in graph.output], initializers, order,
+                   frozenset(read_by_bodies))
 
     def lowerable(self) -> list[int]:
         return [p for p, plan in enumerate(self.plans) if plan.kind == "lowerable"]

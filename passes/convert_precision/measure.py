@@ -36,6 +36,9 @@ The search
    (inputs within the bar, output beyond it). A lowered node there goes back to float32; a
    float32 node there (it amplifies the rounding of its inputs) sends the nearest lowered
    nodes that compute its inputs back instead. Measure again.
+   When an error builds up over many nodes it has no single origin: while a round does not
+   lower the worst output's error by a tenth, the lowered ancestors of the failing outputs
+   with the largest own error go back too, one, then two, four, ... per round.
 3. After :data:`MAX_ROUNDS` rounds, or when no node is left to blame, the search gives up.
 """
 
@@ -50,6 +53,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from graphfix.model_io import skeleton
 from graphfix.passes._measuring import Feeds, run_outputs, session, tolerance_used
 from graphfix.passes.convert_precision import ops
 from graphfix.passes.convert_precision.analysis import FLOAT, Analysis
@@ -99,31 +103,52 @@ class Search:
         self.atol, self.rtol = tolerance
         self.io_low, self.budget, self.max_rounds = io_low, budget, max_rounds
         self.tensors = analysis.float_tensors()
+        # The original's values on each input set: its outputs, and every float tensor once
+        # an assignment fails and its error is traced (``_full``).
         self.reference: list[dict[str, np.ndarray]] = []
+        self._full = False
         self.local: dict[int, float] = {}
 
-    def measure_local(self) -> None:
-        """The reference's tensors and each computing node's own error (one run)."""
-        compute = self.analysis.compute_nodes()
-        built = shadow(self.analysis, compute)
-        shadows = [name for pairs in built.outputs.values() for name, _ in pairs]
-        names = expose(built.model, [*self.tensors, *shadows])
+    def measure_local(self, positions: Sequence[int]) -> None:
+        """The own error of each node of ``positions`` (one run of the original with their
+        shadows); the original's outputs come with it."""
+        todo = [p for p in positions if p not in self.local]
+        if not todo and self.reference:
+            return
+        built = shadow(self.analysis, todo)
+        pairs = [pair for position in todo for pair in built.outputs[position]]
+        shadows = {name for name, _ in pairs}
+        names = expose(built.model, [*self.analysis.outputs,
+                                     *(original for _, original in pairs), *shadows])
         runs = run_outputs(built.model, self.feeds, names)
-        shadow_names = set(shadows)
-        self.reference = [{k: v for k, v in run.items() if k not in shadow_names}
-                          for run in runs]
-        for position, pairs in built.outputs.items():
+        if not self.reference:
+            self.reference = [{k: run[k] for k in self.analysis.outputs if k in run}
+                              for run in runs]
+        for position in todo:
             worst = 0.0
             for run in runs:
-                for exposed, original in pairs:
+                for exposed, original in built.outputs[position]:
                     if exposed in run and original in run:
                         worst = max(worst, tolerance_used(run[original], run[exposed],
                                                           self.atol, self.rtol))
             self.local[position] = worst
 
-    def measure(self, low: frozenset[int]) -> Measured:
+    def _reference_tensors(self) -> None:
+        """Every float tensor of the original, for tracing an error back (once)."""
+        if self._full:
+            return
+        model = emulate(self.analysis, frozenset())
+        runs = run_outputs(model, self.feeds, expose(model, self.tensors))
+        self.reference = [{**run, **ref} for run, ref in zip(runs, self.reference)]
+        self._full = True
+
+    def measure(self, low: frozenset[int], *, tensors: bool = False) -> Measured:
+        """The errors of assignment ``low``: of the outputs, and with ``tensors`` of every
+        float tensor."""
+        if tensors:
+            self._reference_tensors()
         model = emulate(self.analysis, low, io_low=self.io_low)
-        names = expose(model, self.tensors)
+        names = expose(model, self.tensors if tensors else [])
         runs = run_outputs(model, self.feeds, names)
         errors: dict[str, float] = {}
         for reference, run in zip(self.reference, runs):
@@ -135,9 +160,9 @@ class Search:
         return Measured(errors, outputs)
 
     def start(self) -> dict[int, str]:
-        """Step 1: the compute nodes that stay float32 before any assignment is measured."""
+        """Step 1: the nodes of risky op types whose own error keeps them float32."""
         kept: dict[int, str] = {}
-        for position in self.analysis.compute_nodes():
+        for position in self.local:
             node = self.analysis.node(position)
             error = self.local.get(position, 0.0)
             risky = ops.RISKY_OPS.get(node.op_type)
@@ -148,11 +173,14 @@ class Search:
 
     def run(self, forced: Mapping[int, str] | None = None) -> SearchResult:
         """The search; ``forced`` nodes stay float32 from the start, with their reason."""
-        self.measure_local()
+        self.measure_local([p for p in self.analysis.compute_nodes()
+                            if self.analysis.node(p).op_type in ops.RISKY_OPS])
         kept = {**self.start(), **(forced or {})}
         compute = set(self.analysis.compute_nodes())
         pinned = frozenset(kept) - compute  # movement nodes kept on request
         measured = None
+        previous: float | None = None
+        stalled = 0
         for round_index in range(1, self.max_rounds + 1):
             low = self.analysis.resolve(frozenset(compute - set(kept)), io_low=self.io_low,
                                         pinned=pinned)
@@ -162,7 +190,18 @@ class Search:
                          round_index, len(low), len(kept), failing)
             if not failing:
                 return SearchResult(low, kept, measured, round_index, self.local)
+            measured = self.measure(low, tensors=True)  # to trace the error back
+            worst = max(measured.outputs[name] for name in failing)
+            # Step 2b: an error that builds up over many nodes has no single origin; while
+            # tracing it back does not lower it by a tenth, the lowered ancestors with the
+            # largest own error go back too, twice as many each round.
+            stalled = stalled + 1 if previous is not None and worst > 0.9 * previous else 0
+            previous = worst
             blamed = self.blame(measured, failing, low)
+            if stalled:
+                self.measure_local(self.analysis.compute_nodes())
+                blamed.update(self.ranked(failing, low, 2 ** stalled, measured))
+            blamed = {p: why for p, why in blamed.items() if p not in kept}
             if not blamed:
                 break
             kept.update(blamed)
@@ -189,6 +228,19 @@ class Search:
                                                 f"tolerance; rounding this node's output is "
                                                 f"amplified by {self._label(origin)}")
         return blamed
+
+    def ranked(self, failing: Sequence[str], low: frozenset[int], count: int,
+               measured: Measured) -> dict[int, str]:
+        """Step 2b: the ``count`` lowered computing ancestors of the failing outputs with the
+        largest own error."""
+        compute = set(self.analysis.compute_nodes())
+        ancestors = self.analysis.ancestors(list(failing)) & low & compute
+        ranked = sorted(ancestors, key=lambda p: (-self.local.get(p, 0.0), p))[:count]
+        worst = max(failing, key=lambda name: measured.outputs[name])
+        return {p: f"output {worst!r} stayed at {_fmt(measured.outputs[worst])} of the "
+                   f"tolerance as errors built up; this node's own error "
+                   f"({_fmt(self.local.get(p, 0.0))}) is among the largest upstream"
+                for p in ranked}
 
     def _origins(self, output: str, measured: Measured) -> set[int]:
         """The nodes where the error of ``output`` starts (module docstring, step 2)."""
@@ -256,11 +308,22 @@ _ELEMENT_TYPES = {
 
 
 def tensor_types(model: onnx.ModelProto) -> dict[str, int]:
-    """The element type of every tensor the main graph's nodes write, as ONNX Runtime types
-    them (it knows its contrib ops, which onnx's shape inference does not); a tensor that is
-    no tensor (a sequence) is left out."""
+    """The element type of every tensor the main graph's nodes write: from onnx's type
+    inference on the model's skeleton (no weights read), or, where it leaves one unknown (ONNX
+    Runtime's contrib ops, which onnx does not know), as ONNX Runtime types them; a tensor that
+    is no tensor (a sequence) is left out."""
+    written = [name for node in model.graph.node for name in node.output if name]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(skeleton(model))
+        types = {v.name: v.type.tensor_type.elem_type for v in
+                 [*inferred.graph.value_info, *inferred.graph.output]
+                 if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type}
+    except Exception:  # noqa: BLE001 - onnx refuses what it cannot infer: ask ORT
+        types = {}
+    if all(name in types for name in written):
+        return {name: types[name] for name in written}
     exposed = onnx.ModelProto()
     exposed.CopyFrom(model)
-    expose(exposed, [name for node in model.graph.node for name in node.output])
+    expose(exposed, written)
     return {o.name: _ELEMENT_TYPES[o.type] for o in session(exposed).get_outputs()
             if o.type in _ELEMENT_TYPES}

@@ -116,10 +116,16 @@ def plan(
         return NodePlan("fixed", reason=f"{node.op_type} holds a subgraph; bodies stay float32")
     if (node.domain, node.op_type) in local_functions:
         return NodePlan("fixed", reason=f"calls the local function {node.op_type}")
-    if node.domain in _STANDARD and node.op_type in ATTRIBUTE_TYPED:
-        return _attribute_typed(node, float_inputs, float_outputs)
     schema = _schema(node.domain or "", node.op_type, opsets.get(node.domain or "", 0)
                      if node.domain not in _STANDARD else opsets.get("", opsets.get("ai.onnx", 0)))
+    if node.domain in _STANDARD and node.op_type in ATTRIBUTE_TYPED:
+        if float_outputs and schema is not None and _TYPE_STR[low] not in schema.constraints.get(
+                schema.outputs[0][0], frozenset({schema.outputs[0][0]})):
+            name = _TYPE_STR[low].removeprefix("tensor(").removesuffix(")")
+            return NodePlan("fixed", free_inputs=tuple(float_inputs),
+                            reason=f"the schema of {node.op_type}-{schema.version} allows no "
+                                   f"{name}")
+        return _attribute_typed(node, float_inputs, float_outputs)
     if schema is None:
         return NodePlan("fixed", reason=f"no schema known for {node.domain or 'ai.onnx'}::"
                                         f"{node.op_type}")
@@ -130,10 +136,13 @@ def _attribute_typed(node: onnx.NodeProto, float_inputs: Sequence[int],
                      float_outputs: Sequence[int]) -> NodePlan:
     """Rule 4."""
     if node.op_type == "Cast":
-        # Cast reads any type; its output follows the node only when it makes a float32.
+        # A float32 -> float32 Cast (exporters write them around Softmax) is an Identity: it
+        # follows what it reads. A Cast to float32 of another type follows its readers; one
+        # from float32 to another type reads any type.
+        if float_outputs and float_inputs:
+            return NodePlan("lowerable", low_inputs=(0,), low_outputs=(0,), movement=True)
         if float_outputs:
-            return NodePlan("lowerable", low_outputs=(0,), free_inputs=tuple(float_inputs),
-                            movement=True)
+            return NodePlan("lowerable", low_outputs=(0,), movement=True)
         return NodePlan("neutral", free_inputs=tuple(float_inputs))
     if not float_outputs:
         return NodePlan("neutral")

@@ -195,8 +195,7 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
 
 
 def _read_by_bodies(analysis: Analysis, name: str) -> bool:
-    return any(name in graph_layer.outer_refs(sub) for node in analysis.model.graph.node
-               for sub in graph_layer.subgraphs(node))
+    return name in analysis.read_by_bodies
 
 
 def _convert_initializer(analysis: Analysis, name: str, target: int, in_place: bool,

@@ -246,8 +246,8 @@ def test_optimize_writes_lowered_model_when_the_gate_is_off(rng, tmp_path):
     written = onnx.load(tmp_path / "out.onnx")
     assert precision.read(written) is not None
     assert result.report.parity["passed"]
-    assert result.report.speed_gate["kept"] and "speed gate off" in \
-        result.report.speed_gate["note"]
+    verdict, = result.report.speed_gate["verdicts"]
+    assert verdict["kept"] and "speed gate off" in verdict["note"]
     entry = next(p for p in result.report.passes if p.name == "convert-precision")
     assert entry.details["lowered_outputs"] == ["y"]
 
@@ -257,9 +257,32 @@ def test_optimize_with_the_gate_writes_what_its_verdict_says(rng, tmp_path):
     onnx.save(mlp(rng), path)
     result = graphfix.optimize_file(path, tmp_path / "out.onnx", precision="fp16",
                                     provider="cpu")
-    gate = result.report.speed_gate
+    gate, = result.report.speed_gate["verdicts"]
     assert gate["provider"] == "cpu" and gate["verdict"] is not None
     written = onnx.load(tmp_path / "out.onnx")
     assert (precision.read(written) is not None) == gate["kept"]
     if not gate["kept"]:
-        assert any("written without them" in w for w in result.report.warnings)
+        assert any("written without it" in w for w in result.report.warnings)
+
+
+def test_speed_gate_writes_without_a_rewrite_that_is_slower():
+    from graphfix import speed_gate
+    from graphfix.options import BenchOptions, RunOptions
+
+    def chain(length: int) -> onnx.ModelProto:
+        body = "\n".join(f"h{i + 1} = MatMul(h{i}, W)" for i in range(length))
+        model = parse(f"""
+        g (float[64,256] h0) => (float[64,256] h{length}) {{
+            {body}
+        }}""", W=np.eye(256, dtype=np.float32))
+        return model
+
+    slow, fast = chain(40), chain(1)
+    fast.graph.output[0].name = slow.graph.output[0].name
+    fast.graph.node[-1].output[0] = slow.graph.output[0].name
+    verdicts, replacement = speed_gate.judge(
+        slow, lambda left_out: fast, ["convert-precision"], RunOptions(provider="cpu"),
+        BenchOptions(runs=15, warmup=2))
+    assert [v.kept for v in verdicts] == [False] and verdicts[0].verdict == "slower"
+    assert replacement is fast
+    assert "written without it" in verdicts[0].note and "--provider cuda" in verdicts[0].note
