@@ -111,6 +111,17 @@ def _olive(model: onnx.ModelProto, kind: str, heads: int, hidden: int) -> onnx.M
         return onnx.load(found[0])
 
 
+def _run(tool: str, model: onnx.ModelProto, kind: str, hidden: int,
+         feeds: list[dict[str, Any]], padded: list[dict[str, Any]]) -> onnx.ModelProto:
+    if tool == "ort-0":
+        return _ort(model, kind, 0, 0)
+    if tool == "ort-hand":
+        return _ort(model, kind, HEADS, hidden)
+    if tool == "olive":
+        return _olive(model, kind, HEADS, hidden)
+    return FuseTransformer(feeds=feeds if tool == "graphfix" else padded)(model).model
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("world", type=Path)
@@ -138,17 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: type {kind}, heads read {heads} (config {HEADS}x{hidden // HEADS})",
               flush=True)
         row: dict[str, Any] = {"model": name, "model_type": kind, "heads": heads}
-        tries = {
-            "ort-0": lambda m: _ort(m, kind, 0, 0),
-            "ort-hand": lambda m: _ort(m, kind, HEADS, hidden),
-            "olive": lambda m: _olive(m, kind, HEADS, hidden),
-            "graphfix": lambda m: FuseTransformer(feeds=feeds)(m).model,
-            "graphfix-pad": lambda m: FuseTransformer(feeds=padded)(m).model,
-        }
-        for tool, run in tries.items():
+        for tool in ("ort-0", "ort-hand", "olive", "graphfix", "graphfix-pad"):
             started = time.perf_counter()
             try:
-                fused = run(_copy(original))
+                fused = _run(tool, _copy(original), kind, hidden, feeds, padded)
                 seconds = time.perf_counter() - started
                 counts, exact = _fused(fused), _exact(original, fused, padded)
             except Exception as err:  # noqa: BLE001

@@ -77,7 +77,7 @@ class Analysis:
             for slot, name in enumerate(node.input):
                 if name:
                     uses.setdefault(name, []).append(Use(position, slot))
-        for position, node in enumerate(graph.node):
+        for node in graph.node:
             float_in = [i for i, n in enumerate(node.input) if n and known.get(n) == FLOAT]
             float_out = [i for i, n in enumerate(node.output) if n and known.get(n) == FLOAT]
             unknown = [n for n in node.output if n and n not in known]
@@ -123,20 +123,20 @@ class Analysis:
         movement = [p for p in self.order if self.plans[p].kind == "lowerable"
                     and self.plans[p].movement and p not in pinned]
         weights = self._weightlike()
+        indifferent = self._indifferent(movement)
         for _ in range(4):  # alternating forward and backward sweeps settle in a few rounds
             changed = False
             for position in [*movement, *reversed(movement)]:
                 plan = self.plans[position]
                 node = self.node(position)
-                sources = [node.input[i] for i in plan.low_inputs
-                           if node.input[i] and node.input[i] not in weights]
-                if sources:
+                sources = [node.input[i] for i in plan.low_inputs if node.input[i]]
+                definite = [s for s in sources if s not in weights]
+                if position in indifferent:  # its readers take any type: no Cast either way
                     want = any(self.is_low(s, low, io_low=io_low) for s in sources)
+                elif definite:
+                    want = any(self.is_low(s, low, io_low=io_low) for s in definite)
                 else:
-                    readers = [u for out in plan.low_outputs for u in
-                               self.uses.get(node.output[out], [])
-                               if self.plans[u.node].kind != "neutral"
-                               and u.slot not in self.plans[u.node].free_inputs]
+                    readers = [u for u in self._typed_readers(position) if u.node not in indifferent]
                     want = bool(readers) and all(
                         u.node in low and u.slot in self.plans[u.node].low_inputs
                         for u in readers) and not any(
@@ -147,6 +147,27 @@ class Analysis:
             if not changed:
                 break
         return frozenset(low)
+
+    def _typed_readers(self, position: int) -> list[Use]:
+        """The input slots reading ``position``'s float outputs that care about their type."""
+        plan = self.plans[position]
+        node = self.node(position)
+        return [u for out in plan.low_outputs for u in self.uses.get(node.output[out], [])
+                if self.plans[u.node].kind != "neutral"
+                and u.slot not in self.plans[u.node].free_inputs]
+
+    def _indifferent(self, movement: Sequence[int]) -> set[int]:
+        """Movement nodes whose values reach only readers that take any type (a Shape, a
+        Cast), directly or through other such nodes, and no graph output."""
+        found: set[int] = set()
+        for position in reversed(movement):  # readers come after their producers
+            node = self.node(position)
+            plan = self.plans[position]
+            if any(node.output[out] in self.outputs for out in plan.low_outputs):
+                continue
+            if all(u.node in found for u in self._typed_readers(position)):
+                found.add(position)
+        return found
 
     def _weightlike(self) -> set[str]:
         """Float tensors computed from weights alone through movement nodes (and weights)."""

@@ -48,7 +48,6 @@ import dataclasses
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import onnx

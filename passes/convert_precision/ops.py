@@ -197,7 +197,7 @@ def _formal(formals: tuple[tuple[str, bool], ...], index: int) -> str | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _schema(domain: str, op_type: str, version: int) -> _Schema | None:
     if domain in _STANDARD or domain == "ai.onnx.ml":
         try:
