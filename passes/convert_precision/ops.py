@@ -244,9 +244,3 @@ def _runtime_schemas() -> dict[tuple[str, str, int], _Schema]:
 def opsets(model: onnx.ModelProto) -> dict[str, int]:
     """The model's opset version per domain."""
     return {o.domain: o.version for o in model.opset_import}
-
-
-def describe_type(elem_type: int) -> str:
-    return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name if elem_type != \
-        onnx.TensorProto.BFLOAT16 else "bfloat16"
-
