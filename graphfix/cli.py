@@ -261,6 +261,8 @@ def _optimize_arguments(flags: dict[str, Any]) -> dict[str, Any]:
         passes=_names((flags["passes_"],)) if flags["passes_"] is not None else None,
         skip=_names(flags["skip"]), report=flags["report_path"],
         external_data=flags["external_data"], ort_level=flags["ort_level"],
+        precision=flags["precision"], io_types=flags["io_types"], fuse=flags["fuse"],
+        speed_gate=False if flags["no_speed_gate"] else None,
         provider=flags["provider"], max_growth=flags["max_growth"],
         keep_reduction_order=flags["keep_reduction_order"] or None,
         inputs_as_nchw=_names(flags["inputs_as_nchw"]),
@@ -291,9 +293,24 @@ _MODEL_PATH = click.Path(readable=False, path_type=Path)
 @click.option("--ort-level", type=click.Choice(["basic", "extended", "all"]),
               help="ort-offline level. basic (default) keeps standard ONNX ops, portable to "
                    "every provider; extended/all add ORT contrib ops tied to --provider.")
+@click.option("--precision", type=click.Choice(["fp16", "bf16"]),
+              help="Lower float32 compute to float16/bfloat16 (convert-precision), float32 "
+                   "islands where measured error needs them; the signature stays float32. "
+                   "Judged by the speed gate on --provider.")
+@click.option("--io-types", type=click.Choice(["fp32", "fp16", "bf16"]),
+              help="With --precision: fp32 (default) keeps float32 inputs and outputs; the "
+                   "precision's name lowers them too (a signature change, recorded in the "
+                   "model's graphfix.precision metadata).")
+@click.option("--fuse", type=click.Choice(["transformer"]),
+              help="ONNX Runtime's transformer fusions (Attention, SkipLayerNormalization, ...), "
+                   "heads read from the graph, checked by parity; tied to ONNX Runtime and "
+                   "--provider. Judged by the speed gate.")
+@click.option("--no-speed-gate", is_flag=True,
+              help="Keep --precision/--fuse without timing them on --provider (by default a "
+                   "model they make slower there is written without them).")
 @click.option("--provider", type=click.Choice(["auto", "cpu", "cuda"]),
               help="The provider the model is for: ort-offline's target (cpu unless cuda is "
-                   "named) and --bench's (auto: CUDA when it loads).")
+                   "named), the speed gate's and --bench's (auto: CUDA when it loads).")
 @click.option("--max-growth", type=_Number(1.0, zero=True), metavar="X",
               help="Largest output/input ratio of tensor bytes that constant folding may "
                    "reach (default 1.5); 0 allows any growth.")
@@ -342,6 +359,7 @@ def optimize(ctx: click.Context, src: Path, dst: str, verbose: int, quiet: bool,
       graphfix optimize bert.onnx out.onnx --input-shape input_ids:1x128 --tol logits:1e-3:1e-2
       graphfix optimize model.onnx out.onnx --bench --require-speedup 1.05
       graphfix optimize keras.onnx out.onnx --inputs-as-nchw input
+      graphfix optimize bert.onnx bert.gpu.onnx --fuse transformer --precision fp16 --provider cuda
     """
     _configure_logging(verbose, quiet)
     arguments = _optimize_arguments(flags)

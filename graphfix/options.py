@@ -20,6 +20,8 @@ from graphfix.errors import GraphfixError
 __all__ = [
     "PROVIDERS",
     "ORT_LEVELS",
+    "PRECISIONS",
+    "FUSIONS",
     "DEFAULT_MAX_GROWTH",
     "GROWTH_ALLOWANCE",
     "OptionError",
@@ -38,6 +40,9 @@ PROVIDERS: dict[str, str] = {
     "tensorrt": "TensorrtExecutionProvider",
 }
 ORT_LEVELS = ("basic", "extended", "all")
+# Lowered precisions (convert-precision) and fusions (fuse-transformer) a run can ask for.
+PRECISIONS = ("fp16", "bf16")
+FUSIONS = ("transformer",)
 
 # The growth policy of constant folding (ort-offline, simplify): the tensors of a rewritten
 # model may hold at most max(max_growth x the original's bytes, the original's + allowance).
@@ -109,6 +114,13 @@ class RunOptions:
     - ``inputs_as_nchw`` / ``outputs_as_nchw``: channels-last inputs and outputs declared
       channels-first (a signature change, recorded in the model).
     - ``input_shapes``: fixed sizes of named inputs, in the layout of the model as given.
+    - ``precision``: "fp16" or "bf16" adds convert-precision to the pipeline (None: float32
+      stays); ``io_types``: "fp32" (default) keeps the signature's float32 inputs and outputs,
+      the precision's name lowers them too.
+    - ``fuse``: "transformer" adds fuse-transformer (ONNX Runtime's transformer fusions).
+    - ``inputs``: real inputs (parity's ``inputs``: a ``.npz`` or a folder of ``.pb``) for the
+      passes that measure their rewrite (convert-precision, fuse-transformer); None: parity's
+      generated inputs.
     """
 
     ort_level: str = "basic"
@@ -118,6 +130,10 @@ class RunOptions:
     inputs_as_nchw: tuple[str, ...] = ()
     outputs_as_nchw: tuple[str, ...] = ()
     input_shapes: Optional[Mapping[str, tuple[int, ...]]] = None
+    precision: Optional[str] = None
+    io_types: Optional[str] = None
+    fuse: Optional[str] = None
+    inputs: Optional[str | os.PathLike[str]] = None
 
     def __post_init__(self) -> None:
         if self.ort_level not in ORT_LEVELS:
@@ -129,6 +145,15 @@ class RunOptions:
         object.__setattr__(self, "inputs_as_nchw", _names(self.inputs_as_nchw))
         object.__setattr__(self, "outputs_as_nchw", _names(self.outputs_as_nchw))
         object.__setattr__(self, "input_shapes", _check_shapes(self.input_shapes))
+        if self.precision not in (None, *PRECISIONS):
+            raise OptionError(f"the precision must be one of {', '.join(PRECISIONS)}, "
+                              f"got {self.precision!r}")
+        if self.io_types not in (None, "fp32", self.precision):
+            raise OptionError(f"io types must be fp32 or the precision ({self.precision}), "
+                              f"got {self.io_types!r}", hint="--io-types needs --precision")
+        if self.fuse not in (None, *FUSIONS):
+            raise OptionError(f"the fusion must be one of {', '.join(FUSIONS)}, "
+                              f"got {self.fuse!r}")
 
 
 def _given(options: Any) -> dict[str, Any]:

@@ -25,6 +25,7 @@ import onnx
 import graphfix
 from graphfix import graph as graph_layer
 from graphfix import layout, model_io, registry
+from graphfix import speed_gate as gate
 from graphfix.errors import (
     GraphfixError,
     ParityError,
@@ -103,6 +104,10 @@ def build_passes(
     run = run or RunOptions()
     pass_options = dict(pass_options or {})
     names = list(DEFAULT_PASSES if passes is None else passes)
+    # Passes asked for by option: fusions first (ONNX Runtime's patterns are written against
+    # exporters' graphs), lowered precision last; each once.
+    before, after = gate.requested_passes(run)
+    names = [n for n in before if n not in names] + names + [n for n in after if n not in names]
     for name in [*skip, *pass_options]:
         registry.get(name)  # an unknown name is an error, not a silent no-op
     built: list[registry.Pass] = []
@@ -323,6 +328,7 @@ def _pass_report(pass_: registry.Pass, model: onnx.ModelProto, before: dict[str,
         op_delta=_op_delta(before, after),
         stats=dict(result.stats) if result else {},
         warnings=list(result.warnings) if result else [],
+        details=_jsonable(result.details) if result else {},
     )
 
 
@@ -365,6 +371,10 @@ def optimize(
     require_speedup: float | None = None,
     pass_options: Mapping[str, Mapping[str, Any]] | None = None,
     progress: Progress | None = None,
+    precision: str | None = None,
+    io_types: str | None = None,
+    fuse: str | None = None,
+    speed_gate: bool = True,
 ) -> OptimizeResult:
     """Optimize a model: run the pass pipeline, check parity against the original, and
     optionally benchmark. The given model is not modified.
@@ -384,6 +394,12 @@ def optimize(
     ``bench`` (True, or :class:`BenchOptions`) measures the speedup; ``require_speedup``
     raises :class:`BenchmarkError` when it is not reached. ``progress(step, done, total)`` is
     called as passes and parity input sets start.
+
+    ``precision`` ("fp16", "bf16") adds convert-precision and ``fuse`` ("transformer")
+    fuse-transformer after the other passes; ``io_types`` (the precision's name) lowers the
+    signature's float32 inputs and outputs too. Both are judged by the speed gate
+    (:mod:`graphfix.speed_gate`) on ``provider`` unless ``speed_gate`` is False: slower there,
+    the model is written without them, and the report says so.
     """
     # A run killed before it could clean up (SIGKILL, a power cut) left its folders behind.
     model_io.sweep_temporaries()
@@ -391,6 +407,8 @@ def optimize(
         ort_level=ort_level, provider=provider, max_growth=max_growth,
         keep_reduction_order=keep_reduction_order, inputs_as_nchw=tuple(inputs_as_nchw),
         outputs_as_nchw=tuple(outputs_as_nchw), input_shapes=input_shapes,
+        precision=precision, io_types=io_types, fuse=fuse,
+        inputs=parity.inputs if parity is not None else None,
     )
     parity = parity or ParityOptions()
     bench_options = bench if isinstance(bench, BenchOptions) else (
@@ -402,7 +420,8 @@ def optimize(
     job = _Job(loaded, build_passes(passes, skip=skip, run=run, pass_options=pass_options), run,
                verify=verify, strict=strict,
                parity={**parity.arguments(), "input_shapes": run.input_shapes},
-               bench=bench_options, require_speedup=require_speedup, progress=progress)
+               bench=bench_options, require_speedup=require_speedup, progress=progress,
+               judge_speed=speed_gate)
     return job.optimize()
 
 
@@ -431,12 +450,13 @@ class _Job:
     def __init__(self, loaded: model_io.LoadedModel, pipeline: list[registry.Pass],
                  run: RunOptions, *, verify: bool, strict: bool, parity: dict[str, Any],
                  bench: BenchOptions | None, require_speedup: float | None,
-                 progress: Progress | None) -> None:
+                 progress: Progress | None, judge_speed: bool = True) -> None:
         self.loaded, self.pipeline, self.run = loaded, pipeline, run
         self.verify, self.strict, self.bench = verify, strict, bench
         self.tolerances = parity.get("tolerances")
         self.reference_arguments = {k: v for k, v in parity.items() if k != "tolerances"}
         self.require_speedup, self.progress = require_speedup, progress
+        self.judge_speed = judge_speed
         self.started = time.perf_counter()
         self.report = Report(graphfix_version=graphfix.__version__, verify=verify)
         self.report.input = model_facts(loaded.model, size_bytes=loaded.size_bytes or None,
@@ -458,6 +478,7 @@ class _Job:
             try:
                 if self.verify:
                     optimized = self._verify(original, optimized)
+                optimized = self._gate(optimized, original)
                 if self.bench is not None:
                     _bench(original(), optimized, self.report, self.bench, self.run,
                            self.require_speedup)
@@ -514,7 +535,8 @@ class _Job:
         a :class:`ParityError` naming the pass). Returns the model to write."""
         from graphfix.validate.parity import ReferenceRun, check_parity
 
-        reference = self.reference or ReferenceRun(original(), **self.reference_arguments)
+        reference = self.reference = self.reference or ReferenceRun(
+            original(), **self.reference_arguments)
         result = check_parity(None, optimized, reference_run=reference, progress=self.progress,
                               tolerances=self.tolerances)
         self.report.parity = result.to_dict()
@@ -555,6 +577,44 @@ class _Job:
                               "each pass was then checked and what broke it left out")
         self.report.parity = final.to_dict()
         return done.model
+
+    def _gate(self, optimized: onnx.ModelProto, original: Callable[[], onnx.ModelProto]
+              ) -> onnx.ModelProto:
+        """The speed gate (:mod:`graphfix.speed_gate`) for the passes that changed the model
+        for a provider; the model to write."""
+        gated = [e.name for e in self.report.passes if e.name in gate.GATED_PASSES and e.modified]
+        if not gated:
+            return optimized
+        if not self.judge_speed:
+            verdict = gate.unmeasured(gated)
+            self.report.speed_gate = {"verdicts": [verdict.to_dict()], "note": verdict.note}
+            return optimized
+
+        def without(left_out: frozenset[str]) -> onnx.ModelProto:
+            rest = [p for p in self.pipeline if p.name not in left_out]
+            return run_pipeline(_copy(original()), rest, input_shapes=self.run.input_shapes,
+                                judge=self.loads).model
+
+        verdicts, replacement = gate.judge(optimized, without, gated, self.run, self.bench)
+        self.report.speed_gate = {"verdicts": [v.to_dict() for v in verdicts],
+                                  "note": "; ".join(v.note for v in verdicts)}
+        if replacement is None:
+            return optimized
+        for verdict in verdicts:
+            if not verdict.kept:
+                logger.warning("%s", verdict.note)
+                self.report.warnings.append(verdict.note)
+        if self.verify:
+            from graphfix.validate.parity import ReferenceRun, check_parity
+
+            reference = self.reference or ReferenceRun(original(), **self.reference_arguments)
+            result = check_parity(None, replacement, reference_run=reference,
+                                  progress=self.progress, tolerances=self.tolerances)
+            self.report.parity = result.to_dict()
+            if not result.passed:
+                raise ParityError(f"the model without the slower rewrites does not match the "
+                                  f"original ({result.describe()})")
+        return replacement
 
     def _finish(self, optimized: onnx.ModelProto | None) -> None:
         if optimized is not None:

@@ -60,6 +60,8 @@ class PassResult:
     warnings: list[str] = dataclasses.field(default_factory=list)
     # Set when the pass gave up on this model without changing it; the pipeline goes on.
     skipped: str | None = None
+    # Structured facts worth reporting that are not integers (convert-precision's islands).
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +120,8 @@ class Pass:
             if result.model is model:
                 snapshot.restore(model)
             return PassResult(model, False, stats=result.stats,
-                              warnings=[*result.warnings, reason], skipped=reason)
+                              warnings=[*result.warnings, reason], skipped=reason,
+                              details=result.details)
         return result
 
     def __repr__(self) -> str:

@@ -97,6 +97,7 @@ class PassReport:
     op_delta: dict[str, int]
     stats: dict[str, int]
     warnings: list[str]
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -111,6 +112,8 @@ class Report:
     warnings: list[str] = dataclasses.field(default_factory=list)
     # What the run left out because it broke the model: [{pass, position, part, reason}].
     left_out: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # What the speed gate measured and decided for convert-precision / fuse-transformer.
+    speed_gate: dict[str, Any] | None = None
     seconds: float = 0.0
     written: str | None = None
     error: str | None = None
@@ -292,6 +295,10 @@ def format_summary(report: Report) -> str:
     elif not report.verify:
         lines.append("")
         lines.append("parity: not checked (--no-verify)")
+    if report.speed_gate is not None:
+        for verdict in report.speed_gate.get("verdicts", []):
+            if verdict.get("note") not in report.warnings:
+                lines.append(f"speed gate: {verdict.get('note', '')}")
     if report.bench is not None:
         b = report.bench
         lines.append(

@@ -83,6 +83,7 @@ import numpy as np
 import onnx
 
 from graphfix import layout
+from graphfix import precision
 from graphfix.doctor import CUDA_FIX, probe_provider
 from graphfix.validate.timing import (
     Config,
@@ -520,6 +521,9 @@ def _feeds_by_model(
     if baseline is not None:
         by_model["baseline"] = layout.from_candidate(
             arrays, layout.relative(layout.read(baseline), layout.read(model)))
+        # Inputs the candidate lowered on request (graphfix.precision): the same values in the
+        # baseline's own type.
+        by_model["baseline"] = precision.from_candidate(by_model["baseline"], model)
     return by_model
 
 

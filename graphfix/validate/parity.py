@@ -49,6 +49,7 @@ import onnx
 
 from graphfix import layout as layout_module
 from graphfix import model_io
+from graphfix import precision as precision_module
 from graphfix.errors import ProviderUnavailableError, ValidationInputError, first_line
 from graphfix.options import PROVIDERS
 from graphfix.validate import feeds as feeds_module
@@ -507,15 +508,18 @@ def check_parity(
         result.seconds = time.perf_counter() - started
         return result
     output_names = ref.names
-    problems = _signature_problems(ref.names, ref.inputs, cand_session, names)
+    record = precision_module.read(candidate)
+    problems = _signature_problems(ref.names, ref.inputs, cand_session, names,
+                                   retyped=set(record.io_inputs) if record else set())
     _check_tolerance_names(tolerances, ref.names)
+    tolerances = _lowered_tolerances(candidate, tolerances)
     # A signature the passes changed on request (graphfix.layout): each model gets its inputs
     # in its own layout, and outputs are compared in the reference's.
     moved = layout_module.relative(reference_run.layout, layout_module.read(candidate))
     result.notes.extend(layout_module.describe(moved))
 
     by_name = _compare_runs(ref, cand_session, moved, tolerances, names[1], result, problems,
-                            progress, total)
+                            progress, total, candidate)
     if progress is not None:
         progress("parity", 2 * total, 2 * total)
     result.outputs = [by_name[name] for name in output_names if name in by_name]
@@ -529,6 +533,7 @@ def _compare_runs(
     ref: ReferenceOutputs, cand_session: Any, moved: layout_module.Layout,
     tolerances: Mapping[str, Tolerance] | None, candidate: str, result: ParityResult,
     problems: list[str], progress: Progress | None, total: int,
+    model: onnx.ModelProto | None = None,
 ) -> dict[str, OutputParity]:
     """The candidate on each of the reference's input sets, each output compared; per output
     the worst run (a failing one first)."""
@@ -539,13 +544,17 @@ def _compare_runs(
             progress("parity", total + run, 2 * total)
         result.runs.append(feeds_module.describe(feed))
         try:
-            cand_out = cand_session.run(
-                None, _for(cand_session, layout_module.to_candidate(feed, moved)))
+            cand_feed = layout_module.to_candidate(feed, moved)
+            if model is not None:  # inputs the candidate lowered on request (graphfix.precision)
+                cand_feed = precision_module.to_candidate(cand_feed, model)
+            cand_out = cand_session.run(None, _for(cand_session, cand_feed))
         except Exception as err:  # noqa: BLE001 - any ORT failure is the candidate's failure
             problems.append(f"the {candidate} fails to run on {_shapes(feed)}: "
                             f"{first_line(err)}")
             break
         cand_by_name = layout_module.to_reference(dict(zip(cand_names, cand_out)), moved)
+        if model is not None:
+            cand_by_name = precision_module.to_reference(cand_by_name, model)
         for name, ref_value in zip(ref.names, ref_out):
             if name not in cand_by_name:
                 stats = OutputParity(name, _dtype_name(ref_value), None, run=run)
@@ -582,7 +591,8 @@ def _session(model: onnx.ModelProto, providers: list[str], label: str, *,
 
 
 def _signature_problems(
-    ref_out: list[str], ref_in: dict[str, str], cand_session: Any, names: tuple[str, str]
+    ref_out: list[str], ref_in: dict[str, str], cand_session: Any, names: tuple[str, str],
+    retyped: set[str] | None = None,
 ) -> list[str]:
     """What the candidate's signature (from its session) changed against the reference's
     output names and input types."""
@@ -599,12 +609,30 @@ def _signature_problems(
         if item.name not in ref_in:
             problems.append(f"the {candidate} takes an input the {reference} lacks: "
                             f"{item.name!r}")
-        elif item.type != ref_in[item.name]:
+        elif item.type != ref_in[item.name] and item.name not in (retyped or ()):
             problems.append(
                 f"input {item.name!r} is {item.type} in the {candidate}, "
                 f"{ref_in[item.name]} in the {reference}"
             )
     return problems
+
+
+def _lowered_tolerances(candidate: onnx.ModelProto,
+                        tolerances: Mapping[str, Tolerance] | None) -> Mapping[str, Tolerance] | None:
+    """Outputs the candidate computed through float16 or bfloat16 while their type stayed float32
+    (its ``graphfix.precision`` record) are judged at that type's defaults; a tolerance the user
+    gave, for the output or for every output, still wins."""
+    lowered = precision_module.tolerance_dtypes(candidate)
+    if not lowered:
+        return tolerances
+    merged = dict(tolerances or {})
+    every = merged.get("*", (None, None))
+    for name, dtype in lowered.items():
+        if name not in merged:
+            atol, rtol = default_tolerance(dtype)
+            merged[name] = (every[0] if every[0] is not None else atol,
+                            every[1] if every[1] is not None else rtol)
+    return merged
 
 
 def _check_tolerance_names(tolerances: Mapping[str, Tolerance] | None, outputs: list[str]) -> None:

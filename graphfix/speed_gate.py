@@ -1,0 +1,119 @@
+"""The speed gate: a rewrite made for speed on one provider is kept only where it is not slower
+there.
+
+Lowered precision (convert-precision) and ONNX Runtime's transformer fusions (fuse-transformer)
+trade portability or precision for speed on a provider; on another they can be slower (float16
+on ONNX Runtime's CPU provider runs through Casts it inserts around most ops). After the parity
+check, :func:`judge` times the optimized model against the same pipeline without those passes,
+on the provider the model is for (``--provider``; "auto" is CUDA where it really loads, else
+the CPU), both under ONNX Runtime's defaults, rounds interleaved
+(:func:`graphfix.validate.bench.benchmark`).
+
+The choice when they are slower: the run writes the model without them, checked by parity like
+any result, and says so (a warning naming the passes, the measured ratio and its interval, and
+how to ask for the provider they are for). It does not refuse: the passes before them did work
+that holds on every provider, and graphfix degrades a run by leaving out what failed rather
+than losing it all (as it leaves out a pass that broke parity). "Slower" is the benchmark's
+verdict: the interval's upper bound below 1. A ratio the interval cannot tell from 1 keeps the
+rewrite (a smaller or fused model that is not shown slower). ``speed_gate=False`` keeps the
+rewrites unmeasured, and the report says they were not judged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import onnx
+
+from graphfix import layout
+from graphfix.options import BenchOptions, RunOptions
+
+__all__ = ["GATED_PASSES", "Verdict", "requested_passes", "judge", "unmeasured"]
+
+# The passes a run asks for by option (RunOptions.fuse, RunOptions.precision).
+GATED_PASSES: tuple[str, ...] = ("fuse-transformer", "convert-precision")
+
+
+def requested_passes(run: RunOptions) -> tuple[list[str], list[str]]:
+    """The gated passes ``run`` asks for: those that run before the rest of the pipeline
+    (ONNX Runtime's fusions, whose patterns are written against exporters' graphs) and those
+    that run after it (lowered precision, on the finished float32 graph)."""
+    return (["fuse-transformer"] if run.fuse is not None else [],
+            ["convert-precision"] if run.precision is not None else [])
+
+
+@dataclasses.dataclass
+class Verdict:
+    """What the gate decided: ``kept`` (the rewrites stay), with the measured comparison."""
+
+    passes: list[str]
+    kept: bool
+    provider: str
+    speedup: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str | None
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def judge(
+    optimized: onnx.ModelProto,
+    without: Callable[[frozenset[str]], onnx.ModelProto],
+    passes: Sequence[str],
+    run: RunOptions,
+    options: BenchOptions | None = None,
+) -> tuple[list[Verdict], onnx.ModelProto | None]:
+    """Judge each of ``passes`` (in pipeline order) by its own effect, the last one first: the
+    model with it against ``without(left out)``, the same pipeline without it (and without those
+    already left out), on the run's provider. Returns a verdict per pass and, when any was
+    slower, the model to write instead (else None)."""
+    candidate, replaced = optimized, False
+    left_out: frozenset[str] = frozenset()
+    verdicts: list[Verdict] = []
+    for name in reversed(list(passes)):
+        baseline = without(left_out | {name})
+        verdict = _compare(candidate, baseline, name, run, options)
+        verdicts.insert(0, verdict)
+        if not verdict.kept:
+            candidate, replaced = baseline, True
+            left_out |= {name}
+    return verdicts, (candidate if replaced else None)
+
+
+def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, run: RunOptions,
+             options: BenchOptions | None) -> Verdict:
+    from graphfix.validate.bench import benchmark
+
+    arguments = (options or BenchOptions()).arguments()
+    if "provider" not in arguments:
+        arguments["provider"] = run.provider
+    if run.input_shapes:
+        arguments["input_shapes"] = layout.move_shapes(
+            run.input_shapes, layout.relative(layout.read(baseline), layout.read(candidate)))
+    result = benchmark(candidate, baseline=baseline, **arguments)
+    comparison = result.comparison
+    assert comparison is not None  # a baseline was given
+    figures = (f"{comparison.speedup:.2f}x [{comparison.ci_low:.2f}, {comparison.ci_high:.2f}] "
+               f"against the same pipeline without it on {result.provider}")
+    slower = comparison.verdict == "slower"
+    if slower:
+        note = (f"{name} made the model slower ({figures}); written without it"
+                + ("" if result.provider == "cuda" else
+                   ": float16 and fused attention are for GPUs, where they run natively; ask "
+                   "for --provider cuda on a machine where CUDA loads, or --no-speed-gate to "
+                   "write it unmeasured"))
+    else:
+        note = f"{name}: {figures}, {comparison.verdict}"
+    return Verdict([name], not slower, result.provider, comparison.speedup,
+                   comparison.ci_low, comparison.ci_high, comparison.verdict, note)
+
+
+def unmeasured(passes: Sequence[str]) -> Verdict:
+    """The verdict when the gate is off."""
+    return Verdict(list(passes), True, "", None, None, None, None,
+                   f"{' and '.join(passes)}: kept without measuring speed (speed gate off)")

@@ -1,0 +1,140 @@
+"""Measuring a model inside a pass: parity's inputs, outputs on ONNX Runtime, and parity's
+error measure, for the passes that judge their own rewrite by what it computes
+(convert-precision, fuse-transformer) before the pipeline's parity check judges the run."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from graphfix.model_io import ort_session
+
+__all__ = ["Feeds", "tolerance_used", "run_outputs", "session", "make_feeds", "tolerance",
+           "worst_output"]
+
+_FLOOR = 4 * float(np.finfo(np.float32).eps)  # parity's rounding floor for a float32 output
+
+Feeds = dict[str, Any]
+
+
+def tolerance_used(reference: np.ndarray, candidate: np.ndarray, atol: float, rtol: float
+                   ) -> float:
+    """The worst element's error over its allowance, as parity computes it (inf for a NaN or
+    Inf that appears or vanishes, a shape change, or differing integers)."""
+    ref, cand = np.asarray(reference), np.asarray(candidate)
+    if ref.shape != cand.shape:
+        return math.inf
+    if ref.dtype.kind not in "fc":
+        return 0.0 if np.array_equal(ref, cand) else math.inf
+    r = ref.astype(np.float64)
+    c = cand.astype(np.float64)
+    finite = np.isfinite(r)
+    if not np.array_equal(finite, np.isfinite(c)) or not np.array_equal(
+            np.isnan(r), np.isnan(c)) or not np.array_equal(r[np.isinf(r)], c[np.isinf(r)]):
+        return math.inf
+    r, c = r[finite], c[finite]
+    if not r.size:
+        return 0.0
+    scale = float(np.sqrt(np.mean(r * r))) or 1.0
+    allowance = max(atol * scale, _FLOOR) + rtol * np.abs(r)
+    return float(np.max(np.abs(c - r) / allowance))
+
+
+def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str]
+                ) -> list[dict[str, np.ndarray]]:
+    """``names`` of ``model`` on each feed set, on ONNX Runtime's CPU provider with its
+    optimizations off (so that no rewrite of ORT's removes a rounding Cast)."""
+    runner = session(model)
+    wanted = _fetchable(runner, names)
+    inputs = {i.name for i in runner.get_inputs()}
+    results = []
+    for feed in feeds:
+        values = runner.run(wanted, {k: v for k, v in feed.items() if k in inputs})
+        results.append(dict(zip(wanted, values)))
+    return results
+
+
+def session(model: onnx.ModelProto) -> Any:
+    """A CPU session on ``model`` with ONNX Runtime's optimizations off."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort_session(model, optimization="disabled", options=options)
+
+
+def _fetchable(session: Any, names: Sequence[str]) -> list[str]:
+    """The outputs numpy can hold (not bfloat16, sequences or optionals)."""
+    kinds = {o.name: o.type for o in session.get_outputs()}
+    return [n for n in names if kinds.get(n, "").startswith("tensor(")
+            and kinds[n] != "tensor(bfloat16)"]
+
+
+def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
+               input_shapes: Mapping[str, Sequence[int]] | None,
+               inputs: str | os.PathLike[str] | None = None) -> list[Feeds]:
+    """The inputs parity uses for ``model``: real ``inputs`` when given, else those it
+    generates (same seeds, same sizes, the same retries up the size ladder when the model
+    rejects a size), so that a pass judges its rewrite on the inputs the check will run."""
+    # Inputs are validation's (graphfix.validate.feeds, which itself depends only on the graph
+    # layer and tensor access); the pass measures on exactly parity's inputs.
+    from graphfix.validate import feeds as feeds_module
+
+    if inputs is not None:
+        return [dict(feed) for feed in feeds_module.load_feeds(inputs, model)]
+
+    specs = feeds_module.input_specs(model)
+    dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
+    total = runs if runs is not None else (2 if dynamic else 1)
+    if not dynamic:  # one size: nothing to try
+        return [feeds_module.make_feed_set(specs, run, seed=seed + run, input_shapes=input_shapes)
+                for run in range(total)]
+    runner = session(model)
+    chosen: list[Feeds] = []
+    for run in range(total):
+        error: BaseException | None = None
+        for attempt in range(feeds_module.ATTEMPTS if dynamic else 1):
+            feed = feeds_module.make_feed_set(specs, run, seed=seed + run, attempt=attempt,
+                                              input_shapes=input_shapes)
+            try:
+                runner.run(None, feed)
+            except Exception as err:  # noqa: BLE001 - a size the model rejects: the next one
+                error = err
+                continue
+            chosen.append(feed)
+            break
+        else:
+            raise ValueError(f"ONNX Runtime cannot run the model on generated inputs "
+                             f"({error})")
+    return chosen
+
+
+def tolerance(dtype: str) -> tuple[float, float]:
+    """Parity's default (atol, rtol) for ``dtype``, so that a pass aims at the bar parity will
+    apply."""
+    # Tolerances are validation's (graphfix.validate.parity); one home for the figures.
+    from graphfix.validate.parity import default_tolerance
+
+    atol, rtol = default_tolerance(dtype)
+    return float(atol or 0.0), float(rtol or 0.0)
+
+
+def worst_output(reference: Sequence[Mapping[str, np.ndarray]],
+                 candidate: Sequence[Mapping[str, np.ndarray]],
+                 tolerances: Mapping[str, tuple[float, float]]) -> tuple[str | None, float]:
+    """The output of ``candidate`` furthest from ``reference`` in tolerance units, over every
+    input set (``tolerances`` by output name), and its error."""
+    worst: tuple[str | None, float] = (None, 0.0)
+    for ref, cand in zip(reference, candidate):
+        for name, value in ref.items():
+            if name not in cand:
+                return name, math.inf
+            error = tolerance_used(value, cand[name], *tolerances[name])
+            if error > worst[1]:
+                worst = (name, error)
+    return worst

@@ -1,0 +1,331 @@
+"""convert-precision: float32 compute lowered to float16 or bfloat16, with float32 islands
+where measured error demands them.
+
+    MatMul(x: f32, W: f32) -> LayerNorm -> ...   =>
+    Cast(x -> f16) -> MatMul(x16, W16) -> Cast(-> f32) -> LayerNorm -> ...   (LayerNorm an island)
+
+Rules:
+1. Weights of lowered nodes are converted offline (finite values past float16's range saturate
+   at +-65504; infinities stay); a weight that float32 nodes read too keeps a float32 copy.
+2. Which slots of a node follow it comes from the op's schema (:mod:`.ops`): Resize's scales
+   stay float32, a node whose schema has no float16 (bfloat16) at the model's opset stays
+   float32, a node holding a subgraph or calling a local function stays float32 whole.
+3. The float32 islands come from measured error (:mod:`.measure`): the start set of ops known
+   to overflow or lose precision shrinks to those whose own error is shown, and grows by the
+   nodes where an output's error is traced back to, until every output is within half of
+   parity's tolerance for the lowered type on parity's own inputs. Nodes that only move
+   values go to whichever side of a border saves a Cast.
+4. A Cast stands only at an island border, one per tensor and type, shared by its readers.
+5. The signature stays float32 (``io_types`` lowers its float32 inputs and outputs too). The
+   model records in ``graphfix.precision`` (:mod:`graphfix.precision`) which outputs went
+   through lowered nodes, so that parity judges them at the lowered type's tolerance.
+6. A float16 result is run on ONNX Runtime before it is returned, and its outputs compared with
+   the original's: a model that does not load or misses the bar is not returned (the pass
+   skips and says why). bfloat16 has no kernels on ONNX Runtime's CPU provider: its result is
+   checked by onnx's checker and by the estimate alone.
+7. A model that already carries a ``graphfix.precision`` record is left alone (a second run
+   would measure against the lowered model, not the float32 original).
+
+``may_grow``: the border Casts are nodes the input did not have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+
+from graphfix import precision as precision_record
+from graphfix.errors import GraphfixError, PassError
+from graphfix.model_io import checker_problem
+from graphfix.options import RunOptions
+from graphfix.passes.convert_precision.analysis import FLOAT, Analysis
+from graphfix.passes._measuring import make_feeds, run_outputs, tolerance, tolerance_used
+from graphfix.passes.convert_precision.measure import (
+    MAX_ROUNDS,
+    OUTPUT_BUDGET,
+    Search,
+    SearchResult,
+    tensor_types,
+)
+from graphfix.passes.convert_precision.rewrite import lower
+from graphfix.registry import Pass, PassResult, register
+
+__all__ = ["ConvertPrecision", "convert_precision", "PRECISIONS", "Island"]
+
+logger = logging.getLogger(__name__)
+
+# --precision's names -> the element type and the dtype name parity's tolerances use.
+PRECISIONS: dict[str, tuple[int, str]] = {
+    "fp16": (onnx.TensorProto.FLOAT16, "float16"),
+    "bf16": (onnx.TensorProto.BFLOAT16, "bfloat16"),
+}
+
+
+@dataclasses.dataclass
+class Island:
+    """A connected group of float32 nodes inside a lowered model, and why each is there."""
+
+    nodes: list[str]
+    ops: dict[str, int]
+    why: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@register("convert-precision")
+class ConvertPrecision(Pass):
+    """Lower float32 compute to float16/bfloat16, float32 islands chosen by measured error."""
+
+    may_grow = True  # Casts at island borders
+
+    def __init__(
+        self,
+        *,
+        precision: str = "fp16",
+        io_types: str | None = None,
+        keep_float32: Sequence[str] = (),
+        feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        inputs: str | os.PathLike[str] | None = None,
+        seed: int = 0,
+        max_rounds: int = MAX_ROUNDS,
+    ) -> None:
+        if precision not in PRECISIONS:
+            raise PassError(f"convert-precision: precision must be one of "
+                            f"{', '.join(PRECISIONS)}, got {precision!r}")
+        if io_types not in (None, "fp32", precision):
+            raise PassError(f"convert-precision: io_types must be fp32 or the precision "
+                            f"({precision}), got {io_types!r}")
+        if isinstance(keep_float32, str) or not all(isinstance(k, str) for k in keep_float32):
+            raise PassError(f"convert-precision: keep_float32 lists node names or op types, "
+                            f"got {keep_float32!r}")
+        if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
+            raise PassError(f"convert-precision: max_rounds must be >= 1, got {max_rounds!r}")
+        self.precision = precision
+        self.io_types = io_types or "fp32"
+        self.keep_float32 = tuple(keep_float32)
+        self.input_shapes = dict(input_shapes) if input_shapes else None
+        self.inputs = inputs
+        self.seed = seed
+        self.max_rounds = max_rounds
+        self._feeds = [dict(f) for f in feeds] if feeds is not None else None
+
+    @classmethod
+    def configured(cls, run: RunOptions) -> ConvertPrecision:
+        return cls(precision=run.precision or "fp16", io_types=run.io_types,
+                   input_shapes=run.input_shapes, inputs=run.inputs)
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        low, dtype = PRECISIONS[self.precision]
+        if precision_record.read(model) is not None:  # Rule 7
+            return PassResult(model, False, stats={"nodes_lowered": 0})
+        analysis = Analysis.build(model, tensor_types(model), low=low)
+        io_low = self.io_types != "fp32"
+        if not analysis.compute_nodes():
+            return PassResult(model, False, stats={"nodes_lowered": 0})
+        try:
+            feeds = self._feeds if self._feeds is not None else make_feeds(
+                model, seed=self.seed, runs=None, input_shapes=self.input_shapes,
+                inputs=self.inputs)
+        except (ValueError, GraphfixError) as err:
+            reason = f"nothing to measure on: {err}"
+            logger.warning("convert-precision: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason)
+        bar = tolerance(dtype)
+        search = Search(analysis, feeds, bar, io_low=io_low, max_rounds=self.max_rounds)
+        forced = self._forced(analysis)
+        result = search.run(forced)
+        if result.failed:
+            reason = f"kept float32: {result.failed}"
+            logger.warning("convert-precision: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason,
+                              stats={"rounds": result.rounds})
+        lowered = _copy(model)
+        lowered_analysis = dataclasses.replace(
+            analysis, model=lowered, initializers={t.name: t for t in lowered.graph.initializer})
+        stats = lower(lowered_analysis, result.low, io_low=io_low)
+        outputs = self._lowered_outputs(analysis, result.low, io_low)
+        precision_record.write(lowered, precision_record.PrecisionRecord(
+            dtype=dtype, outputs={name: dtype for name in outputs},
+            io_inputs={n: "float32" for n in analysis.inputs
+                       if io_low and analysis.types.get(n) == FLOAT},
+            io_outputs={n: "float32" for n in analysis.outputs
+                        if io_low and analysis.types.get(n) == FLOAT}))
+        problem = checker_problem(lowered, full_check=True)
+        if problem:
+            reason = f"the lowered model is invalid ({problem}); model kept"
+            logger.warning("convert-precision: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason)
+        checked = self._check_run(lowered, search, feeds, bar, low)
+        if isinstance(checked, str):
+            logger.warning("convert-precision: %s", checked)
+            return PassResult(model, False, warnings=[checked], skipped=checked)
+        islands = islands_of(analysis, result)
+        _replace(model, lowered)
+        lowered_count = sum(1 for p in result.low if not analysis.plans[p].movement)
+        estimate = max(result.measured.outputs.values(), default=0.0) if result.measured else 0.0
+        pass_stats = {
+            "nodes_lowered": len(result.low),
+            "compute_nodes_lowered": lowered_count,
+            "compute_nodes_float32": len(analysis.compute_nodes()) - lowered_count,
+            "islands": len(islands),
+            "casts_added": stats.casts,
+            "weights_converted": stats.weights_converted + stats.weights_copied,
+            "values_saturated": stats.values_saturated,
+            "rounds": result.rounds,
+            "estimated_error_permille": _permille(estimate),
+        }
+        if checked is not None:
+            pass_stats["measured_error_permille"] = _permille(checked)
+        warnings = []
+        if stats.values_saturated:
+            warnings.append(f"{stats.values_saturated} weight value(s) beyond float16's range "
+                            f"saturated at +-65504")
+        return PassResult(model, True, stats=pass_stats, warnings=warnings,
+                          details={"precision": dtype,
+                                   "islands": [island.to_dict() for island in islands],
+                                   "lowered_outputs": sorted(outputs),
+                                   "estimated_error": {k: _round(v) for k, v in
+                                                       result.measured.outputs.items()}
+                                   if result.measured else {}})
+
+    def _forced(self, analysis: Analysis) -> dict[int, str]:
+        forced: dict[int, str] = {}
+        wanted = set(self.keep_float32)
+        for position in analysis.lowerable():
+            node = analysis.node(position)
+            if node.name in wanted or node.op_type in wanted:
+                forced[position] = "kept float32 on request (keep_float32)"
+        return forced
+
+    def _lowered_outputs(self, analysis: Analysis, low: frozenset[int], io_low: bool
+                         ) -> list[str]:
+        return [name for name in analysis.outputs if analysis.types.get(name) == FLOAT and (
+            io_low or analysis.ancestors([name]) & low)]
+
+    def _check_run(self, lowered: onnx.ModelProto, search: Search,
+                   feeds: Sequence[Mapping[str, np.ndarray]], bar: tuple[float, float],
+                   low: int) -> float | str | None:
+        """Rule 6: the worst output's error of the lowered model run on ONNX Runtime, or why
+        it is not taken; None where it cannot run here (bfloat16)."""
+        if low == onnx.TensorProto.BFLOAT16:
+            return None
+        try:
+            runs = run_outputs(lowered, [precision_record.to_candidate(f, lowered)
+                                         for f in feeds],
+                               [o.name for o in lowered.graph.output])
+        except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
+            text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            return f"ONNX Runtime cannot run the lowered model ({text}); model kept"
+        worst = 0.0
+        for reference, run in zip(search.reference, runs):
+            for name, value in precision_record.to_reference(run, lowered).items():
+                if name in reference:
+                    worst = max(worst, tolerance_used(reference[name], value, *bar))
+        if worst > 1.0:
+            return (f"the lowered model's outputs reach {worst:.3g}x the tolerance on ONNX "
+                    f"Runtime where the estimate said {OUTPUT_BUDGET:g}x at most; model kept")
+        return worst
+
+
+def islands_of(analysis: Analysis, result: SearchResult) -> list[Island]:
+    """The float32 nodes of the lowered model (those with a float32 slot that stayed), grouped
+    by the tensors that join them, each with its reasons."""
+    float32 = [p for p, plan in enumerate(analysis.plans)
+               if plan.kind in ("fixed", "lowerable") and p not in result.low]
+    members = set(float32)
+    parent = {p: p for p in float32}
+
+    def root(p: int) -> int:
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    for p in float32:
+        for name in analysis.node(p).input:
+            if name in analysis.producer and analysis.producer[name][0] in members \
+                    and analysis.types.get(name) == FLOAT:
+                parent[root(p)] = root(analysis.producer[name][0])
+    groups: dict[int, list[int]] = {}
+    for p in float32:
+        groups.setdefault(root(p), []).append(p)
+    islands = []
+    for positions in groups.values():
+        if all(analysis.plans[p].movement for p in positions) and not any(
+                _read_lowered(analysis, p, result.low) for p in positions):
+            continue  # values moved in float32 that no lowered node reads: no border there
+        nodes = [analysis.node(p) for p in positions]
+        why: list[str] = []
+        for p, node in zip(positions, nodes):
+            plan = analysis.plans[p]
+            reason = result.kept.get(p) or plan.reason or (
+                ("moves values between float32 nodes" if _typed_readers(analysis, p) else
+                 "moves values read only where any type is taken (a Cast, a Pow exponent)")
+                if plan.movement else "no lowered node reads or writes it")
+            label = node.name or f"{node.op_type}#{p}"
+            line = f"{label} ({node.op_type}): {reason}"
+            if line not in why:
+                why.append(line)
+        ops_count: dict[str, int] = {}
+        for node in nodes:
+            ops_count[node.op_type] = ops_count.get(node.op_type, 0) + 1
+        islands.append(Island([n.name or f"{n.op_type}#{p}" for n, p in zip(nodes, positions)],
+                              dict(sorted(ops_count.items())), why))
+    return islands
+
+
+def _read_lowered(analysis: Analysis, position: int, low: frozenset[int]) -> bool:
+    """Whether a lowered node reads an output of ``position`` in the lowered type."""
+    return any(analysis.wants(use, low) == "low"
+               for name in analysis.node(position).output for use in analysis.uses.get(name, []))
+
+
+def _typed_readers(analysis: Analysis, position: int) -> bool:
+    """Whether a node reads an output of ``position`` at a slot with a fixed type."""
+    node = analysis.node(position)
+    return any(use.slot not in analysis.plans[use.node].free_inputs
+               and analysis.plans[use.node].kind != "neutral"
+               for name in node.output for use in analysis.uses.get(name, [])) or any(
+        name in analysis.outputs for name in node.output)
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
+
+
+def _replace(model: onnx.ModelProto, lowered: onnx.ModelProto) -> None:
+    model.CopyFrom(lowered)
+
+
+def _permille(value: float) -> int:
+    return 10**9 if math.isinf(value) else int(round(value * 1000))
+
+
+def _round(value: float) -> float | str:
+    return "inf" if math.isinf(value) else round(value, 4)
+
+
+def convert_precision(
+    model: onnx.ModelProto,
+    *,
+    precision: str = "fp16",
+    io_types: str | None = None,
+    keep_float32: Sequence[str] = (),
+    feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    seed: int = 0,
+) -> onnx.ModelProto:
+    """Function twin of :class:`ConvertPrecision`: rewrites ``model`` in place, returns it."""
+    return ConvertPrecision(precision=precision, io_types=io_types, keep_float32=keep_float32,
+                            feeds=feeds, input_shapes=input_shapes, seed=seed)(model).model

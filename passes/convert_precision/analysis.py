@@ -1,0 +1,222 @@
+"""The facts the precision search works on: each tensor's element type, each node's plan, who
+reads what, and which nodes an assignment lowers.
+
+Nodes are keyed by their position in the main graph, tensors by name. An assignment is the set
+of compute nodes chosen to run in the lowered type; :meth:`Analysis.resolve` completes it with
+the nodes that only move values (Reshape, Transpose, Concat, Cast to float, Constant...), each
+put on the side of its neighbours so that a border needs one Cast, not two.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import onnx
+
+from graphfix import graph as graph_layer
+from graphfix.passes.convert_precision import ops
+
+__all__ = ["Analysis", "Use", "FLOAT"]
+
+FLOAT = onnx.TensorProto.FLOAT
+
+
+@dataclasses.dataclass(frozen=True)
+class Use:
+    """A node's input slot reading a tensor."""
+
+    node: int
+    slot: int
+
+
+@dataclasses.dataclass
+class Analysis:
+    """The main graph of ``model`` as the precision search sees it.
+
+    ``types``: element type of every main-graph tensor whose type is known (graph inputs,
+    initializers, node outputs as ONNX Runtime typed them); ``plans``: each node's
+    :class:`~ops.NodePlan`; ``producer``: tensor -> (node, output slot); ``uses``: tensor -> the
+    input slots reading it."""
+
+    model: onnx.ModelProto
+    low: int
+    types: dict[str, int]
+    plans: list[ops.NodePlan]
+    producer: dict[str, tuple[int, int]]
+    uses: dict[str, list[Use]]
+    inputs: set[str]
+    outputs: list[str]
+    initializers: dict[str, onnx.TensorProto]
+    order: list[int]  # positions, in topological order
+    read_by_bodies: frozenset[str] = frozenset()  # tensors If/Loop/Scan bodies read
+
+    @classmethod
+    def build(cls, model: onnx.ModelProto, types: Mapping[str, int], *, low: int) -> Analysis:
+        graph = model.graph
+        initializers = {t.name: t for t in graph.initializer}
+        known = dict(types)
+        known.update({t.name: t.data_type for t in graph.initializer})
+        for value in graph.input:
+            if value.type.HasField("tensor_type"):
+                known.setdefault(value.name, value.type.tensor_type.elem_type)
+        local = frozenset((f.domain, f.name) for f in model.functions)
+        opsets = ops.opsets(model)
+        # Tensors a body reads from this scope: their producers stay float32, so bodies,
+        # which are not rewritten, keep reading float32 (ops rule 5).
+        read_by_bodies: set[str] = set()
+        producer: dict[str, tuple[int, int]] = {}
+        uses: dict[str, list[Use]] = {}
+        plans: list[ops.NodePlan] = []
+        for position, node in enumerate(graph.node):
+            for sub in graph_layer.subgraphs(node):
+                read_by_bodies |= graph_layer.outer_refs(sub)
+            for slot, name in enumerate(node.output):
+                if name:
+                    producer[name] = (position, slot)
+            for slot, name in enumerate(node.input):
+                if name:
+                    uses.setdefault(name, []).append(Use(position, slot))
+        for node in graph.node:
+            float_in = [i for i, n in enumerate(node.input) if n and known.get(n) == FLOAT]
+            float_out = [i for i, n in enumerate(node.output) if n and known.get(n) == FLOAT]
+            unknown = [n for n in node.output if n and n not in known]
+            if unknown:
+                plans.append(ops.NodePlan("fixed", reason=f"the type of {unknown[0]!r} is unknown"))
+                continue
+            node_plan = ops.plan(node, float_in, float_out, low=low, opsets=opsets,
+                                 local_functions=local)
+            if node_plan.kind == "lowerable" and any(node.output[i] in read_by_bodies
+                                                     for i in node_plan.low_outputs):
+                node_plan = ops.NodePlan("fixed", free_inputs=node_plan.free_inputs,
+                                         reason="its output is read inside a subgraph")
+            plans.append(node_plan)
+        # ONNX keeps a graph's nodes in topological order, and every pass leaves them so.
+        order = list(range(len(graph.node)))
+        return cls(model, low, known, plans, producer, uses,
+                   {v.name for v in graph.input if v.name not in initializers},
+                   [v.name for v in graph.output], initializers, order,
+                   frozenset(read_by_bodies))
+
+    def lowerable(self) -> list[int]:
+        return [p for p, plan in enumerate(self.plans) if plan.kind == "lowerable"]
+
+    def compute_nodes(self) -> list[int]:
+        """Lowerable nodes that compute (not only move values): the search's choices."""
+        return [p for p, plan in enumerate(self.plans)
+                if plan.kind == "lowerable" and not plan.movement]
+
+    def node(self, position: int) -> onnx.NodeProto:
+        return self.model.graph.node[position]
+
+    # ----------------------------------------------------------------------------------------
+    # An assignment and the types it gives
+
+    def resolve(self, compute_low: Sequence[int] | frozenset[int], *, io_low: bool = False,
+                pinned: frozenset[int] = frozenset()) -> frozenset[int]:
+        """Every lowered node when the compute nodes ``compute_low`` are. A movement node
+        follows the activations it reads (low when one of them is); one that reads only
+        weights (a Constant, an embedding table's Gather, a Cast to float of an integer
+        input) follows its readers (low when all of them read it lowered). ``pinned``
+        movement nodes stay float32."""
+        low = set(compute_low)
+        movement = [p for p in self.order if self.plans[p].kind == "lowerable"
+                    and self.plans[p].movement and p not in pinned]
+        weights = self._weightlike()
+        indifferent = self._indifferent(movement)
+        for _ in range(4):  # alternating forward and backward sweeps settle in a few rounds
+            changed = False
+            for position in [*movement, *reversed(movement)]:
+                plan = self.plans[position]
+                node = self.node(position)
+                sources = [node.input[i] for i in plan.low_inputs if node.input[i]]
+                definite = [s for s in sources if s not in weights]
+                if position in indifferent:  # its readers take any type: no Cast either way
+                    want = any(self.is_low(s, low, io_low=io_low) for s in sources)
+                elif definite:
+                    want = any(self.is_low(s, low, io_low=io_low) for s in definite)
+                else:
+                    readers = [u for u in self._typed_readers(position) if u.node not in indifferent]
+                    want = bool(readers) and all(
+                        u.node in low and u.slot in self.plans[u.node].low_inputs
+                        for u in readers) and not any(
+                        node.output[out] in self.outputs for out in plan.low_outputs)
+                if want != (position in low):
+                    changed = True
+                    (low.add if want else low.discard)(position)
+            if not changed:
+                break
+        return frozenset(low)
+
+    def _typed_readers(self, position: int) -> list[Use]:
+        """The input slots reading ``position``'s float outputs that care about their type."""
+        plan = self.plans[position]
+        node = self.node(position)
+        return [u for out in plan.low_outputs for u in self.uses.get(node.output[out], [])
+                if self.plans[u.node].kind != "neutral"
+                and u.slot not in self.plans[u.node].free_inputs]
+
+    def _indifferent(self, movement: Sequence[int]) -> set[int]:
+        """Movement nodes whose values reach only readers that take any type (a Shape, a
+        Cast), directly or through other such nodes, and no graph output."""
+        found: set[int] = set()
+        for position in reversed(movement):  # readers come after their producers
+            node = self.node(position)
+            plan = self.plans[position]
+            if any(node.output[out] in self.outputs for out in plan.low_outputs):
+                continue
+            if all(u.node in found for u in self._typed_readers(position)):
+                found.add(position)
+        return found
+
+    def _weightlike(self) -> set[str]:
+        """Float tensors computed from weights alone through movement nodes (and weights)."""
+        weights = set(self.initializers)
+        for position in self.order:
+            plan = self.plans[position]
+            node = self.node(position)
+            if plan.kind != "lowerable" or not plan.movement:
+                continue
+            sources = [node.input[i] for i in plan.low_inputs if node.input[i]]
+            if all(s in weights for s in sources):
+                weights.update(node.output[i] for i in plan.low_outputs)
+        return weights
+
+    def is_low(self, name: str, low: set[int] | frozenset[int], *, io_low: bool = False) -> bool:
+        """Whether tensor ``name`` is of the lowered type under assignment ``low``."""
+        if name in self.producer:
+            position, slot = self.producer[name]
+            return position in low and slot in self.plans[position].low_outputs
+        return io_low and name in self.inputs and self.types.get(name) == FLOAT
+
+    def wants(self, use: Use, low: frozenset[int]) -> str:
+        """What input slot ``use`` needs: "low", "float" or "any"."""
+        plan = self.plans[use.node]
+        if use.slot in plan.free_inputs or plan.kind == "neutral":
+            return "any"
+        if use.node in low and use.slot in plan.low_inputs:
+            return "low"
+        return "float"
+
+    def float_tensors(self) -> list[str]:
+        """Main-graph float32 tensors that nodes write, in topological order."""
+        names = []
+        for position in self.order:
+            for name in self.node(position).output:
+                if name and self.types.get(name) == FLOAT:
+                    names.append(name)
+        return names
+
+    def ancestors(self, names: Sequence[str]) -> set[int]:
+        """Nodes whose outputs ``names`` depend on."""
+        seen: set[int] = set()
+        stack = [self.producer[n][0] for n in names if n in self.producer]
+        while stack:
+            position = stack.pop()
+            if position in seen:
+                continue
+            seen.add(position)
+            stack += [self.producer[n][0] for n in graph_layer.reads(self.node(position))
+                      if n in self.producer]
+        return seen
+

@@ -1,0 +1,328 @@
+"""Choosing the float32 islands by measured error.
+
+How the error is estimated
+--------------------------
+ONNX Runtime's CPU provider has few float16 kernels: it computes most float16 ops through
+Casts it inserts (float16 -> float32, the op, float32 -> float16), so on the CPU a float16
+model's error is the rounding of every tensor to float16, not float16 arithmetic. The estimate
+here is that same quantity, measured on float32 graphs with ONNX Runtime (optimizations off):
+
+- the error of an assignment: :func:`~rewrite.emulate` rounds every tensor the lowered nodes
+  read or write (``Cast`` to the lowered type and back) and computes each op in float32;
+  every float32 tensor of the graph is exposed as an output and compared with the float32
+  original's, so each tensor's error is known, not only the outputs';
+- each node's own error: :func:`~rewrite.shadow` runs a copy of every node that computes on
+  its inputs rounded from the original's exact values, its outputs rounded.
+
+Errors are in units of the lowered type's parity tolerance, as parity measures an output
+(``|cand - ref| / (atol * RMS(ref) + rtol * |ref|)``, worst element; NaN or Inf appearing is
+infinite). What this leaves out is arithmetic inside an op done in float16 (sums of float16
+products, a float16 exponent); on GPUs matrix products and convolutions accumulate in float32
+(cuBLAS and cuDNN's default for float16), and ``tools/precision_estimate.py`` checks the
+estimate against a true float16 run (onnx's reference evaluator, which computes each op in
+numpy float16). bfloat16 has no ONNX Runtime CPU kernels at all: its error is only known
+through this estimate on a CPU.
+
+The search
+----------
+1. Start: nodes that cannot be lowered stay float32 (their schema, a subgraph); of the ops
+   known to overflow or lose precision (:data:`~ops.RISKY_OPS`), those whose own error exceeds
+   a quarter of the tolerance stay float32: the start set shrinks to where its risk is
+   measured. A node's own error alone does not keep it: an attention mask's -3.4e38 saturates
+   at -65504, an error without consequence downstream; the outputs decide (step 2).
+2. Measure the assignment. While an output's error exceeds half its tolerance (the other half
+   is headroom for inputs the measurement did not see), follow the error back from each such
+   output through the tensors whose error exceeds that bar, to the nodes where it starts
+   (inputs within the bar, output beyond it). A lowered node there goes back to float32; a
+   float32 node there (it amplifies the rounding of its inputs) sends the nearest lowered
+   nodes that compute its inputs back instead. Measure again.
+   When an error builds up over many nodes it has no single origin: while a round does not
+   lower the worst output's error by a tenth, the lowered ancestors of the failing outputs
+   with the largest own error go back too, one, then two, four, ... per round.
+3. After :data:`MAX_ROUNDS` rounds, or when no node is left to blame, the search gives up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from graphfix.model_io import skeleton
+from graphfix.passes._measuring import Feeds, run_outputs, session, tolerance_used
+from graphfix.passes.convert_precision import ops
+from graphfix.passes.convert_precision.analysis import FLOAT, Analysis
+from graphfix.passes.convert_precision.rewrite import emulate, expose, shadow
+
+__all__ = ["Measured", "Search", "SearchResult", "tensor_types", "OUTPUT_BUDGET", "LOCAL_RISKY",
+           "MAX_ROUNDS"]
+
+logger = logging.getLogger(__name__)
+
+OUTPUT_BUDGET = 0.5  # of the tolerance, for every output on the measured inputs
+LOCAL_RISKY = 0.25  # own error above which a node of a risky op type stays float32
+MAX_ROUNDS = 24
+
+@dataclasses.dataclass
+class Measured:
+    """One assignment's errors: per tensor (in tolerance units, worst feed set)."""
+
+    errors: dict[str, float]
+    outputs: dict[str, float]
+
+    def failing(self, budget: float) -> list[str]:
+        return [name for name, error in self.outputs.items() if error > budget]
+
+
+@dataclasses.dataclass
+class SearchResult:
+    """The chosen assignment: ``low`` the lowered nodes, ``kept`` each float32 node's reason,
+    ``measured`` its errors; ``rounds`` measured assignments; ``failed`` why the search gave
+    up (``low`` is then empty)."""
+
+    low: frozenset[int]
+    kept: dict[int, str]
+    measured: Measured | None
+    rounds: int
+    local: dict[int, float]
+    failed: str | None = None
+
+
+class Search:
+    """The search of the module docstring, for ``analysis`` on ``feeds``."""
+
+    def __init__(self, analysis: Analysis, feeds: Sequence[Feeds], tolerance: tuple[float, float],
+                 *, io_low: bool = False, budget: float = OUTPUT_BUDGET,
+                 max_rounds: int = MAX_ROUNDS) -> None:
+        self.analysis, self.feeds = analysis, list(feeds)
+        self.atol, self.rtol = tolerance
+        self.io_low, self.budget, self.max_rounds = io_low, budget, max_rounds
+        self.tensors = analysis.float_tensors()
+        # The original's values on each input set: its outputs, and every float tensor once
+        # an assignment fails and its error is traced (``_full``).
+        self.reference: list[dict[str, np.ndarray]] = []
+        self._full = False
+        self.local: dict[int, float] = {}
+
+    def measure_local(self, positions: Sequence[int]) -> None:
+        """The own error of each node of ``positions`` (one run of the original with their
+        shadows); the original's outputs come with it."""
+        todo = [p for p in positions if p not in self.local]
+        if not todo and self.reference:
+            return
+        built = shadow(self.analysis, todo)
+        pairs = [pair for position in todo for pair in built.outputs[position]]
+        shadows = {name for name, _ in pairs}
+        names = expose(built.model, [*self.analysis.outputs,
+                                     *(original for _, original in pairs), *shadows])
+        runs = run_outputs(built.model, self.feeds, names)
+        if not self.reference:
+            self.reference = [{k: run[k] for k in self.analysis.outputs if k in run}
+                              for run in runs]
+        for position in todo:
+            worst = 0.0
+            for run in runs:
+                for exposed, original in built.outputs[position]:
+                    if exposed in run and original in run:
+                        worst = max(worst, tolerance_used(run[original], run[exposed],
+                                                          self.atol, self.rtol))
+            self.local[position] = worst
+
+    def _reference_tensors(self) -> None:
+        """Every float tensor of the original, for tracing an error back (once)."""
+        if self._full:
+            return
+        model = emulate(self.analysis, frozenset())
+        runs = run_outputs(model, self.feeds, expose(model, self.tensors))
+        self.reference = [{**run, **ref} for run, ref in zip(runs, self.reference)]
+        self._full = True
+
+    def measure(self, low: frozenset[int], *, tensors: bool = False) -> Measured:
+        """The errors of assignment ``low``: of the outputs, and with ``tensors`` of every
+        float tensor."""
+        if tensors:
+            self._reference_tensors()
+        model = emulate(self.analysis, low, io_low=self.io_low)
+        names = expose(model, self.tensors if tensors else [])
+        runs = run_outputs(model, self.feeds, names)
+        errors: dict[str, float] = {}
+        for reference, run in zip(self.reference, runs):
+            for name, value in run.items():
+                if name in reference:
+                    error = tolerance_used(reference[name], value, self.atol, self.rtol)
+                    errors[name] = max(errors.get(name, 0.0), error)
+        outputs = {name: errors.get(name, 0.0) for name in self.analysis.outputs}
+        return Measured(errors, outputs)
+
+    def start(self) -> dict[int, str]:
+        """Step 1: the nodes of risky op types whose own error keeps them float32."""
+        kept: dict[int, str] = {}
+        for position in self.local:
+            node = self.analysis.node(position)
+            error = self.local.get(position, 0.0)
+            risky = ops.RISKY_OPS.get(node.op_type)
+            if risky and error > LOCAL_RISKY:
+                kept[position] = f"{node.op_type} {risky}; its own error {_fmt(error)} of the " \
+                                 f"tolerance"
+        return kept
+
+    def run(self, forced: Mapping[int, str] | None = None) -> SearchResult:
+        """The search; ``forced`` nodes stay float32 from the start, with their reason."""
+        self.measure_local([p for p in self.analysis.compute_nodes()
+                            if self.analysis.node(p).op_type in ops.RISKY_OPS])
+        kept = {**self.start(), **(forced or {})}
+        compute = set(self.analysis.compute_nodes())
+        pinned = frozenset(kept) - compute  # movement nodes kept on request
+        measured = None
+        previous: float | None = None
+        stalled = 0
+        for round_index in range(1, self.max_rounds + 1):
+            low = self.analysis.resolve(frozenset(compute - set(kept)), io_low=self.io_low,
+                                        pinned=pinned)
+            measured = self.measure(low)
+            failing = measured.failing(self.budget)
+            logger.debug("convert-precision round %d: %d nodes lowered, %d kept; failing: %s",
+                         round_index, len(low), len(kept), failing)
+            if not failing:
+                return SearchResult(low, kept, measured, round_index, self.local)
+            measured = self.measure(low, tensors=True)  # to trace the error back
+            worst = max(measured.outputs[name] for name in failing)
+            # Step 2b: an error that builds up over many nodes has no single origin; while
+            # tracing it back does not lower it by a tenth, the lowered ancestors with the
+            # largest own error go back too, twice as many each round.
+            stalled = stalled + 1 if previous is not None and worst > 0.9 * previous else 0
+            previous = worst
+            blamed = self.blame(measured, failing, low)
+            if stalled:
+                self.measure_local(self.analysis.compute_nodes())
+                blamed.update(self.ranked(failing, low, 2 ** stalled, measured))
+            blamed = {p: why for p, why in blamed.items() if p not in kept}
+            if not blamed:
+                break
+            kept.update(blamed)
+        worst = max(measured.outputs.items(), key=lambda item: item[1]) if measured else None
+        reason = (f"no assignment found within {self.max_rounds} rounds: output {worst[0]!r} "
+                  f"stays at {_fmt(worst[1])} of the tolerance" if worst else "nothing measured")
+        return SearchResult(frozenset(), kept, measured, self.max_rounds, self.local,
+                            failed=reason)
+
+    def blame(self, measured: Measured, failing: Sequence[str], low: frozenset[int]
+              ) -> dict[int, str]:
+        """Step 2: the nodes to put back in float32, with why."""
+        blamed: dict[int, str] = {}
+        compute = set(self.analysis.compute_nodes())
+        for output in failing:
+            for origin in self._origins(output, measured):
+                error = measured.errors.get(output, math.inf)
+                if origin in low and origin in compute:
+                    blamed.setdefault(origin, f"output {output!r} was {_fmt(error)} of the "
+                                              f"tolerance; its error starts here")
+                    continue
+                for position in self._lowered_sources(origin, low, compute):
+                    blamed.setdefault(position, f"output {output!r} was {_fmt(error)} of the "
+                                                f"tolerance; rounding this node's output is "
+                                                f"amplified by {self._label(origin)}")
+        return blamed
+
+    def ranked(self, failing: Sequence[str], low: frozenset[int], count: int,
+               measured: Measured) -> dict[int, str]:
+        """Step 2b: the ``count`` lowered computing ancestors of the failing outputs with the
+        largest own error."""
+        compute = set(self.analysis.compute_nodes())
+        ancestors = self.analysis.ancestors(list(failing)) & low & compute
+        ranked = sorted(ancestors, key=lambda p: (-self.local.get(p, 0.0), p))[:count]
+        worst = max(failing, key=lambda name: measured.outputs[name])
+        return {p: f"output {worst!r} stayed at {_fmt(measured.outputs[worst])} of the "
+                   f"tolerance as errors built up; this node's own error "
+                   f"({_fmt(self.local.get(p, 0.0))}) is among the largest upstream"
+                for p in ranked}
+
+    def _origins(self, output: str, measured: Measured) -> set[int]:
+        """The nodes where the error of ``output`` starts (module docstring, step 2)."""
+        analysis = self.analysis
+        origins: set[int] = set()
+        seen: set[str] = set()
+        stack = [output]
+        while stack:
+            name = stack.pop()
+            if name in seen or name not in analysis.producer:
+                continue
+            seen.add(name)
+            position = analysis.producer[name][0]
+            node = analysis.node(position)
+            bad = [n for n in node.input if n and analysis.types.get(n) == FLOAT
+                   and measured.errors.get(n, 0.0) > self.budget]
+            if bad:
+                stack += bad
+            else:
+                origins.add(position)
+        return origins
+
+    def _lowered_sources(self, position: int, low: frozenset[int], compute: set[int]
+                         ) -> set[int]:
+        """The nearest lowered computing nodes upstream of ``position``'s float inputs."""
+        analysis = self.analysis
+        found: set[int] = set()
+        seen: set[int] = set()
+        stack = [analysis.producer[n][0] for n in analysis.node(position).input
+                 if n in analysis.producer and analysis.types.get(n) == FLOAT]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if current in low and current in compute:
+                found.add(current)
+            elif current in low:  # a lowered movement node: look through it
+                stack += [analysis.producer[n][0] for n in analysis.node(current).input
+                          if n in analysis.producer and analysis.types.get(n) == FLOAT]
+        return found
+
+    def _label(self, position: int) -> str:
+        node = self.analysis.node(position)
+        return f"{node.op_type} {node.name!r}" if node.name else f"{node.op_type} #{position}"
+
+
+def _fmt(error: float) -> str:
+    return "inf (NaN or Inf appears)" if math.isinf(error) else f"{error:.3g}x"
+
+
+
+
+_ELEMENT_TYPES = {
+    f"tensor({name})": value for name, value in (
+        ("float", onnx.TensorProto.FLOAT), ("float16", onnx.TensorProto.FLOAT16),
+        ("bfloat16", onnx.TensorProto.BFLOAT16), ("double", onnx.TensorProto.DOUBLE),
+        ("int64", onnx.TensorProto.INT64), ("int32", onnx.TensorProto.INT32),
+        ("int16", onnx.TensorProto.INT16), ("int8", onnx.TensorProto.INT8),
+        ("uint64", onnx.TensorProto.UINT64), ("uint32", onnx.TensorProto.UINT32),
+        ("uint16", onnx.TensorProto.UINT16), ("uint8", onnx.TensorProto.UINT8),
+        ("bool", onnx.TensorProto.BOOL), ("string", onnx.TensorProto.STRING),
+    )
+}
+
+
+def tensor_types(model: onnx.ModelProto) -> dict[str, int]:
+    """The element type of every tensor the main graph's nodes write: from onnx's type
+    inference on the model's skeleton (no weights read), or, where it leaves one unknown (ONNX
+    Runtime's contrib ops, which onnx does not know), as ONNX Runtime types them; a tensor that
+    is no tensor (a sequence) is left out."""
+    written = [name for node in model.graph.node for name in node.output if name]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(skeleton(model))
+        types = {v.name: v.type.tensor_type.elem_type for v in
+                 [*inferred.graph.value_info, *inferred.graph.output]
+                 if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type}
+    except Exception:  # noqa: BLE001 - onnx refuses what it cannot infer: ask ORT
+        types = {}
+    if all(name in types for name in written):
+        return {name: types[name] for name in written}
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(model)
+    expose(exposed, written)
+    return {o.name: _ELEMENT_TYPES[o.type] for o in session(exposed).get_outputs()
+            if o.type in _ELEMENT_TYPES}

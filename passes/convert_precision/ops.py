@@ -1,0 +1,246 @@
+"""What each node allows in lower precision, read from its op schema.
+
+For every node with a float32 input or output, :func:`plan` says which of its float32 slots
+follow the node into the lowered type, which accept any type (no Cast is ever needed there),
+and which must stay float32, from the type constraints of the op's schema at the model's opset
+(the onnx schemas for standard ops, ONNX Runtime's for its contrib ops):
+
+1. Slots bound to one type parameter that allows the lowered type, binding an input and an
+   output or several inputs (MatMul's T, Add's T), follow the node.
+2. A type parameter bound to a single input and nothing else accepts any allowed type
+   (Shape's T, Pow's exponent T1, Resize's roi T2): the slot keeps whatever type it is fed.
+3. A slot whose type is concrete (Resize's scales are tensor(float)) or whose parameter does
+   not allow the lowered type (LayerNormalization's U outputs, Conv before opset 22 in
+   bfloat16) stays float32.
+4. An output whose type an attribute sets (Cast's ``to``, Constant's and ConstantOfShape's
+   ``value``) follows the node through that attribute; other attribute-typed outputs
+   (RandomNormal, EyeLike) stay float32.
+5. A node holding a subgraph, or calling a local function, stays float32 whole: bodies are
+   not rewritten.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+
+import onnx
+
+__all__ = ["NodePlan", "plan", "RISKY_OPS", "MOVEMENT_OPS", "ATTRIBUTE_TYPED"]
+
+# The start set of the float32 islands: ops known to overflow float16's range (65504) or to
+# lose its precision, each with why. The measurement keeps each one only where it is shown to
+# matter, and adds nodes of any other type where it does.
+RISKY_OPS: dict[str, str] = {
+    "Exp": "overflows past x = 11.1",
+    "Pow": "overflows for |x| > 256 when squaring",
+    "ReduceSum": "a sum of many terms overflows or loses small terms",
+    "ReduceSumSquare": "squares overflow",
+    "ReduceMean": "accumulates many terms",
+    "ReduceL2": "squares overflow",
+    "ReduceLogSumExp": "exponentials overflow",
+    "ReduceProd": "products overflow",
+    "CumSum": "a running sum loses small terms",
+    "Softmax": "exponentials overflow",
+    "LogSoftmax": "exponentials overflow",
+    "Log": "loses precision near 1",
+    "Sqrt": "a variance's small values lose precision",
+    "Reciprocal": "small denominators overflow",
+    "Div": "small denominators overflow",
+    "LayerNormalization": "a variance of large activations overflows",
+    "SimplifiedLayerNormalization": "a variance of large activations overflows",
+    "GroupNormalization": "a variance of large activations overflows",
+    "InstanceNormalization": "a variance of large activations overflows",
+    "Range": "float steps of large ranges lose precision",
+    "Einsum": "long contractions accumulate",
+}
+
+# Ops that move or select values and compute nothing: exact in any precision, never the origin
+# of an error, and placed on whichever side of a border needs fewer Casts.
+MOVEMENT_OPS = frozenset({
+    "Identity", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Concat", "Split",
+    "Slice", "Gather", "GatherElements", "GatherND", "Expand", "Tile", "Pad", "Where",
+    "DepthToSpace", "SpaceToDepth", "ScatterND", "ScatterElements", "Compress", "ReverseSequence",
+    "Dropout", "Relu", "MaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Neg", "Abs",
+    "Trilu", "Shape", "Size",
+})
+
+# Ops whose float output type an attribute sets; the rewrite changes the attribute.
+ATTRIBUTE_TYPED = frozenset({"Cast", "Constant", "ConstantOfShape"})
+
+_FLOAT = onnx.TensorProto.FLOAT
+_TYPE_STR = {onnx.TensorProto.FLOAT16: "tensor(float16)", onnx.TensorProto.BFLOAT16:
+             "tensor(bfloat16)", onnx.TensorProto.FLOAT: "tensor(float)"}
+_STANDARD = ("", "ai.onnx")
+
+
+@dataclasses.dataclass(frozen=True)
+class NodePlan:
+    """How a node's float32 slots behave when the node is lowered.
+
+    ``kind``: "lowerable" (may compute in the lowered type), "fixed" (stays float32, see
+    ``reason``) or "neutral" (its float32 slots all accept any type: nothing to decide)."""
+
+    kind: str
+    low_inputs: tuple[int, ...] = ()
+    low_outputs: tuple[int, ...] = ()
+    free_inputs: tuple[int, ...] = ()
+    reason: str = ""
+    movement: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class _Schema:
+    inputs: tuple[tuple[str, bool], ...]  # (type string, variadic)
+    outputs: tuple[tuple[str, bool], ...]
+    constraints: Mapping[str, frozenset[str]]
+    version: int
+
+
+def plan(
+    node: onnx.NodeProto,
+    float_inputs: Sequence[int],
+    float_outputs: Sequence[int],
+    *,
+    low: int,
+    opsets: Mapping[str, int],
+    local_functions: frozenset[tuple[str, str]],
+) -> NodePlan:
+    """The plan of ``node`` whose float32 input and output slots are ``float_inputs`` and
+    ``float_outputs``, lowered to element type ``low``."""
+    if not float_inputs and not float_outputs:
+        return NodePlan("neutral")
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+           for a in node.attribute):  # Rule 5
+        return NodePlan("fixed", reason=f"{node.op_type} holds a subgraph; bodies stay float32")
+    if (node.domain, node.op_type) in local_functions:
+        return NodePlan("fixed", reason=f"calls the local function {node.op_type}")
+    schema = _schema(node.domain or "", node.op_type, opsets.get(node.domain or "", 0)
+                     if node.domain not in _STANDARD else opsets.get("", opsets.get("ai.onnx", 0)))
+    if node.domain in _STANDARD and node.op_type in ATTRIBUTE_TYPED:
+        if float_outputs and schema is not None and _TYPE_STR[low] not in schema.constraints.get(
+                schema.outputs[0][0], frozenset({schema.outputs[0][0]})):
+            name = _TYPE_STR[low].removeprefix("tensor(").removesuffix(")")
+            return NodePlan("fixed", free_inputs=tuple(float_inputs),
+                            reason=f"the schema of {node.op_type}-{schema.version} allows no "
+                                   f"{name}")
+        return _attribute_typed(node, float_inputs, float_outputs)
+    if schema is None:
+        return NodePlan("fixed", reason=f"no schema known for {node.domain or 'ai.onnx'}::"
+                                        f"{node.op_type}")
+    return _from_schema(node, schema, float_inputs, float_outputs, _TYPE_STR[low])
+
+
+def _attribute_typed(node: onnx.NodeProto, float_inputs: Sequence[int],
+                     float_outputs: Sequence[int]) -> NodePlan:
+    """Rule 4."""
+    if node.op_type == "Cast":
+        # A float32 -> float32 Cast (exporters write them around Softmax) is an Identity: it
+        # follows what it reads. A Cast to float32 of another type follows its readers; one
+        # from float32 to another type reads any type.
+        if float_outputs and float_inputs:
+            return NodePlan("lowerable", low_inputs=(0,), low_outputs=(0,), movement=True)
+        if float_outputs:
+            return NodePlan("lowerable", low_outputs=(0,), movement=True)
+        return NodePlan("neutral", free_inputs=tuple(float_inputs))
+    if not float_outputs:
+        return NodePlan("neutral")
+    if node.op_type == "Constant" and not any(
+            a.name in ("value", "value_float", "value_floats") for a in node.attribute):
+        return NodePlan("fixed", reason="a Constant of sparse float values")
+    return NodePlan("lowerable", low_outputs=(0,), movement=True)
+
+
+def _from_schema(node: onnx.NodeProto, schema: _Schema, float_inputs: Sequence[int],
+                 float_outputs: Sequence[int], low: str) -> NodePlan:
+    """Rules 1 to 3."""
+    slots: dict[str, list[tuple[str, int]]] = {}
+    for side, indices, formals in (("in", float_inputs, schema.inputs),
+                                   ("out", float_outputs, schema.outputs)):
+        for index in indices:
+            type_str = _formal(formals, index)
+            if type_str is None:
+                return NodePlan("fixed", reason=f"{node.op_type} has more {side}puts than its "
+                                                f"schema (version {schema.version})")
+            slots.setdefault(type_str, []).append((side, index))
+    low_in: list[int] = []
+    low_out: list[int] = []
+    free: list[int] = []
+    for type_str, bound in slots.items():
+        allowed = schema.constraints.get(type_str, frozenset({type_str}))
+        if low not in allowed:
+            continue  # Rule 3
+        if len(bound) == 1 and bound[0][0] == "in" and type_str in schema.constraints:
+            free.append(bound[0][1])  # Rule 2
+            continue
+        if all(side == "out" for side, _ in bound):
+            continue  # an output typed by an attribute (Rule 4's others): stays float32
+        low_in += [i for side, i in bound if side == "in"]
+        low_out += [i for side, i in bound if side == "out"]
+    if not low_in and not low_out:
+        if len(free) == len(float_inputs) and not float_outputs:
+            return NodePlan("neutral", free_inputs=tuple(sorted(free)))
+        name = low.removeprefix("tensor(").removesuffix(")")
+        return NodePlan("fixed", free_inputs=tuple(sorted(free)),
+                        reason=f"the schema of {node.op_type}-{schema.version} allows no {name}")
+    return NodePlan("lowerable", tuple(sorted(low_in)), tuple(sorted(low_out)),
+                    tuple(sorted(free)), movement=node.op_type in MOVEMENT_OPS
+                    and (node.domain or "") in _STANDARD)
+
+
+def _formal(formals: tuple[tuple[str, bool], ...], index: int) -> str | None:
+    if index < len(formals):
+        return formals[index][0]
+    if formals and formals[-1][1]:
+        return formals[-1][0]
+    return None
+
+
+@functools.cache
+def _schema(domain: str, op_type: str, version: int) -> _Schema | None:
+    if domain in _STANDARD or domain == "ai.onnx.ml":
+        try:
+            found = onnx.defs.get_schema(op_type, version, domain)
+        except onnx.defs.SchemaError:
+            return None
+        return _Schema(
+            tuple((f.type_str, f.option == onnx.defs.OpSchema.FormalParameterOption.Variadic)
+                  for f in found.inputs),
+            tuple((f.type_str, f.option == onnx.defs.OpSchema.FormalParameterOption.Variadic)
+                  for f in found.outputs),
+            {c.type_param_str: frozenset(c.allowed_type_strs) for c in found.type_constraints},
+            found.since_version,
+        )
+    return _runtime_schemas().get((domain, op_type, version)) or _latest_runtime(
+        domain, op_type, version)
+
+
+def _latest_runtime(domain: str, op_type: str, version: int) -> _Schema | None:
+    found = [s for (d, o, _), s in _runtime_schemas().items() if d == domain and o == op_type
+             and (version == 0 or s.version <= version)]
+    return max(found, key=lambda s: s.version) if found else None
+
+
+@functools.lru_cache(maxsize=1)
+def _runtime_schemas() -> dict[tuple[str, str, int], _Schema]:
+    """ONNX Runtime's contrib op schemas (com.microsoft and others), read once."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as runtime
+
+    schemas: dict[tuple[str, str, int], _Schema] = {}
+    for found in runtime.get_all_operator_schema():
+        variadic = type(found).FormalParameterOption.Variadic
+        if found.domain in _STANDARD:
+            continue
+        schemas[(found.domain, found.name, found.since_version)] = _Schema(
+            tuple((f.typeStr, f.option == variadic) for f in found.inputs),
+            tuple((f.typeStr, f.option == variadic) for f in found.outputs),
+            {c.type_param_str: frozenset(c.allowed_type_strs) for c in found.type_constraints},
+            found.since_version,
+        )
+    return schemas
+
+
+def opsets(model: onnx.ModelProto) -> dict[str, int]:
+    """The model's opset version per domain."""
+    return {o.domain: o.version for o in model.opset_import}

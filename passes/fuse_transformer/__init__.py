@@ -1,0 +1,330 @@
+"""fuse-transformer: ONNX Runtime's transformer fusions, with the heads read from the graph.
+
+    MatMul/Add q,k,v -> Reshape -> Transpose -> MatMul -> Softmax -> MatMul ...   =>
+    com.microsoft::Attention(num_heads=H)        (and SkipLayerNormalization, BiasGelu, ...)
+
+ONNX Runtime's transformers optimizer (``onnxruntime.transformers.optimizer.optimize_model``)
+fuses attention, layer norms with their residual Add, GELUs and embeddings into its contrib ops,
+if it is told the model type and, where it cannot find them itself, the number of heads and the
+hidden size. A wrong head count gives a model that computes something else.
+
+Rules:
+1. The model type and the heads come from the graph (:mod:`.heads`): the Reshape that splits q
+   into heads, in every attention block, read and cross-checked with q's projection width.
+   ``num_heads``/``hidden_size`` given by hand override the reading (and the report says when
+   they contradict it). After ORT's fusion every attention node carries the heads chosen.
+2. Verified before it is returned: the fused model and the input run on the same inputs
+   (parity's, ONNX Runtime's CPU provider, optimizations off) and every output must be within
+   parity's float32 tolerance. When the heads cannot be read, attention is not fused (the other
+   fusions still are); when the fused model fails the check, it is fused again without
+   attention, and if that fails too the model is kept. Each fallback says why.
+3. Labelled ORT-bound, as ort-offline labels its extended/all levels: ``metadata_props``
+   ``graphfix.ort_version``, ``graphfix.ort_provider`` and ``graphfix.ort_fusion`` (the
+   model type and heads), and a warning says the model is tied to ONNX Runtime.
+4. ORT's fusion patterns are written against exporters' graphs: the pipeline runs this pass
+   before its own rewrites (``--fuse transformer``), which then step aside from the contrib
+   ops they cannot read.
+5. A model that already holds ORT's fused ops is left alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from graphfix.errors import PassError
+from graphfix.model_io import load_external_values
+from graphfix.options import PROVIDERS, RunOptions
+from graphfix.passes._measuring import (
+    Feeds,
+    make_feeds,
+    run_outputs,
+    tolerance,
+    worst_output,
+)
+from graphfix.passes.fuse_transformer.heads import Heads, model_type, read_heads
+from graphfix.registry import Pass, PassResult, register
+
+__all__ = ["FuseTransformer", "fuse_transformer", "FUSED_OPS", "MODEL_TYPES"]
+
+logger = logging.getLogger(__name__)
+
+MODEL_TYPES = ("bert", "gpt2", "vit")
+# ORT's fused ops, as the report counts them.
+FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "EmbedLayerNormalization",
+             "SkipLayerNormalization", "SkipSimplifiedLayerNormalization",
+             "SimplifiedLayerNormalization", "BiasGelu", "FastGelu", "Gelu", "QuickGelu",
+             "BiasSplitGelu", "BiasAdd", "RotaryEmbedding")
+_ATTENTION = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention")
+_CONTRIB = "com.microsoft"
+# ORT's transformers package logs under its module names (fusion_attention, onnx_model, ...).
+_ORT_LOGGERS = ("fusion", "onnx_model", "optimizer", "shape_infer", "float16", "bert",
+                "onnxruntime.transformers")
+
+
+@register("fuse-transformer")
+class FuseTransformer(Pass):
+    """Fuse attention, layer norms and GELUs into ORT contrib ops, heads read from the graph."""
+
+    def __init__(
+        self,
+        *,
+        model_type: str | None = None,
+        num_heads: int | None = None,
+        hidden_size: int | None = None,
+        provider: str = "cpu",
+        feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        inputs: str | os.PathLike[str] | None = None,
+        seed: int = 0,
+    ) -> None:
+        if model_type is not None and model_type not in MODEL_TYPES:
+            raise PassError(f"fuse-transformer: model_type must be one of "
+                            f"{', '.join(MODEL_TYPES)}, got {model_type!r}")
+        for label, value in (("num_heads", num_heads), ("hidden_size", hidden_size)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise PassError(f"fuse-transformer: {label} must be an integer >= 1, "
+                                f"got {value!r}")
+        if provider not in ("cpu", "cuda"):
+            raise PassError(f"fuse-transformer: provider must be cpu or cuda, got {provider!r}")
+        self.model_type = model_type
+        self.num_heads = num_heads
+        self.hidden_size = hidden_size
+        self.provider = provider
+        self.input_shapes = dict(input_shapes) if input_shapes else None
+        self.inputs = inputs
+        self.seed = seed
+        self._feeds = [dict(f) for f in feeds] if feeds is not None else None
+
+    @classmethod
+    def configured(cls, run: RunOptions) -> FuseTransformer:
+        return cls(provider="cuda" if run.provider == "cuda" else "cpu",
+                   input_shapes=run.input_shapes, inputs=run.inputs)
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        if any(n.domain == _CONTRIB and n.op_type in FUSED_OPS for n in model.graph.node):
+            return PassResult(model, False, stats={"fused_nodes": 0})  # Rule 5
+        kind, evidence = (self.model_type, "given") if self.model_type else model_type(model)
+        read = read_heads(model)
+        notes: list[str] = [f"model type {kind}: {evidence}"]
+        heads, hidden = self._choose(read, notes)
+        # ORT fuses with the graph's own geometry where it was read; the heads chosen (a value
+        # given by hand wins) are then written into every attention node, and checked.
+        ort_heads = read.num_heads if isinstance(read, Heads) else heads
+        ort_hidden = read.hidden_size if isinstance(read, Heads) else hidden
+        try:
+            feeds = self._feeds if self._feeds is not None else make_feeds(
+                model, seed=self.seed, runs=None, input_shapes=self.input_shapes,
+                inputs=self.inputs)
+            names = [o.name for o in model.graph.output]
+            reference = run_outputs(model, feeds, names)
+        except Exception as err:  # noqa: BLE001 - ORT cannot run the input: nothing to check
+            reason = f"the model cannot be checked here ({_first_line(err)}); model kept"
+            return PassResult(model, False, warnings=[reason], skipped=reason)
+        bars = {name: tolerance(str(value.dtype)) for name, value in reference[0].items()}
+        attempts = [("all fusions", True), ("without attention", False)] if heads else \
+            [("without attention", False)]
+        for label, attention in attempts:
+            try:
+                fused = self._fuse(model, kind, ort_heads or 0, ort_hidden or 0, attention,
+                                   heads or 0)
+            except Exception as err:  # noqa: BLE001 - ORT's optimizer fails in many ways
+                notes.append(f"{label}: ONNX Runtime's optimizer failed ({_first_line(err)})")
+                continue
+            counts = _fused_counts(fused)
+            if not counts:
+                notes.append(f"{label}: ONNX Runtime's optimizer fused nothing")
+                continue
+            problem = _signature_problem(fused, model)
+            if problem is None:
+                try:
+                    candidate = run_outputs(fused, feeds, names)
+                    worst, error = worst_output(reference, candidate, bars)
+                    if error > 1.0:
+                        problem = (f"output {worst!r} reaches {error:.3g}x parity's float32 "
+                                   f"tolerance")
+                except Exception as err:  # noqa: BLE001
+                    problem = f"the fused model does not run ({_first_line(err)})"
+            if problem is not None and attention and self.inputs is None:
+                problem += _padding_only(fused, model, feeds, names, bars)
+            if problem is not None:
+                notes.append(f"{label} refused: {problem}")
+                logger.warning("fuse-transformer: %s refused: %s", label, problem)
+                continue
+            return self._accept(model, fused, counts, kind, heads, hidden, label, notes)
+        reason = "no fusion kept: " + "; ".join(notes[1:])
+        logger.warning("fuse-transformer: %s", reason)
+        return PassResult(model, False, warnings=[reason], skipped=reason,
+                          details={"model_type": kind, "notes": notes})
+
+    def _choose(self, read: Heads | str, notes: list[str]) -> tuple[int | None, int | None]:
+        """Rule 1: the heads and hidden size to fuse with (None: attention is not fused)."""
+        if isinstance(read, Heads):
+            notes.append(f"heads read from the graph: {read.describe()}")
+            heads, hidden = read.num_heads, read.hidden_size
+        else:
+            notes.append(f"heads not read: {read}")
+            heads, hidden = None, None
+        if self.num_heads is not None:
+            if heads is not None and heads != self.num_heads:
+                notes.append(f"num_heads={self.num_heads} given by hand contradicts the "
+                             f"graph's {heads}; the given value is tried")
+            heads = self.num_heads
+        if self.hidden_size is not None:
+            hidden = self.hidden_size
+        if heads is not None and hidden is not None and hidden % heads:
+            notes.append(f"hidden size {hidden} is not a multiple of {heads} heads")
+            return None, None
+        return heads, hidden
+
+    def _fuse(self, model: onnx.ModelProto, kind: str, heads: int, hidden: int,
+              attention: bool, chosen: int) -> onnx.ModelProto:
+        from onnxruntime.transformers.fusion_options import FusionOptions
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        work = onnx.ModelProto()
+        work.CopyFrom(model)
+        load_external_values(work)  # ORT's optimizer reads every weight from the proto
+        options = FusionOptions(kind)
+        options.enable_attention = attention
+        with _quiet_ort():
+            optimized = optimize_model(work, model_type=kind, num_heads=heads,
+                                       hidden_size=hidden, optimization_options=options,
+                                       opt_level=0, use_gpu=self.provider == "cuda")
+        fused = optimized.model
+        for node in fused.graph.node:  # Rule 1: the heads chosen, whatever ORT detected
+            if node.domain == _CONTRIB and node.op_type in _ATTENTION and chosen:
+                for attr in node.attribute:
+                    if attr.name == "num_heads":
+                        attr.i = chosen
+        if not any(o.domain == _CONTRIB for o in fused.opset_import):
+            fused.opset_import.add(domain=_CONTRIB, version=1)
+        return fused
+
+    def _accept(self, model: onnx.ModelProto, fused: onnx.ModelProto, counts: Counter[str],
+                kind: str, heads: int | None, hidden: int | None, label: str,
+                notes: list[str]) -> PassResult:
+        import onnxruntime as ort
+
+        before = len(model.graph.node)
+        described = f"{kind}" + (f", {heads} heads, hidden size {hidden}"
+                                 if heads and counts.get("Attention") or
+                                 counts.get("MultiHeadAttention") else "")
+        labels = {"graphfix.ort_version": ort.__version__,
+                  "graphfix.ort_provider": PROVIDERS[self.provider],
+                  "graphfix.ort_fusion": f"transformer ({described})"}
+        kept = [p for p in fused.metadata_props if p.key not in labels]
+        del fused.metadata_props[:]
+        fused.metadata_props.extend(kept)
+        for key, value in labels.items():
+            fused.metadata_props.add(key=key, value=value)
+        fused.producer_name, fused.producer_version = model.producer_name, model.producer_version
+        model.CopyFrom(fused)
+        notes.append(f"{label}: {', '.join(f'{op} x{n}' for op, n in sorted(counts.items()))}")
+        warning = (f"the model is tied to ONNX Runtime {ort.__version__} "
+                   f"({PROVIDERS[self.provider]}): contrib ops "
+                   f"{', '.join(sorted(counts))}")
+        stats = {"nodes_before": before, "nodes_after": len(model.graph.node),
+                 "fused_nodes": sum(counts.values()),
+                 "attention_fused": sum(counts.get(op, 0) for op in _ATTENTION),
+                 "num_heads": heads or 0, "hidden_size": hidden or 0}
+        return PassResult(model, True, stats=stats, warnings=[warning],
+                          details={"model_type": kind, "fused": dict(sorted(counts.items())),
+                                   "notes": notes})
+
+
+def _padding_only(fused: onnx.ModelProto, model: onnx.ModelProto, feeds: Sequence[Feeds],
+                  names: list[str], bars: Mapping[str, tuple[float, float]]) -> str:
+    """Why a fused attention fails on generated inputs when it is exact on padding masks:
+    ORT's Attention reads the mask as key lengths (ones, then zeros), where the generated
+    masks have holes. Empty when that is not the cause."""
+    masks = [name for name in feeds[0] if "mask" in name.lower()
+             and np.asarray(feeds[0][name]).dtype.kind in "iub"]
+    if not masks:
+        return ""
+    padded = []
+    for feed in feeds:
+        feed = dict(feed)
+        for name in masks:
+            value = np.ones_like(feed[name])
+            if value.ndim >= 1 and value.shape[-1] > 2:
+                value[..., -2:] = 0  # padding at the end
+            feed[name] = value
+        padded.append(feed)
+    try:
+        _, error = worst_output(run_outputs(model, padded, names),
+                                run_outputs(fused, padded, names), bars)
+    except Exception:  # noqa: BLE001 - the diagnosis is best effort
+        return ""
+    if error > 1.0:
+        return ""
+    return (f"; on padding masks (ones, then zeros) it matches ({error:.2g}x): ONNX Runtime's "
+            f"Attention reads {', '.join(map(repr, masks))} as key lengths, and the generated "
+            f"masks have holes; give real inputs (--inputs) to check it on the masks you use")
+
+
+def _fused_counts(model: onnx.ModelProto) -> Counter[str]:
+    return Counter(n.op_type for n in model.graph.node if n.domain == _CONTRIB)
+
+
+def _signature_problem(fused: onnx.ModelProto, model: onnx.ModelProto) -> str | None:
+    if [o.name for o in fused.graph.output] != [o.name for o in model.graph.output]:
+        return "ONNX Runtime's optimizer changed the outputs"
+    if not {i.name for i in fused.graph.input} <= {i.name for i in model.graph.input}:
+        return "ONNX Runtime's optimizer changed the inputs"
+    return None
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+@contextlib.contextmanager
+def _quiet_ort() -> Iterator[None]:
+    """ORT's transformers modules log to the root logger under their own names; while they
+    run, their records go to this module's logger at DEBUG instead (the library never
+    prints)."""
+    class _Forward(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            logger.debug("onnxruntime.transformers %s: %s", record.name, record.getMessage())
+
+    handler = _Forward()
+    touched: list[tuple[logging.Logger, bool, list[logging.Handler]]] = []
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith(_ORT_LOGGERS):
+            target = logging.getLogger(name)
+            touched.append((target, target.propagate, list(target.handlers)))
+            target.propagate = False
+            target.handlers[:] = [handler]
+    try:
+        yield
+    finally:
+        for target, propagate, handlers in touched:
+            target.propagate = propagate
+            target.handlers[:] = handlers
+
+
+def fuse_transformer(
+    model: onnx.ModelProto,
+    *,
+    model_type: str | None = None,
+    num_heads: int | None = None,
+    hidden_size: int | None = None,
+    provider: str = "cpu",
+    feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    inputs: str | os.PathLike[str] | None = None,
+) -> onnx.ModelProto:
+    """Function twin of :class:`FuseTransformer`: rewrites ``model`` in place, returns it."""
+    return FuseTransformer(model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,
+                           provider=provider, feeds=feeds, input_shapes=input_shapes,
+                           inputs=inputs)(model).model
+

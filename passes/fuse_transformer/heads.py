@@ -1,0 +1,240 @@
+"""Reading a transformer's attention geometry and kind from its graph.
+
+Heads. Every attention block computes ``Softmax(q @ k^T * scale + mask) @ v``, and its exporter
+splits the projected q into heads with a ``Reshape`` to ``[batch, sequence, heads, head_size]``
+(then ``Transpose(0, 2, 1, 3)``). :func:`read_heads` finds each Softmax whose input comes from
+a MatMul of two tensors and whose output feeds a MatMul, follows q back through scaling and
+Transposes to that Reshape, and reads its target: an initializer, a Constant, or a Concat of
+pieces some of which are constant (the batch and sequence sizes come from Shape at run time;
+heads and head size are constants). A target with -1 for the heads is solved with the hidden
+size of q's projection weight. Every block must agree; a graph where none can be read, or where
+they disagree, gives the reason instead.
+
+Kind. ONNX Runtime's optimizer needs the model type: :func:`model_type` reads it from the op
+pattern: an image input into a Conv (patch embedding) is ``vit``; rotary embeddings (Sin/Cos)
+or a tanh GELU with a causal mask make a decoder, ``gpt2`` (ORT's optimizer has no Llama type:
+its GPT-2 fusions are those that apply to one); anything else is ``bert``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from graphfix.model_io import tensor_value
+
+__all__ = ["Heads", "read_heads", "model_type"]
+
+_SCALING = ("Mul", "Div")
+_PASS_THROUGH = ("Cast", "Dropout", "Identity")
+
+
+@dataclasses.dataclass(frozen=True)
+class Heads:
+    """The attention geometry read from the graph: ``blocks`` attention blocks of
+    ``num_heads`` heads of ``head_size``."""
+
+    num_heads: int
+    head_size: int
+    blocks: int
+
+    @property
+    def hidden_size(self) -> int:
+        return self.num_heads * self.head_size
+
+    def describe(self) -> str:
+        return (f"{self.blocks} attention block(s) of {self.num_heads} heads of "
+                f"{self.head_size} (hidden size {self.hidden_size})")
+
+
+class _Graph:
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.graph = model.graph
+        self.producer = {o: n for n in model.graph.node for o in n.output if o}
+        self.readers: dict[str, list[onnx.NodeProto]] = {}
+        for node in model.graph.node:
+            for name in node.input:
+                self.readers.setdefault(name, []).append(node)
+        self.initializers = {t.name: t for t in model.graph.initializer}
+
+    def constant(self, name: str) -> np.ndarray | None:
+        if name in self.initializers:
+            return tensor_value(self.initializers[name])
+        node = self.producer.get(name)
+        if node is not None and node.op_type == "Identity":  # exporters alias shared weights
+            return self.constant(node.input[0])
+        if node is not None and node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value":
+                    return numpy_helper.to_array(attr.t)
+                if attr.name == "value_ints":
+                    return np.array(list(attr.ints), dtype=np.int64)
+                if attr.name == "value_int":
+                    return np.array(attr.i, dtype=np.int64)
+        return None
+
+    def dims(self, name: str) -> list[int | None] | None:
+        """The entries of a shape tensor, None where computed at run time."""
+        value = self.constant(name)
+        if value is not None:
+            return [int(v) for v in np.asarray(value).reshape(-1)]
+        node = self.producer.get(name)
+        if node is None or node.op_type != "Concat":
+            return None
+        dims: list[int | None] = []
+        for piece in node.input:
+            value = self.constant(piece)
+            if value is not None:
+                dims += [int(v) for v in np.asarray(value).reshape(-1)]
+            else:
+                dims.append(None)  # one entry per run-time piece (Unsqueeze of a Gather)
+        return dims
+
+    def back(self, name: str, ops: tuple[str, ...]) -> onnx.NodeProto | None:
+        """The producer of ``name``, looking through nodes of ``ops`` (their first input)."""
+        node = self.producer.get(name)
+        while node is not None and node.op_type in ops:
+            node = self.producer.get(node.input[0])
+        return node
+
+
+def read_heads(model: onnx.ModelProto) -> Heads | str:
+    """The heads of ``model``'s attention blocks, or why they cannot be read."""
+    g = _Graph(model)
+    found: list[tuple[int, int]] = []
+    unread: list[str] = []
+    for node in g.graph.node:
+        if node.op_type != "Softmax":
+            continue
+        scores = g.back(node.input[0], ("Add", *_SCALING, *_PASS_THROUGH))
+        if scores is None or scores.op_type != "MatMul":
+            continue
+        if not any(r.op_type == "MatMul" for r in _readers_through(g, node.output[0])):
+            continue
+        geometry = _from_query(g, scores.input[0])
+        if isinstance(geometry, str):
+            unread.append(f"{node.name or 'Softmax'}: {geometry}")
+        else:
+            found.append(geometry)
+    if not found:
+        if unread:
+            return f"the heads of no attention block can be read ({unread[0]})"
+        return "no attention block (Softmax(q @ k^T) @ v) in the graph"
+    counts = Counter(found)
+    if len(counts) > 1:
+        listed = ", ".join(f"{h} heads of {d} x{n}" for (h, d), n in counts.items())
+        return f"the attention blocks disagree ({listed})"
+    (num_heads, head_size), blocks = counts.most_common(1)[0]
+    return Heads(num_heads, head_size, blocks)
+
+
+def _readers_through(g: _Graph, name: str) -> list[onnx.NodeProto]:
+    out = []
+    for reader in g.readers.get(name, []):
+        if reader.op_type in _PASS_THROUGH:
+            out += _readers_through(g, reader.output[0])
+        else:
+            out.append(reader)
+    return out
+
+
+def _from_query(g: _Graph, name: str) -> tuple[int, int] | str:
+    """(heads, head size) from the Reshape that splits q into heads: the nearest Reshape
+    upstream of q (through scaling, Transposes, rotary embeddings, a Gather from packed qkv).
+    Its target is ``[batch, seq, heads, size]`` when a Transpose on the way moves the heads
+    before the sequence (``[batch, seq, 3, heads, size]`` packed), else ``[batch, heads, seq,
+    size]``; the projection's width, where it can be read, must be heads x size."""
+    seen: set[str] = set()
+    queue: list[tuple[str, bool]] = [(name, False)]
+    for _ in range(_SEARCH_NODES):
+        if not queue:
+            break
+        tensor, moved = queue.pop(0)
+        node = g.producer.get(tensor)
+        if node is None or tensor in seen:
+            continue
+        seen.add(tensor)
+        if node.op_type == "Reshape":
+            return _from_target(g, node, moved)
+        if node.op_type in ("MatMul", "Gemm", "Softmax", "Concat"):
+            continue  # past the projection: q's own split was not found on this path
+        if node.op_type == "Transpose":
+            perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), [])
+            moved = moved or (len(perm) == 4 and perm[1] == 2) or (len(perm) == 5 and
+                                                                  perm[2] == 3)
+        queue += [(i, moved) for i in node.input if i and g.constant(i) is None]
+    return "no Reshape splits q into heads"
+
+
+_SEARCH_NODES = 24
+
+
+def _from_target(g: _Graph, reshape: onnx.NodeProto, moved: bool) -> tuple[int, int] | str:
+    dims = g.dims(reshape.input[1])
+    if dims is None:
+        return "the target of q's Reshape is computed at run time"
+    if len(dims) == 5 and dims[2] == 3:  # packed q, k, v
+        dims = [dims[0], dims[1], dims[3], dims[4]]
+    if len(dims) != 4:
+        return f"q's Reshape target {dims} is not [batch, seq, heads, size]"
+    heads, size = (dims[2], dims[3]) if moved else (dims[1], dims[3])
+    width = _projection_width(g, reshape.input[0])
+    if size is None or size <= 0:
+        return f"the head size in q's Reshape target {dims} is not a constant"
+    if heads is None or heads <= 0:
+        if width is None or width % size:
+            return f"the heads in q's Reshape target {dims} are not a constant"
+        heads = width // size
+    if width is not None and width != heads * size:
+        return (f"q's Reshape target {dims} says {heads} heads of {size}, its projection "
+                f"is {width} wide")
+    return heads, size
+
+
+def _projection_width(g: _Graph, name: str) -> int | None:
+    """The output width of the MatMul (plus a bias, a scaling) that projects q, a packed
+    projection's divided by the parts a Split makes of it: what -1 heads stand for."""
+    node = g.producer.get(name)
+    parts = 1
+    for _ in range(6):
+        if node is None:
+            return None
+        if node.op_type == "Split":
+            parts = len(node.output)
+            node = g.producer.get(node.input[0])
+        elif node.op_type == "Reshape":  # GPT-2's Conv1D: a Gemm on a flattened input
+            node = g.producer.get(node.input[0])
+        elif node.op_type in ("Add", *_SCALING):
+            computed = [g.producer[i] for i in node.input if i in g.producer
+                        and g.constant(i) is None]
+            node = next((n for n in computed if n.op_type == "MatMul"),
+                        computed[0] if computed else None)
+        else:
+            break
+    if node is None or node.op_type not in ("MatMul", "Gemm"):
+        return None
+    weight = g.initializers.get(node.input[1])
+    if weight is None or len(weight.dims) < 2:
+        return None
+    transposed = node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute)
+    width = int(weight.dims[0] if transposed else weight.dims[-1])
+    return width // parts if width % parts == 0 else None
+
+
+def model_type(model: onnx.ModelProto) -> tuple[str, str]:
+    """ONNX Runtime's optimizer model type for ``model``, and the evidence."""
+    ops = Counter(n.op_type for n in model.graph.node)
+    images = [i.name for i in model.graph.input if i.type.tensor_type.elem_type in (
+        onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16) and len(
+        i.type.tensor_type.shape.dim) == 4]
+    if images and ops.get("Conv"):
+        return "vit", f"image input {images[0]!r} into a Conv (patch embedding)"
+    if ops.get("Sin") and ops.get("Cos"):
+        return "gpt2", "rotary position embedding (Sin, Cos): a Llama-style decoder"
+    if ops.get("Tanh") and ops.get("Pow") or ops.get("Trilu"):
+        return "gpt2", "tanh GELU or a triangular (causal) mask: a GPT-2-style decoder"
+    return "bert", "an encoder (no image input, rotary embedding or causal mask)"

@@ -1,0 +1,288 @@
+"""convert-precision: float16/bfloat16 with float32 islands chosen by measured error."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import graphfix
+from graphfix import precision
+from graphfix.passes.convert_precision import ConvertPrecision, convert_precision
+from graphfix.passes.convert_precision.analysis import Analysis
+from graphfix.passes._measuring import tolerance_used
+from graphfix.passes.convert_precision.measure import tensor_types
+from graphfix.passes.convert_precision.rewrite import emulate
+from graphfix.validate.parity import check_parity
+
+HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
+FP16 = onnx.TensorProto.FLOAT16
+
+
+def parse(body: str, **weights: np.ndarray) -> onnx.ModelProto:
+    model = onnx.parser.parse_model(HEADER + body)
+    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in weights.items())
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+def ops(model: onnx.ModelProto) -> list[str]:
+    return [n.op_type for n in model.graph.node]
+
+
+def types(model: onnx.ModelProto) -> dict[str, int]:
+    return {t.name: t.data_type for t in model.graph.initializer}
+
+
+def weights(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return (rng.standard_normal(shape) / np.sqrt(shape[0])).astype(np.float32)
+
+
+def lowered(model: onnx.ModelProto, **options) -> tuple[onnx.ModelProto, object]:
+    original = copy(model)
+    result = ConvertPrecision(**options)(model)
+    onnx.checker.check_model(result.model, full_check=True)
+    # The signature is the original's unless io_types lowers it.
+    if options.get("io_types") in (None, "fp32"):
+        assert [(v.name, v.type) for v in result.model.graph.input] == \
+            [(v.name, v.type) for v in original.graph.input]
+        assert [o.name for o in result.model.graph.output] == \
+            [o.name for o in original.graph.output]
+    return result.model, result
+
+
+def mlp(rng: np.random.Generator) -> onnx.ModelProto:
+    return parse("""
+    g (float[4,16] x) => (float[4,8] y) {
+        h = MatMul(x, W1)
+        hb = Add(h, b1)
+        r = Relu(hb)
+        y = MatMul(r, W2)
+    }""", W1=weights(rng, 16, 32), b1=weights(rng, 32), W2=weights(rng, 32, 8))
+
+
+# A layer norm written out (as the legacy exporters write it) on activations scaled by 300:
+# the squares reach 1e5, past float16's 65504.
+LAYER_NORM_300 = """
+g (float[2,16] x) => (float[2,8] y) {
+    h = MatMul(x, W1)
+    s = Mul(h, big)
+    mu = ReduceMean<axes=[-1]>(s)
+    d = Sub(s, mu)
+    sq = Pow(d, two)
+    var = ReduceMean<axes=[-1]>(sq)
+    ve = Add(var, eps)
+    sd = Sqrt(ve)
+    n = Div(d, sd)
+    y = MatMul(n, W2)
+}"""
+
+
+def layer_norm_300(rng: np.random.Generator) -> onnx.ModelProto:
+    return parse(LAYER_NORM_300, W1=weights(rng, 16, 32), W2=weights(rng, 32, 8),
+                 big=np.array(300.0, np.float32), two=np.array(2.0, np.float32),
+                 eps=np.array(1e-5, np.float32))
+
+
+def test_mlp_is_lowered_whole_with_casts_at_the_signature(rng):
+    model, result = lowered(mlp(rng))
+    assert ops(model) == ["Cast", "MatMul", "Add", "Relu", "MatMul", "Cast"]
+    assert set(types(model).values()) == {FP16}  # weights converted offline, no copies
+    assert result.stats["casts_added"] == 2 and result.stats["islands"] == 0
+    record = precision.read(model)
+    assert record is not None and record.dtype == "float16" and dict(record.outputs) == {
+        "y": "float16"}
+
+
+def test_overflowing_layer_norm_becomes_an_island_and_parity_holds(rng):
+    original = layer_norm_300(rng)
+    model, result = lowered(copy(original))
+    kept = {op for island in result.details["islands"] for op in island["ops"]}
+    assert {"Pow", "ReduceMean"} <= kept
+    why = " ".join(line for island in result.details["islands"] for line in island["why"])
+    assert "NaN or Inf appears" in why
+    # Parity judges the lowered output at float16's tolerance (the model's record)...
+    assert check_parity(original, model).passed
+    # ...and without the record, at float32's, which float16 does not meet.
+    precision.write(model, None)
+    assert not check_parity(original, model).passed
+
+
+def test_lowering_everything_overflows_where_the_islands_do_not(rng):
+    original = layer_norm_300(rng)
+    analysis = Analysis.build(original, tensor_types(original), low=FP16)
+    everything = analysis.resolve(frozenset(analysis.compute_nodes()))
+    x = {"x": rng.uniform(-1, 1, (2, 16)).astype(np.float32)}
+    import onnxruntime as ort
+
+    def run(m: onnx.ModelProto) -> np.ndarray:
+        return ort.InferenceSession(m.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, x)[0]
+
+    reference = run(original)
+    # Every variance is Inf: every normalized value, and so every output, is 0.
+    assert tolerance_used(reference, run(emulate(analysis, everything)), 1e-2, 1e-2) > 10
+    model, _ = lowered(copy(original))
+    assert tolerance_used(reference, run(model), 1e-2, 1e-2) <= 1.0
+
+
+def test_error_traced_from_an_output_puts_its_origin_back(rng):
+    # No risky op: the Sub cancels two large, nearly equal values; rounding them to float16
+    # (spacing 4 near 3000) leaves an error the size of the result. The search traces the
+    # output's error back to where it starts.
+    model, result = lowered(parse("""
+    g (float[2,16] x) => (float[2,16] y) {
+        a = Add(x, big)
+        b = Add(x, small)
+        d = Sub(a, b)
+        y = Mul(d, x)
+    }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32)))
+    why = " ".join(line for island in result.details["islands"] for line in island["why"])
+    assert "output 'y'" in why
+    assert result.stats["rounds"] >= 2
+
+
+def test_a_border_cast_is_shared_by_its_readers(rng):
+    model, result = lowered(parse("""
+    g (float[4,16] x) => (float[4,16] y, float[4,16] z) {
+        h = MatMul(x, W)
+        y = Softmax<axis=-1>(h)
+        z = LogSoftmax<axis=-1>(h)
+    }""", W=weights(rng, 16, 16)), keep_float32=["Softmax", "LogSoftmax"])
+    assert ops(model).count("Cast") == 2  # x to float16, h back to float32 once for both
+    assert result.stats["islands"] == 2
+
+
+def test_resize_scales_stay_float32(rng):
+    model, _ = lowered(parse("""
+    g (float[1,2,4,4] x) => (float[1,2,8,8] y) {
+        c = Conv(x, W)
+        y = Resize<mode="nearest">(c, roi, scales)
+    }""", W=weights(rng, 2, 2, 1, 1), roi=np.zeros(0, np.float32),
+        scales=np.array([1, 1, 2, 2], np.float32)))
+    assert types(model)["scales"] == onnx.TensorProto.FLOAT
+    assert types(model)["W"] == FP16
+
+
+def test_subgraph_holder_stays_float32_and_its_outer_reads_too(rng):
+    model, result = lowered(parse("""
+    g (float[4,16] x, bool c) => (float[4,16] y) {
+        h = MatMul(x, W)
+        t = Tanh(h)
+        y = If(c) <then_branch = g1 () => (float[4,16] o1) { o1 = Relu(t) },
+                   else_branch = g2 () => (float[4,16] o2) { o2 = Neg(t) }>
+    }""", W=weights(rng, 16, 16)))
+    reasons = " ".join(line for island in result.details["islands"] for line in island["why"])
+    assert "holds a subgraph" in reasons and "read inside a subgraph" in reasons
+    assert types(model)["W"] == FP16
+
+
+def test_second_run_changes_nothing(rng):
+    model, _ = lowered(mlp(rng))
+    again = ConvertPrecision()(model)
+    assert not again.modified
+
+
+def test_io_types_lowers_the_signature_and_parity_feeds_each_its_own(rng):
+    original = mlp(rng)
+    model, _ = lowered(copy(original), io_types="fp16")
+    assert model.graph.input[0].type.tensor_type.elem_type == FP16
+    assert model.graph.output[0].type.tensor_type.elem_type == FP16
+    assert "Cast" not in ops(model)
+    assert check_parity(original, model).passed
+
+
+def test_bfloat16_keeps_nodes_its_schema_lacks(rng):
+    # Conv has no bfloat16 before opset 22; MatMul has since opset 13.
+    model, result = lowered(parse("""
+    g (float[1,2,4,4] x) => (float[1,8] y) {
+        c = Conv(x, W)
+        f = Flatten(c)
+        y = MatMul(f, M)
+    }""", W=weights(rng, 2, 2, 1, 1), M=weights(rng, 32, 8)), precision="bf16")
+    assert types(model)["W"] == onnx.TensorProto.FLOAT
+    assert types(model)["M"] == onnx.TensorProto.BFLOAT16
+    why = " ".join(line for island in result.details["islands"] for line in island["why"])
+    assert "allows no bfloat16" in why
+
+
+def test_estimate_holds_against_a_true_float16_run(rng):
+    """ORT's CPU provider computes most float16 ops in float32 between Casts; onnx's reference
+    evaluator computes each op in numpy float16. The estimate must hold for the latter too."""
+    from onnx.reference import ReferenceEvaluator
+
+    original = layer_norm_300(rng)
+    model, result = lowered(copy(original))
+    estimate = result.details["estimated_error"]["y"]
+    x = {"x": rng.uniform(-1, 1, (2, 16)).astype(np.float32)}
+    reference = ReferenceEvaluator(original).run(None, x)[0]
+    true_fp16 = np.asarray(ReferenceEvaluator(model).run(None, x)[0])
+    used = tolerance_used(reference, true_fp16, 1e-2, 1e-2)
+    assert used <= 1.0
+    assert used <= 3 * estimate + 0.1
+
+
+def test_function_twin_and_option_checks(rng):
+    model = convert_precision(mlp(rng), keep_float32=["Relu"])
+    assert [n.op_type for n in model.graph.node].count("Cast") == 4
+    with pytest.raises(graphfix.errors.PassError, match="precision"):
+        ConvertPrecision(precision="int8")
+    with pytest.raises(graphfix.errors.PassError, match="io_types"):
+        ConvertPrecision(precision="fp16", io_types="bf16")
+
+
+def test_optimize_writes_lowered_model_when_the_gate_is_off(rng, tmp_path):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(rng), path)
+    result = graphfix.optimize_file(path, tmp_path / "out.onnx", precision="fp16",
+                                    speed_gate=False)
+    written = onnx.load(tmp_path / "out.onnx")
+    assert precision.read(written) is not None
+    assert result.report.parity["passed"]
+    verdict, = result.report.speed_gate["verdicts"]
+    assert verdict["kept"] and "speed gate off" in verdict["note"]
+    entry = next(p for p in result.report.passes if p.name == "convert-precision")
+    assert entry.details["lowered_outputs"] == ["y"]
+
+
+def test_optimize_with_the_gate_writes_what_its_verdict_says(rng, tmp_path):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(rng), path)
+    result = graphfix.optimize_file(path, tmp_path / "out.onnx", precision="fp16",
+                                    provider="cpu")
+    gate, = result.report.speed_gate["verdicts"]
+    assert gate["provider"] == "cpu" and gate["verdict"] is not None
+    written = onnx.load(tmp_path / "out.onnx")
+    assert (precision.read(written) is not None) == gate["kept"]
+    if not gate["kept"]:
+        assert any("written without it" in w for w in result.report.warnings)
+
+
+def test_speed_gate_writes_without_a_rewrite_that_is_slower():
+    from graphfix import speed_gate
+    from graphfix.options import BenchOptions, RunOptions
+
+    def chain(length: int) -> onnx.ModelProto:
+        body = "\n".join(f"h{i + 1} = MatMul(h{i}, W)" for i in range(length))
+        model = parse(f"""
+        g (float[64,256] h0) => (float[64,256] h{length}) {{
+            {body}
+        }}""", W=np.eye(256, dtype=np.float32))
+        return model
+
+    slow, fast = chain(40), chain(1)
+    fast.graph.output[0].name = slow.graph.output[0].name
+    fast.graph.node[-1].output[0] = slow.graph.output[0].name
+    verdicts, replacement = speed_gate.judge(
+        slow, lambda left_out: fast, ["convert-precision"], RunOptions(provider="cpu"),
+        BenchOptions(runs=15, warmup=2))
+    assert [v.kept for v in verdicts] == [False] and verdicts[0].verdict == "slower"
+    assert replacement is fast
+    assert "written without it" in verdicts[0].note and "--provider cuda" in verdicts[0].note

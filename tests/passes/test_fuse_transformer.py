@@ -1,0 +1,175 @@
+"""fuse-transformer: ONNX Runtime's transformer fusions with the heads read from the graph."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import graphfix
+from graphfix.passes.fuse_transformer import FuseTransformer, fuse_transformer
+from graphfix.passes.fuse_transformer.heads import Heads, model_type, read_heads
+from models.transformer import transformer_encoder
+
+HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+def attention(target: str, *, perm: str = "[0, 2, 1, 3]", width: int = 16) -> onnx.ModelProto:
+    """One attention block whose q, k, v are split into heads by ``Reshape(.., target)``."""
+    model = onnx.parser.parse_model(HEADER + f"""
+    g (float[1,8,16] x) => (float[1,8,16] y) {{
+        shape = Constant<value = int64[4] {target}>()
+        back = Constant<value = int64[3] {{1, 8, 16}}>()
+        q = MatMul(x, Wq)
+        qb = Add(q, bq)
+        qh = Reshape(qb, shape)
+        qt = Transpose<perm = {perm}>(qh)
+        k = MatMul(x, Wk)
+        kh = Reshape(k, shape)
+        kt = Transpose<perm = [0, 2, 3, 1]>(kh)
+        v = MatMul(x, Wv)
+        vh = Reshape(v, shape)
+        vt = Transpose<perm = [0, 2, 1, 3]>(vh)
+        s = MatMul(qt, kt)
+        sc = Div(s, scale)
+        p = Softmax<axis = -1>(sc)
+        c = MatMul(p, vt)
+        ct = Transpose<perm = [0, 2, 1, 3]>(c)
+        y = Reshape(ct, back)
+    }}""")
+    rng = np.random.default_rng(0)
+    for name in ("Wq", "Wk", "Wv"):
+        model.graph.initializer.append(numpy_helper.from_array(
+            rng.standard_normal((16, width)).astype(np.float32), name))
+    model.graph.initializer.append(numpy_helper.from_array(np.zeros(width, np.float32), "bq"))
+    model.graph.initializer.append(numpy_helper.from_array(np.array(2.0, np.float32), "scale"))
+    return model
+
+
+def test_heads_come_from_the_reshape_that_splits_q():
+    assert read_heads(attention("{0, 0, 4, 4}")) == Heads(4, 4, 1)
+
+
+def test_minus_one_heads_are_solved_with_the_projection_width():
+    assert read_heads(attention("{1, 8, -1, 4}")) == Heads(4, 4, 1)
+
+
+def test_a_target_the_projection_contradicts_is_not_read():
+    found = read_heads(attention("{1, 8, 4, 4}", width=32))
+    assert isinstance(found, str) and "projection" in found
+
+
+def test_heads_before_sequence_without_a_transpose():
+    # torchvision's MultiheadAttention views q as [batch, heads, seq, size] directly.
+    found = read_heads(attention("{1, 4, 8, 4}", perm="[0, 1, 2, 3]"))
+    assert found == Heads(4, 4, 1)
+
+
+def test_no_attention_block_is_said():
+    model = onnx.parser.parse_model(HEADER + """
+    g (float[2,4] x) => (float[2,4] y) { y = Softmax<axis = -1>(x) }""")
+    assert "no attention block" in read_heads(model)
+
+
+def test_model_type_from_the_op_pattern():
+    assert model_type(transformer_encoder())[0] == "bert"
+    image = onnx.parser.parse_model(HEADER + """
+    g (float[1,3,8,8] pixels) => (float[1,4,4,4] y) { y = Conv<strides = [2, 2]>(pixels, W) }""")
+    assert model_type(image)[0] == "vit"
+
+
+def test_encoder_fusions_are_checked_and_labelled(tmp_path):
+    model = transformer_encoder(stray_transposes=False)
+    result = FuseTransformer()(model)
+    assert result.modified
+    assert result.details["fused"]["SkipLayerNormalization"] == 4
+    assert "4 heads of 16" in " ".join(result.details["notes"])
+    labels = {p.key: p.value for p in result.model.metadata_props}
+    assert labels["graphfix.ort_provider"] == "CPUExecutionProvider"
+    assert labels["graphfix.ort_fusion"].startswith("transformer (bert")
+    assert any("tied to ONNX Runtime" in w for w in result.warnings)
+    assert graphfix.check_parity(transformer_encoder(stray_transposes=False),
+                                 result.model).passed
+    assert not FuseTransformer()(result.model).modified  # rule 5
+
+
+def test_option_checks():
+    with pytest.raises(graphfix.errors.PassError, match="model_type"):
+        FuseTransformer(model_type="resnet")
+    with pytest.raises(graphfix.errors.PassError, match="num_heads"):
+        FuseTransformer(num_heads=0)
+
+
+def _eager_bert(path) -> onnx.ModelProto:
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    # Weights large enough that attention is peaked: near-uniform attention (the default
+    # initialisation) computes almost the same whatever the heads, and would hide a wrong count.
+    config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=4, intermediate_size=64,
+                        attn_implementation="eager", initializer_range=0.5)
+    bert = BertModel(config).eval()
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):  # noqa: ANN001, ANN201
+            return self.bert(input_ids=input_ids,
+                             attention_mask=attention_mask).last_hidden_state
+
+    ids = torch.randint(0, 100, (2, 8))
+    with torch.no_grad():
+        torch.onnx.export(Wrapped(), (ids, torch.ones(2, 8, dtype=torch.int64)), str(path),
+                          input_names=["input_ids", "attention_mask"], output_names=["y"],
+                          dynamic_axes={"input_ids": {0: "b", 1: "s"},
+                                        "attention_mask": {0: "b", 1: "s"}},
+                          opset_version=17, dynamo=False)
+    return onnx.load(path)
+
+
+def _padding_feeds() -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    mask = np.ones((2, 8), np.int64)
+    mask[1, -3:] = 0  # padding at the end, as tokenizers make it
+    return [{"input_ids": rng.integers(0, 100, (2, 8)), "attention_mask": mask}]
+
+
+@pytest.mark.tools
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")
+def test_bert_attention_fused_with_the_heads_read(tmp_path):
+    model = _eager_bert(tmp_path / "bert.onnx")
+    assert read_heads(model) == Heads(4, 8, 1)
+    result = FuseTransformer(feeds=_padding_feeds())(model)
+    assert result.stats["attention_fused"] == 1 and result.stats["num_heads"] == 4
+    heads = [a.i for n in result.model.graph.node if n.op_type == "Attention"
+             for a in n.attribute if a.name == "num_heads"]
+    assert heads == [4]
+
+
+@pytest.mark.tools
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")
+def test_a_planted_wrong_head_count_is_caught(tmp_path):
+    model = _eager_bert(tmp_path / "bert.onnx")
+    result = FuseTransformer(feeds=_padding_feeds(), num_heads=2)(model)
+    notes = " ".join(result.details["notes"])
+    assert "num_heads=2 given by hand contradicts the graph's 4" in notes
+    assert "all fusions refused" in notes and "tolerance" in notes
+    assert result.stats["attention_fused"] == 0  # fell back: the other fusions only
+    assert not any(n.op_type == "Attention" for n in result.model.graph.node)
+
+
+@pytest.mark.tools
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")
+def test_masks_with_holes_refuse_attention_and_say_why(tmp_path):
+    model = _eager_bert(tmp_path / "bert.onnx")
+    feeds = _padding_feeds()
+    feeds[0]["attention_mask"][0, 2] = 0  # a hole: ORT's Attention reads key lengths
+    result = fuse_transformer(model, feeds=feeds)
+    assert not any(n.op_type == "Attention" for n in result.graph.node)
