@@ -40,15 +40,30 @@ from graphfix.model_io.tensors import (
     tensor_value,
     weight_bytes,
 )
+from graphfix.model_io.files import (
+    FileRecord,
+    ReadLog,
+    file_size_limit,
+    note_read,
+    os_failure,
+    read_log,
+)
+from graphfix.model_io.folders import (
+    release,
+    sweep_temporaries,
+    temporary_folder,
+    temporary_folder_path,
+    temporary_root,
+)
+from graphfix.model_io.references import referrers
 from graphfix.model_io.writing import (
     WrittenModel,
+    check_data_file,
     check_outputs,
     data_path_of,
     may_write_data,
     output_path,
     save,
-    sweep_temporaries,
-    temporary_folder,
     write_text,
 )
 
@@ -75,7 +90,18 @@ __all__ = [
     "PROTOBUF_LIMIT",
     "write_text",
     "temporary_folder",
+    "temporary_folder_path",
+    "temporary_root",
+    "release",
     "sweep_temporaries",
+    "FileRecord",
+    "ReadLog",
+    "read_log",
+    "note_read",
+    "os_failure",
+    "file_size_limit",
+    "referrers",
+    "check_data_file",
     "write_scratch",
     "same_tensor",
     "skeleton",
