@@ -194,8 +194,10 @@ class OrtOffline(Pass):
                 str(_EXTERNAL_MIN_BYTES),
             )
             try:
+                # Declared shapes left out: ORT folds Shape from them, stale or not.
                 session = ort_session(model, optimization=self.level, providers=providers,
-                                      options=options, disabled_optimizers=disabled)
+                                      options=options, disabled_optimizers=disabled,
+                                      declared_shapes=False)
             except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
                 raise _CannotLoad(str(exc).strip().splitlines()[0] if str(exc).strip() else
                                   type(exc).__name__) from exc

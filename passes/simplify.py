@@ -61,6 +61,12 @@ Rules:
 11. A BatchNormalization after a Conv is folded into the Conv's weights here (:mod:`._batchnorm`,
     the conditions of onnxsim's own fusion, float64 arithmetic rounded once), before onnxsim
     runs: the fused weights then stay here by rule 10 instead of crossing to be fused there.
+12. What onnxsim is shown is what the graph proves: the shapes a model only declares
+    (``value_info``, in every graph), which exporters leave stale, do not cross (onnxsim folds
+    ``Shape`` from them). And two float constants equal as numbers but not in bytes (the same
+    but for the sign of a zero: ``x / 0.0`` is +inf, ``x / -0.0`` is -inf) make onnxsim run
+    without its merging of equal constants (``eliminate_duplicate_initializer``,
+    ``eliminate_common_subexpression``), which would make them one.
 """
 
 from __future__ import annotations
@@ -72,7 +78,9 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 
 from graphfix.errors import PassError
 from graphfix import graph as graph_layer
@@ -87,6 +95,7 @@ from graphfix.model_io import (
     temporary_folder,
     tensor_bytes,
     tensor_sample,
+    tensor_value,
     weight_bytes,
     write_scratch,
 )
@@ -110,6 +119,10 @@ _FOLD_CAP = PROTOBUF_LIMIT // 2  # onnxsim's per-tensor folding threshold, never
 # Rule 7: onnxsim optimizers that add nodes.
 _BATCHED_GEMM = "fuse_matmul_add_bias_into_gemm_batched"
 SKIPPED_OPTIMIZERS: tuple[str, ...] = (_BATCHED_GEMM, "fuse_attention", "fuse_gqa")
+# Rule 12: onnxsim's optimizers that merge constants equal as numbers (0.0 == -0.0).
+_MERGING_OPTIMIZERS = ("eliminate_duplicate_initializer", "eliminate_common_subexpression")
+_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+                     onnx.TensorProto.BFLOAT16})
 # Rule 3: the per-tensor folding thresholds tried when folding everything grows too much.
 FOLD_THRESHOLDS = (GROWTH_ALLOWANCE, GROWTH_ALLOWANCE // 4, GROWTH_ALLOWANCE // 16, 1024)
 # Rule 9: the onnxsim worker's peak memory, in multiples of the serialized model.
@@ -204,6 +217,7 @@ class Simplify(Pass):
         self.input_shapes = {k: list(v) for k, v in shapes.items()} if shapes else None
         self._shared = worker  # the caller's, kept across passes and runs
         self._own: OnnxsimWorker | None = None
+        self._keep_apart = False  # rule 12, for the model being simplified
 
     @classmethod
     def configured(cls, run: RunOptions) -> Simplify:
@@ -251,7 +265,12 @@ class Simplify(Pass):
         """onnxsim on ``prepared`` (``model`` with rule 11 applied), the ``stand_ins`` of rule 10
         (``stand_in_bytes`` in all) crossing as typed inputs."""
         crossing = _with_stand_ins(prepared, stand_ins) if stand_ins else prepared
-        size = write_scratch(crossing, folder / "in.onnx")
+        # What the model only declares (value_info) does not cross: onnxsim would fold Shape
+        # from a stale declaration. graphfix builds on proven shapes only.
+        size = write_scratch(crossing, folder / "in.onnx", declared_shapes=False)
+        # onnxsim merges constants that compare equal as numbers: 0.0 and -0.0 are two
+        # tensors (x / 0.0 is +inf, x / -0.0 is -inf), and merging them changes the model.
+        self._keep_apart = _signed_zero_twins(crossing)
         stats: dict[str, int] = {
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
@@ -308,8 +327,10 @@ class Simplify(Pass):
         if available is not None and needed > available:
             raise _Skip(f"onnxsim would need about {needed / 2**30:.1f} GiB of memory for this "
                         f"model and {available / 2**30:.1f} GiB are available; model kept")
+        skipped = list(SKIPPED_OPTIMIZERS) + (list(_MERGING_OPTIMIZERS) if self._keep_apart
+                                              else [])
         base: dict[str, Any] = {"tensor_size_threshold": f"{_FOLD_CAP}B",
-                                "skipped_optimizers": list(SKIPPED_OPTIMIZERS)}
+                                "skipped_optimizers": skipped}
         if self.input_shapes:
             base["overwrite_input_shapes"] = self.input_shapes
         tensors = stats["tensor_bytes_before"]
@@ -323,8 +344,9 @@ class Simplify(Pass):
         # The weights that stayed here (rule 10) come back as they are: the worker counts them.
         if self._shared is not None:
             outputs = self._shared.simplify(folder, attempts, budget)
-            # Rule 2: one stopped to give its memory back starts again, ready for the next model.
-            self._shared.start()
+            # Rule 2: one stopped to give its memory back starts again, ready for the next
+            # model (one its owner closed stays closed: nothing would stop it).
+            self._shared.resume()
         elif self._own is not None:
             outputs = self._own.simplify(folder, attempts, budget)
         else:  # used on its own: a worker for this call
@@ -350,6 +372,50 @@ class Simplify(Pass):
             warnings.append(f"refused fold {name!r}: would add {nbytes} bytes "
                             f"(max_growth={self.max_growth})")
         return result, chosen.file_bytes
+
+
+def _signed_zero_twins(model: onnx.ModelProto) -> bool:
+    """Rule 12: whether two float constants of ``model`` (initializers, Constant values, in
+    every graph) are equal as numbers and differ in bytes: the same values but for the sign of
+    a zero, which onnxsim's merging of equal constants would lose. Only tensors that share a
+    type and shape with another are read."""
+    constants: list[onnx.TensorProto] = []
+    for body in graphs(model.graph):
+        constants += [t for t in body.initializer if t.data_type in _FLOATS]
+        for node in body.node:
+            if node.op_type == "Constant":
+                constants += [_attribute_tensor(a) for a in node.attribute]
+    constants = [t for t in constants if t is not None and t.data_type in _FLOATS]
+    kinds = Counter((t.data_type, tuple(t.dims)) for t in constants)
+    numbers: dict[tuple[object, ...], bytes] = {}
+    for tensor in constants:
+        if kinds[(tensor.data_type, tuple(tensor.dims))] < 2:
+            continue
+        value = tensor_value(tensor)
+        if value is None:
+            continue
+        raw = value.tobytes()
+        # Zeros of either sign as +0.0: tensors equal as numbers get one key.
+        if value.dtype.kind == "f":
+            same_number = value + value.dtype.type(0)
+        else:  # bfloat16 held as its bits: a zero is any pattern with only the sign bit
+            bits = value.view(np.uint16)
+            same_number = np.where((bits & 0x7FFF) == 0, np.uint16(0), bits)
+        key = (tensor.data_type, tuple(tensor.dims), same_number.tobytes())
+        if numbers.setdefault(key, raw) != raw:
+            return True
+    return False
+
+
+def _attribute_tensor(attr: onnx.AttributeProto) -> onnx.TensorProto | None:
+    """A Constant's value as a tensor (value_float(s) too, which merge as numbers as well)."""
+    if attr.name == "value":
+        return attr.t
+    if attr.name == "value_float":
+        return onnx.numpy_helper.from_array(np.array(attr.f, np.float32))
+    if attr.name == "value_floats":
+        return onnx.numpy_helper.from_array(np.array(list(attr.floats), np.float32))
+    return None
 
 
 def _with_batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
