@@ -609,8 +609,18 @@ def optimize_file(
         raise OptionError(f"optimize_file(): unknown argument {unknown[0]!r}",
                           hint=f"its arguments are {', '.join(sorted(_OPTIMIZE_KEYWORDS))}, "
                                "external_data and report")
-    with model_io.read_log():
-        return _optimize_file(src, dst, external_data, report, kwargs)
+    with model_io.read_log() as log:
+        try:
+            return _optimize_file(src, dst, external_data, report, kwargs)
+        except GraphfixError as error:
+            # A file read that changed since explains the failure better than what it caused
+            # (a parity failure, a data file that ends too soon).
+            try:
+                log.check_unchanged()
+            except GraphfixError as changed:
+                changed.report = error.report
+                raise changed from None
+            raise
 
 
 def _optimize_file(src: str | os.PathLike, dst: str | os.PathLike, external_data: bool | None,

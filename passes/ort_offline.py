@@ -82,6 +82,7 @@ from graphfix.model_io import (
 from graphfix.graph import count_nodes, subgraphs
 from graphfix.passes._compare import grown_ops, same_graph
 from graphfix.passes._portable import Unportable, undo_provider_decisions
+from graphfix.passes._zeros import inexact_zero_nops
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["OrtOffline", "ort_offline", "nonstandard_ops"]
@@ -193,6 +194,8 @@ class OrtOffline(Pass):
                 "session.optimized_model_external_initializers_min_size_in_bytes",
                 str(_EXTERNAL_MIN_BYTES),
             )
+            if inexact_zero_nops(model):  # x + 0.0 is no no-op when x is -0.0 (._zeros)
+                disabled = (*disabled, "NoopElimination")
             try:
                 # Declared shapes left out: ORT folds Shape from them, stale or not.
                 session = ort_session(model, optimization=self.level, providers=providers,

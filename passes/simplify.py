@@ -66,7 +66,9 @@ Rules:
     ``Shape`` from them). And two float constants equal as numbers but not in bytes (the same
     but for the sign of a zero: ``x / 0.0`` is +inf, ``x / -0.0`` is -inf) make onnxsim run
     without its merging of equal constants (``eliminate_duplicate_initializer``,
-    ``eliminate_common_subexpression``), which would make them one.
+    ``eliminate_common_subexpression``), which would make them one; an ``Add`` of 0.0 (or a
+    ``Sub`` of -0.0), which turns -0.0 into 0.0, makes it run without
+    ``eliminate_nop_with_unit``, which would drop it (:mod:`._zeros`).
 """
 
 from __future__ import annotations
@@ -78,9 +80,7 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-import numpy as np
 import onnx
-import onnx.numpy_helper
 
 from graphfix.errors import PassError
 from graphfix import graph as graph_layer
@@ -95,7 +95,6 @@ from graphfix.model_io import (
     temporary_folder,
     tensor_bytes,
     tensor_sample,
-    tensor_value,
     weight_bytes,
     write_scratch,
 )
@@ -109,6 +108,7 @@ from graphfix.options import (
 from graphfix.passes._batchnorm import fold_batch_norms
 from graphfix.passes._compare import grown_ops, same_graph
 from graphfix.passes._onnxsim_worker import Budget, OnnxsimWorker, stable_choice
+from graphfix.passes._zeros import inexact_zero_nops, signed_zero_twins
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS", "STAND_IN_MIN_BYTES", "OnnxsimWorker"]
@@ -119,10 +119,10 @@ _FOLD_CAP = PROTOBUF_LIMIT // 2  # onnxsim's per-tensor folding threshold, never
 # Rule 7: onnxsim optimizers that add nodes.
 _BATCHED_GEMM = "fuse_matmul_add_bias_into_gemm_batched"
 SKIPPED_OPTIMIZERS: tuple[str, ...] = (_BATCHED_GEMM, "fuse_attention", "fuse_gqa")
-# Rule 12: onnxsim's optimizers that merge constants equal as numbers (0.0 == -0.0).
+# Rule 12: onnxsim's optimizers that merge constants equal as numbers (0.0 == -0.0), and the
+# one that drops x + 0 (wrong for x = -0.0: -0.0 + 0.0 is 0.0).
 _MERGING_OPTIMIZERS = ("eliminate_duplicate_initializer", "eliminate_common_subexpression")
-_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
-                     onnx.TensorProto.BFLOAT16})
+_UNIT_OPTIMIZER = "eliminate_nop_with_unit"
 # Rule 3: the per-tensor folding thresholds tried when folding everything grows too much.
 FOLD_THRESHOLDS = (GROWTH_ALLOWANCE, GROWTH_ALLOWANCE // 4, GROWTH_ALLOWANCE // 16, 1024)
 # Rule 9: the onnxsim worker's peak memory, in multiples of the serialized model.
@@ -217,7 +217,7 @@ class Simplify(Pass):
         self.input_shapes = {k: list(v) for k, v in shapes.items()} if shapes else None
         self._shared = worker  # the caller's, kept across passes and runs
         self._own: OnnxsimWorker | None = None
-        self._keep_apart = False  # rule 12, for the model being simplified
+        self._zero_signs = (False, False)  # rule 12, for the model being simplified
 
     @classmethod
     def configured(cls, run: RunOptions) -> Simplify:
@@ -268,9 +268,10 @@ class Simplify(Pass):
         # What the model only declares (value_info) does not cross: onnxsim would fold Shape
         # from a stale declaration. graphfix builds on proven shapes only.
         size = write_scratch(crossing, folder / "in.onnx", declared_shapes=False)
-        # onnxsim merges constants that compare equal as numbers: 0.0 and -0.0 are two
-        # tensors (x / 0.0 is +inf, x / -0.0 is -inf), and merging them changes the model.
-        self._keep_apart = _signed_zero_twins(crossing)
+        # Rule 12: onnxsim merges constants that compare equal as numbers (0.0 and -0.0 are
+        # two tensors: x / 0.0 is +inf, x / -0.0 is -inf) and drops x + 0.0 (which turns -0.0
+        # into 0.0): the optimizers that would do it here do not run.
+        self._zero_signs = (signed_zero_twins(crossing), inexact_zero_nops(crossing))
         stats: dict[str, int] = {
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
@@ -327,8 +328,9 @@ class Simplify(Pass):
         if available is not None and needed > available:
             raise _Skip(f"onnxsim would need about {needed / 2**30:.1f} GiB of memory for this "
                         f"model and {available / 2**30:.1f} GiB are available; model kept")
-        skipped = list(SKIPPED_OPTIMIZERS) + (list(_MERGING_OPTIMIZERS) if self._keep_apart
-                                              else [])
+        twins, nops = self._zero_signs
+        skipped = [*SKIPPED_OPTIMIZERS, *(_MERGING_OPTIMIZERS if twins else ()),
+                   *((_UNIT_OPTIMIZER,) if nops else ())]
         base: dict[str, Any] = {"tensor_size_threshold": f"{_FOLD_CAP}B",
                                 "skipped_optimizers": skipped}
         if self.input_shapes:
@@ -372,50 +374,6 @@ class Simplify(Pass):
             warnings.append(f"refused fold {name!r}: would add {nbytes} bytes "
                             f"(max_growth={self.max_growth})")
         return result, chosen.file_bytes
-
-
-def _signed_zero_twins(model: onnx.ModelProto) -> bool:
-    """Rule 12: whether two float constants of ``model`` (initializers, Constant values, in
-    every graph) are equal as numbers and differ in bytes: the same values but for the sign of
-    a zero, which onnxsim's merging of equal constants would lose. Only tensors that share a
-    type and shape with another are read."""
-    constants: list[onnx.TensorProto] = []
-    for body in graphs(model.graph):
-        constants += [t for t in body.initializer if t.data_type in _FLOATS]
-        for node in body.node:
-            if node.op_type == "Constant":
-                constants += [_attribute_tensor(a) for a in node.attribute]
-    constants = [t for t in constants if t is not None and t.data_type in _FLOATS]
-    kinds = Counter((t.data_type, tuple(t.dims)) for t in constants)
-    numbers: dict[tuple[object, ...], bytes] = {}
-    for tensor in constants:
-        if kinds[(tensor.data_type, tuple(tensor.dims))] < 2:
-            continue
-        value = tensor_value(tensor)
-        if value is None:
-            continue
-        raw = value.tobytes()
-        # Zeros of either sign as +0.0: tensors equal as numbers get one key.
-        if value.dtype.kind == "f":
-            same_number = value + value.dtype.type(0)
-        else:  # bfloat16 held as its bits: a zero is any pattern with only the sign bit
-            bits = value.view(np.uint16)
-            same_number = np.where((bits & 0x7FFF) == 0, np.uint16(0), bits)
-        key = (tensor.data_type, tuple(tensor.dims), same_number.tobytes())
-        if numbers.setdefault(key, raw) != raw:
-            return True
-    return False
-
-
-def _attribute_tensor(attr: onnx.AttributeProto) -> onnx.TensorProto | None:
-    """A Constant's value as a tensor (value_float(s) too, which merge as numbers as well)."""
-    if attr.name == "value":
-        return attr.t
-    if attr.name == "value_float":
-        return onnx.numpy_helper.from_array(np.array(attr.f, np.float32))
-    if attr.name == "value_floats":
-        return onnx.numpy_helper.from_array(np.array(list(attr.floats), np.float32))
-    return None
 
 
 def _with_batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -198,14 +198,28 @@ class _Encoder:
         return pieces
 
     def sparse(self, sparse: onnx.SparseTensorProto) -> list[_Piece]:
-        """A sparse tensor: its values and indices are tensors like any other."""
+        """A sparse tensor: its values and indices are written inside the model (from their
+        files when they stay there), never as external data, which onnx's checker and shape
+        inference cannot read for sparse tensors."""
         pieces: list[_Piece] = [
             copy_without(sparse, frozenset({"values", "indices"})).SerializeToString()]
-        if sparse.HasField("values"):
-            pieces += _field(onnx.SparseTensorProto, "values", self.tensor(sparse.values))
-        if sparse.HasField("indices"):
-            pieces += _field(onnx.SparseTensorProto, "indices", self.tensor(sparse.indices))
+        for name in ("values", "indices"):
+            if sparse.HasField(name):
+                pieces += _field(onnx.SparseTensorProto, name,
+                                 self._inline(getattr(sparse, name)))
         return pieces
+
+    def _inline(self, tensor: onnx.TensorProto) -> list[_Piece]:
+        """``tensor`` with its bytes in the model."""
+        source = _lazy_source(tensor)
+        if source is None:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                return self.tensor(tensor)  # never loaded: refused there
+            return [tensor]
+        path, offset, length = source
+        shell = copy_without(tensor, _DATA_FIELDS | {"external_data", "data_location"})
+        return [shell.SerializeToString(), *_field(onnx.TensorProto, "raw_data", [
+            _FileRange(path, offset, length)])]
 
     def _lend(self, tensor: onnx.TensorProto) -> list[_Piece] | None:
         """A large inline initializer as a reference to ``memory`` (see the field), or None."""

@@ -115,16 +115,19 @@ def _refers(path: Path, name: bytes) -> bool | None:
 
 def referrers(data_file: Path, *, besides: Collection[Path] = ()) -> Referrers:
     """The files in ``data_file``'s folder, other than ``data_file`` itself and ``besides``
-    (compared by identity), that are laid out as ONNX models and hold ``data_file``'s name."""
+    (compared by identity), that are laid out as ONNX models and hold ``data_file``'s name. A
+    file of ``besides`` with other names (hard links) outlives its replacement under them: it
+    counts as a referrer when it refers."""
     folder = data_file.parent
     name = os.fsencode(data_file.name)
     left_out = set()
     for path in [data_file, *besides]:
         try:
             info = os.stat(path)
-            left_out.add((info.st_dev, info.st_ino))
         except OSError:
-            pass
+            continue
+        if path == data_file or info.st_nlink == 1:
+            left_out.add((info.st_dev, info.st_ino))
     found = Referrers()
     try:
         entries = list(os.scandir(folder))
