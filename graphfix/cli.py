@@ -246,8 +246,13 @@ def _emit(text: str, *, product: bool) -> None:
 def _drop_stdout() -> None:
     """Send what is left on stdout to the null device, so that the interpreter's last flush
     cannot fail once more."""
+    _drop_stream(sys.stdout)
+
+
+def _drop_stream(stream: Any) -> None:
+    """Point the file descriptor under ``stream`` at the null device."""
     try:
-        fd = sys.stdout.fileno()
+        fd = stream.fileno()
     except (AttributeError, ValueError, OSError):  # not a real file (a test's capture)
         return
     null = os.open(os.devnull, os.O_WRONLY)
@@ -701,6 +706,7 @@ def inspect(model: Path, as_json: bool, verbose: int) -> None:
 def main() -> None:
     """The ``graphfix`` command (``python -m graphfix`` guards the start-up before this)."""
     sys.stderr = _Tolerant(sys.stderr)
+    sys.stdout = _Tolerant(sys.stdout, only=(errno.EPIPE,))
     _COMMAND.append(True)
     try:
         cli(prog_name="graphfix")
@@ -710,24 +716,33 @@ def main() -> None:
 
 
 class _Tolerant:
-    """stderr that never fails a run: once a write fails (a full device, a reader gone), what
-    follows goes nowhere. Progress and messages are for people; the exit code says the rest."""
+    """A stream that does not fail a run: once a write fails (with an errno of ``only``, or any
+    for stderr: a full device, a reader gone), what follows goes nowhere. Progress and messages
+    are for people; the exit code says the rest. stdout tolerates a reader that went away
+    (``| head``) and nothing else: a result that cannot be printed is an error."""
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, only: tuple[int, ...] | None = None) -> None:
         self._stream = stream
+        self._only = only
+
+    def _failed(self, err: BaseException) -> None:
+        if self._only is not None and getattr(err, "errno", None) not in self._only:
+            raise err
+        _drop_stream(self._stream)
+        self._stream = open(os.devnull, "w", encoding="utf-8")
 
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
-        except (OSError, ValueError, AttributeError):
-            self._stream = open(os.devnull, "w", encoding="utf-8")
+        except (OSError, ValueError, AttributeError) as err:
+            self._failed(err)
             return len(text)
 
     def flush(self) -> None:
         try:
             self._stream.flush()
-        except (OSError, ValueError, AttributeError):
-            self._stream = open(os.devnull, "w", encoding="utf-8")
+        except (OSError, ValueError, AttributeError) as err:
+            self._failed(err)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)

@@ -290,6 +290,7 @@ def optimize(
     """
     _check_arguments(model, passes, skip, verify, parity, bench, require_speedup, pass_options,
                      progress, inputs_as_nchw, outputs_as_nchw)
+    model_io.temporary_root()  # a TMPDIR that cannot be used is refused before anything runs
     # A run killed before it could clean up (SIGKILL, a power cut) left its folders behind.
     model_io.sweep_temporaries()
     run = RunOptions(

@@ -25,7 +25,13 @@ from __future__ import annotations
 
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, copy_without, skeleton, write_scratch
 from graphfix.model_io.checking import check_model, checker_problem, runtime_problem
-from graphfix.model_io.loading import LoadedModel, ModelSource, load, load_with_info
+from graphfix.model_io.loading import (
+    LoadedModel,
+    ModelSource,
+    load,
+    load_with_info,
+    model_argument,
+)
 from graphfix.model_io.runtime import max_ir_version
 from graphfix.model_io.sessions import ort_session
 from graphfix.model_io.tensors import (
@@ -73,6 +79,7 @@ __all__ = [
     "WrittenModel",
     "load",
     "load_with_info",
+    "model_argument",
     "save",
     "check_model",
     "checker_problem",

@@ -70,7 +70,8 @@ def _unusable(folder: Path) -> str | None:
         return "not writable"
     depth = len(os.fsencode(os.path.abspath(folder)))
     if depth + len(TEMPORARY_PREFIX) + 40 + _LONGEST_INSIDE >= _path_max(folder):
-        return f"too deep: {depth} characters, and the system allows {_path_max(folder)} in a path"
+        return (f"too deep: its path has {depth} characters, and the system allows "
+                f"{_path_max(folder)} in a path")
     return None
 
 
@@ -81,8 +82,9 @@ def temporary_root() -> Path:
     wanted = os.environ.get("TMPDIR")
     if wanted:
         reason = _unusable(Path(wanted))
-        if reason is not None:
-            raise ResourceError(f"TMPDIR={shown(wanted)} cannot hold temporary files ({reason})",
+        if reason is not None:  # the reason first: a path of thousands of characters is cut
+            raise ResourceError(f"TMPDIR cannot hold graphfix's temporary files ({reason}): "
+                                f"TMPDIR={shown(wanted)}",
                                 hint="point TMPDIR at a writable folder with room, or unset it")
         return Path(wanted)
     return Path(tempfile.gettempdir())

@@ -20,7 +20,7 @@ from graphfix.errors import ModelLoadError, first_line, shown
 from graphfix.model_io.encoding import PROTOBUF_LIMIT
 from graphfix.model_io.files import FileRecord, note_read
 from graphfix.model_io.folders import owns
-from graphfix.options import check_type
+from graphfix.options import OptionError, check_type
 from graphfix.model_io.tensors import (
     load_external_values,
     vet,
@@ -29,7 +29,7 @@ from graphfix.model_io.tensors import (
     _point_at,
 )
 
-__all__ = ["ModelSource", "LoadedModel", "load", "load_with_info"]
+__all__ = ["ModelSource", "LoadedModel", "load", "load_with_info", "model_argument"]
 
 logger = logging.getLogger(__name__)
 
@@ -347,6 +347,18 @@ def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> L
         load_external_values(model)
     return LoadedModel(model, path=path, external_data=bool(external),
                        size_bytes=size + data_bytes)
+
+
+def model_argument(value: object, name: str, function: str) -> onnx.ModelProto:
+    """The model a public function was given as ``name``: a ModelProto as it is, a path or
+    bytes loaded (weights left in their files); anything else is refused naming the
+    argument."""
+    if isinstance(value, onnx.ModelProto):
+        return value
+    if isinstance(value, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return load(value, load_external_data=False)
+    raise OptionError(f"{function}(): {name} must be an onnx.ModelProto, a path or the bytes "
+                      f"of a model, got {type(value).__name__}")
 
 
 def load(source: ModelSource, *, load_external_data: bool = True) -> onnx.ModelProto:

@@ -398,12 +398,14 @@ class Hostile:
                 watch: Sequence[Path] = (), env: dict[str, str] | None = None,
                 stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE,
                 send: tuple[int, Any] | None = None, timeout: float = 120,
-                preexec: Any = None, shell_prefix: str | None = None) -> Outcome:
+                preexec: Any = None, shell_prefix: str | None = None,
+                read_bytes: int | None = None) -> Outcome:
         """Run ``python -m graphfix ARGS`` as a real process (in ``cwd``, default the test's
         folder), with the test's TMPDIR; ``send`` is (signal, when): when is a number of
         seconds, or a callable given the Popen object that returns once it is time.
         ``shell_prefix`` runs the command through ``sh -c`` after that text (``ulimit -f 8;``),
-        with stdout and stderr redirections of its own when it says so."""
+        with stdout and stderr redirections of its own when it says so. ``read_bytes``: read
+        that many bytes of stdout, then close it (a reader that goes away: ``| head -c 1``)."""
         argv = [str(a) for a in args]
         folders = [self.folder, *watch]
         before = snapshot(*folders)
@@ -416,8 +418,15 @@ class Hostile:
 
             command = f"{shell_prefix} {shlex.join(command)}"
         proc = subprocess.Popen(command, cwd=cwd or self.folder, env=environment,
-                                stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                preexec_fn=preexec, shell=shell_prefix is not None)
+                                stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if read_bytes is not None else stdout,
+                                stderr=stderr, preexec_fn=preexec,
+                                shell=shell_prefix is not None)
+        if read_bytes is not None:
+            assert proc.stdout is not None
+            proc.stdout.read(read_bytes)
+            proc.stdout.close()
+            proc.stdout = None
         if send is not None:
             signum, when = send
             if callable(when):
