@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Optional
 
 from graphfix.errors import GraphfixError
@@ -116,7 +116,7 @@ def check_names(function: str, name: str, value: object, *, optional: bool = Tru
     if isinstance(value, (str, bytes)):
         raise OptionError(f"{function}(): {name} must be a list of names, got the string "
                           f"{value!r}", hint=f"write {name}=[{value!r}]")
-    if not isinstance(value, (Sequence, set, frozenset)) or not all(
+    if not isinstance(value, Collection) or isinstance(value, Mapping) or not all(
             isinstance(item, str) and item for item in value):
         raise OptionError(f"{function}(): {name} must be a list of names (non-empty "
                           f"strings), got {_brief(value)}")
@@ -176,7 +176,7 @@ def _check_shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, tuple
 
 
 def _names(value: Sequence[str] | str) -> tuple[str, ...]:
-    if not isinstance(value, (str, Sequence, set, frozenset)):
+    if not isinstance(value, (str, Collection)) or isinstance(value, Mapping):
         raise OptionError(f"expected input or output names, got {_brief(value)}")
     names = (value,) if isinstance(value, str) else tuple(value)
     if not all(isinstance(n, str) and n for n in names):

@@ -202,6 +202,12 @@ def run_pipeline(
         except GraphfixError:
             raise
         except Exception as err:  # a bug in a pass must not become a traceback for the user
+            # The system running out (no room, ulimit -f, a path too long) is no pass's fault.
+            resource = model_io.os_failure_in(str(err), getattr(err, "filename", None) or (
+                model_io.temporary_root() / "x"), "temporary files") if isinstance(
+                err, OSError) else None
+            if resource is not None:
+                raise resource from None
             logger.debug("pass %s failed", pass_.name, exc_info=True)
             raise PassError(
                 f"pass {pass_.name!r} failed: {type(err).__name__}: {err}",

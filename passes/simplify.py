@@ -91,6 +91,7 @@ from graphfix.model_io import (
     has_value,
     iter_tensors,
     load,
+    os_failure_in,
     same_tensor,
     temporary_folder,
     tensor_bytes,
@@ -355,6 +356,11 @@ class Simplify(Pass):
             with OnnxsimWorker() as worker:
                 outputs = worker.simplify(folder, attempts, budget)
         if isinstance(outputs, str):
+            # The worker ran out of room or past a limit in the temporary folder: that is the
+            # system's doing, not the model's, and skipping the pass would hide it.
+            resource = os_failure_in(outputs, folder / "out0" / "model.onnx", "temporary files")
+            if resource is not None:
+                raise resource
             raise _Skip(outputs)
         first = outputs[0]
         if first.fits(limit):

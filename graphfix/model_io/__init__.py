@@ -52,6 +52,7 @@ from graphfix.model_io.files import (
     file_size_limit,
     note_read,
     os_failure,
+    os_failure_in,
     read_log,
 )
 from graphfix.model_io.folders import (
@@ -106,6 +107,7 @@ __all__ = [
     "read_log",
     "note_read",
     "os_failure",
+    "os_failure_in",
     "file_size_limit",
     "referrers",
     "check_data_file",

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import errno
 import os
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +23,7 @@ from pathlib import Path
 from graphfix.errors import ModelLoadError, ModelSaveError, ResourceError, shown
 
 __all__ = ["FileRecord", "ReadLog", "read_log", "note_read", "open_logs", "os_failure",
-           "file_size_limit"]
+           "os_failure_in", "file_size_limit"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +137,24 @@ def file_size_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else soft
 
 
+_REPORTED_ERRNO = re.compile(r"\[Errno (\d+)\]")
+_RESOURCE_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.ENAMETOOLONG,
+                    getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def os_failure_in(text: str, path: str | os.PathLike,
+                  what: str) -> ResourceError | None:
+    """The :func:`os_failure` an error reported as text (by a worker process: ``OSError:
+    [Errno 28] No space left on device``) stands for, when it is one of the system running out
+    (no room, the file-size limit, a path too long); None otherwise."""
+    found = _REPORTED_ERRNO.search(text)
+    if found is None or int(found.group(1)) not in _RESOURCE_ERRNOS:
+        return None
+    code = int(found.group(1))
+    failure = os_failure(OSError(code, os.strerror(code)), path, what)
+    return failure if isinstance(failure, ResourceError) else None
+
+
 _ROOM = {errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)}
 
 
@@ -144,6 +163,11 @@ def os_failure(err: OSError, path: str | os.PathLike, what: str) -> ResourceErro
     folder without room, the file-size limit, a path too long, a read-only folder."""
     path = Path(path)
     folder = path.parent
+    # In a temporary folder of graphfix's, the folder the user chose is TMPDIR, its parent.
+    for parent in [folder, *folder.parents][:3]:
+        if what.startswith("temporary") and parent.name.startswith("graphfix-"):
+            folder = parent.parent
+            break
     reason = err.strerror or str(err)
     if err.errno in _ROOM:
         return ResourceError(
