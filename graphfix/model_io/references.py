@@ -21,7 +21,7 @@ from pathlib import Path
 
 from graphfix.errors import shown
 
-__all__ = ["referrers", "Referrers"]
+__all__ = ["referrers", "refers", "Referrers"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +111,12 @@ def _refers(path: Path, name: bytes) -> bool | None:
     except (OSError, ValueError) as err:
         logger.debug("cannot read %s to see whether it refers to %s: %s", path, name, err)
         return None
+
+
+def refers(model: Path, data_file: Path) -> bool:
+    """Whether the file at ``model`` is laid out as an ONNX model that holds ``data_file``'s
+    name (False when it cannot be read)."""
+    return bool(_refers(model, os.fsencode(data_file.name)))
 
 
 def referrers(data_file: Path, *, besides: Collection[Path] = ()) -> Referrers:

@@ -19,7 +19,7 @@ from graphfix.errors import ModelLoadError, ModelSaveError, shown
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, _write_model
 from graphfix.model_io.files import open_logs, os_failure
 from graphfix.model_io.folders import STAGING_PREFIX, owned_folder, release, sweep
-from graphfix.model_io.references import referrers
+from graphfix.model_io.references import referrers, refers
 from graphfix.model_io.tensors import _lazy_tensors, vetted_record, weight_bytes
 from graphfix.options import check_path, check_type
 
@@ -192,11 +192,7 @@ def _stale_data(target: Path, data: Path, keep: set[tuple[int, int]]) -> Path | 
             return None
     except OSError:
         return None
-    old = referrers(data, besides=[]).found
-    target_id = _identity(target)
-    if not any(_identity(p) == target_id for p in old):
-        return None
-    return data
+    return data if refers(target, data) else None
 
 
 def _remove_stale(stale: Path, target: Path) -> None:

@@ -225,3 +225,35 @@ def test_no_verify_output_computes_what_the_input_computes(gf, model, pipeline):
     assert outcome.added == [str(gf.folder / "out.onnx")], text
     gf.assert_same_function(src, gf.folder / "out.onnx", seeds=(0, 1, 2), sizes=(3, 5),
                             full_check=None)
+
+
+# IEEE identities a rewrite must not assume: fed infinities, NaN and zeros of both signs.
+SPECIAL = {
+    "mul-zero": "p = Mul (x, z)\n a = Div (one, p)\n y = Identity (a)",
+    "sub-self": "p = Sub (x, x)\n y = Identity (p)",
+    "div-self": "p = Div (x, x)\n y = Identity (p)",
+    "double-negation": "p = Mul (x, mone)\n q = Mul (p, mone)\n y = Div (one, q)",
+    "sub-zero": "p = Mul (x, z)\n q = Sub (p, z)\n y = Div (one, q)",
+    "sub-negative-zero": "p = Mul (x, z)\n q = Sub (p, nz)\n y = Div (one, q)",
+    "add-negative-zero": "p = Mul (x, z)\n q = Add (p, nz)\n y = Div (one, q)",
+    "add-zero-first": "p = Mul (x, z)\n q = Add (z, p)\n y = Div (one, q)",
+    "max-zero": "p = Mul (x, z)\n q = Max (p, z)\n y = Div (one, q)",
+    "relu-of-negative-zero": "p = Mul (x, z)\n q = Relu (p)\n y = Div (one, q)",
+}
+
+
+@pytest.mark.parametrize("case", list(SPECIAL))
+def test_no_verify_keeps_ieee_special_values(gf, case):
+    import numpy as np
+
+    src = gf.model(onnx.parser.parse_model(f"""{_HEAD}
+    g (float[7] x) => (float[7] y)
+        <float z = {{0.0}}, float nz = {{-0.0}}, float one = {{1.0}}, float mone = {{-1.0}}> {{
+        {SPECIAL[case]}
+    }}"""))
+    gf.optimized("m.onnx", "out.onnx", "--no-verify")
+    x = np.array([1, -1, np.inf, -np.inf, np.nan, 0.0, -0.0], np.float32)
+    want = gf.ort_outputs(src, {"x": x})["y"]
+    got = gf.ort_outputs(gf.folder / "out.onnx", {"x": x})["y"]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
