@@ -29,13 +29,50 @@ if not _os.path.isdir(_os.path.join(_here, "passes")) and _os.path.isfile(
     __path__.append(_os.path.dirname(_here))  # noqa: F821 - a package's __path__
 del _here
 
-from graphfix.errors import GraphfixError
-from graphfix.inspection import Inspection, inspect
-from graphfix.model_io import load, save
-from graphfix.options import BenchOptions, ParityOptions, RunOptions
-from graphfix.pipeline import DEFAULT_PASSES, OptimizeResult, optimize, optimize_file
-from graphfix.validate.bench import benchmark
-from graphfix.validate.parity import check_parity
+from typing import TYPE_CHECKING
+
+# The public names are imported on first use (PEP 562), so that ``python -m graphfix`` can
+# take Ctrl-C and termination signals before the heavy imports (onnx, ONNX Runtime) begin.
+_PUBLIC = {
+    "GraphfixError": "graphfix.errors",
+    "Inspection": "graphfix.inspection",
+    "inspect": "graphfix.inspection",
+    "load": "graphfix.model_io",
+    "save": "graphfix.model_io",
+    "BenchOptions": "graphfix.options",
+    "ParityOptions": "graphfix.options",
+    "RunOptions": "graphfix.options",
+    "DEFAULT_PASSES": "graphfix.pipeline",
+    "OptimizeResult": "graphfix.pipeline",
+    "optimize": "graphfix.pipeline",
+    "optimize_file": "graphfix.pipeline",
+    "benchmark": "graphfix.validate.bench",
+    "check_parity": "graphfix.validate.parity",
+}
+
+if TYPE_CHECKING:  # what static tools follow
+    from graphfix.errors import GraphfixError
+    from graphfix.inspection import Inspection, inspect
+    from graphfix.model_io import load, save
+    from graphfix.options import BenchOptions, ParityOptions, RunOptions
+    from graphfix.pipeline import DEFAULT_PASSES, OptimizeResult, optimize, optimize_file
+    from graphfix.validate.bench import benchmark
+    from graphfix.validate.parity import check_parity
+
+
+def __getattr__(name: str) -> object:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'graphfix' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))
 
 __all__ = [
     "__version__",

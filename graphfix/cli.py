@@ -6,9 +6,12 @@ A :class:`GraphfixError` becomes one line on stderr and exit code 1; usage error
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import math
+import os
 import shlex
 import signal
 import sys
@@ -22,7 +25,8 @@ import click
 import graphfix
 from graphfix import model_io, pipeline, registry
 from graphfix.errors import GraphfixError, ParityError, UnknownPassError, shown
-from graphfix.options import BenchOptions, ParityOptions, Tolerance
+from graphfix.options import BenchOptions, ConflictingOptionsError, ParityOptions, Tolerance
+from graphfix.validate.feeds import check_inputs_agree
 from graphfix.report import (
     format_bench,
     format_doctor,
@@ -37,42 +41,111 @@ logger = logging.getLogger("graphfix")
 
 
 class _Terminated(BaseException):
-    """SIGTERM, turned into an exception so that every cleanup runs as for Ctrl-C. A
-    BaseException, as KeyboardInterrupt is: no ``except Exception`` (a pass that failed, a
-    session ONNX Runtime refused) may take it for an error of its own."""
+    """SIGTERM or SIGHUP (a dropped ssh session), turned into an exception so that every
+    cleanup runs as for Ctrl-C. A BaseException, as KeyboardInterrupt is: no ``except
+    Exception`` (a pass that failed, a session ONNX Runtime refused) may take it for an error
+    of its own."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+# The signals that end a run as SIGTERM does, with the line each prints.
+_ENDING = {signal.SIGTERM: "terminated"}
+if hasattr(signal, "SIGHUP"):
+    _ENDING[signal.SIGHUP] = "hung up"
+
+# The longest error line printed; the whole message goes to the report (--report) and to -v.
+ERROR_LINE_LIMIT = 300
+
+
+def error_line(err: GraphfixError, limit: int = ERROR_LINE_LIMIT, *,
+               more: str = "-v") -> str:
+    """``error: <message> (hint: ...)`` in at most ``limit`` characters. A longer message is
+    cut at a word and the line says where the rest is (``more``); the hint, what to do next
+    (a command to run), is kept whole while it leaves the message room for a few words."""
+    whole = f"error: {err}"
+    if len(whole) <= limit:
+        return whole
+    hint = str(GraphfixError("", hint=err.hint)).removeprefix(" (hint: ").removesuffix(")")
+    tail = f" [more: {more}]"
+    room = limit - len("error: ...") - len(tail)
+    if hint and len(hint) + len(" (hint: )") > room - 20:
+        keep = max(room // 2 - len(" (hint: )") - 3, 20)
+        hint = hint[:keep].rsplit(" ", 1)[0] + "..."
+    tail += f" (hint: {hint})" if hint else ""
+    message = str(GraphfixError(str(err.args[0]) if err.args else ""))
+    room = limit - len("error: ...") - len(tail)
+    cut = message[:room]
+    cut = cut.rsplit(" ", 1)[0] if " " in cut[room // 2:] else cut
+    return f"error: {cut}...{tail}"
 
 
 class _Group(click.Group):
-    """Turns graphfix errors into one clear line and exit code 1 (no traceback)."""
+    """Turns graphfix errors into one clear line and exit code 1 (no traceback); conflicting
+    options are usage errors (exit 2); signals end the run with their exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
-        previous = signal.getsignal(signal.SIGTERM)
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = {signum: signal.getsignal(signum) for signum in (*_ENDING, signal.SIGINT)}
+        for signum in _ENDING:
+            signal.signal(signum, _on_ending_signal)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             return super().invoke(ctx)
-        except UnknownPassError as err:
+        except (UnknownPassError, ConflictingOptionsError) as err:
             raise click.UsageError(str(err), ctx) from None
         except GraphfixError as err:
-            click.secho(f"error: {err}", fg="red", err=True)
+            more = "--report, -v" if ctx.invoked_subcommand == "optimize" else "-v"
+            line = error_line(err, more=more)
+            if len(line) < len(f"error: {err}"):
+                logger.info("the whole error: %s", err)
+            click.secho(line, fg="red", err=True)
             ctx.exit(1)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            ctx.exit(130)
-        except _Terminated:
-            click.echo("terminated", err=True)
-            ctx.exit(143)
+            _end(ctx, "interrupted", 130)
+        except _Terminated as ended:
+            _end(ctx, _ENDING.get(ended.signum, "terminated"), 128 + ended.signum)
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise _Terminated()
+# Set by main(): this process is the graphfix command, not a caller's (a test's) process.
+_COMMAND: list[bool] = []
+
+
+def _end(ctx: click.Context, line: str, code: int) -> None:
+    """End a run a signal stopped, its cleanup done. The command exits at once: a thread
+    still inside ONNX Runtime (the parity check's reference side), or one the signal left
+    waiting on an import lock the main thread held, must not keep it alive after its line."""
+    click.echo(line, err=True)
+    if _COMMAND:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(code)
+    ctx.exit(code)
+
+
+def _on_ending_signal(signum: int, frame: Any) -> None:
+    raise _Terminated(signum)
 
 
 class _Formatter(logging.Formatter):
+    """``warning: ...`` lines of at most :data:`ERROR_LINE_LIMIT` characters (whole with -v),
+    ``graphfix.module: ...`` for the rest."""
+
+    def __init__(self, whole: bool) -> None:
+        super().__init__()
+        self.whole = whole
+
     def format(self, record: logging.LogRecord) -> str:
         if record.levelno >= logging.WARNING:
-            return f"{record.levelname.lower()}: {record.getMessage()}"
+            line = " ".join(f"{record.levelname.lower()}: {record.getMessage()}".split("\n"))
+            if not self.whole and len(line) > ERROR_LINE_LIMIT:
+                line = line[:ERROR_LINE_LIMIT - 24].rsplit(" ", 1)[0] + "... [more: -v]"
+            return line
         return f"{record.name}: {record.getMessage()}"
 
 
@@ -80,7 +153,7 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
     level = logging.ERROR if quiet else (logging.DEBUG if verbose > 1 else
                                          logging.INFO if verbose == 1 else logging.WARNING)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_Formatter())
+    handler.setFormatter(_Formatter(whole=verbose > 0))
     root = logging.getLogger("graphfix")
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -149,6 +222,44 @@ class _Number(click.ParamType):
         return number
 
 
+def _emit(text: str, *, product: bool) -> None:
+    """Print ``text`` on stdout. A reader that went away (a broken pipe: ``| head``) is not an
+    error: the rest is dropped. Any other failure (a full disk, a closed stream) is one error
+    line when the text is the command's product (``inspect``), and a warning when the command's
+    product is elsewhere (the file ``optimize`` wrote): it cannot turn that success into a
+    failure."""
+    try:
+        click.echo(text)
+        sys.stdout.flush()
+    except OSError as err:
+        _drop_stdout()
+        if err.errno == errno.EPIPE:
+            return
+        if product:
+            raise GraphfixError(f"cannot print the result on standard output "
+                                f"({err.strerror or err})",
+                                hint="send it to a file or a pipe that has room") from None
+        logger.warning("the summary was not printed (standard output: %s)",
+                       err.strerror or err)
+
+
+def _drop_stdout() -> None:
+    """Send what is left on stdout to the null device, so that the interpreter's last flush
+    cannot fail once more."""
+    _drop_stream(sys.stdout)
+
+
+def _drop_stream(stream: Any) -> None:
+    """Point the file descriptor under ``stream`` at the null device."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, ValueError, OSError):  # not a real file (a test's capture)
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
+
+
 def _names(values: tuple[str, ...] | None) -> list[str]:
     return [n.strip() for value in values or () for n in value.split(",") if n.strip()]
 
@@ -174,7 +285,10 @@ def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
     if not enabled:
         return None
     started = time.perf_counter()
-    terminal = sys.stderr.isatty()
+    try:
+        terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):  # no usable stderr
+        terminal = False
     last: list[str] = [""]
 
     def show(step: str, done: int, total: int) -> None:
@@ -192,6 +306,11 @@ def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
         last[0] = text
 
     return show
+
+
+def _verbose(func: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("-v", "--verbose", count=True,
+                        help="More detail: whole messages; -vv debug logs.")(func)
 
 
 def _verbosity(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -231,11 +350,109 @@ def _shape_option(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class _RecordArgs(click.Command):
-    """Keeps the command's own arguments so an error can print the command to run next."""
+    """Keeps the command's own arguments so an error can print the command to run next, and
+    refuses options that contradict each other (click keeps the last of a repeated option
+    without a word)."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        ctx.meta["graphfix.argv"] = list(args)
-        return super().parse_args(ctx, args)
+        given = list(args)  # click consumes ``args``
+        ctx.meta["graphfix.argv"] = given
+        rest = super().parse_args(ctx, args)
+        _check_conflicts(ctx, self, given)
+        return rest
+
+
+# Options given by name more than once, each name with one value (NAME:...): the values given
+# to one name must agree.
+_NAMED = {"input_shape": "--input-shape", "tol": "--tol"}
+# The options that only say how parity is checked.
+_PARITY_FLAGS = ("inputs", "parity_runs", "seed", "atol", "rtol", "tol")
+
+
+def _occurrences(command: click.Command, args: list[str]) -> dict[str, list[str | None]]:
+    """Each option parameter given in ``args``: the values given to it, in order (None for a
+    flag), a flag pair's off switch as ``"off"``."""
+    spelled: dict[str, tuple[click.Option, str | None]] = {}
+    for param in command.params:
+        if isinstance(param, click.Option):
+            for opt in param.opts:
+                spelled[opt] = (param, None)
+            for opt in param.secondary_opts:
+                spelled[opt] = (param, "off")
+    found: dict[str, list[str | None]] = {}
+    position = 0
+    while position < len(args):
+        token = args[position]
+        position += 1
+        if token == "--":
+            break
+        name, _, inline = token.partition("=") if token.startswith("--") else (token, "", "")
+        known = spelled.get(name)
+        if known is None:
+            if token.startswith("-") and not token.startswith("--") and len(token) > 2:
+                for letter in token[1:]:  # -qv
+                    if f"-{letter}" in spelled:
+                        found.setdefault(spelled[f"-{letter}"][0].name or "", []).append(None)
+            continue
+        param, switch = known
+        if param.is_flag or param.count:
+            value = switch
+        elif inline or "=" in token:
+            value = inline
+        else:
+            value = args[position] if position < len(args) else None
+            position += 1
+        found.setdefault(param.name or "", []).append(value)
+    return found
+
+
+def _check_conflicts(ctx: click.Context, command: click.Command, args: list[str]) -> None:
+    """Refuse, as a usage error, options that contradict each other."""
+    given = _occurrences(command, args)
+    by_name = {p.name: p for p in command.params if isinstance(p, click.Option)}
+
+    def flag(name: str) -> str:
+        return by_name[name].opts[0] if name in by_name else name
+
+    for name, values in given.items():
+        param = by_name.get(name)
+        if param is None or param.count:
+            continue
+        if param.multiple:
+            if name in _NAMED:
+                seen: dict[str, str] = {}
+                for value in values:
+                    key = str(value).rpartition(":")[0] if name == "input_shape" else (
+                        str(value).rsplit(":", 2)[0])
+                    if key in seen and seen[key] != value:
+                        raise click.UsageError(
+                            f"{_NAMED[name]} {seen[key]} and {_NAMED[name]} {value} contradict "
+                            "each other; give one", ctx)
+                    seen[key] = str(value)
+            continue
+        if len(set(values)) > 1:
+            shown_values = " and ".join(
+                (param.secondary_opts[0] if v == "off" else param.opts[0]) if param.is_flag
+                else f"{param.opts[0]} {v}" for v in dict.fromkeys(values))
+            raise click.UsageError(f"{shown_values} contradict each other; give one", ctx)
+    if "quiet" in given and "verbose" in given:
+        raise click.UsageError("-q/--quiet and -v/--verbose contradict each other; give one",
+                               ctx)
+    if "no_verify" in given:
+        checked = [flag(n) for n in _PARITY_FLAGS if n in given]
+        if checked:
+            raise click.UsageError(f"{checked[0]} says how parity is checked, and --no-verify "
+                                   "turns the check off; give one", ctx)
+    tolerances = [str(v) for v in given.get("tol", [])]
+    if any(t.startswith("*:") for t in tolerances) and ({"atol", "rtol"} & set(given)):
+        raise click.UsageError("--tol '*:...' and --atol/--rtol both set the tolerance of every "
+                               "output; give one", ctx)
+    if "passes_" in given and "skip" in given:
+        listed = set(_names(tuple(str(v) for v in given["passes_"])))
+        for skipped in _names(tuple(str(v) for v in given["skip"])):
+            if skipped not in listed:
+                raise click.UsageError(f"--skip {skipped}: not among --passes; leave one out",
+                                       ctx)
 
 
 # ---------------------------------------------------------------- commands
@@ -368,14 +585,16 @@ def optimize(ctx: click.Context, src: Path, dst: str, verbose: int, quiet: bool,
     except ParityError as err:
         if err.guilty_pass:
             command = ["graphfix", "optimize", *ctx.meta.get("graphfix.argv", [src, dst])]
-            err.hint = ("to leave it out: "
-                        f"{shlex.join(map(str, command + ['--skip', err.guilty_pass]))}")
+            whole = shlex.join(map(str, command + ["--skip", err.guilty_pass]))
+            # The command to run when the line has room for it, else the option to add.
+            err.hint = (f"to leave it out: {whole}" if len(whole) <= ERROR_LINE_LIMIT // 2
+                        else f"to leave it out, run again with --skip {err.guilty_pass}")
         raise
     if not quiet:
-        click.echo(format_summary(result.report))
+        _emit(format_summary(result.report), product=False)
 
 
-@cli.command()
+@cli.command(cls=_RecordArgs)
 @click.argument("reference", type=_MODEL_PATH)
 @click.argument("candidate", type=_MODEL_PATH)
 @_parity_flags
@@ -383,8 +602,9 @@ def optimize(ctx: click.Context, src: Path, dst: str, verbose: int, quiet: bool,
 @click.option("--provider", type=click.Choice(["cpu", "cuda"]),
               help="Provider both models run on (default cpu, optimizations off).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_verbose
 def check(reference: Path, candidate: Path, input_shape: tuple[tuple[str, list[int]], ...],
-          provider: str | None, as_json: bool, **flags: Any) -> None:
+          provider: str | None, as_json: bool, verbose: int, **flags: Any) -> None:
     """Check that CANDIDATE computes what REFERENCE computes.
 
     Both run on ONNX Runtime with its optimizations off, on the same inputs (generated from
@@ -396,8 +616,10 @@ def check(reference: Path, candidate: Path, input_shape: tuple[tuple[str, list[i
     float32 1e-4/1e-3, float16 1e-2/1e-2, bfloat16 5e-2/5e-2, float64 1e-9/1e-7;
     integers, booleans and strings exactly.
     """
-    _configure_logging(0, False)
+    _configure_logging(verbose, False)
     options = _parity(flags).arguments() | _given(provider=provider)
+    if flags["inputs"] is not None and input_shape:
+        check_inputs_agree(flags["inputs"], dict(input_shape))
     models = []
     for path in (reference, candidate):
         loaded = graphfix.load(path)
@@ -408,12 +630,12 @@ def check(reference: Path, candidate: Path, input_shape: tuple[tuple[str, list[i
         *models, **options,
         input_shapes=dict(input_shape) or None, names=("reference", "candidate"),
         progress=None if as_json else _progress(True))
-    click.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json
-               else format_parity(result.to_dict()))
+    _emit(json.dumps(result.to_dict(), indent=2, default=str) if as_json
+          else format_parity(result.to_dict()), product=True)
     sys.exit(0 if result.passed else 1)
 
 
-@cli.command()
+@cli.command(cls=_RecordArgs)
 @click.argument("model", type=_MODEL_PATH)
 @click.option("--vs", "baseline", type=_MODEL_PATH, metavar="OTHER",
               help="Compare with OTHER (the speedup is OTHER's time over MODEL's).")
@@ -433,8 +655,9 @@ def check(reference: Path, candidate: Path, input_shape: tuple[tuple[str, list[i
               help="ORT's session.dynamic_block_base (CPU): smaller work blocks, steadier "
               "latency on a busy machine (ORT suggests 4).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_verbose
 def bench(model: Path, baseline: Path | None, input_shape: tuple[tuple[str, list[int]], ...],
-          inputs: str | None, as_json: bool, **flags: Any) -> None:
+          inputs: str | None, as_json: bool, verbose: int, **flags: Any) -> None:
     """Measure MODEL's latency under ONNX Runtime's defaults, and its speedup over OTHER.
 
     Rounds of the models alternate after warm-up; the speedup comes with a bootstrap
@@ -447,15 +670,18 @@ def bench(model: Path, baseline: Path | None, input_shape: tuple[tuple[str, list
       graphfix bench model.opt.onnx --vs model.onnx
       graphfix bench model.onnx --provider cuda --cuda-graph --json
     """
-    _configure_logging(0, False)
+    _configure_logging(verbose, False)
     options = BenchOptions(**_given(**{k: (v or None) if isinstance(v, bool) else v
                                        for k, v in flags.items()}))
+    if inputs is not None and input_shape:
+        check_inputs_agree(inputs, dict(input_shape))
     result = graphfix.benchmark(
         graphfix.load(model), baseline=graphfix.load(baseline) if baseline else None,
         **options.arguments(), inputs=inputs, input_shapes=dict(input_shape) or None,
         progress=None if as_json else _progress(True))
-    click.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else
-               format_bench(result.to_dict(), model.name, baseline.name if baseline else None))
+    _emit(json.dumps(result.to_dict(), indent=2, default=str) if as_json else
+          format_bench(result.to_dict(), model.name, baseline.name if baseline else None),
+          product=True)
 
 
 @cli.command()
@@ -468,8 +694,8 @@ def doctor(provider: str | None, as_json: bool) -> None:
     from graphfix.doctor import diagnose
 
     found = diagnose(provider=provider)
-    click.echo(json.dumps(found.to_dict(), indent=2, default=str) if as_json
-               else format_doctor(found.to_dict()))
+    _emit(json.dumps(found.to_dict(), indent=2, default=str) if as_json
+          else format_doctor(found.to_dict()), product=True)
     sys.exit(0 if found.ok else 1)
 
 
@@ -479,28 +705,71 @@ def list_passes() -> None:
     names = list(dict.fromkeys(pipeline.DEFAULT_PASSES))
     others = [n for n in registry.names() if n not in names]
     width = max(len(n) for n in names + others)
-    click.echo("default pipeline: " + " -> ".join(pipeline.DEFAULT_PASSES))
+    lines = ["default pipeline: " + " -> ".join(pipeline.DEFAULT_PASSES)]
     for name in names + others:
         marker = "" if name in names else "  (not in the default pipeline)"
-        click.echo(f"  {name.ljust(width)}  {registry.summary(name)}{marker}")
+        lines.append(f"  {name.ljust(width)}  {registry.summary(name)}{marker}")
+    _emit("\n".join(lines), product=True)
 
 
 @cli.command()
 @click.argument("model", type=_MODEL_PATH)
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
-def inspect(model: Path, as_json: bool) -> None:
+@_verbose
+def inspect(model: Path, as_json: bool, verbose: int) -> None:
     """Show what is in MODEL and what graphfix would change.
 
     IR and opset versions, producer, size, inputs and outputs with dtypes and (dynamic) shapes,
     op histogram, Transposes, initializers listed as inputs, external data, subgraphs.
     """
-    _configure_logging(0, False)
+    _configure_logging(verbose, False)
     found = graphfix.inspect(model).to_dict()
-    click.echo(json.dumps(found, indent=2) if as_json else format_inspection(found))
+    _emit(json.dumps(found, indent=2) if as_json else format_inspection(found), product=True)
 
 
 def main() -> None:
-    cli(prog_name="graphfix")
+    """The ``graphfix`` command (``python -m graphfix`` guards the start-up before this)."""
+    sys.stderr = _Tolerant(sys.stderr)
+    sys.stdout = _Tolerant(sys.stdout, only=(errno.EPIPE,))
+    _COMMAND.append(True)
+    try:
+        cli(prog_name="graphfix")
+    except OSError as err:  # printing --help or --version to a reader that went away
+        _drop_stdout()
+        sys.exit(0 if err.errno == errno.EPIPE else 1)
+
+
+class _Tolerant:
+    """A stream that does not fail a run: once a write fails (with an errno of ``only``, or any
+    for stderr: a full device, a reader gone), what follows goes nowhere. Progress and messages
+    are for people; the exit code says the rest. stdout tolerates a reader that went away
+    (``| head``) and nothing else: a result that cannot be printed is an error."""
+
+    def __init__(self, stream: Any, only: tuple[int, ...] | None = None) -> None:
+        self._stream = stream
+        self._only = only
+
+    def _failed(self, err: BaseException) -> None:
+        if self._only is not None and getattr(err, "errno", None) not in self._only:
+            raise err
+        _drop_stream(self._stream)
+        self._stream = open(os.devnull, "w", encoding="utf-8")
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except (OSError, ValueError, AttributeError) as err:
+            self._failed(err)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except (OSError, ValueError, AttributeError) as err:
+            self._failed(err)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 if __name__ == "__main__":

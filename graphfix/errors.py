@@ -19,6 +19,7 @@ __all__ = [
     "ValidationInputError",
     "BenchmarkError",
     "ProviderUnavailableError",
+    "ResourceError",
     "first_line",
     "shown",
 ]
@@ -83,6 +84,11 @@ class BenchmarkError(GraphfixError):
 
 class ProviderUnavailableError(GraphfixError):
     """An ONNX Runtime execution provider that was asked for cannot be loaded."""
+
+
+class ResourceError(ModelSaveError):
+    """The system refused what graphfix needs: room in a folder, a file larger than the
+    file-size limit, a path longer than it allows, a temporary folder it cannot use."""
 
 
 _LINE_BREAKS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Optional
 
 from graphfix.errors import GraphfixError
@@ -25,7 +25,13 @@ __all__ = [
     "DEFAULT_MAX_GROWTH",
     "GROWTH_ALLOWANCE",
     "OptionError",
+    "ConflictingOptionsError",
     "check_max_growth",
+    "check_type",
+    "check_count",
+    "check_path",
+    "check_names",
+    "check_tolerances",
     "growth_limit",
     "RunOptions",
     "ParityOptions",
@@ -57,6 +63,86 @@ class OptionError(GraphfixError, ValueError):
     """An option out of its range, of the wrong type, or unknown."""
 
 
+class ConflictingOptionsError(OptionError):
+    """Two options that contradict each other (the command line's usage error, exit 2)."""
+
+
+def _brief(value: object) -> str:
+    """``value`` as an error message shows it: its type, and a short repr."""
+    text = repr(value)
+    text = text if len(text) <= 60 else text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def check_type(function: str, name: str, value: object, kinds: type | tuple[type, ...],
+               expected: str) -> None:
+    """Raise :class:`OptionError` naming ``function``'s argument ``name`` unless ``value`` is
+    one of ``kinds`` (a bool is no number)."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds and (
+            int in kinds or float in kinds)):
+        raise OptionError(f"{function}(): {name} must be {expected}, got {_brief(value)}")
+
+
+def check_count(function: str, name: str, value: object, *, low: int = 1,
+                optional: bool = True) -> None:
+    """An integer >= ``low`` (None allowed when ``optional``): a float is refused, not
+    truncated, a bool is no count."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise OptionError(f"{function}(): {name} must be an integer >= {low}, "
+                          f"got {_brief(value)}")
+
+
+def check_path(function: str, name: str, value: object, *, optional: bool = False) -> None:
+    """A path: a str or an os.PathLike, not bytes (graphfix reads bytes as a model's
+    contents, never as a path), not empty."""
+    if value is None and optional:
+        return
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raise OptionError(f"{function}(): {name} must be a path (str or os.PathLike), got bytes",
+                          hint="decode the path with os.fsdecode(); a model held in memory "
+                               "goes to graphfix.optimize() or graphfix.save()")
+    if not isinstance(value, (str, os.PathLike)):
+        raise OptionError(f"{function}(): {name} must be a path (str or os.PathLike), "
+                          f"got {_brief(value)}")
+    text = os.fspath(value)
+    if isinstance(text, bytes):
+        raise OptionError(f"{function}(): {name} must be a path whose os.fspath() is a str, "
+                          "got one that gives bytes")
+
+
+def check_names(function: str, name: str, value: object, *, optional: bool = True) -> None:
+    """A list (any sequence but a string) of names: a single string is refused, so that
+    ``skip="simplify"`` does not become the names s, i, m, ..."""
+    if value is None and optional:
+        return
+    if isinstance(value, (str, bytes)):
+        raise OptionError(f"{function}(): {name} must be a list of names, got the string "
+                          f"{value!r}", hint=f"write {name}=[{value!r}]")
+    if not isinstance(value, Collection) or isinstance(value, Mapping) or not all(
+            isinstance(item, str) and item for item in value):
+        raise OptionError(f"{function}(): {name} must be a list of names (non-empty "
+                          f"strings), got {_brief(value)}")
+
+
+def check_tolerances(function: str, value: object) -> None:
+    """``{output name or "*": (atol, rtol)}``, each part a number >= 0 or None."""
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise OptionError(f"{function}(): tolerances must map output names to (atol, rtol), "
+                          f"got {_brief(value)}")
+    for key, pair in value.items():
+        if not isinstance(key, str) or isinstance(pair, (str, bytes)) or not (
+                isinstance(pair, Sequence) and len(pair) == 2) or not all(
+                part is None or (isinstance(part, (int, float)) and not isinstance(part, bool))
+                for part in pair):
+            raise OptionError(f"{function}(): tolerances[{key!r}] must be (atol, rtol), each a "
+                              f"number or None, got {_brief(pair)}")
+
+
 def check_max_growth(value: object) -> float | None:
     """A growth factor >= 1, or None (any growth; 0 means the same)."""
     if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -81,21 +167,25 @@ def _check_shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, tuple
     if shapes is None:
         return None
     if not isinstance(shapes, Mapping):
-        raise OptionError(f"input shapes map input names to sizes, got {shapes!r}")
+        raise OptionError(f"input shapes map input names to lists of sizes, got {_brief(shapes)}")
     checked = {}
     for name, dims in shapes.items():
-        if not isinstance(name, str) or isinstance(dims, (str, bytes)) or not all(
+        if not isinstance(name, str) or not isinstance(dims, Sequence) or isinstance(
+                dims, (str, bytes)) or not all(
             isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims
         ):
-            raise OptionError(f"the shape of input {name!r} must be sizes > 0, got {dims!r}")
+            raise OptionError(f"the shape of input {name!r} must be a list of sizes > 0, got "
+                              f"{_brief(dims)}", hint="write, say, {'x': [1, 3, 224, 224]}")
         checked[name] = tuple(int(d) for d in dims)
     return checked
 
 
 def _names(value: Sequence[str] | str) -> tuple[str, ...]:
+    if not isinstance(value, (str, Collection)) or isinstance(value, Mapping):
+        raise OptionError(f"expected input or output names, got {_brief(value)}")
     names = (value,) if isinstance(value, str) else tuple(value)
     if not all(isinstance(n, str) and n for n in names):
-        raise OptionError(f"expected input or output names, got {value!r}")
+        raise OptionError(f"expected input or output names, got {_brief(value)}")
     return names
 
 
@@ -136,6 +226,8 @@ class RunOptions:
     inputs: Optional[str | os.PathLike[str]] = None
 
     def __post_init__(self) -> None:
+        check_type("RunOptions", "keep_reduction_order", self.keep_reduction_order, bool,
+                   "True or False")
         if self.ort_level not in ORT_LEVELS:
             raise OptionError(f"the ort-offline level must be one of {', '.join(ORT_LEVELS)}, "
                               f"got {self.ort_level!r}")
@@ -183,12 +275,12 @@ class ParityOptions:
     provider: Optional[str] = None
 
     def __post_init__(self) -> None:
-        if self.runs is not None and (isinstance(self.runs, bool) or self.runs < 1):
-            raise OptionError(f"the number of input sets must be >= 1, got {self.runs!r}")
-        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
-            raise OptionError(f"the seed must be an integer >= 0, got {self.seed!r}")
+        check_path("ParityOptions", "inputs", self.inputs, optional=True)
+        check_count("ParityOptions", "runs", self.runs)
+        check_count("ParityOptions", "seed", self.seed, low=0)
         if self.provider is not None and self.provider not in ("cpu", "cuda"):
             raise OptionError(f"parity runs on cpu or cuda, got {self.provider!r}")
+        check_tolerances("ParityOptions", self.tolerances)
         for name, (atol, rtol) in (self.tolerances or {}).items():
             for label, value in (("atol", atol), ("rtol", rtol)):
                 if value is not None and not (math.isfinite(value) and value >= 0):
@@ -224,11 +316,11 @@ class BenchOptions:
         if self.provider is not None and self.provider not in ("auto", "cpu", "cuda"):
             raise OptionError(f"the benchmark runs on auto, cpu or cuda, got {self.provider!r}")
         for name in ("threads", "runs", "dynamic_block_base"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or value < 1):
-                raise OptionError(f"{name.replace('_', ' ')} must be >= 1, got {value!r}")
-        if self.warmup is not None and self.warmup < 0:
-            raise OptionError(f"warm-up rounds must be >= 0, got {self.warmup!r}")
+            check_count("BenchOptions", name, getattr(self, name))
+        check_count("BenchOptions", "warmup", self.warmup, low=0)
+        for name in ("cuda_graph", "offline"):
+            if getattr(self, name) is not None:
+                check_type("BenchOptions", name, getattr(self, name), bool, "True or False")
 
     def arguments(self) -> dict[str, Any]:
         """Keyword arguments for :func:`graphfix.validate.bench.benchmark`."""

@@ -30,10 +30,21 @@ from graphfix.errors import (
     GraphfixError,
     ParityError,
     PassError,
+    ResourceError,
     ValidationInputError,
     first_line,
 )
-from graphfix.options import DEFAULT_MAX_GROWTH, BenchOptions, ParityOptions, RunOptions
+from graphfix.options import (
+    DEFAULT_MAX_GROWTH,
+    BenchOptions,
+    ConflictingOptionsError,
+    OptionError,
+    ParityOptions,
+    RunOptions,
+    check_names,
+    check_path,
+    check_type,
+)
 from graphfix.report import PassReport, Report, model_facts, op_histogram
 
 if TYPE_CHECKING:
@@ -282,11 +293,13 @@ def _run_judged(pass_: registry.Pass, model: onnx.ModelProto, judge: Judge | Non
         result = pass_(model)
     except GraphfixError:
         raise  # the user's options or environment: not a fault of this model's rewrite
-    except (OSError, MemoryError) as err:
-        raise PassError(f"pass {pass_.name!r} failed: {type(err).__name__}: {err}",
-                        hint="check the temporary folder's free space and the memory "
-                             "available") from err
     except Exception as err:  # a bug in a pass must not cost the user the model
+        # The system running out (no room, ulimit -f, a path too long) is no pass's fault.
+        resource = model_io.os_failure_in(str(err), getattr(err, "filename", None) or (
+            model_io.temporary_root() / "x"), "temporary files") if isinstance(
+            err, OSError) else None
+        if resource is not None:
+            raise resource from None
         logger.debug("pass %s failed", pass_.name, exc_info=True)
         if strict:
             raise PassError(
@@ -401,6 +414,9 @@ def optimize(
     (:mod:`graphfix.speed_gate`) on ``provider`` unless ``speed_gate`` is False: slower there,
     the model is written without them, and the report says so.
     """
+    _check_arguments(model, passes, skip, verify, parity, bench, require_speedup, pass_options,
+                     progress, inputs_as_nchw, outputs_as_nchw, strict, speed_gate)
+    model_io.temporary_root()  # a TMPDIR that cannot be used is refused before anything runs
     # A run killed before it could clean up (SIGKILL, a power cut) left its folders behind.
     model_io.sweep_temporaries()
     run = RunOptions(
@@ -410,19 +426,105 @@ def optimize(
         precision=precision, io_types=io_types, fuse=fuse,
         inputs=parity.inputs if parity is not None else None,
     )
+    if not verify and parity is not None and parity != ParityOptions():
+        raise ConflictingOptionsError(
+            "parity options are given and parity is not checked (verify=False / --no-verify)",
+            hint="drop one of them")
     parity = parity or ParityOptions()
+    if parity.inputs is not None and run.input_shapes:
+        from graphfix.validate.feeds import check_inputs_agree  # validation sits above
+
+        check_inputs_agree(parity.inputs, run.input_shapes)
     bench_options = bench if isinstance(bench, BenchOptions) else (
         BenchOptions() if bench or require_speedup is not None else None)
     loaded = (
         model if isinstance(model, model_io.LoadedModel)
         else model_io.load_with_info(model, load_external_data=False)
     )
-    job = _Job(loaded, build_passes(passes, skip=skip, run=run, pass_options=pass_options), run,
-               verify=verify, strict=strict,
+    pipeline = build_passes(passes, skip=skip, run=run, pass_options=pass_options)
+    unused = _unused_options(pipeline, passes, skip, run, pass_options)
+    for warning in unused:
+        logger.warning("%s", warning)
+    job = _Job(loaded, pipeline, run, verify=verify, strict=strict,
                parity={**parity.arguments(), "input_shapes": run.input_shapes},
                bench=bench_options, require_speedup=require_speedup, progress=progress,
                judge_speed=speed_gate)
+    job.report.warnings += unused
     return job.optimize()
+
+
+_OPTIMIZE_KEYWORDS = frozenset({
+    "passes", "skip", "ort_level", "provider", "max_growth", "keep_reduction_order",
+    "inputs_as_nchw", "outputs_as_nchw", "input_shapes", "verify", "parity", "bench",
+    "require_speedup", "pass_options", "progress", "strict", "precision", "io_types", "fuse",
+    "speed_gate"})
+
+
+def _check_arguments(model: Any, passes: Any, skip: Any, verify: Any, parity: Any, bench: Any,
+                     require_speedup: Any, pass_options: Any, progress: Any,
+                     inputs_as_nchw: Any, outputs_as_nchw: Any, strict: Any,
+                     speed_gate: Any) -> None:
+    """Refuse, naming the argument, what :func:`optimize` cannot use (before anything runs)."""
+    check_type("optimize", "model", model,
+               (onnx.ModelProto, str, os.PathLike, bytes, model_io.LoadedModel),
+               "an onnx.ModelProto, a path or the bytes of a model")
+    if passes is not None:
+        if isinstance(passes, (str, bytes)) or not isinstance(passes, Sequence) or not all(
+                isinstance(p, (str, registry.Pass)) for p in passes):
+            raise OptionError(f"optimize(): passes must be a list of pass names or passes, got "
+                              f"{type(passes).__name__} {passes!r:.60}",
+                              hint=f"write passes=[{passes!r}]" if isinstance(passes, str)
+                              else None)
+    check_names("optimize", "skip", skip, optional=False)
+    for name, value in (("inputs_as_nchw", inputs_as_nchw), ("outputs_as_nchw",
+                                                             outputs_as_nchw)):
+        if not isinstance(value, str):
+            check_names("optimize", name, value, optional=False)
+    check_type("optimize", "verify", verify, bool, "True or False")
+    check_type("optimize", "strict", strict, bool, "True or False")
+    check_type("optimize", "speed_gate", speed_gate, bool, "True or False")
+    if parity is not None:
+        check_type("optimize", "parity", parity, ParityOptions,
+                   "a graphfix.ParityOptions (or None)")
+    check_type("optimize", "bench", bench, (bool, BenchOptions),
+               "True, False or a graphfix.BenchOptions")
+    if require_speedup is not None:
+        check_type("optimize", "require_speedup", require_speedup, (int, float),
+                   "a number > 0 (or None)")
+        if not require_speedup > 0 or require_speedup != require_speedup:
+            raise OptionError(f"optimize(): require_speedup must be a number > 0, got "
+                              f"{require_speedup!r}")
+    if pass_options is not None and not (isinstance(pass_options, Mapping) and all(
+            isinstance(k, str) and isinstance(v, Mapping) for k, v in pass_options.items())):
+        raise OptionError("optimize(): pass_options must map pass names to option "
+                          f"mappings, got {type(pass_options).__name__}")
+    if progress is not None and not callable(progress):
+        raise OptionError(f"optimize(): progress must be callable, got "
+                          f"{type(progress).__name__}")
+
+
+# Options of a run that only passes use, and how the command line spells them.
+_PASS_OPTIONS = {"ort_level": "--ort-level", "max_growth": "--max-growth",
+                 "keep_reduction_order": "--keep-reduction-order",
+                 "inputs_as_nchw": "--inputs-as-nchw", "outputs_as_nchw": "--outputs-as-nchw"}
+
+
+def _unused_options(pipeline: Sequence[registry.Pass],
+                    passes: Sequence[str | registry.Pass] | None, skip: Sequence[str],
+                    run: RunOptions, pass_options: Mapping[str, Any] | None) -> list[str]:
+    """A warning for each option that no pass of this run uses (``ort_level`` with ort-offline
+    left out, say), which would otherwise be ignored without a word. Each pass is built again
+    without the option; an option none of them reads differently is unused."""
+    warnings = []
+    default = RunOptions()
+    for field, flag in _PASS_OPTIONS.items():
+        if getattr(run, field) == getattr(default, field):
+            continue
+        without = dataclasses.replace(run, **{field: getattr(default, field)})
+        others = build_passes(passes, skip=skip, run=without, pass_options=pass_options)
+        if all(a.options() == b.options() for a, b in zip(pipeline, others)):
+            warnings.append(f"{field} ({flag}) has no effect: no pass of this run uses it")
+    return warnings
 
 
 class _LoadCheck:
@@ -699,9 +801,39 @@ def optimize_file(
     changed). Weights go to an external data file beside ``dst`` when ``src`` had external data,
     when the model is over 2 GB, or when ``external_data`` is true. ``report``: also write the
     JSON report there, with the model (a refused run writes it too, with the error). Keyword
-    arguments are those of :func:`optimize`. Every output is checked against every file read
-    (the model, its data files, given inputs) before the passes run; nothing is written when
-    optimization or parity fails."""
+    arguments are those of :func:`optimize`.
+
+    Every file the run reads (the model, its data files, every file of ``parity.inputs``) is
+    checked against every file it writes before the passes run, and again when writing: each
+    file read is recorded as it is read, however the run reached it. When one of them changed
+    while the run worked, nothing is written. Nothing is written when optimization or parity
+    fails."""
+    check_path("optimize_file", "src", src)
+    check_path("optimize_file", "dst", dst)
+    check_path("optimize_file", "report", report, optional=True)
+    if external_data is not None:
+        check_type("optimize_file", "external_data", external_data, bool, "True, False or None")
+    unknown = sorted(set(kwargs) - _OPTIMIZE_KEYWORDS)
+    if unknown:
+        raise OptionError(f"optimize_file(): unknown argument {unknown[0]!r}",
+                          hint=f"its arguments are {', '.join(sorted(_OPTIMIZE_KEYWORDS))}, "
+                               "external_data and report")
+    with model_io.read_log() as log:
+        try:
+            return _optimize_file(src, dst, external_data, report, kwargs)
+        except GraphfixError as error:
+            # A file read that changed since explains the failure better than what it caused
+            # (a parity failure, a data file that ends too soon).
+            try:
+                log.check_unchanged()
+            except GraphfixError as changed:
+                changed.report = error.report
+                raise changed from None
+            raise
+
+
+def _optimize_file(src: str | os.PathLike, dst: str | os.PathLike, external_data: bool | None,
+                   report: str | os.PathLike | None, kwargs: dict[str, Any]) -> OptimizeResult:
     dst_path = model_io.output_path(dst, "the optimized model")
     if report is not None:
         report = model_io.output_path(report, "the report")
@@ -709,17 +841,24 @@ def optimize_file(
     loaded = model_io.load_with_info(src_path, load_external_data=False)
     reads: dict[Path, str] = {src_path: "the input model"}
     reads.update(dict.fromkeys(model_io.data_files(loaded.model), "the input's external data"))
-    inputs = kwargs["parity"].inputs if kwargs.get("parity") else None
-    if inputs is not None and Path(inputs).is_file():
-        reads[Path(inputs)] = "the inputs file"
+    parity = kwargs.get("parity")
+    inputs = parity.inputs if isinstance(parity, ParityOptions) else None
+    if inputs is not None:
+        from graphfix.validate.feeds import feed_files  # validation sits above this layer
+
+        reads.update(dict.fromkeys(feed_files(inputs), "the inputs file"))
     outputs: dict[str, str | os.PathLike] = {"the optimized model": dst_path}
     if external_data is None and loaded.external_data:
         external_data = True  # the output keeps its weights outside, as the input did
+    data_path = model_io.data_path_of(dst_path)
     if model_io.may_write_data(loaded.model, external_data):
-        outputs["the optimized model's external data"] = model_io.data_path_of(dst_path)
+        outputs["the optimized model's external data"] = data_path
     if report is not None:
         outputs["the report"] = report
     model_io.check_outputs(outputs, reads)
+    if "the optimized model's external data" in outputs:
+        model_io.check_data_file(data_path, dst_path)
+    _check_file_size_limit(loaded)
     try:
         result = optimize(loaded, **kwargs)
     except GraphfixError as error:
@@ -744,6 +883,20 @@ def optimize_file(
     )
     _record_written(result.report, result.model, written)
     return result
+
+
+def _check_file_size_limit(loaded: model_io.LoadedModel) -> None:
+    """Refuse up front a run whose files the file-size limit (``ulimit -f``) rules out: the
+    written model holds about what the input holds, and so do the files the passes write for
+    their tools."""
+    limit = model_io.file_size_limit()
+    largest = max([loaded.size_bytes, *(p.stat().st_size for p in
+                                        model_io.data_files(loaded.model) if p.exists())])
+    if limit is not None and largest > limit:
+        raise ResourceError(
+            f"the file-size limit (ulimit -f) is {limit} bytes, and this model's files are up "
+            f"to {largest} bytes: graphfix could not write the result",
+            hint="raise the limit (ulimit -f unlimited)")
 
 
 def _record_written(report: Report, model: onnx.ModelProto, written: model_io.WrittenModel) -> None:

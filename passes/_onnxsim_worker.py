@@ -22,11 +22,11 @@ serialized into one message on either side.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -35,9 +35,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Union
 
-from graphfix.model_io import PROTOBUF_LIMIT, weight_bytes
+from graphfix.model_io import PROTOBUF_LIMIT, release, temporary_folder_path, weight_bytes
 from graphfix.options import growth_limit
-from graphfix.model_io.writing import temporary_folder_path
 
 __all__ = ["OnnxsimWorker", "Outcome", "Output", "Budget", "stable_choice"]
 
@@ -190,8 +189,9 @@ class _Process:
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.folder,
                 )
         except BaseException:  # a signal while starting too: the folder does not outlive it
-            shutil.rmtree(self.folder, ignore_errors=True)
+            release(self.folder)
             raise
+        _track(self)
 
     def run(self, job: dict[str, Any]) -> bool:
         """Send ``job``; True once it is done, False when the worker died on the way."""
@@ -221,7 +221,8 @@ class _Process:
         finally:  # a signal while waiting too: the folder goes, the worker dies with its parent
             if self.proc.stdout is not None:
                 self.proc.stdout.close()
-            shutil.rmtree(self.folder, ignore_errors=True)
+            release(self.folder)
+            _LIVE.discard(self)
         return code
 
     def reaped(self, *, wait: bool) -> bool:
@@ -235,23 +236,58 @@ class _Process:
             return wait
 
 
+# Every worker process not closed yet: those left at exit (a worker whose owner never closed
+# it) are closed then, so that no folder of theirs outlives this process. The exit handler is
+# registered by the first worker, not at import.
+_LIVE: set[_Process] = set()
+_AT_EXIT: list[bool] = []
+
+
+def _close_left_workers() -> None:
+    for process in list(_LIVE):
+        with contextlib.suppress(Exception):
+            process.close(wait=False)
+
+
+def _track(process: _Process) -> None:
+    if not _AT_EXIT:
+        atexit.register(_close_left_workers)
+        _AT_EXIT.append(True)
+    _LIVE.add(process)
+
+
 class OnnxsimWorker:
-    """A child interpreter with onnxsim imported, started and stopped by its owner."""
+    """A child interpreter with onnxsim imported, started and stopped by its owner.
+
+    Once closed, a worker starts again only when its owner says so (:meth:`start`); a job given
+    to a closed worker runs in a worker of its own, stopped when the job ends, so that nothing
+    outlives a close."""
 
     def __init__(self) -> None:
         self._process: _Process | None = None
         self._stopping: list[_Process] = []  # stopped without waiting for them to exit
         self._lock = threading.Lock()
+        self._closed = False
 
     def start(self) -> None:
         """Launch the worker if none runs; returns at once (it imports in the background)."""
         with self._lock:
+            self._closed = False
             if self._process is None:
                 self._process = _Process()
+
+    def resume(self) -> None:
+        """Start the worker again when it was stopped to give its memory back, so that it
+        imports while its owner goes on; a worker its owner closed stays closed."""
+        with self._lock:
+            if self._closed or self._process is not None:
+                return
+            self._process = _Process()
 
     def close(self) -> None:
         """Stop the worker, if one runs, and wait for every one stopped before."""
         with self._lock:
+            self._closed = True
             process, self._process = self._process, None
             stopping, self._stopping = self._stopping, []
         if process is not None:
@@ -276,6 +312,9 @@ class OnnxsimWorker:
         out_paths = [str(folder / f"out{i}" / "model.onnx") for i in range(len(attempts))]
         job = {"in": str(folder / "in.onnx"), "outs": out_paths, "err": str(err_path),
                "log": str(log_path), "attempts": attempts, "budget": list(budget)}
+        if self._closed:  # its owner closed it: a worker for this job alone
+            with OnnxsimWorker() as worker:
+                return worker.simplify(folder, attempts, budget)
         self.start()
         with self._lock:
             process = self._process

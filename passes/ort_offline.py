@@ -103,6 +103,7 @@ from graphfix.passes._portable import (
     op_types,
     undo_provider_decisions,
 )
+from graphfix.passes._zeros import inexact_zero_nops
 from graphfix.registry import Fallback, Pass, PassResult, register
 
 __all__ = ["OrtOffline", "ort_offline", "nonstandard_ops"]
@@ -245,9 +246,13 @@ class OrtOffline(Pass):
             )
             if self._portable:  # rule 9: no requantization
                 options.add_session_config_entry("session.disable_quant_qdq", "1")
+            if inexact_zero_nops(model):  # x + 0.0 is no no-op when x is -0.0 (._zeros)
+                disabled = (*disabled, "NoopElimination")
             try:
+                # Declared shapes left out: ORT folds Shape from them, stale or not.
                 session = ort_session(model, optimization=self.level, providers=providers,
-                                      options=options, disabled_optimizers=disabled)
+                                      options=options, disabled_optimizers=disabled,
+                                      declared_shapes=False)
             except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
                 raise _CannotLoad(str(exc).strip().splitlines()[0] if str(exc).strip() else
                                   type(exc).__name__) from exc

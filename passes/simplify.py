@@ -62,7 +62,15 @@ Rules:
 11. A BatchNormalization after a Conv is folded into the Conv's weights here (:mod:`._batchnorm`,
     the conditions of onnxsim's own fusion, float64 arithmetic rounded once), before onnxsim
     runs: the fused weights then stay here by rule 10 instead of crossing to be fused there.
-12. Parts that can be left out (:meth:`Simplify.fallbacks`): onnxsim's graph optimizers
+12. What onnxsim is shown is what the graph proves: the shapes a model only declares
+    (``value_info``, in every graph), which exporters leave stale, do not cross (onnxsim folds
+    ``Shape`` from them). And two float constants equal as numbers but not in bytes (the same
+    but for the sign of a zero: ``x / 0.0`` is +inf, ``x / -0.0`` is -inf) make onnxsim run
+    without its merging of equal constants (``eliminate_duplicate_initializer``,
+    ``eliminate_common_subexpression``), which would make them one; an ``Add`` of 0.0 (or a
+    ``Sub`` of -0.0), which turns -0.0 into 0.0, makes it run without
+    ``eliminate_nop_with_unit``, which would drop it (:mod:`._zeros`).
+13. Parts that can be left out (:meth:`Simplify.fallbacks`): onnxsim's graph optimizers
     (``optimizers=False``: shape inference, constant folding and dead-code elimination only)
     and its constant folding (``constant_folding=False``). When the pass's output breaks parity
     (onnxsim refolds ``((x * 2) * pi) * 300`` into ``x * 1884.9557``, which rounds differently,
@@ -90,6 +98,7 @@ from graphfix.model_io import (
     has_value,
     iter_tensors,
     load,
+    os_failure_in,
     same_tensor,
     temporary_folder,
     tensor_bytes,
@@ -107,6 +116,7 @@ from graphfix.options import (
 from graphfix.passes._batchnorm import fold_batch_norms
 from graphfix.passes._compare import grown_ops, same_graph
 from graphfix.passes._onnxsim_worker import Budget, OnnxsimWorker, stable_choice
+from graphfix.passes._zeros import inexact_zero_nops, signed_zero_twins
 from graphfix.registry import Fallback, Pass, PassResult, register
 
 __all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS", "STAND_IN_MIN_BYTES", "OnnxsimWorker"]
@@ -117,6 +127,10 @@ _FOLD_CAP = PROTOBUF_LIMIT // 2  # onnxsim's per-tensor folding threshold, never
 # Rule 7: onnxsim optimizers that add nodes.
 _BATCHED_GEMM = "fuse_matmul_add_bias_into_gemm_batched"
 SKIPPED_OPTIMIZERS: tuple[str, ...] = (_BATCHED_GEMM, "fuse_attention", "fuse_gqa")
+# Rule 12: onnxsim's optimizers that merge constants equal as numbers (0.0 == -0.0), and the
+# one that drops x + 0 (wrong for x = -0.0: -0.0 + 0.0 is 0.0).
+_MERGING_OPTIMIZERS = ("eliminate_duplicate_initializer", "eliminate_common_subexpression")
+_UNIT_OPTIMIZER = "eliminate_nop_with_unit"
 # Rule 3: the per-tensor folding thresholds tried when folding everything grows too much.
 FOLD_THRESHOLDS = (GROWTH_ALLOWANCE, GROWTH_ALLOWANCE // 4, GROWTH_ALLOWANCE // 16, 1024)
 # Rule 9: the onnxsim worker's peak memory, in multiples of the serialized model.
@@ -219,6 +233,7 @@ class Simplify(Pass):
         self.input_shapes = {k: list(v) for k, v in shapes.items()} if shapes else None
         self._shared = worker  # the caller's, kept across passes and runs
         self._own: OnnxsimWorker | None = None
+        self._zero_signs = (False, False)  # rule 12, for the model being simplified
 
     @classmethod
     def configured(cls, run: RunOptions) -> Simplify:
@@ -226,7 +241,7 @@ class Simplify(Pass):
         return cls(max_growth=run.max_growth)
 
     def fallbacks(self) -> list[Fallback]:
-        # Rule 12: onnxsim's graph optimizers (its fusions and algebraic rewrites: a chain of
+        # Rule 13: onnxsim's graph optimizers (its fusions and algebraic rewrites: a chain of
         # Muls by constants refolded into one product, which rounds differently) and its
         # constant folding, each left out on its own.
         shared = {"max_growth": self.max_growth, "input_shapes": self.input_shapes,
@@ -281,7 +296,13 @@ class Simplify(Pass):
         """onnxsim on ``prepared`` (``model`` with rule 11 applied), the ``stand_ins`` of rule 10
         (``stand_in_bytes`` in all) crossing as typed inputs."""
         crossing = _with_stand_ins(prepared, stand_ins) if stand_ins else prepared
-        size = write_scratch(crossing, folder / "in.onnx")
+        # What the model only declares (value_info) does not cross: onnxsim would fold Shape
+        # from a stale declaration. graphfix builds on proven shapes only.
+        size = write_scratch(crossing, folder / "in.onnx", declared_shapes=False)
+        # Rule 12: onnxsim merges constants that compare equal as numbers (0.0 and -0.0 are
+        # two tensors: x / 0.0 is +inf, x / -0.0 is -inf) and drops x + 0.0 (which turns -0.0
+        # into 0.0): the optimizers that would do it here do not run.
+        self._zero_signs = (signed_zero_twins(crossing), inexact_zero_nops(crossing))
         stats: dict[str, int] = {
             "nodes_before": len(model.graph.node),
             "initializers_before": len(model.graph.initializer),
@@ -338,9 +359,12 @@ class Simplify(Pass):
         if available is not None and needed > available:
             raise _Skip(f"onnxsim would need about {needed / 2**30:.1f} GiB of memory for this "
                         f"model and {available / 2**30:.1f} GiB are available; model kept")
+        twins, nops = self._zero_signs
+        skipped = [*SKIPPED_OPTIMIZERS, *(_MERGING_OPTIMIZERS if twins else ()),
+                   *((_UNIT_OPTIMIZER,) if nops else ())]
         base: dict[str, Any] = {"tensor_size_threshold": f"{_FOLD_CAP}B",
-                                "skipped_optimizers": list(SKIPPED_OPTIMIZERS)}
-        if not self.optimizers:  # rule 12
+                                "skipped_optimizers": skipped}
+        if not self.optimizers:  # rule 13
             base["perform_optimization"] = False
         if not self.constant_folding:
             base["skip_constant_folding"] = True
@@ -358,14 +382,20 @@ class Simplify(Pass):
         # The weights that stayed here (rule 10) come back as they are: the worker counts them.
         if self._shared is not None:
             outputs = self._shared.simplify(folder, attempts, budget)
-            # Rule 2: one stopped to give its memory back starts again, ready for the next model.
-            self._shared.start()
+            # Rule 2: one stopped to give its memory back starts again, ready for the next
+            # model (one its owner closed stays closed: nothing would stop it).
+            self._shared.resume()
         elif self._own is not None:
             outputs = self._own.simplify(folder, attempts, budget)
         else:  # used on its own: a worker for this call
             with OnnxsimWorker() as worker:
                 outputs = worker.simplify(folder, attempts, budget)
         if isinstance(outputs, str):
+            # The worker ran out of room or past a limit in the temporary folder: that is the
+            # system's doing, not the model's, and skipping the pass would hide it.
+            resource = os_failure_in(outputs, folder / "out0" / "model.onnx", "temporary files")
+            if resource is not None:
+                raise resource
             raise _Skip(outputs)
         first = outputs[0]
         if first.fits(limit):

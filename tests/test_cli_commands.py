@@ -74,9 +74,16 @@ def test_a_guilty_pass_is_named_with_the_command_to_run(tmp_path, monkeypatch) -
     result = invoke(*args)
     assert result.exit_code == 1 and not dst.exists()
     assert "pass 'planted-dropped-bias' broke" in result.output
-    command = result.output.split("to leave it out: ", 1)[1].rstrip(")\n")
-    assert shlex.split(command)[-2:] == ["--skip", "planted-dropped-bias"]
-    assert invoke(*shlex.split(command)[1:]).exit_code == 0 and dst.exists()
+    # The command to run, or (when the paths make it too long for one line) the option to add.
+    line = next(line for line in result.output.splitlines() if line.startswith("error:"))
+    assert len(line) <= 300, line
+    if "to leave it out: " in line:
+        command = shlex.split(line.split("to leave it out: ", 1)[1].rstrip(")"))[1:]
+    else:
+        assert "run again with --skip planted-dropped-bias" in line, line
+        command = [*map(str, args), "--skip", "planted-dropped-bias"]
+    assert command[-2:] == ["--skip", "planted-dropped-bias"]
+    assert invoke(*command).exit_code == 0 and dst.exists()
 
 
 def test_without_strict_the_guilty_pass_is_left_out_with_a_warning(tmp_path, monkeypatch):

@@ -13,12 +13,16 @@ folders are told apart from anyone else's) and checks what graphfix promises:
   while onnxsim works; exit code 130, one line ("interrupted"), no traceback;
 - sigint-pid / sigterm-pid: SIGINT / SIGTERM to graphfix alone while onnxsim works; exit code
   130 / 143; the worker must follow;
+- sighup-group / sighup-writing: SIGHUP (a dropped ssh session) to the process group while
+  onnxsim works, and to graphfix while it writes: exit code 129, handled as SIGTERM is;
 - sigterm-writing: SIGTERM while the output is being written (temporary files in the output
   folder must go);
 - sigterm-parity: SIGTERM while the parity check runs;
 - sigkill: SIGKILL while onnxsim works (no cleanup can run): the worker must exit within a few
   seconds (its parent-death signal), and the next run must sweep the dead run's ``graphfix-*``
-  folders;
+  folders (their marker's lock is free once their owner is dead);
+- sigkill-writing: SIGKILL while the output is written: the next run into the same folder
+  must sweep the dead run's staging folder (``.graphfix-*``) there;
 - concurrent: two runs on two models (as many bytes of weights, in matrices of another size)
   write one output path at once, three times: each exits 0 or refuses with one line, and what
   is left loads, passes the full checker and computes what one of the two inputs computes (a
@@ -254,8 +258,9 @@ class Bench:
                                    size=512)
         self.build_seconds = time.perf_counter() - started
         self.hashes = self._hashes()
-        self.env = {**os.environ, "TMPDIR": str(self.tmp), "PYTHONUNBUFFERED": "1"}
-        self.env.pop("PYTHONPATH", None)
+        # The runs use this checkout's graphfix (not an installed copy that may be older).
+        self.env = {**os.environ, "TMPDIR": str(self.tmp), "PYTHONUNBUFFERED": "1",
+                    "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
 
     def _hashes(self) -> dict[str, str]:
         return {p.name: sha256(p) for p in sorted(self.models.iterdir())}
@@ -318,14 +323,13 @@ class Bench:
             notes.append("no child process was seen")
         return self.row(case, run, code, out, expected_code=expected, notes=notes)
 
-    def sigkill_case(self) -> Row:
-        case = "sigkill"
+    def sigkill_case(self, case: str = "sigkill", when: str = r"\] simplify") -> Row:
         out = self.output_folder(case)
         run = start(["optimize", str(self.big), str(out / "out.onnx")], out, self.env)
         notes = []
-        if not run.wait_for(r"\] simplify", timeout=600):
-            notes.append("FAIL: never reached simplify")
-        time.sleep(0.5)
+        if not run.wait_for(when, timeout=600):
+            notes.append(f"FAIL: never reached {when!r}")
+        time.sleep(0.05 if "writing" in when else 0.5)
         run.seen_children |= descendants(run.proc.pid)
         os.kill(run.proc.pid, signal.SIGKILL)
         code = run.finish()
@@ -341,10 +345,13 @@ class Bench:
         notes.append(f"killed run left {len(left_by_kill)} temp folder(s)")
         partial = sorted(_listing(out))
         # The next run (a small model, quick) must sweep the dead run's folders.
+        # Into the same folder: it sweeps the dead run's staging folder there too.
         second = start(["optimize", str(self.small_a), str(out / "next.onnx"), "-q"], out,
                        self.env)
         second_code = second.finish()
         remaining = sorted(n for n in _listing(self.tmp) if dead_pid in n)
+        remaining += sorted(n for n in _listing(out) if n.startswith(".graphfix-"))
+        partial = [n for n in partial if not n.startswith(".graphfix-")]
         if second_code != 0:
             notes.append(f"FAIL: the next run exited {second_code}: {second.stderr[-200:]}")
         if remaining:
@@ -491,8 +498,9 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the folder afterwards")
     parser.add_argument("--cases", default=None,
                         help="comma-separated subset of: sigint-group, sigint-pid, sigterm-pid, "
-                             "sigterm-writing, sigterm-parity, sigkill, concurrent, dev-zero-input, "
-                             "fifo-input, no-terminal")
+                             "sighup-group, sighup-writing, sigterm-writing, sigterm-parity, "
+                             "sigkill, sigkill-writing, concurrent, dev-zero-input, fifo-input, "
+                             "no-terminal")
     options = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="hostile-", dir=options.folder))
     try:
@@ -507,12 +515,18 @@ def main() -> int:
                 "sigint-pid", signal.SIGINT, group=False, when=r"\] simplify", expected=130),
             "sigterm-pid": lambda: bench.signal_case(
                 "sigterm-pid", signal.SIGTERM, group=False, when=r"\] simplify", expected=143),
+            "sighup-group": lambda: bench.signal_case(
+                "sighup-group", signal.SIGHUP, group=True, when=r"\] simplify", expected=129),
+            "sighup-writing": lambda: bench.signal_case(
+                "sighup-writing", signal.SIGHUP, group=False, when=r"\] writing",
+                expected=129),
             "sigterm-writing": lambda: bench.signal_case(
                 "sigterm-writing", signal.SIGTERM, group=False, when=r"\] writing",
                 expected=143),
             "sigterm-parity": lambda: bench.signal_case(
                 "sigterm-parity", signal.SIGTERM, group=False, when=r"parity \d", expected=143),
             "sigkill": bench.sigkill_case,
+            "sigkill-writing": lambda: bench.sigkill_case("sigkill-writing", r"\] writing"),
             "concurrent": bench.concurrent_case,
             "dev-zero-input": lambda: bench.endless_input_case("dev-zero-input", "/dev/zero"),
             "fifo-input": lambda: bench.endless_input_case("fifo-input", "fifo"),

@@ -25,7 +25,13 @@ from __future__ import annotations
 
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, copy_without, skeleton, write_scratch
 from graphfix.model_io.checking import check_model, checker_problem, runtime_problem
-from graphfix.model_io.loading import LoadedModel, ModelSource, load, load_with_info
+from graphfix.model_io.loading import (
+    LoadedModel,
+    ModelSource,
+    load,
+    load_with_info,
+    model_argument,
+)
 from graphfix.model_io.runtime import max_ir_version
 from graphfix.model_io.sessions import ort_session
 from graphfix.model_io.tensors import (
@@ -40,15 +46,31 @@ from graphfix.model_io.tensors import (
     tensor_value,
     weight_bytes,
 )
+from graphfix.model_io.files import (
+    FileRecord,
+    ReadLog,
+    file_size_limit,
+    note_read,
+    os_failure,
+    os_failure_in,
+    read_log,
+)
+from graphfix.model_io.folders import (
+    release,
+    sweep_temporaries,
+    temporary_folder,
+    temporary_folder_path,
+    temporary_root,
+)
+from graphfix.model_io.references import referrers
 from graphfix.model_io.writing import (
     WrittenModel,
+    check_data_file,
     check_outputs,
     data_path_of,
     may_write_data,
     output_path,
     save,
-    sweep_temporaries,
-    temporary_folder,
     write_text,
 )
 
@@ -58,6 +80,7 @@ __all__ = [
     "WrittenModel",
     "load",
     "load_with_info",
+    "model_argument",
     "save",
     "check_model",
     "checker_problem",
@@ -75,7 +98,19 @@ __all__ = [
     "PROTOBUF_LIMIT",
     "write_text",
     "temporary_folder",
+    "temporary_folder_path",
+    "temporary_root",
+    "release",
     "sweep_temporaries",
+    "FileRecord",
+    "ReadLog",
+    "read_log",
+    "note_read",
+    "os_failure",
+    "os_failure_in",
+    "file_size_limit",
+    "referrers",
+    "check_data_file",
     "write_scratch",
     "same_tensor",
     "skeleton",

@@ -22,6 +22,7 @@ import onnx
 from onnx import numpy_helper
 
 from graphfix.errors import ModelSaveError, shown
+from graphfix.model_io.files import os_failure
 from graphfix.model_io.runtime import ir_capped
 from graphfix.model_io.tensors import (
     _DATA_FIELDS,
@@ -130,9 +131,15 @@ def skeleton(model: onnx.ModelProto, *, keep_below: int = _EXTERNAL_THRESHOLD) -
     return copy
 
 
+_FUNCTION_FIELDS = frozenset(f.name for f in onnx.FunctionProto.DESCRIPTOR.fields)
+
+# What a model declares about shapes without proving them: left out for tools that trust it.
+DECLARED_SHAPES = frozenset({"value_info"})
+
 _TENSOR_ATTRIBUTES = frozenset({
     onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS,
     onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS,
+    onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS,
 })
 
 
@@ -158,25 +165,63 @@ class _Encoder:
     # When a set: only initializers of these names are lent to ``memory``.
     lendable: frozenset[str] | None = None
     end: int = 0  # bytes of data_file used
+    # Fields left out of every graph and function (``value_info``: the shapes a file only
+    # declares, which a tool that trusts them can build on when they are stale).
+    without: frozenset[str] = frozenset()
 
     def serialize(self, model: onnx.ModelProto) -> bytes:
         """The encoded model as bytes (for a model under the protobuf limit)."""
         return b"".join(_piece_bytes(p) for p in self.model(model))
 
     def model(self, model: onnx.ModelProto) -> list[_Piece]:
-        pieces: list[_Piece] = [copy_without(model, frozenset({"graph"})).SerializeToString()]
+        pieces: list[_Piece] = [
+            copy_without(model, frozenset({"graph", "functions"})).SerializeToString()]
         if model.HasField("graph"):
             pieces += _field(onnx.ModelProto, "graph", self.graph(model.graph, main=True))
+        for function in model.functions:  # a Constant in a body may hold any tensor
+            left_out = frozenset({"node"}) | (self.without & _FUNCTION_FIELDS)
+            body: list[_Piece] = [copy_without(function, left_out).SerializeToString()]
+            for node in function.node:
+                body += _field(onnx.FunctionProto, "node", self.node(node))
+            pieces += _field(onnx.ModelProto, "functions", body)
         return pieces
 
     def graph(self, graph: onnx.GraphProto, *, main: bool = False) -> list[_Piece]:
-        pieces: list[_Piece] = [copy_without(graph, frozenset({"node", "initializer"})).SerializeToString()]
+        pieces: list[_Piece] = [copy_without(
+            graph, frozenset({"node", "initializer", "sparse_initializer"}) | self.without
+        ).SerializeToString()]
         for node in graph.node:
             pieces += _field(onnx.GraphProto, "node", self.node(node))
         for tensor in graph.initializer:
             lent = self._lend(tensor) if main and self.memory is not None else None
             pieces += _field(onnx.GraphProto, "initializer", lent or self.tensor(tensor))
+        for sparse in graph.sparse_initializer:
+            pieces += _field(onnx.GraphProto, "sparse_initializer", self.sparse(sparse))
         return pieces
+
+    def sparse(self, sparse: onnx.SparseTensorProto) -> list[_Piece]:
+        """A sparse tensor: its values and indices are written inside the model (from their
+        files when they stay there), never as external data, which onnx's checker and shape
+        inference cannot read for sparse tensors."""
+        pieces: list[_Piece] = [
+            copy_without(sparse, frozenset({"values", "indices"})).SerializeToString()]
+        for name in ("values", "indices"):
+            if sparse.HasField(name):
+                pieces += _field(onnx.SparseTensorProto, name,
+                                 self._inline(getattr(sparse, name)))
+        return pieces
+
+    def _inline(self, tensor: onnx.TensorProto) -> list[_Piece]:
+        """``tensor`` with its bytes in the model."""
+        source = _lazy_source(tensor)
+        if source is None:
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                return self.tensor(tensor)  # never loaded: refused there
+            return [tensor]
+        path, offset, length = source
+        shell = copy_without(tensor, _DATA_FIELDS | {"external_data", "data_location"})
+        return [shell.SerializeToString(), *_field(onnx.TensorProto, "raw_data", [
+            _FileRange(path, offset, length)])]
 
     def _lend(self, tensor: onnx.TensorProto) -> list[_Piece] | None:
         """A large inline initializer as a reference to ``memory`` (see the field), or None."""
@@ -206,17 +251,20 @@ class _Encoder:
     def attribute(self, attr: onnx.AttributeProto) -> list[_Piece]:
         if attr.type not in _TENSOR_ATTRIBUTES:
             return [attr]
-        pieces: list[_Piece] = [
-            copy_without(attr, frozenset({"t", "tensors", "g", "graphs"})).SerializeToString()
-        ]
+        pieces: list[_Piece] = [copy_without(attr, frozenset(
+            {"t", "tensors", "g", "graphs", "sparse_tensor", "sparse_tensors"})).SerializeToString()]
         if attr.HasField("t"):
             pieces += _field(onnx.AttributeProto, "t", self.tensor(attr.t))
         if attr.HasField("g"):
             pieces += _field(onnx.AttributeProto, "g", self.graph(attr.g))
+        if attr.HasField("sparse_tensor"):
+            pieces += _field(onnx.AttributeProto, "sparse_tensor", self.sparse(attr.sparse_tensor))
         for tensor in attr.tensors:
             pieces += _field(onnx.AttributeProto, "tensors", self.tensor(tensor))
         for graph in attr.graphs:
             pieces += _field(onnx.AttributeProto, "graphs", self.graph(graph))
+        for sparse in attr.sparse_tensors:
+            pieces += _field(onnx.AttributeProto, "sparse_tensors", self.sparse(sparse))
         return pieces
 
     def tensor(self, tensor: onnx.TensorProto) -> list[_Piece]:
@@ -285,6 +333,10 @@ def _piece_bytes(piece: _Piece) -> bytes:
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM}
 
 
+# What a write meets when the target's system runs out (not the source's fault).
+_TARGET_ERRORS = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
 def _copy_range(source: Path, offset: int, length: int, target: BinaryIO, start: int) -> None:
     """Copy ``length`` bytes at ``offset`` of ``source`` to ``start`` of ``target``, in chunks
     (in the kernel where it can), never holding the whole range in memory."""
@@ -316,6 +368,8 @@ def _copy_range(source: Path, offset: int, length: int, target: BinaryIO, start:
                     target.write(view[:count])
                     copied += count
     except OSError as err:
+        if err.errno in _TARGET_ERRORS:  # the target's system ran out: the writer names it
+            raise
         raise ModelSaveError(
             f"cannot copy external data from {shown(source)} ({err.strerror or err})",
             hint="check that the source data file is readable and the disk has room",
@@ -346,6 +400,7 @@ def _write_model(
     external: bool,
     lazy: str = "copy",
     durable: bool = True,
+    without: frozenset[str] = frozenset(),
 ) -> bool:
     """Write ``model`` to ``path``, and its large weights to ``data_path`` (recorded in the model
     as ``data_name``) when ``external``; returns whether a data file was written (no tensor may be
@@ -356,7 +411,8 @@ def _write_model(
         wrote_data = False
         if external:
             with open(data_path, "w+b", buffering=0) as data_file:
-                encoder = _Encoder(lazy=lazy, data_file=data_file, data_name=data_name)
+                encoder = _Encoder(lazy=lazy, data_file=data_file, data_name=data_name,
+                                   without=without)
                 pieces = encoder.model(model)
                 wrote_data = encoder.finish()
                 if durable:
@@ -364,7 +420,7 @@ def _write_model(
             if not wrote_data:
                 data_path.unlink()
         else:
-            pieces = _Encoder(lazy="inline").model(model)
+            pieces = _Encoder(lazy="inline", without=without).model(model)
         if sum(_piece_size(p) for p in pieces) > PROTOBUF_LIMIT:
             raise ModelSaveError(
                 f"{path.name}: the model is over 2 GB and cannot be written as a single file",
@@ -378,12 +434,20 @@ def _write_model(
         return wrote_data
 
 
-def write_scratch(model: onnx.ModelProto, path: str | os.PathLike) -> int:
+def write_scratch(model: onnx.ModelProto, path: str | os.PathLike, *,
+                  declared_shapes: bool = True) -> int:
     """Write ``model`` to ``path`` for another process or tool to read: its large weights in
     ``<path>.data`` beside it (written from memory, or copied file to file when they stay in
-    their own files), nothing synced to disk, nothing atomic. Returns the bytes written."""
+    their own files), nothing synced to disk, nothing atomic. ``declared_shapes=False`` leaves
+    out the shapes the model only declares (``value_info``, in every graph): a tool that builds
+    on them (onnxsim folds ``Shape`` from them) cannot build on stale ones. Returns the bytes
+    written."""
     path = Path(path)
     data_path = path.with_name(path.name + ".data")
-    _write_model(model, path, data_path=data_path, data_name=data_path.name, external=True,
-                 durable=False)
+    try:
+        _write_model(model, path, data_path=data_path, data_name=data_path.name, external=True,
+                     durable=False,
+                     without=frozenset() if declared_shapes else DECLARED_SHAPES)
+    except OSError as err:
+        raise os_failure(err, path, "temporary files") from None
     return path.stat().st_size + (data_path.stat().st_size if data_path.exists() else 0)

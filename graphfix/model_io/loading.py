@@ -12,20 +12,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Union
 
+import google.protobuf.descriptor
 import google.protobuf.message
 import onnx
 
 from graphfix.errors import ModelLoadError, first_line, shown
 from graphfix.model_io.encoding import PROTOBUF_LIMIT
+from graphfix.model_io.files import FileRecord, note_read
+from graphfix.model_io.folders import owns
+from graphfix.options import OptionError, check_type
 from graphfix.model_io.tensors import (
-    _VETTED,
     load_external_values,
+    vet,
     _declared_nbytes,
     _external_tensors,
     _point_at,
 )
 
-__all__ = ["ModelSource", "LoadedModel", "load", "load_with_info"]
+__all__ = ["ModelSource", "LoadedModel", "load", "load_with_info", "model_argument"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +123,7 @@ def _read_model_file(path: Path) -> bytes:
                                  hint="give the path of an .onnx file")
         if info.st_size > PROTOBUF_LIMIT:
             raise _too_large(path, info.st_size)
+        _note_read(path, "the model", info)
         with io.FileIO(fd, "rb", closefd=False) as f:
             data = f.read(info.st_size + 1)  # one byte more tells a file that grows
     except OSError as err:
@@ -181,6 +186,48 @@ def _parse(data: bytes, what: str) -> onnx.ModelProto:
     return model
 
 
+def _undecodable(message: google.protobuf.message.Message) -> tuple[str, bytes] | None:
+    """The first text field of ``message`` (or of a message in it) that is not valid UTF-8:
+    (``Type.field``, its bytes), or None. Protobuf hands such a field over as bytes instead of
+    text; tensors' data is bytes by design and is not looked at."""
+    if isinstance(message, onnx.TensorProto):
+        texts = [("name", message.name), ("doc_string", message.doc_string)]
+        texts += [("external_data", v) for e in message.external_data for v in (e.key, e.value)]
+        for name, value in texts:
+            if isinstance(value, bytes):
+                return f"TensorProto.{name}", value
+        return None
+    for field, value in message.ListFields():
+        values = value if _repeated(field) else [value]
+        if field.type == field.TYPE_STRING:
+            for item in values:
+                if isinstance(item, bytes):
+                    return f"{type(message).__name__}.{field.name}", item
+        elif field.type == field.TYPE_MESSAGE:
+            for item in values:
+                found = _undecodable(item)
+                if found is not None:
+                    return found
+    return None
+
+
+def _repeated(field: google.protobuf.descriptor.FieldDescriptor) -> bool:
+    repeated = getattr(field, "is_repeated", None)
+    return bool(repeated) if repeated is not None else field.label == field.LABEL_REPEATED
+
+
+def _check_text(model: onnx.ModelProto, what: str) -> None:
+    """Refuse, once and in one line, a model with a name that is not valid UTF-8: ONNX says
+    every name is UTF-8 text, and graphfix works with names as text (ONNX Runtime, which
+    compares bytes, may load such a model)."""
+    found = _undecodable(model)
+    if found is not None:
+        field, value = found
+        raise ModelLoadError(
+            f"{what}: a name is not valid UTF-8 text ({field} {value[:40]!r})",
+            hint="ONNX names are UTF-8; rename it (onnx.ModelProto fields hold str)")
+
+
 def _data_folders(path: Path, external: list[onnx.TensorProto]) -> tuple[Path, list[Path]]:
     """The folder external-data locations are resolved in, and the folders the data may lie
     in. For a link, both the link's folder and the folder of the file it leads to are the
@@ -207,7 +254,8 @@ def _data_folders(path: Path, external: list[onnx.TensorProto]) -> tuple[Path, l
 
 def _data_file_size(path: Path, target: Path, location: str, tensor: onnx.TensorProto) -> int:
     """The size of the data file ``target`` (``location`` in the model at ``path``), which
-    must be a regular file."""
+    must be a regular file; from now on its tensors may be read from it (its state is kept, so
+    that a change before the output is written is found)."""
     where = f"{shown(path)}: external data file {location[:80]!r} of tensor {tensor.name!r}"
     try:
         info = target.stat()
@@ -221,7 +269,17 @@ def _data_file_size(path: Path, target: Path, location: str, tensor: onnx.Tensor
     if not stat.S_ISREG(info.st_mode):
         raise ModelLoadError(f"{where} is {_kind(info.st_mode)}, not a regular file",
                              hint="the data file must be a regular file beside the model")
+    record = FileRecord.of(target, "the model's external data", info)
+    if record is not None:
+        vet(target, record)
+    _note_read(target, "the model's external data", info)
     return info.st_size
+
+
+def _note_read(path: Path, what: str, info: os.stat_result) -> None:
+    """Record a file read in the open read logs, unless it is graphfix's own scratch file."""
+    if not owns(path):
+        note_read(path, what, info)
 
 
 def _external_sources(
@@ -262,26 +320,45 @@ def _external_sources(
 def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> LoadedModel:
     """Load a model and report where it came from. See :func:`load`."""
     if isinstance(source, onnx.ModelProto):
+        _check_text(source, "the model")
         return LoadedModel(source, external_data=bool(_external_tensors(source)), owned=False)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
-        return LoadedModel(_parse(data, "the given bytes"), size_bytes=len(data))
+        model = _parse(data, "the given bytes")
+        _check_text(model, "the given bytes")
+        return LoadedModel(model, size_bytes=len(data))
+    if not isinstance(source, (str, os.PathLike)):
+        raise ModelLoadError(f"a model is a path, bytes or an onnx.ModelProto; got "
+                             f"{type(source).__name__}", hint="give the model's path")
+    check_type("load", "load_external_data", load_external_data, bool, "True or False")
     if not os.fspath(source):
         raise ModelLoadError("no model path given (an empty name)", hint="give a model file")
-    path = Path(source)
+    path = Path(os.fsdecode(source))
     data = _read_model_file(path)
     model = _parse(data, shown(path))
+    _check_text(model, shown(path))
     size = len(data)
     del data
     external = _external_tensors(model)
     sources, data_bytes = _external_sources(path, external)
     for tensor, target, offset, length in sources:
-        _VETTED.add(str(target))
         _point_at(tensor, str(target), offset, length)
     if external and load_external_data:
         load_external_values(model)
     return LoadedModel(model, path=path, external_data=bool(external),
                        size_bytes=size + data_bytes)
+
+
+def model_argument(value: object, name: str, function: str) -> onnx.ModelProto:
+    """The model a public function was given as ``name``: a ModelProto as it is, a path or
+    bytes loaded (weights left in their files); anything else is refused naming the
+    argument."""
+    if isinstance(value, onnx.ModelProto):
+        return value
+    if isinstance(value, (str, os.PathLike, bytes, bytearray, memoryview)):
+        return load(value, load_external_data=False)
+    raise OptionError(f"{function}(): {name} must be an onnx.ModelProto, a path or the bytes "
+                      f"of a model, got {type(value).__name__}")
 
 
 def load(source: ModelSource, *, load_external_data: bool = True) -> onnx.ModelProto:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,10 +12,11 @@ import numpy as np
 import onnx
 
 from graphfix.graph import graphs
-from graphfix.model_io.encoding import _Encoder, _write_model
+from graphfix.model_io.encoding import DECLARED_SHAPES, _Encoder, _write_model
 from graphfix.model_io.runtime import ir_capped
 from graphfix.model_io.tensors import _external_tensors, _inline_bytes, _lazy_tensors
-from graphfix.model_io.writing import temporary_folder_path
+from graphfix.model_io.files import os_failure
+from graphfix.model_io.folders import release, temporary_folder_path
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -55,11 +55,14 @@ def ort_session(
     providers: Sequence[str | tuple[str, dict]] = ("CPUExecutionProvider",),
     options: onnxruntime.SessionOptions | None = None,
     disabled_optimizers: Sequence[str] = (),
+    declared_shapes: bool = True,
 ) -> onnxruntime.InferenceSession:
     """An ONNX Runtime session on an in-memory model, whatever its size.
 
     ``optimization`` is one of disabled, basic, extended, layout, all, less the graph
-    transformers named in ``disabled_optimizers`` (ORT's names: ``ConstantFolding``). The graph is passed as
+    transformers named in ``disabled_optimizers`` (ORT's names: ``ConstantFolding``).
+    ``declared_shapes=False`` leaves out the shapes the model only declares (``value_info``):
+    ORT's rewrites fold ``Shape`` from them, stale or not. The graph is passed as
     bytes; large weights held in memory are lent to ONNX Runtime over their own bytes (kept
     alive with the session) and weights that stay in their files are read there by ONNX Runtime
     (the folder is set in ``options``). A model holding more than ``_SESSION_BYTES_LIMIT`` of
@@ -92,7 +95,8 @@ def ort_session(
             # it resolves the graph, then fails to find it to put a lent weight in ("Failed to
             # find existing initializer"); such a tensor goes inline instead.
             encoder = _Encoder(lazy="refer", folder=next(iter(folders), None), memory=memory,
-                               lendable=_read_names(model))
+                               lendable=_read_names(model),
+                               without=frozenset() if declared_shapes else DECLARED_SHAPES)
             payload = encoder.serialize(model)
             if folders:
                 options.add_session_config_entry(_ORT_EXTERNAL_FOLDER, str(encoder.folder))
@@ -104,7 +108,7 @@ def ort_session(
             # ORT reads those weights where they are for the session's whole life.
             session._graphfix_lent_weights = (memory, values)  # type: ignore[attr-defined]
             return session
-        with _temporary_model_file(model, lazy="copy") as path:
+        with _temporary_model_file(model, lazy="copy", declared_shapes=declared_shapes) as path:
             return ort.InferenceSession(str(path), options, providers=list(providers),
                                         disabled_optimizers=list(disabled_optimizers))
 
@@ -119,14 +123,19 @@ def _read_names(model: onnx.ModelProto) -> frozenset[str]:
 
 
 @contextlib.contextmanager
-def _temporary_model_file(model: onnx.ModelProto, *, lazy: str) -> Iterator[Path]:
+def _temporary_model_file(model: onnx.ModelProto, *, lazy: str,
+                          declared_shapes: bool = True) -> Iterator[Path]:
     # ONNX Runtime may map the data file for the session's life: where an open file cannot be
     # removed (Windows), the folder is left to the system's temporary-file cleanup.
     folder = temporary_folder_path("session")
     try:
         path = folder / "model.onnx"
-        _write_model(model, path, data_path=path.parent / "model.onnx.data",
-                     data_name="model.onnx.data", external=True, lazy=lazy, durable=False)
+        try:
+            _write_model(model, path, data_path=path.parent / "model.onnx.data",
+                         data_name="model.onnx.data", external=True, lazy=lazy, durable=False,
+                         without=frozenset() if declared_shapes else DECLARED_SHAPES)
+        except OSError as err:
+            raise os_failure(err, path, "temporary files") from None
         yield path
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        release(folder)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,7 @@ import onnx
 from onnx import numpy_helper
 
 from graphfix.errors import ModelLoadError, shown
+from graphfix.model_io.files import FileRecord
 
 __all__ = [
     "iter_tensors",
@@ -40,15 +41,36 @@ _DATA_FIELDS = frozenset({
 })
 
 
-def iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Every tensor of ``graph`` and its subgraphs: initializers and tensor-valued attributes."""
+def iter_tensors(graph: onnx.GraphProto | onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor of ``graph`` and its subgraphs: initializers, the values and indices of
+    sparse initializers, and tensor-valued attributes (sparse ones included). Given a model,
+    the tensors of its local functions' bodies too: every place a tensor's data can live."""
+    if isinstance(graph, onnx.ModelProto):
+        yield from iter_tensors(graph.graph)
+        for function in graph.functions:
+            yield from _node_tensors(function.node)
+        return
     yield from graph.initializer
-    for node in graph.node:
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    yield from _node_tensors(graph.node)
+
+
+def _node_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.TensorProto]:
+    for node in nodes:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.TENSOR:
                 yield attr.t
             elif attr.type == onnx.AttributeProto.TENSORS:
                 yield from attr.tensors
+            elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                yield attr.sparse_tensor.values
+                yield attr.sparse_tensor.indices
+            elif attr.type == onnx.AttributeProto.SPARSE_TENSORS:
+                for sparse in attr.sparse_tensors:
+                    yield sparse.values
+                    yield sparse.indices
             elif attr.type == onnx.AttributeProto.GRAPH:
                 yield from iter_tensors(attr.g)
             elif attr.type == onnx.AttributeProto.GRAPHS:
@@ -57,18 +79,24 @@ def iter_tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
 
 
 def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
-    return [
-        t
-        for t in iter_tensors(model.graph)
-        if t.data_location == onnx.TensorProto.EXTERNAL
-    ]
+    return [t for t in iter_tensors(model) if t.data_location == onnx.TensorProto.EXTERNAL]
 
 
-# Data files that load() checked (inside their model's folder, long enough). A tensor whose
-# location is one of these absolute paths is read on demand; any other external tensor (from a
-# ModelProto made elsewhere) is treated as not loaded, so a crafted model cannot make graphfix
-# read an arbitrary file.
-_VETTED: set[str] = set()
+# Data files that load() checked (inside their model's folder, long enough), with their state
+# when checked. A tensor whose location is one of these absolute paths is read on demand; any
+# other external tensor (from a ModelProto made elsewhere) is treated as not loaded, so a crafted
+# model cannot make graphfix read an arbitrary file.
+_VETTED: dict[str, FileRecord] = {}
+
+
+def vet(path: Path, record: FileRecord) -> None:
+    """Let tensors that refer to ``path`` by its absolute path be read from it on demand."""
+    _VETTED[str(path)] = record
+
+
+def vetted_record(path: Path) -> FileRecord | None:
+    """The state of the data file at ``path`` when :func:`load` last checked it."""
+    return _VETTED.get(str(path))
 
 
 def _lazy_source(tensor: onnx.TensorProto) -> tuple[Path, int, int] | None:
@@ -90,7 +118,7 @@ def _lazy_source(tensor: onnx.TensorProto) -> tuple[Path, int, int] | None:
 
 def _lazy_tensors(model: onnx.ModelProto) -> list[tuple[onnx.TensorProto, Path, int, int]]:
     found = []
-    for tensor in iter_tensors(model.graph):
+    for tensor in iter_tensors(model):
         source = _lazy_source(tensor)
         if source is not None:
             found.append((tensor, *source))
@@ -312,13 +340,13 @@ def tensor_bytes(tensor: onnx.TensorProto) -> int:
 def weight_bytes(model: onnx.ModelProto) -> int:
     """The bytes of ``model``'s tensors, held in memory or left in their files, from their shapes
     and types: cheap at any size (nothing is serialized, copied or read)."""
-    return sum(_nbytes(t) for t in iter_tensors(model.graph))
+    return sum(_nbytes(t) for t in iter_tensors(model))
 
 
 def _inline_bytes(model: onnx.ModelProto) -> int:
     """The bytes of the tensors ``model`` holds in memory."""
     return sum(
-        _nbytes(t) for t in iter_tensors(model.graph)
+        _nbytes(t) for t in iter_tensors(model)
         if t.data_location != onnx.TensorProto.EXTERNAL
     )
 

@@ -7,23 +7,24 @@ import dataclasses
 import errno
 import logging
 import os
-import shutil
 import stat
-import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from typing import Union
 
 import onnx
 
-from graphfix.errors import ModelSaveError, shown
+from graphfix.errors import ModelLoadError, ModelSaveError, shown
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, _write_model
-from graphfix.model_io.tensors import _lazy_tensors, weight_bytes
+from graphfix.model_io.files import open_logs, os_failure
+from graphfix.model_io.folders import STAGING_PREFIX, owned_folder, release, sweep
+from graphfix.model_io.references import referrers, refers
+from graphfix.model_io.tensors import _lazy_tensors, vetted_record, weight_bytes
+from graphfix.options import check_path, check_type
 
-__all__ = ["WrittenModel", "save", "write_text", "temporary_folder", "temporary_folder_path",
-           "sweep_temporaries", "check_outputs", "data_path_of", "output_path",
-           "may_write_data"]
+__all__ = ["WrittenModel", "save", "write_text", "check_outputs", "check_data_file",
+           "data_path_of", "output_path", "may_write_data"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +38,6 @@ class WrittenModel:
     path: Path
     data_path: Path | None
     size_bytes: int
-
-
-# A temporary file in the target folder: short, whatever the target's name (a 250-byte name
-# plus a prefix and a suffix would pass NAME_MAX).
-_TEMPORARY_FILE = {"prefix": ".graphfix-", "suffix": ".tmp"}
 
 
 def _needs_external(model: onnx.ModelProto) -> bool:
@@ -104,6 +100,10 @@ def check_outputs(outputs: Mapping[str, str | os.PathLike], reads: Reads) -> Non
         identity = _identity(Path(path))
         if identity is not None:
             read.setdefault(identity, f"{what_it_is} {shown(Path(path))}")
+    # Every file the open read logs hold, however the run reached it (real inputs included).
+    for log in open_logs():
+        for record in log.records.values():
+            read.setdefault(record.identity, f"{record.what} {shown(record.path)}")
     seen: dict[Path, str] = {}
     for what, raw in outputs.items():
         path = output_path(raw, what)
@@ -170,24 +170,55 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~mask
 
 
-def _stale_data(target: Path, data: Path, reads: set[tuple[int, int]]) -> Path | None:
-    """The data file an older model at ``target`` kept beside it, when the new one keeps none:
-    ``data`` when that model names it as its external data (and nothing graphfix reads is it)."""
-    try:
-        if not data.is_file() or not target.is_file() or _identity(data) in reads:
-            return None
-        if target.stat().st_size > 64 * 2**20:
-            return None  # a model with its weights inside; its data file is not ours to judge
-        old = onnx.load(str(target), load_external_data=False)
-    except Exception:  # noqa: BLE001 - not a model: leave the file alone
-        return None
-    from graphfix.model_io.tensors import iter_tensors
+def check_data_file(data: Path, model: Path) -> None:
+    """Refuse to write ``data`` as the external data of the model at ``model`` when another
+    model beside it refers to the file there now (a copy of the model kept under another name):
+    replacing it would change that model too."""
+    if not data.exists():
+        return
+    others = referrers(data, besides=[model])
+    if not others.none:
+        raise ModelSaveError(
+            f"{shown(data)}: graphfix would replace this data file, and {others.describe()}",
+            hint="write the model to another path, or move that model and its data away")
 
-    for tensor in iter_tensors(old.graph):
-        for entry in tensor.external_data:
-            if entry.key == "location" and entry.value == data.name:
-                return data
-    return None
+
+def _stale_data(target: Path, data: Path, keep: set[tuple[int, int]]) -> Path | None:
+    """The data file an older model at ``target`` kept beside it (``data``, when that model
+    names it), which the new model no longer uses; None when there is none, or when it is one
+    of the files in ``keep`` (read or written by this run)."""
+    try:
+        if not data.is_file() or not target.is_file() or _identity(data) in keep:
+            return None
+    except OSError:
+        return None
+    return data if refers(target, data) else None
+
+
+def _remove_stale(stale: Path, target: Path) -> None:
+    """Remove ``stale``, the data file of the model ``target`` replaced, unless another model
+    beside it still refers to it (then it stays, with a warning)."""
+    others = referrers(stale, besides=[target])
+    if not others.none:
+        logger.warning("%s, the data file of the model %s replaced, stays: %s",
+                       shown(stale), shown(target), others.describe())
+        return
+    with contextlib.suppress(OSError):
+        stale.unlink()
+        logger.debug("removed %s, the data file of the model %s replaced", stale, target)
+
+
+def _vetted_changes(sources: Sequence[Path]) -> None:
+    """Raise when a data file the model's weights are still read from changed since it was
+    loaded: the output would mix its old and new bytes."""
+    for source in sources:
+        record = vetted_record(source)
+        change = record.change() if record is not None else None
+        if change is not None:
+            raise ModelLoadError(
+                f"{shown(source)} (external data of the model) changed while graphfix ran: "
+                f"{change}; nothing was written",
+                hint="run again once whatever writes it has finished")
 
 
 def save(
@@ -204,19 +235,28 @@ def save(
     is over the 2 GB protobuf limit; True always; False never (a model too large then raises).
     Weights that stay in their source files (see :func:`load`) are copied from them in chunks.
     ``protect`` lists files graphfix read (the input model, its data files): no output may be
-    one of them (:func:`check_outputs`), nor may it be a data file the model's weights are read
-    from. ``companions`` are text files (a report) written with the model, each made by its
-    function from where the model goes and its size: every file is written under a temporary
-    name first and renamed only when all are written. A data file an
-    older model at ``path`` kept beside it goes when the new model keeps none. New files get the
+    one of them, nor a data file the model's weights are read from, nor a file an open
+    :func:`~graphfix.model_io.files.read_log` holds (:func:`check_outputs`). ``companions`` are
+    text files (a report) written with the model, each made by its function from where the model
+    goes and its size: every file is written in a staging folder beside its target first, and
+    renamed into place only when all are written and no file read has changed since.
+
+    The data file is a file graphfix names itself, so it takes care of it: it is not written
+    over while another model beside it refers to it (a copy of the old model, say), and a data
+    file the old model at ``path`` kept beside it is removed when the new model keeps none,
+    unless another model beside it refers to it or this run read or wrote it. New files get the
     umask's permissions, a replaced file keeps its own. The model's ``ir_version`` is capped in
     the written file to what the installed ONNX Runtime reads; the model in memory is left
     unchanged. On any failure nothing is left behind.
     """
+    check_type("save", "model", model, onnx.ModelProto, "an onnx.ModelProto")
+    check_path("save", "path", path)
+    if external_data is not None:
+        check_type("save", "external_data", external_data, bool, "True, False or None")
     target = output_path(path, "the model")
     folder = target.parent
-    data_name = f"{target.name}.data"
-    sources = [p for _, p, _, _ in _lazy_tensors(model)]
+    data_path = folder / f"{target.name}.data"
+    sources = sorted({p for _, p, _, _ in _lazy_tensors(model)})
     external = _needs_external(model) if external_data is None else external_data
     if external_data is False and _needs_external(model):
         raise ModelSaveError(
@@ -226,153 +266,94 @@ def save(
     outputs = {"the model": target}
     if external:  # a data file is checked only when one will be written (a name of 250 bytes
         # is legal for the model; its data file's name would not be)
-        outputs["the model's external data"] = folder / data_name
+        outputs["the model's external data"] = data_path
     for companion in companions or {}:
         outputs[f"the file {Path(companion).name}"] = Path(companion)
     check_outputs(outputs, {
         **{p: "the external data the model's weights are read from" for p in sources},
         **dict.fromkeys(protect, "the input")})
-    read_ids = {i for i in map(_identity, [Path(p) for p in [*protect, *sources]]) if i}
-    stale = None if external else _stale_data(target, folder / data_name, read_ids)
-    pending: list[tuple[Path, Path]] = []  # (temporary, final), renamed in this order
+    if external:
+        check_data_file(data_path, target)
+    keep = {i for i in map(_identity, [Path(p) for p in [*protect, *sources]]) if i}
+    keep |= {record.identity for log in open_logs() for record in log.records.values()}
+    keep |= {i for i in map(_identity, map(Path, companions or {})) if i}
+    stale = _stale_data(target, data_path, keep)
+    stages: dict[Path, Path] = {}
+    pending: list[tuple[Path, Path]] = []  # (staged, final), renamed in this order
     try:
-        written = _write_pending(model, target, external, companions or {}, pending)
-        for temporary, final in pending:
-            os.chmod(temporary, _mode_for(final))
-        for temporary, final in pending:
-            os.replace(temporary, final)
+        written = _write_pending(model, target, external, companions or {}, pending, stages)
+        if written.data_path is not None:
+            check_data_file(data_path, target)
+            stale = None
+        for staged, final in pending:
+            os.chmod(staged, _mode_for(final))
+        # Nothing read may have changed while the run worked: the output would mix both.
+        _vetted_changes(sources)
+        for log in open_logs():
+            log.check_unchanged()
+        for staged, final in pending:
+            os.replace(staged, final)
     except OSError as err:
-        _remove_quietly([t for t, _ in pending])
-        raise ModelSaveError(
-            f"{shown(target)}: cannot write ({err.strerror or err})",
-            hint="check that the folder is writable and the disk has room",
-        ) from None
-    except BaseException:
-        _remove_quietly([t for t, _ in pending])
-        raise
+        raise os_failure(err, target, "the model") from None
+    finally:
+        for stage in stages.values():
+            release(stage)
     if stale is not None:
-        with contextlib.suppress(OSError):
-            stale.unlink()
-            logger.debug("removed %s, the data file of the model %s replaced", stale, target)
+        _remove_stale(stale, target)
     logger.debug("wrote %s (external data: %s)", target, written.data_path is not None)
     return written
+
+
+def _stage(folder: Path, stages: dict[Path, Path]) -> Path:
+    """The staging folder of this write in ``folder`` (made on first use, after sweeping the
+    staging folders of writes that were killed there)."""
+    if folder not in stages:
+        sweep(folder, STAGING_PREFIX)
+        stages[folder] = owned_folder(folder, STAGING_PREFIX, "the output")
+    return stages[folder]
 
 
 def _write_pending(
     model: onnx.ModelProto, target: Path, external: bool,
     companions: Mapping[str | os.PathLike, Callable[[WrittenModel], str]],
-    pending: list[tuple[Path, Path]],
+    pending: list[tuple[Path, Path]], stages: dict[Path, Path],
 ) -> WrittenModel:
-    """Write the model, its data file and the companions under temporary names in the target
-    folder, each recorded in ``pending`` with its final name as soon as it exists."""
+    """Write the model, its data file and the companions in staging folders beside their
+    targets, each recorded in ``pending`` with its final name."""
     folder, data_name = target.parent, f"{target.name}.data"
-    fd, tmp = tempfile.mkstemp(dir=folder, **_TEMPORARY_FILE)
-    os.close(fd)
-    tmp_model = Path(tmp)
-    # Weights go under a temporary name too, then are renamed with the model; the model
-    # records their final name.
-    tmp_data = folder / f"{tmp_model.name}.data"
-    pending += [(tmp_model, target), (tmp_data, folder / data_name)]
-    wrote_data = _write_model(model, tmp_model, data_path=tmp_data, data_name=data_name,
+    stage = _stage(folder, stages)
+    staged_model, staged_data = stage / "model.onnx", stage / "model.onnx.data"
+    # The model records the data file's final name.
+    wrote_data = _write_model(model, staged_model, data_path=staged_data, data_name=data_name,
                               external=external)
-    pending.pop()
     if wrote_data:
-        pending.insert(0, (tmp_data, folder / data_name))
+        pending.append((staged_data, folder / data_name))
+    pending.append((staged_model, target))
     written = WrittenModel(
         target, folder / data_name if wrote_data else None,
-        tmp_model.stat().st_size + (tmp_data.stat().st_size if wrote_data else 0))
-    for companion, make in companions.items():
-        pending.append((_write_temporary_text(Path(companion), make(written)),
-                        Path(companion)))
+        staged_model.stat().st_size + (staged_data.stat().st_size if wrote_data else 0))
+    for index, (companion, make) in enumerate(companions.items()):
+        staged = _stage(Path(companion).parent, stages) / f"companion-{index}"
+        staged.write_text(make(written), encoding="utf-8")
+        pending.append((staged, Path(companion)))
     return written
-
-
-def _remove_quietly(paths: Sequence[Path]) -> None:
-    for leftover in paths:
-        with contextlib.suppress(OSError):
-            leftover.unlink()
-
-
-def _write_temporary_text(path: Path, text: str) -> Path:
-    fd, name = tempfile.mkstemp(dir=path.parent, **_TEMPORARY_FILE)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-    except BaseException:
-        _remove_quietly([Path(name)])
-        raise
-    return Path(name)
 
 
 def write_text(
     path: str | os.PathLike, text: str, *, protect: Sequence[str | os.PathLike] = ()
 ) -> None:
-    """Write a text file (a report, say) atomically: a temporary file beside it, then a rename.
+    """Write a text file (a report, say) atomically: staged beside it, then renamed.
     ``protect`` are files graphfix read, which it must not be (:func:`check_outputs`)."""
     path = output_path(path, "the file")
     check_outputs({f"the file {shown(path.name)}": path}, protect)
-    tmp: Path | None = None
+    stages: dict[Path, Path] = {}
     try:
-        tmp = _write_temporary_text(path, text)
-        os.chmod(tmp, _mode_for(path))
-        os.replace(tmp, path)
+        staged = _stage(path.parent, stages) / "text"
+        staged.write_text(text, encoding="utf-8")
+        os.chmod(staged, _mode_for(path))
+        os.replace(staged, path)
     except OSError as err:
-        _remove_quietly([tmp] if tmp else [])
-        raise ModelSaveError(f"{shown(path)}: cannot write ({err.strerror or err})") from None
-
-
-_TEMPORARY_PREFIX = "graphfix-"
-
-
-def temporary_folder_path(role: str) -> Path:
-    """A new temporary folder for ``role``, named after this process
-    (``graphfix-<role>-<pid>-<random>``) so that :func:`sweep_temporaries` can tell when its
-    owner is gone; the caller removes it."""
-    return Path(tempfile.mkdtemp(prefix=f"{_TEMPORARY_PREFIX}{role}-{os.getpid()}-"))
-
-
-@contextlib.contextmanager
-def temporary_folder(role: str = "scratch") -> Iterator[Path]:
-    """A temporary folder for tools that write files (ORT's optimized model, onnxsim's child
-    process); removed with everything in it when the block ends, on error too."""
-    folder = temporary_folder_path(role)
-    try:
-        yield folder
+        raise os_failure(err, path, f"the file {shown(path.name)}") from None
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists, owned by someone else
-    return True
-
-
-def sweep_temporaries() -> int:
-    """Remove graphfix's temporary folders whose owner process is gone (a run killed before
-    it could clean up); returns how many went. Folders of live processes, of other users and
-    of other tools are left alone."""
-    removed = 0
-    root = Path(tempfile.gettempdir())
-    try:
-        entries = list(root.iterdir())
-    except OSError:
-        return 0
-    for entry in entries:
-        parts = entry.name[len(_TEMPORARY_PREFIX):].split("-") if entry.name.startswith(
-            _TEMPORARY_PREFIX) else []
-        if len(parts) < 3 or not parts[1].isdigit():
-            continue
-        try:
-            if not entry.is_dir() or entry.is_symlink() or entry.stat().st_uid != os.getuid():
-                continue
-        except OSError:
-            continue
-        if not _alive(int(parts[1])):
-            shutil.rmtree(entry, ignore_errors=True)
-            removed += 1
-    return removed
+        for stage in stages.values():
+            release(stage)

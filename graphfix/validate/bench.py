@@ -82,7 +82,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnx
 
-from graphfix import layout
+from graphfix import layout, model_io
 from graphfix import precision
 from graphfix.doctor import CUDA_FIX, probe_provider
 from graphfix.validate.timing import (
@@ -424,6 +424,10 @@ def benchmark(
     with ORT's optimizations off. ``allow_spinning`` lets idle ORT threads spin (off by
     default, see the module docstring). ``progress(label, done, total)`` is called as rounds finish.
     """
+    # A path or bytes is a model, as graphfix.load takes it.
+    model = model_io.model_argument(model, "model", "benchmark")
+    if baseline is not None:
+        baseline = model_io.model_argument(baseline, "baseline", "benchmark")
     if runs < 1 or warmup < 0:
         raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
     if (threads is not None and threads < 1) or (

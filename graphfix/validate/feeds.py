@@ -35,13 +35,15 @@ from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
+import numpy.random  # noqa: F401 - imported here, never lazily by a parity thread
 import onnx
 from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
 from graphfix.errors import ValidationInputError, first_line, shown
+from graphfix.options import ConflictingOptionsError
 from graphfix.graph import graphs
-from graphfix.model_io import skeleton, tensor_value
+from graphfix.model_io import note_read, skeleton, tensor_value
 from graphfix.shapes import infer_shapes
 from graphfix.validate.pinned import pinned_sizes
 
@@ -520,40 +522,83 @@ def describe(feeds: Feeds) -> dict[str, str]:
 
 # --------------------------------------------------------------------------------------------
 # Real data
+#
+# Real inputs are read as the files say, and every file says what it holds before its data:
+# an .npy member of an .npz starts with a header (dtype and shape), a TensorProto carries its
+# type and dims. Both are read first and held against the model's inputs and against the bytes
+# the file really holds, so that a file that lies (a 4 TiB shape in a 1 KiB file, raw data
+# shorter than its dims) is refused, with what is wrong, before anything is allocated.
 
 PathLike = Union[str, Path]
 
 
-def load_feeds(path: PathLike, model: onnx.ModelProto | None = None) -> list[Feeds]:
-    """Sets of real inputs from ``path``: a ``.npz`` file (one set, arrays by input name), a
-    folder of ``input_N.pb`` TensorProtos (one set, in the model's input order, or by the
-    tensors' own names), or a folder of ``test_data_set_*`` folders (one set each). With
-    ``model``, every set is checked against its inputs (:func:`check_feeds`)."""
+def feed_files(path: PathLike) -> list[Path]:
+    """The files :func:`load_feeds` reads for ``path``: the ``.npz`` itself, or the
+    ``input_N.pb`` files of the folder (or of its ``test_data_set_*`` folders). Nothing is read;
+    anything but a regular file is refused."""
     path = Path(path)
     if not path.exists():
         raise ValidationInputError(f"{shown(path)}: no such file or folder",
                                    hint="check the --inputs path")
-    specs = input_specs(model) if model is not None else None
     if path.is_file():
         if path.suffix != ".npz":
             raise ValidationInputError(
                 f"{shown(path)}: inputs must be a .npz file or a folder of input_N.pb files",
                 hint="numpy.savez('inputs.npz', input_name=array, ...) writes one",
             )
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                sets = [{name: data[name] for name in data.files}]
-        # A damaged zip fails in zipfile (BadZipFile), zlib or at the end of a member (EOFError).
-        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
-            raise ValidationInputError(f"{shown(path)}: not a readable .npz file "
-                                       f"({first_line(err, limit=200)})") from None
-    elif not path.is_dir():
+        return [path]
+    if not path.is_dir():
         raise ValidationInputError(f"{shown(path)}: not a regular file or a folder",
                                    hint="give a .npz file or a folder of input_N.pb files")
+    return [file for folder in _pb_folders(path) for file in _pb_files(folder)]
+
+
+def _pb_folders(path: Path) -> list[Path]:
+    try:
+        subsets = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith(
+            "test_data"))
+    except OSError as err:
+        raise ValidationInputError(f"{shown(path)}: cannot list ({err.strerror or err})") from None
+    return subsets or [path]
+
+
+def _pb_files(folder: Path) -> list[Path]:
+    """The ``input_N.pb`` files of ``folder`` in the order of N, each N once."""
+    files = sorted(folder.glob("input_*.pb"), key=_pb_index)
+    if not files:
+        raise ValidationInputError(
+            f"{shown(folder)}: no input_N.pb files",
+            hint="give a .npz file or a folder of input_N.pb")
+    indices = [_pb_index(f) for f in files]
+    if len(set(indices)) != len(indices):
+        repeated = next(i for i in indices if indices.count(i) > 1)
+        raise ValidationInputError(
+            f"{shown(folder)}: several files hold input {repeated} "
+            f"({', '.join(f.name for f in files if _pb_index(f) == repeated)})",
+            hint="keep one input_N.pb per input")
+    for file in files:
+        if not file.is_file():  # a FIFO would block the read
+            raise ValidationInputError(f"{shown(file)}: not a regular file")
+    return files
+
+
+def load_feeds(path: PathLike, model: onnx.ModelProto | None = None) -> list[Feeds]:
+    """Sets of real inputs from ``path``: a ``.npz`` file (one set, arrays by input name), a
+    folder of ``input_N.pb`` TensorProtos (one set, matched to the model's inputs by the
+    tensors' own names, else by N), or a folder of ``test_data_set_*`` folders (one set each).
+    With ``model``, every array's declared type and shape is checked against its input
+    (:func:`check_feeds`) before its data is read; every file is checked against the bytes it
+    holds."""
+    path = Path(path)
+    feed_files(path)  # refuses what cannot be read before anything is
+    specs = input_specs(model) if model is not None else None
+    if path.is_file():
+        sets = [_read_npz(path, specs)]
     else:
-        subsets = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith("test_data"))
-        folders = subsets or [path]
-        sets = [_read_pb_folder(folder, specs) for folder in folders]
+        folders = _pb_folders(path)
+        sets = [_read_pb_folder(folder, specs,
+                                shown(folder) if len(folders) > 1 else shown(path))
+                for folder in folders]
     if specs is not None:
         for index, feeds in enumerate(sets):
             where = shown(path) + (f" (set {index})" if len(sets) > 1 else "")
@@ -561,69 +606,236 @@ def load_feeds(path: PathLike, model: onnx.ModelProto | None = None) -> list[Fee
     return sets
 
 
-def _read_pb_folder(folder: Path, specs: Sequence[InputSpec] | None) -> Feeds:
-    files = sorted(folder.glob("input_*.pb"), key=lambda p: _pb_index(p))
-    if not files:
-        raise ValidationInputError(
-            f"{shown(folder)}: no input_N.pb files",
-            hint="give a .npz file or a folder of input_N.pb")
+@dataclasses.dataclass(frozen=True)
+class _Declared:
+    """What a file says of one array before its data: name, dtype and shape."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
+def _check_declared(declared: Sequence[_Declared], specs: Sequence[InputSpec] | None,
+                    where: str, *, complete: bool = False) -> None:
+    """Refuse, before any data is read, arrays over graphfix's budget and arrays whose declared
+    dtype or shape the model's inputs rule out (:func:`check_feeds` on the declarations; with
+    ``complete``, the declarations are the whole set: missing and extra names too)."""
+    for item in declared:
+        if item.nbytes > MAX_INPUT_BYTES:
+            raise ValidationInputError(
+                f"{where}: {item.name!r} declares shape {list(item.shape)} ({item.dtype}), "
+                f"{item.nbytes / 2**30:.3g} GiB, over the {MAX_INPUT_BYTES / 2**30:g} GiB "
+                "graphfix reads for one input",
+                hint="give smaller inputs")
+    if specs is None:
+        return
+    # Arrays of the declared dtype and shape that hold one element: nothing is allocated.
+    shells = {item.name: np.lib.stride_tricks.as_strided(np.zeros(1, item.dtype),
+                                                         item.shape, [0] * len(item.shape))
+              for item in declared}
+    _problems_or_raise(specs, shells, where, only_given=not complete)
+
+
+def _read_npz(path: Path, specs: Sequence[InputSpec] | None) -> Feeds:
+    """The arrays of an ``.npz``, each member's header checked (against the model and against
+    the member's size) before its data is read."""
+    where = shown(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = [info for info in archive.infolist() if not info.is_dir()]
+            declared, headers = [], []
+            for info in members:
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    if version == (1, 0):
+                        shape, fortran, dtype = np.lib.format.read_array_header_1_0(member)
+                    else:
+                        shape, fortran, dtype = np.lib.format.read_array_header_2_0(member)
+                    header_end = member.tell()
+                name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+                if dtype.hasobject:
+                    raise ValidationInputError(
+                        f"{where}: {name!r} is an array of Python objects, which graphfix does "
+                        "not unpickle", hint="save plain numeric or string arrays")
+                item = _Declared(name, dtype, tuple(int(d) for d in shape))
+                declared.append(item)
+                headers.append((info, header_end))
+                if info.file_size - header_end < item.nbytes:
+                    raise ValidationInputError(
+                        f"{where}: {name!r} declares shape {list(item.shape)} ({dtype}, "
+                        f"{item.nbytes} bytes) and holds {max(info.file_size - header_end, 0)}",
+                        hint="the file is damaged or was not written by numpy")
+            note_read(path, "the inputs file")
+            _check_declared(declared, specs, where, complete=True)
+            feeds: Feeds = {}
+            for item, (info, _) in zip(declared, headers):
+                with archive.open(info) as member:
+                    feeds[item.name] = np.lib.format.read_array(member, allow_pickle=False)
+            return feeds
+    except ValidationInputError:
+        raise
+    # A damaged zip fails in zipfile (BadZipFile), zlib or at the end of a member (EOFError).
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error,
+            NotImplementedError) as err:
+        raise ValidationInputError(f"{where}: not a readable .npz file "
+                                   f"({first_line(err, limit=200)})") from None
+
+
+def _read_pb_folder(folder: Path, specs: Sequence[InputSpec] | None, where: str) -> Feeds:
     feeds: Feeds = {}
-    for position, file in enumerate(files):
-        name, value = _read_pb(file)
-        if specs is not None and position < len(specs):
-            name = name if name in {s.name for s in specs} else specs[position].name
+    names = [spec.name for spec in specs] if specs is not None else []
+    for file in _pb_files(folder):
+        index = _pb_index(file)
+        name, value = _read_pb(file, specs)
+        if name not in names and index < len(names):
+            name = names[index]  # an unnamed (or misnamed) tensor goes by its position
         if not name:
             raise ValidationInputError(
                 f"{shown(file)}: the tensor has no name and no model was given to name it"
             )
+        if name in feeds:
+            raise ValidationInputError(f"{where}: two files hold input {name!r}",
+                                       hint="keep one input_N.pb per input")
         feeds[name] = value
     return feeds
 
 
 def _pb_index(path: Path) -> int:
     try:
-        return int(path.stem.split("_", 1)[1])
+        index = int(path.stem.split("_", 1)[1])
     except (IndexError, ValueError):
         raise ValidationInputError(f"{shown(path)}: expected a name like input_0.pb") from None
+    if index < 0:
+        raise ValidationInputError(f"{shown(path)}: expected a name like input_0.pb")
+    return index
 
 
-def _read_pb(path: Path) -> tuple[str, Any]:
+# The typed field of each TensorProto element type (raw_data aside).
+_TYPED_FIELDS = {
+    onnx.TensorProto.FLOAT: "float_data", onnx.TensorProto.COMPLEX64: "float_data",
+    onnx.TensorProto.DOUBLE: "double_data", onnx.TensorProto.COMPLEX128: "double_data",
+    onnx.TensorProto.INT64: "int64_data", onnx.TensorProto.UINT32: "uint64_data",
+    onnx.TensorProto.UINT64: "uint64_data", onnx.TensorProto.STRING: "string_data",
+}
+
+
+def _tensor_problem(tensor: onnx.TensorProto) -> str | None:
+    """What is wrong with an input tensor read from a file (its data against its dims), or
+    None."""
+    if any(d < 0 for d in tensor.dims):
+        return f"its dims {list(tensor.dims)} hold a negative size"
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return "its data is in another file (external data); keep it inside the tensor"
+    try:
+        dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    except (KeyError, TypeError, ValueError):
+        return f"its element type {tensor.data_type} is not one graphfix can read"
+    count = math.prod(tensor.dims)
+    type_name = _type_name(tensor.data_type).lower()
+    if count * max(dtype.itemsize, 1) > MAX_INPUT_BYTES:
+        return (f"its dims {list(tensor.dims)} ({type_name}) take "
+                f"{count * dtype.itemsize / 2**30:.3g} GiB, over the "
+                f"{MAX_INPUT_BYTES / 2**30:g} GiB graphfix reads for one input")
+    if tensor.HasField("raw_data"):
+        needed = _declared_bytes(tensor.data_type, count, dtype)
+        if needed is not None and len(tensor.raw_data) != needed:
+            return (f"its raw data holds {len(tensor.raw_data)} bytes; {type_name} "
+                    f"{list(tensor.dims)} takes {needed}")
+        return None
+    field = _TYPED_FIELDS.get(tensor.data_type, "int32_data")
+    held = len(getattr(tensor, field))
+    wanted = count * (2 if tensor.data_type in (onnx.TensorProto.COMPLEX64,
+                                                onnx.TensorProto.COMPLEX128) else 1)
+    if held != wanted and not (held == 0 and count == 0):
+        return f"it holds {held} values in {field}; {type_name} {list(tensor.dims)} takes {wanted}"
+    return None
+
+
+def _declared_bytes(data_type: int, count: int, dtype: np.dtype) -> int | None:
+    """The raw bytes ``count`` elements take (sub-byte types packed), None for strings."""
+    if data_type == onnx.TensorProto.STRING:
+        return None
+    bits = {getattr(onnx.TensorProto, n, -1): 4 for n in ("INT4", "UINT4", "FLOAT4E2M1")}
+    if data_type in bits:
+        return (count + 1) // 2
+    return count * dtype.itemsize
+
+
+def _read_pb(path: Path, specs: Sequence[InputSpec] | None = None) -> tuple[str, Any]:
     try:
         if not path.is_file():  # a FIFO would block the read
             raise ValidationInputError(f"{shown(path)}: not a regular file")
+        if path.stat().st_size > MAX_INPUT_BYTES + 2**20:
+            raise ValidationInputError(
+                f"{shown(path)}: {path.stat().st_size} bytes, over the "
+                f"{MAX_INPUT_BYTES / 2**30:g} GiB graphfix reads for one input")
         data = path.read_bytes()
     except OSError as err:
         raise ValidationInputError(f"{shown(path)}: cannot read ({err.strerror or err})") from None
+    note_read(path, "an input tensor file")
     tensor = onnx.TensorProto()
+    problem = None
     try:
         tensor.ParseFromString(data)
         if tensor.data_type:
-            return tensor.name, numpy_helper.to_array(tensor)
-    except Exception:  # noqa: BLE001 - not a tensor: maybe a sequence
-        pass
+            problem = _tensor_problem(tensor)
+            if problem is None:
+                dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+                _check_declared([_Declared(tensor.name, dtype, tuple(tensor.dims))],
+                                specs, shown(path))
+                return tensor.name, numpy_helper.to_array(tensor)
+    except ValidationInputError:
+        raise
+    except Exception as err:  # noqa: BLE001 - protobuf and numpy raise several types
+        problem = problem or f"not an ONNX TensorProto ({first_line(err, limit=120)})"
     sequence = onnx.SequenceProto()
     try:
         sequence.ParseFromString(data)
-        return sequence.name, numpy_helper.to_list(sequence)
-    except Exception as err:  # noqa: BLE001
-        raise ValidationInputError(f"{shown(path)}: not an ONNX TensorProto or SequenceProto "
-                                   f"({first_line(err, limit=200)})") from None
+        if sequence.elem_type == onnx.SequenceProto.TENSOR and sequence.tensor_values:
+            for element in sequence.tensor_values:
+                inner = _tensor_problem(element)
+                if inner is not None:
+                    raise ValueError(inner)
+            return sequence.name, numpy_helper.to_list(sequence)
+    except Exception:  # noqa: BLE001 - not a sequence either: the tensor's problem is the news
+        pass
+    raise ValidationInputError(
+        f"{shown(path)}: " + (f"the tensor {tensor.name!r} is damaged: {problem}" if problem
+                              else "not an ONNX TensorProto or SequenceProto"),
+        hint="write it with onnx.numpy_helper.from_array(array, name).SerializeToString()")
 
 
 def check_feeds(specs: Sequence[InputSpec], feeds: Mapping[str, Any], *, where: str = "inputs") -> None:
     """Raise ValidationInputError listing every missing, extra, mis-typed or mis-shaped array."""
+    _problems_or_raise(specs, feeds, where, only_given=False)
+
+
+def _problems_or_raise(specs: Sequence[InputSpec], feeds: Mapping[str, Any], where: str, *,
+                       only_given: bool) -> None:
+    """:func:`check_feeds`; ``only_given`` leaves out missing and extra names (the arrays'
+    declarations are checked one file at a time)."""
     problems = []
     names = {spec.name for spec in specs}
     missing = [spec.name for spec in specs if spec.name not in feeds]
-    if missing:
+    if missing and not only_given:
         problems.append(f"missing {', '.join(map(repr, missing))}")
     extra = sorted(set(feeds) - names)
-    if extra:
+    if extra and not only_given:
         problems.append(f"not inputs of the model: {', '.join(map(repr, extra))}")
     for spec in specs:
         if spec.name not in feeds or spec.kind != "tensor":
             continue
-        array = np.asarray(feeds[spec.name])
+        array = feeds[spec.name]
+        if not isinstance(array, np.ndarray):
+            try:
+                array = np.asarray(array)
+            except (TypeError, ValueError) as err:  # ragged lists
+                problems.append(f"{spec.name!r} is not an array ({first_line(err, 80)})")
+                continue
         if spec.dtype is not None and array.dtype != spec.dtype:
             if not (spec.dtype.kind in "OUS" and array.dtype.kind in "OUS"):
                 problems.append(f"{spec.name!r} is {array.dtype}, the model takes {spec.dtype}")
@@ -645,6 +857,56 @@ def check_feeds(specs: Sequence[InputSpec], feeds: Mapping[str, Any], *, where: 
             hint="the model's inputs are "
             + ", ".join(f"{s.name} {s.dtype}{_format_dims(s.dims)}" for s in specs),
         )
+
+
+def check_inputs_agree(inputs: PathLike, shapes: Mapping[str, Sequence[int]] | None) -> None:
+    """Refuse real inputs whose arrays contradict the shapes a run fixes (``--input-shape``):
+    :class:`~graphfix.options.ConflictingOptionsError`, a usage error on the command line."""
+    if not shapes:
+        return
+    for declared in feed_shapes(inputs):
+        for name, sizes in shapes.items():
+            found = declared.get(name)
+            if found is not None and tuple(found) != tuple(sizes):
+                raise ConflictingOptionsError(
+                    f"--inputs gives {name!r} the shape {list(found)}, and --input-shape fixes "
+                    f"it to {'x'.join(map(str, sizes))}",
+                    hint="drop --input-shape, or give inputs of that shape")
+
+
+def feed_shapes(path: PathLike) -> list[dict[str, tuple[int, ...]]]:
+    """The shape each set of real inputs at ``path`` declares for each array, read from the
+    files' headers (no array data is read)."""
+    path = Path(path)
+    feed_files(path)
+    if path.is_file():
+        try:
+            with zipfile.ZipFile(path) as archive:
+                shapes = {}
+                for info in archive.infolist():
+                    with archive.open(info) as member:
+                        version = np.lib.format.read_magic(member)
+                        reader = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                  else np.lib.format.read_array_header_2_0)
+                        name = info.filename[:-4] if info.filename.endswith(".npy") else (
+                            info.filename)
+                        shapes[name] = tuple(int(d) for d in reader(member)[0])
+                return [shapes]
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as err:
+            raise ValidationInputError(f"{shown(path)}: not a readable .npz file "
+                                       f"({first_line(err, limit=200)})") from None
+    sets = []
+    for folder in _pb_folders(path):
+        shapes = {}
+        for file in _pb_files(folder):
+            tensor = onnx.TensorProto()
+            try:
+                tensor.ParseFromString(file.read_bytes())
+            except Exception:  # noqa: BLE001 - damaged: load_feeds says what is wrong
+                continue
+            shapes[tensor.name or f"#{_pb_index(file)}"] = tuple(int(d) for d in tensor.dims)
+        sets.append(shapes)
+    return sets
 
 
 def _format_dims(dims: Sequence[int | str | None] | None) -> str:

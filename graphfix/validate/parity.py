@@ -487,6 +487,9 @@ def check_parity(
     the inputs (nothing can be proven then); a candidate that fails to load or run fails parity.
     """
     started = time.perf_counter()
+    if reference is not None:  # a path or bytes is a model, as graphfix.load takes it
+        reference = model_io.model_argument(reference, "reference", "check_parity")
+    candidate = model_io.model_argument(candidate, "candidate", "check_parity")
     if reference_run is None:
         if reference is None:
             raise ValueError("check_parity needs a reference model or a reference_run")

@@ -10,7 +10,9 @@ Each case runs graphfix's command line in-process (click's CliRunner, for speed)
 - no file in the watched folders changed, none appeared after a refusal, no temporary file is
   left after a success (only the outputs asked for appear);
 - no temporary folder of this process (``graphfix-<role>-<pid>-*``) is left in the system temp
-  dir;
+  dir, nor any ``graphfix-*`` folder in the test's own TMPDIR (set for every test, outside its
+  folder, holding files and a ``graphfix-results-2024-06`` folder that are not graphfix's: they
+  must come out unchanged);
 - nothing reaches the process's own stderr (file descriptor 2, captured with ``capfd``):
   ONNX Runtime's log lines must not be printed unless ``-vv``;
 - a model graphfix writes loads in ONNX Runtime (CPU), passes
@@ -28,8 +30,12 @@ import dataclasses
 import hashlib
 import os
 import re
+import signal
 import stat
+import subprocess
+import sys
 import tempfile
+import time
 import traceback
 import types
 from collections.abc import Iterable, Sequence
@@ -244,10 +250,17 @@ def ort_session(path: Path) -> Any:
 
 
 def assert_same_function(original: Path, written: Path, seeds: Iterable[int] = (0, 1),
-                         sizes: Iterable[int] = (3,)) -> None:
+                         sizes: Iterable[int] = (3,), *, full_check: bool | None = True) -> None:
     """``written`` loads in ORT, passes the full checker, and computes what ``original``
-    computes on seeded inputs."""
-    onnx.checker.check_model(str(written), full_check=True)
+    computes on seeded inputs. ``full_check=None``: the full checker only when ``original``
+    passes it (onnx's shape inference refuses sparse initializers that ONNX Runtime runs)."""
+    if full_check is None:
+        try:
+            onnx.checker.check_model(str(original), full_check=True)
+            full_check = True
+        except Exception:  # noqa: BLE001 - the checker raises several types
+            full_check = False
+    onnx.checker.check_model(str(written), full_check=full_check)
     # Inputs from the written model's signature: sizes it fixed (--input-shape) are honoured.
     model = onnx.load(str(written), load_external_data=False)
     for size in sizes:
@@ -279,6 +292,8 @@ class Outcome:
     removed: list[str]
     changed: list[str]
     temporaries: list[str]
+    tmp_left: list[str] = dataclasses.field(default_factory=list)  # graphfix-* in TMPDIR
+    tmp_touched: list[str] = dataclasses.field(default_factory=list)  # others' files there
 
     @property
     def error_lines(self) -> list[str]:
@@ -295,16 +310,32 @@ class Outcome:
         args = " ".join(a if len(a) < 80 else a[:40] + "..." + a[-20:] for a in self.args)
         return (f"graphfix {args} -> exit {self.code}\nstdout: {self.stdout[-3000:]}\n"
                 f"stderr: {self.stderr}\nfd: {self.fd_err}\nadded {self.added} removed "
-                f"{self.removed} changed {self.changed} temporaries {self.temporaries}\n"
+                f"{self.removed} changed {self.changed} temporaries {self.temporaries} "
+                f"TMPDIR left {self.tmp_left} touched {self.tmp_touched}\n"
                 f"{self.traceback or ''}")
+
+
+# Files in the test's TMPDIR that are not graphfix's (a user's results folder named like
+# graphfix's temporary folders, a file of another program).
+_OTHERS_IN_TMPDIR = {"graphfix-results-2024-06/summary.txt": b"a user's results",
+                     "graphfix-x-1-y/notes.txt": b"not graphfix's either",
+                     "someone-else.txt": b"another program's file"}
+
+
+def _fill_tmpdir(tmpdir: Path) -> None:
+    for name, data in _OTHERS_IN_TMPDIR.items():
+        (tmpdir / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmpdir / name).write_bytes(data)
 
 
 class Hostile:
     """Runs graphfix's command line in ``folder`` and checks its promises."""
 
-    def __init__(self, folder: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    def __init__(self, folder: Path, capfd: pytest.CaptureFixture[str],
+                 tmpdir: Path | None = None) -> None:
         self.folder = folder
         self.capfd = capfd
+        self.tmpdir = tmpdir
         self.models = MODELS
         self.write = write
         self.set_external = set_external
@@ -327,6 +358,7 @@ class Hostile:
         argv = [str(a) for a in args]
         folders = [self.folder, *watch]
         before, temporaries = snapshot(*folders), own_temporaries()
+        tmp_before = snapshot(self.tmpdir) if self.tmpdir else {}
         self.capfd.readouterr()
         previous = os.getcwd()
         os.chdir(cwd or self.folder)
@@ -345,7 +377,79 @@ class Hostile:
             escaped,
             added=sorted(set(after) - set(before)), removed=sorted(set(before) - set(after)),
             changed=sorted(k for k in set(before) & set(after) if before[k] != after[k]),
-            temporaries=sorted(own_temporaries() - temporaries))
+            temporaries=sorted(own_temporaries() - temporaries),
+            **self._tmpdir_verdict(tmp_before))
+
+    def _tmpdir_verdict(self, before: dict[str, tuple]) -> dict[str, list[str]]:
+        """graphfix folders left in the test's TMPDIR, and others' files there that changed."""
+        if self.tmpdir is None:
+            return {}
+        after = snapshot(self.tmpdir)
+        left = sorted(p for p in set(after) - set(before)
+                      if Path(p).relative_to(self.tmpdir).parts[0].startswith("graphfix-"))
+        # Folders that held graphfix's marker are graphfix's to sweep; the rest must stay.
+        marked = {Path(p).parent for p in before if Path(p).name == ".graphfix-owner"
+                  and Path(p).parent.parent == self.tmpdir}
+        touched = sorted(p for p in before if after.get(p) != before[p] and not any(
+            folder == Path(p) or folder in Path(p).parents for folder in marked))
+        return {"tmp_left": left, "tmp_touched": touched}
+
+    def process(self, *args: str | os.PathLike, cwd: Path | None = None,
+                watch: Sequence[Path] = (), env: dict[str, str] | None = None,
+                stdout: Any = subprocess.PIPE, stderr: Any = subprocess.PIPE,
+                send: tuple[int, Any] | None = None, timeout: float = 120,
+                preexec: Any = None, shell_prefix: str | None = None,
+                read_bytes: int | None = None) -> Outcome:
+        """Run ``python -m graphfix ARGS`` as a real process (in ``cwd``, default the test's
+        folder), with the test's TMPDIR; ``send`` is (signal, when): when is a number of
+        seconds, or a callable given the Popen object that returns once it is time.
+        ``shell_prefix`` runs the command through ``sh -c`` after that text (``ulimit -f 8;``),
+        with stdout and stderr redirections of its own when it says so. ``read_bytes``: read
+        that many bytes of stdout, then close it (a reader that goes away: ``| head -c 1``)."""
+        argv = [str(a) for a in args]
+        folders = [self.folder, *watch]
+        before = snapshot(*folders)
+        tmp_before = snapshot(self.tmpdir) if self.tmpdir else {}
+        environment = dict(os.environ)
+        environment.update(env or {})
+        command: Any = [sys.executable, "-m", "graphfix", *argv]
+        if shell_prefix is not None:
+            import shlex
+
+            command = f"{shell_prefix} {shlex.join(command)}"
+        proc = subprocess.Popen(command, cwd=cwd or self.folder, env=environment,
+                                stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if read_bytes is not None else stdout,
+                                stderr=stderr, preexec_fn=preexec,
+                                shell=shell_prefix is not None)
+        if read_bytes is not None:
+            assert proc.stdout is not None
+            proc.stdout.read(read_bytes)
+            proc.stdout.close()
+            proc.stdout = None
+        if send is not None:
+            signum, when = send
+            if callable(when):
+                when(proc)
+            else:
+                time.sleep(when)
+            if proc.poll() is None:
+                proc.send_signal(signum)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            raise AssertionError(f"graphfix {argv} did not end within {timeout} s: {err!r}")
+        after = snapshot(*folders)
+        text_out = out.decode(errors="replace") if isinstance(out, bytes) else ""
+        text_err = err.decode(errors="replace") if isinstance(err, bytes) else ""
+        return Outcome(
+            argv, proc.returncode, text_out, text_err, "",
+            "Traceback" if "Traceback (most recent call last)" in text_out + text_err else None,
+            added=sorted(set(after) - set(before)), removed=sorted(set(before) - set(after)),
+            changed=sorted(k for k in set(before) & set(after) if before[k] != after[k]),
+            temporaries=[], **self._tmpdir_verdict(tmp_before))
 
     # -------------------------------------------------------------------- verdicts
     def _common(self, outcome: Outcome) -> None:
@@ -355,6 +459,9 @@ class Hostile:
         assert not _ORT_LOG.search(outcome.stdout + outcome.stderr + outcome.fd_err), text
         assert outcome.fd_err.strip() == "", text
         assert outcome.temporaries == [], text
+        assert outcome.tmp_left == [] and outcome.tmp_touched == [], text
+        for line in outcome.error_lines:
+            assert len(line) <= 300, f"an error line of {len(line)} characters\n{text}"
 
     def refused(self, *args: str | os.PathLike, match: str | None = None,
                 cwd: Path | None = None, watch: Sequence[Path] = ()) -> Outcome:
@@ -451,9 +558,15 @@ class Hostile:
 
 
 @pytest.fixture
-def gf(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> Hostile:
-    """The hostile-test helper, working in a fresh ``tmp_path``."""
-    return Hostile(tmp_path, capfd)
+def gf(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+       monkeypatch: pytest.MonkeyPatch) -> Hostile:
+    """The hostile-test helper, working in a fresh ``tmp_path``, with a TMPDIR of its own
+    (beside it) that holds files that are not graphfix's."""
+    tmpdir = tmp_path.parent / f"{tmp_path.name}-tmpdir"
+    tmpdir.mkdir()
+    _fill_tmpdir(tmpdir)
+    monkeypatch.setenv("TMPDIR", str(tmpdir))
+    return Hostile(tmp_path, capfd, tmpdir)
 
 
 @pytest.fixture(scope="session")

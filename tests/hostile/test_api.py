@@ -1,0 +1,159 @@
+"""The Python API with odd arguments: each public function checks its arguments before it does
+anything and raises graphfix's own error naming the argument (or takes it as documented).
+
+Cases: optimize with a dict for parity or bench, a string for passes or skip, a float count, an
+int or a string for a shape, a bool for a count, a string for verify, a non-callable progress, a
+bad pass_options and require_speedup; optimize_file with bytes or an int for a path, an unknown
+keyword; save with a path for a model, an int path, a string for external_data; load of an int,
+None, a list; inspect of an int; check_parity and benchmark with paths (taken, as load takes
+them) and with an int; ParityOptions, BenchOptions and RunOptions with floats, strings and bools
+where counts, numbers and flags go.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import graphfix
+from graphfix.errors import GraphfixError
+from graphfix.options import OptionError
+
+
+@pytest.fixture
+def model(gf):
+    gf.model()
+    return graphfix.load(gf.folder / "m.onnx")
+
+
+def _refused(gf, call, *names: str, kind: type[Exception] = GraphfixError) -> None:
+    before = sorted(p.name for p in gf.folder.iterdir())
+    with pytest.raises(kind) as info:
+        call()
+    message = str(info.value)
+    assert "\n" not in message and len(message) <= 300, message
+    for name in names:
+        assert name in message, message
+    assert sorted(p.name for p in gf.folder.iterdir()) == before
+
+
+OPTIMIZE = {
+    "parity-dict": ({"parity": {"runs": 2}}, "parity"),
+    "bench-dict": ({"bench": {"runs": 2}}, "bench"),
+    "passes-string": ({"passes": "simplify"}, "passes"),
+    "skip-string": ({"skip": "simplify"}, "skip"),
+    "skip-int": ({"skip": 3}, "skip"),
+    "shape-int": ({"input_shapes": {"x": 16}}, "'x'"),
+    "shape-string": ({"input_shapes": {"x": "1x16"}}, "'x'"),
+    "shapes-list": ({"input_shapes": [1, 16]}, "input shapes"),
+    "verify-string": ({"verify": "no"}, "verify"),
+    "progress-int": ({"progress": 3}, "progress"),
+    "pass-options-list": ({"pass_options": ["simplify"]}, "pass_options"),
+    "require-speedup-string": ({"require_speedup": "fast"}, "require_speedup"),
+    "require-speedup-negative": ({"require_speedup": -1.0}, "require_speedup"),
+    "max-growth-string": ({"max_growth": "2"}, "growth"),
+    "keep-reduction-order-string": ({"keep_reduction_order": "yes"}, "keep_reduction_order"),
+    "ort-level-list": ({"ort_level": ["basic"]}, "level"),
+    "nchw-int": ({"inputs_as_nchw": 3}, "inputs_as_nchw"),
+}
+
+
+@pytest.mark.parametrize("case", list(OPTIMIZE))
+def test_optimize_names_the_argument(gf, model, case):
+    kwargs, name = OPTIMIZE[case]
+    _refused(gf, lambda: graphfix.optimize(model, **kwargs), name, kind=OptionError)
+
+
+OPTIONS = {
+    "parity-runs-float": (lambda: graphfix.ParityOptions(runs=2.5), "runs"),
+    "parity-runs-bool": (lambda: graphfix.ParityOptions(runs=True), "runs"),
+    "parity-seed-float": (lambda: graphfix.ParityOptions(seed=1.5), "seed"),
+    "parity-inputs-int": (lambda: graphfix.ParityOptions(inputs=3), "inputs"),
+    "parity-inputs-bytes": (lambda: graphfix.ParityOptions(inputs=b"in.npz"), "inputs"),
+    "parity-tolerance-number": (lambda: graphfix.ParityOptions(tolerances={"y": 1e-3}),
+                                "tolerances"),
+    "parity-tolerance-strings": (lambda: graphfix.ParityOptions(tolerances={"y": ("a", "b")}),
+                                 "tolerances"),
+    "bench-runs-float": (lambda: graphfix.BenchOptions(runs=2.0), "runs"),
+    "bench-threads-string": (lambda: graphfix.BenchOptions(threads="4"), "threads"),
+    "bench-warmup-float": (lambda: graphfix.BenchOptions(warmup=0.5), "warmup"),
+    "bench-offline-string": (lambda: graphfix.BenchOptions(offline="yes"), "offline"),
+    "run-growth-string": (lambda: graphfix.RunOptions(max_growth="2"), "growth"),
+}
+
+
+@pytest.mark.parametrize("case", list(OPTIONS))
+def test_options_name_the_field(gf, case):
+    call, name = OPTIONS[case]
+    _refused(gf, call, name, kind=OptionError)
+
+
+def test_optimize_file_refuses_bytes_paths(gf):
+    gf.model()
+    _refused(gf, lambda: graphfix.optimize_file(b"m.onnx", gf.folder / "out.onnx"), "src")
+    _refused(gf, lambda: graphfix.optimize_file(gf.folder / "m.onnx", b"out.onnx"), "dst")
+
+
+def test_optimize_file_refuses_a_number_for_a_path(gf):
+    gf.model()
+    _refused(gf, lambda: graphfix.optimize_file(gf.folder / "m.onnx", 3), "dst")
+    _refused(gf, lambda: graphfix.optimize_file(gf.folder / "m.onnx", gf.folder / "o.onnx",
+                                                report=3), "report")
+
+
+def test_optimize_file_refuses_an_unknown_keyword(gf):
+    gf.model()
+    _refused(gf, lambda: graphfix.optimize_file(gf.folder / "m.onnx", gf.folder / "o.onnx",
+                                                tolerance=1e-3), "tolerance")
+
+
+def test_optimize_file_refuses_a_string_for_external_data(gf):
+    gf.model()
+    _refused(gf, lambda: graphfix.optimize_file(gf.folder / "m.onnx", gf.folder / "o.onnx",
+                                                external_data="yes"), "external_data")
+
+
+def test_save_names_its_arguments(gf, model):
+    _refused(gf, lambda: graphfix.save(str(gf.folder / "m.onnx"), gf.folder / "o.onnx"), "model")
+    _refused(gf, lambda: graphfix.save(model, 3), "path")
+    _refused(gf, lambda: graphfix.save(model, b"o.onnx"), "path")
+    _refused(gf, lambda: graphfix.save(model, gf.folder / "o.onnx", external_data="no"),
+             "external_data")
+
+
+@pytest.mark.parametrize("source", [3, None, ["m.onnx"], 2.5], ids=["int", "none", "list",
+                                                                     "float"])
+def test_load_and_inspect_refuse_what_is_no_model(gf, source):
+    _refused(gf, lambda: graphfix.load(source), "model")
+    _refused(gf, lambda: graphfix.inspect(source), "model")
+
+
+def test_optimize_refuses_what_is_no_model(gf):
+    _refused(gf, lambda: graphfix.optimize(3), "model", kind=OptionError)
+
+
+def test_check_parity_takes_paths_as_load_does(gf):
+    gf.model()
+    result = graphfix.check_parity(str(gf.folder / "m.onnx"), gf.folder / "m.onnx")
+    assert result.passed
+
+
+def test_check_parity_and_benchmark_refuse_what_is_no_model(gf, model):
+    _refused(gf, lambda: graphfix.check_parity(3, model), "reference")
+    _refused(gf, lambda: graphfix.check_parity(model, 3), "candidate")
+    _refused(gf, lambda: graphfix.benchmark(3), "model")
+    _refused(gf, lambda: graphfix.benchmark(model, baseline=3), "baseline")
+
+
+def test_benchmark_takes_a_path(gf):
+    gf.model()
+    result = graphfix.benchmark(str(gf.folder / "m.onnx"), provider="cpu", warmup=0, runs=2)
+    assert result.to_dict()
+
+
+def test_a_mixed_path_and_bytes_model_pair_works(gf):
+    """A model as bytes and one as a Path: both are models."""
+    gf.model()
+    data = (gf.folder / "m.onnx").read_bytes()
+    assert graphfix.check_parity(data, Path(gf.folder / "m.onnx")).passed
