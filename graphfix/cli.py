@@ -408,9 +408,12 @@ def check(reference: Path, candidate: Path, input_shape: tuple[tuple[str, list[i
 @click.option("--dynamic-block-base", type=click.IntRange(min=1), metavar="N",
               help="ORT's session.dynamic_block_base (CPU): smaller work blocks, steadier "
               "latency on a busy machine (ORT suggests 4).")
+@click.option("--config", "config", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Session settings from a graphfix.tune/1 file (`graphfix tune --out`), "
+                   "for both models.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def bench(model: Path, baseline: Path | None, input_shape: tuple[tuple[str, list[int]], ...],
-          inputs: str | None, as_json: bool, **flags: Any) -> None:
+          inputs: str | None, config: str | None, as_json: bool, **flags: Any) -> None:
     """Measure MODEL's latency under ONNX Runtime's defaults, and its speedup over OTHER.
 
     Rounds of the models alternate after warm-up; the speedup comes with a bootstrap
@@ -429,7 +432,7 @@ def bench(model: Path, baseline: Path | None, input_shape: tuple[tuple[str, list
     result = graphfix.benchmark(
         graphfix.load(model), baseline=graphfix.load(baseline) if baseline else None,
         **options.arguments(), inputs=inputs, input_shapes=dict(input_shape) or None,
-        progress=None if as_json else _progress(True))
+        **_given(config=config), progress=None if as_json else _progress(True))
     click.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else
                format_bench(result.to_dict(), model.name, baseline.name if baseline else None))
 

@@ -353,6 +353,8 @@ def format_bench(bench: dict[str, Any], name: str, other: str | None) -> str:
     lines.append(
         f"provider {bench['provider']} ({', '.join(bench['session_providers'])}), "
         f"{bench['threads']} thread(s), {bench['warmup']} warm-up + {bench['runs']} rounds"
+        + (" (one session alive at a time: threads spin)"
+           if bench.get("method") == "alone" else "")
     )
     if bench.get("speedup") is not None:
         lines.append(

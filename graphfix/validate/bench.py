@@ -17,7 +17,8 @@ Method
    sessions' thread pools in one process, the pool that just finished keeps spinning on the cores
    the other session's call needs, which made per-call times bimodal (median and p90 two to three
    times apart for the same model) in A/A tests; without spinning an identical copy times alike.
-   Both sessions always get the same setting.
+   Both sessions always get the same setting. With spinning on, the sessions are not open
+   together: see 4.
    CUDA: inputs are copied to the device once and outputs pre-allocated there, both bound with
    IO binding, so a timed call holds no host-device copy; the clock is read after
    ``run_with_iobinding`` and a device synchronization. ``cudnn_conv_use_max_workspace`` is on;
@@ -26,10 +27,15 @@ Method
 3. Warm-up: ``warmup`` untimed calls of every session.
 4. Rounds: ``runs`` rounds, each timing one call of every session. The order alternates from
    round to round (A B, B A, ...), so that drift (thermal, other processes, frequency scaling)
-   and any advantage of going first or second fall on both models alike.
+   and any advantage of going first or second fall on both models alike. When idle threads may
+   spin (``allow_spinning``, or a configuration that says so), one session is alive at a time
+   instead (method ``"alone"``): ten rounds, each opening every configuration in turn, warming
+   it up (``warmup // 5`` calls), timing a block of ``runs / 10`` calls and closing it.
+   The rounds and the statistics are :mod:`graphfix.validate.timing`'s and
+   :mod:`graphfix.validate.stats`'s, which ``profile`` and ``tune`` use too.
 5. Per session: median, p90, min and mean of its per-call times.
 6. Speedup = baseline median / candidate median, with a paired percentile bootstrap interval:
-   round indices are resampled with replacement (seeded, 2000 resamples), both medians are
+   round indices (with their blocks, alone) are resampled with replacement (seeded, 2000 resamples), both medians are
    recomputed on the same resampled rounds, and the interval is the 2.5 and 97.5 percentiles of
    their ratio (``confidence`` = 0.95). Resampling rounds rather than each sample on its own keeps
    the pairing that interleaving created: a slow round slows both models and cancels in the
@@ -40,6 +46,10 @@ Method
 7. Verdict from the interval, never from the point estimate alone: ``"faster"`` when its lower
    bound is above 1, ``"slower"`` when its upper bound is below 1, else
    ``"no significant difference"``.
+
+Settings: ``config`` (a ``graphfix.tune/1`` file, :mod:`graphfix.validate.session_config`)
+gives both models the session settings ``graphfix tune`` chose, so that its claim is re-checked
+apart from the search.
 
 Placement: a separate short session per configuration with ORT profiling on reports how many
 nodes (and of which op types) each provider ran, and how many Memcpy nodes ORT inserted; on
@@ -60,7 +70,9 @@ CUDA, compute nodes left on the CPU provider give a warning.
       "offline_speedup": Comparison|null,       # baseline (ORT defaults) vs candidate_offline
       "both_offline_speedup": Comparison|null,  # baseline_offline vs candidate_offline
       "placement": {"candidate"|"baseline"|...: Placement},
-      "warnings": [str]
+      "warnings": [str],
+      "method": "together"|"alone",             # how the sessions were interleaved (step 4)
+      "settings": Settings                      # the sessions' settings (graphfix.tune/1's)
     }
     Stats = {"label": str, "optimization": "all"|"disabled", "median_ms": float,
              "p90_ms": float, "min_ms": float, "mean_ms": float, "runs": int,
@@ -69,6 +81,8 @@ CUDA, compute nodes left on the CPU provider give a warning.
                   "confidence": float, "verdict": str}
     Placement = {"nodes": {provider: int}, "op_types": {provider: {op type: int}},
                  "memcpy_nodes": int, "cpu_fallback": {op type: int}}
+    Settings = graphfix.validate.session_config's "settings" (session options, session
+               configuration entries, provider options, io_binding)
 """
 
 from __future__ import annotations
@@ -76,33 +90,38 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
 
 from graphfix import layout
-from graphfix.doctor import CUDA_FIX, probe_provider
+from graphfix.errors import BenchmarkError
+from graphfix.validate.session_config import SessionConfig, read_config
+from graphfix.validate.stats import (
+    FASTER,
+    NO_DIFFERENCE,
+    SLOWER,
+    Comparison,
+    Stats,
+    bootstrap_speedup,
+    summarize,
+    verdict,
+)
 from graphfix.validate.timing import (
+    Arm,
     Config,
     Placement,
+    Progress,
     Settings,
-    Timer,
     check_cuda_graph,
-    check_feeds,
-    open_session,
+    default_threads,
+    measure,
     parse_profile,
     profile,
+    resolve_provider,
 )
-from graphfix.errors import (
-    BenchmarkError,
-    ProviderUnavailableError,
-    first_line,
-)
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "FASTER",
@@ -124,47 +143,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-FASTER = "faster"
-SLOWER = "slower"
-NO_DIFFERENCE = "no significant difference"
-
-Progress = Callable[[str, int, int], None]
-
-
 
 # --------------------------------------------------------------------------------------------
 # Results
-
-
-@dataclasses.dataclass
-class Stats:
-    """Per-call latency of one session, in milliseconds."""
-
-    label: str
-    optimization: str
-    median_ms: float
-    p90_ms: float
-    min_ms: float
-    mean_ms: float
-    runs: int
-    session_create_ms: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass
-class Comparison:
-    """Speedup of a candidate over a baseline (baseline median / candidate median)."""
-
-    speedup: float
-    ci_low: float
-    ci_high: float
-    confidence: float
-    verdict: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass
@@ -191,6 +172,10 @@ class BenchResult:
     both_offline_comparison: Comparison | None = None
     placement: dict[str, Placement] = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    # "together" (every session open, one call each per round) or "alone" (one session alive
+    # at a time, a block of calls each per round: when threads spin).
+    method: str = "together"
+    settings: Settings | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -240,77 +225,13 @@ class BenchResult:
             ),
             "placement": {label: p.to_dict() for label, p in self.placement.items()},
             "warnings": list(self.warnings),
+            "method": self.method,
+            "settings": self.settings.to_dict() if self.settings is not None else None,
         }
 
 
 # --------------------------------------------------------------------------------------------
 # Statistics
-
-
-def summarize(label: str, optimization: str, times_ms: Sequence[float], create_ms: float) -> Stats:
-    """Median, p90, min and mean of one session's per-call times."""
-    times = np.asarray(times_ms, dtype=np.float64)
-    if times.size == 0:
-        raise BenchmarkError(f"no timed runs for {label}", hint="use runs >= 1")
-    return Stats(
-        label=label,
-        optimization=optimization,
-        median_ms=float(np.median(times)),
-        p90_ms=float(np.percentile(times, 90)),
-        min_ms=float(times.min()),
-        mean_ms=float(times.mean()),
-        runs=int(times.size),
-        session_create_ms=float(create_ms),
-    )
-
-
-def verdict(ci_low: float, ci_high: float) -> str:
-    """"faster" when the whole interval is above 1, "slower" when it is below, else
-    "no significant difference"."""
-    if ci_low > ci_high:
-        raise ValueError(f"interval [{ci_low}, {ci_high}] is reversed")
-    if ci_low > 1.0:
-        return FASTER
-    if ci_high < 1.0:
-        return SLOWER
-    return NO_DIFFERENCE
-
-
-def bootstrap_speedup(
-    baseline_ms: Sequence[float],
-    candidate_ms: Sequence[float],
-    *,
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> Comparison:
-    """Speedup (baseline median / candidate median) and its paired percentile bootstrap interval.
-
-    ``baseline_ms[i]`` and ``candidate_ms[i]`` must come from the same round: rounds, not single
-    samples, are resampled, so what slowed a round for both models cancels in the ratio.
-    """
-    a = np.asarray(baseline_ms, dtype=np.float64)
-    b = np.asarray(candidate_ms, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
-        raise ValueError("baseline and candidate need the same, non-zero number of rounds")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples}")
-    if np.any(a <= 0) or np.any(b <= 0):
-        raise ValueError("times must be positive")
-    point = float(np.median(a) / np.median(b))
-    rng = np.random.default_rng(seed)
-    ratios = np.empty(resamples, dtype=np.float64)
-    chunk = max(1, 2_000_000 // a.size)  # bounds memory for long runs
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        rounds = rng.integers(0, a.size, size=(stop - start, a.size))
-        ratios[start:stop] = np.median(a[rounds], axis=1) / np.median(b[rounds], axis=1)
-    tail = (1.0 - confidence) / 2.0
-    low, high = (float(v) for v in np.quantile(ratios, [tail, 1.0 - tail]))
-    low, high = min(low, point), max(high, point)
-    return Comparison(point, low, high, confidence, verdict(low, high))
 
 
 def require_speedup(result: BenchResult, ratio: float) -> None:
@@ -328,50 +249,6 @@ def require_speedup(result: BenchResult, ratio: float) -> None:
         f"{comparison.confidence:.0%} interval [{comparison.ci_low:.3f}, "
         f"{comparison.ci_high:.3f}] ({comparison.verdict}) on {result.provider}",
         hint="the interval's lower bound must clear the ratio; more runs narrow it",
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Environment
-
-
-def default_threads() -> int:
-    """The physical cores this process may run on (hyper-threads of one core count once)."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return max(1, (os.cpu_count() or 2) // 2)
-    cores: set[tuple[str, str]] = set()
-    for cpu in cpus:
-        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
-        try:
-            with open(f"{topology}/physical_package_id", encoding="ascii") as package, \
-                    open(f"{topology}/core_id", encoding="ascii") as core:
-                cores.add((package.read().strip(), core.read().strip()))
-        except OSError:
-            return max(1, len(cpus))
-    return max(1, len(cores))
-
-
-def resolve_provider(provider: str) -> str:
-    """"cpu" or "cuda": "auto" is cuda when the CUDA provider really loads, else cpu; "cuda"
-    that does not load raises :class:`ProviderUnavailableError` naming what is missing."""
-    if provider not in ("auto", "cpu", "cuda"):
-        raise BenchmarkError(f"unknown provider {provider!r}", hint="use auto, cpu or cuda")
-    if provider == "cpu":
-        return "cpu"
-    status = probe_provider("cuda")
-    if status.loadable:
-        return "cuda"
-    if provider == "auto":
-        logger.info("CUDA provider does not load (%s); benchmarking on the CPU", status.error)
-        return "cpu"
-    missing = ", ".join(status.missing_libraries)
-    missing = f"; missing: {missing}" if missing else ""
-    raise ProviderUnavailableError(
-        f"the CUDA execution provider cannot be loaded: "
-        f"{first_line(RuntimeError(status.error))}{missing}",
-        hint=f"{CUDA_FIX}; `graphfix doctor --provider cuda` shows the details",
     )
 
 
@@ -408,6 +285,7 @@ def benchmark(
     offline: bool = False,
     dynamic_block_base: int | None = None,
     allow_spinning: bool = False,
+    config: SessionConfig | str | os.PathLike[str] | None = None,
     seed: int = 0,
     confidence: float = 0.95,
     resamples: int = 2000,
@@ -421,7 +299,10 @@ def benchmark(
     name (read from ``inputs``, a ``.npz`` or a folder of ``input_N.pb``, the first set, when
     given; made from ``seed`` and ``input_shapes`` otherwise). ``offline`` adds both models
     with ORT's optimizations off. ``allow_spinning`` lets idle ORT threads spin (off by
-    default, see the module docstring). ``progress(label, done, total)`` is called as rounds finish.
+    default, see the module docstring). ``config``: a ``graphfix.tune/1`` configuration (or its
+    file) whose session settings both models get instead (``threads``, ``dynamic_block_base``,
+    ``allow_spinning`` and ``cuda_graph`` are then its to set). ``progress(label, done,
+    total)`` is called as rounds finish.
     """
     if runs < 1 or warmup < 0:
         raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
@@ -432,29 +313,40 @@ def benchmark(
                              f"and {dynamic_block_base}")
     if inputs is not None and feeds is None:
         feeds = _read_feeds(inputs, model)
-    settings = _settings(provider, threads, dynamic_block_base, allow_spinning, cuda_graph)
+    if config is not None:
+        settings = settings_from_config(config, provider=provider, threads=threads,
+                                        dynamic_block_base=dynamic_block_base,
+                                        allow_spinning=allow_spinning, cuda_graph=cuda_graph)
+    else:
+        settings = _settings(provider, threads, dynamic_block_base, allow_spinning, cuda_graph)
     used = settings.provider
     models = {"candidate": model} | ({"baseline": baseline} if baseline is not None else {})
-    if cuda_graph:
+    if settings.cuda_graph:
         check_cuda_graph(models, input_shapes, feeds is not None)
     by_model = _feeds_by_model(model, baseline, feeds, seed, input_shapes)
-    configs = [Config(label, m, "all") for label, m in models.items()]
+    configs = [Config(label, m, settings.optimization) for label, m in models.items()]
     if offline:
         configs += [Config(f"{label}_offline", m, "disabled") for label, m in models.items()]
     placements, outputs, warnings = _placements(configs, settings, by_model)
-    times, created, session_providers = _rounds(
-        configs, settings, by_model, outputs, warmup, runs, progress)
-    stats = {
-        config.label: summarize(config.label, config.optimization, times[config.label],
-                                created[config.label])
-        for config in configs
-    }
+    arms = [Arm(c.label, c, settings, by_model[c.model_label], outputs[c.label])
+            for c in configs]
+    if settings.allow_spinning:
+        # Spinning threads of an idle session take the cores of the timed one: one session
+        # alive at a time, in blocks of calls (about ten rounds).
+        rounds = min(runs, _ALONE_ROUNDS)
+        measured = measure(arms, warmup=max(1, warmup // 5) if warmup else 0, rounds=rounds,
+                           calls=-(-runs // rounds), together=False, progress=progress)
+    else:
+        measured = measure(arms, warmup=warmup, rounds=runs, together=True, progress=progress)
+    stats = {c.label: measured.stats(c.label, c.optimization) for c in configs}
+    times = {c.label: measured.times[c.label] for c in configs}
     speedups = {} if baseline is None else _speedups(times, offline, confidence=confidence,
                                                        resamples=resamples, seed=seed)
     result = BenchResult(
-        provider=used, session_providers=session_providers, threads=settings.threads,
-        warmup=warmup, runs=runs, seed=seed, cuda_graph=cuda_graph,
-        dynamic_block_base=dynamic_block_base, allow_spinning=allow_spinning,
+        provider=used, session_providers=measured.session_providers["candidate"],
+        threads=settings.threads, warmup=warmup, runs=runs, seed=seed,
+        cuda_graph=settings.cuda_graph, dynamic_block_base=settings.dynamic_block_base,
+        allow_spinning=settings.allow_spinning,
         input_shapes={name: [int(d) for d in value.shape]
                       for name, value in by_model["candidate"].items()},
         candidate=stats["candidate"], baseline=stats.get("baseline"),
@@ -464,12 +356,16 @@ def benchmark(
         offline_comparison=speedups.get("offline_comparison"),
         both_offline_comparison=speedups.get("both_offline_comparison"),
         placement=placements, warnings=warnings,
+        method="together" if measured.together else "alone", settings=settings,
     )
     if result.comparison is not None:
         logger.info("speedup %.3fx [%.3f, %.3f] %s on %s (%d rounds)",
                     result.comparison.speedup, result.comparison.ci_low,
                     result.comparison.ci_high, result.comparison.verdict, used, runs)
     return result
+
+
+_ALONE_ROUNDS = 10
 
 
 def _settings(provider: str, threads: int | None, dynamic_block_base: int | None,
@@ -483,13 +379,41 @@ def _settings(provider: str, threads: int | None, dynamic_block_base: int | None
                     cuda_graph)
 
 
+def settings_from_config(
+    config: SessionConfig | str | os.PathLike[str], *, provider: str = "auto",
+    threads: int | None = None, dynamic_block_base: int | None = None,
+    allow_spinning: bool = False, cuda_graph: bool = False,
+) -> Settings:
+    """The session settings of a ``graphfix.tune/1`` configuration, checked against the
+    provider that loads here; options that the configuration sets too are refused rather than
+    silently mixed."""
+    loaded = config if isinstance(config, SessionConfig) else read_config(config)
+    settings = loaded.settings
+    clashes = [name for name, given in (("threads", threads is not None),
+                                        ("dynamic_block_base", dynamic_block_base is not None),
+                                        ("allow_spinning", allow_spinning),
+                                        ("cuda_graph", cuda_graph)) if given]
+    if clashes:
+        raise BenchmarkError(
+            f"{', '.join(clashes)} given with a configuration that sets the session",
+            hint="edit the configuration file, or drop it",
+        )
+    if provider not in ("auto", settings.provider):
+        raise BenchmarkError(
+            f"the configuration is for the {settings.provider} provider, not {provider}",
+            hint=f"use provider {settings.provider!r} (or auto) with this configuration",
+        )
+    resolve_provider(settings.provider)
+    return settings
+
+
 def _read_feeds(inputs: str | os.PathLike[str], model: onnx.ModelProto) -> dict[str, Any]:
     from graphfix.validate.feeds import load_feeds
 
     return load_feeds(inputs, model)[0]
 
 
-def _speedups(times: Mapping[str, list[float]], offline: bool, *, confidence: float,
+def _speedups(times: Mapping[str, list[list[float]]], offline: bool, *, confidence: float,
               resamples: int, seed: int) -> dict[str, Comparison]:
     """The candidate's speedup over the baseline, and with ``offline`` the same with the
     candidate's optimizations off and with both models' off."""
@@ -554,37 +478,3 @@ def _placements(
                 hint="CUDA graphs need the whole model on CUDA; benchmark without cuda_graph",
             )
     return placements, outputs, warnings
-
-
-def _rounds(
-    configs: Sequence[Config], settings: Settings, by_model: Mapping[str, Mapping[str, Any]],
-    outputs: Mapping[str, dict[str, np.ndarray]], warmup: int, runs: int,
-    progress: Progress | None,
-) -> tuple[dict[str, list[float]], dict[str, float], list[str]]:
-    """Interleaved rounds (alternating the order) after warm-up: each model's times, its
-    session's creation time, and the candidate session's providers."""
-    timers: dict[str, Timer] = {}
-    created: dict[str, float] = {}
-    session_providers: list[str] = []
-    for config in configs:
-        session, created[config.label] = open_session(config, settings)
-        if config.label == "candidate":
-            session_providers = list(session.get_providers())
-        feed = check_feeds(config.label, session, by_model[config.model_label])
-        timers[config.label] = Timer(session, feed, settings.provider, outputs[config.label])
-    if settings.provider == "cuda" and "CUDAExecutionProvider" not in session_providers:
-        raise ProviderUnavailableError("the CUDA provider loaded once but not for the benchmark")
-    order = [config.label for config in configs]
-    total = warmup + runs
-    for step in range(warmup):
-        for label in order:
-            timers[label]()
-        if progress is not None:
-            progress("bench", step + 1, total)
-    times: dict[str, list[float]] = {label: [] for label in order}
-    for round_index in range(runs):
-        for label in order if round_index % 2 == 0 else reversed(order):
-            times[label].append(timers[label]())
-        if progress is not None:
-            progress("bench", warmup + round_index + 1, total)
-    return times, created, session_providers
