@@ -36,6 +36,7 @@ from graphfix.options import BenchOptions, ParityOptions, RunOptions
 from graphfix.pipeline import DEFAULT_PASSES, OptimizeResult, optimize, optimize_file
 from graphfix.validate.bench import benchmark
 from graphfix.validate.parity import check_parity
+from graphfix.validate.profile import profile
 
 __all__ = [
     "__version__",
@@ -53,4 +54,5 @@ __all__ = [
     "optimize_file",
     "check_parity",
     "benchmark",
+    "profile",
 ]

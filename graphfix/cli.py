@@ -28,6 +28,7 @@ from graphfix.report import (
     format_doctor,
     format_inspection,
     format_parity,
+    format_profile,
     format_summary,
 )
 
@@ -192,6 +193,21 @@ def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
         last[0] = text
 
     return show
+
+
+def _by_step(show: Callable[[str, int, int], None] | None
+             ) -> Callable[[str, int, int], None] | None:
+    """Progress for long measurements: each update on a terminal, else one line per step."""
+    if show is None or sys.stderr.isatty():
+        return show
+    last: list[str] = [""]
+
+    def step(name: str, done: int, total: int) -> None:
+        if name != last[0] or done >= total:
+            show(name, 0 if name != last[0] else done, total)
+        last[0] = name
+
+    return step
 
 
 def _verbosity(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -435,6 +451,59 @@ def bench(model: Path, baseline: Path | None, input_shape: tuple[tuple[str, list
         **_given(config=config), progress=None if as_json else _progress(True))
     click.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json else
                format_bench(result.to_dict(), model.name, baseline.name if baseline else None))
+
+
+@cli.command()
+@click.argument("model", type=_MODEL_PATH)
+@click.option("--vs", "other", type=_MODEL_PATH, metavar="OTHER",
+              help="Profile OTHER beside MODEL: op types matched, where the time moved.")
+@click.option("--provider", type=click.Choice(["auto", "cpu", "cuda"]),
+              help="auto (default): CUDA when it really loads, else CPU.")
+@click.option("--threads", type=click.IntRange(min=1),
+              help="Intra-op threads (default: physical cores).")
+@click.option("--warmup", type=click.IntRange(min=0), help="Warm-up calls (default 10).")
+@click.option("--runs", type=click.IntRange(min=1), help="Timed calls (default 50).")
+@_shape_option
+@click.option("--inputs", type=click.Path(exists=True), metavar="PATH",
+              help="Real inputs (.npz or a folder of input_N.pb); the first set is used.")
+@click.option("--dynamic-block-base", type=click.IntRange(min=1), metavar="N",
+              help="ORT's session.dynamic_block_base (CPU).")
+@click.option("--config", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Session settings from a graphfix.tune/1 file (`graphfix tune --out`).")
+@click.option("--no-try", is_flag=True,
+              help="Do not measure what each fix buys (findings only).")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Op types and nodes shown in the terminal.")
+@click.option("--trace", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write ORT's trace (opens in Perfetto or chrome://tracing).")
+@click.option("--html", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write one self-contained page: op-type chart, sortable node table.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def profile(model: Path, other: Path | None, input_shape: tuple[tuple[str, list[int]], ...],
+            no_try: bool, top: int, as_json: bool, **flags: Any) -> None:
+    """Show where MODEL's time goes, what to change, and what each change buys here.
+
+    Runs ONNX Runtime's profiler over the same interleaved rounds as `bench` (a session with
+    the profiler and one without, so its overhead is known), accounts the time per node and
+    per op type, and ranks findings (initializers listed as inputs, NHWC transposes, CPU
+    fallback and copies, float64, float32 islands in a float16 model, batch 1, latency tail,
+    threads, optimization level, missing provider libraries), each with its evidence and fix.
+    Fixes that are a graphfix pass, a session setting or a batch size are measured: one
+    session alive at a time, alternating blocks, with a bootstrap interval.
+
+    \b
+    Examples:
+      graphfix profile model.onnx
+      graphfix profile model.opt.onnx --vs model.onnx --html profile.html
+      graphfix profile bert.onnx --input-shape input_ids:1x128 --trace trace.json --json
+    """
+    _configure_logging(0, False)
+    result = graphfix.profile(
+        model, vs=other, **_given(**flags), try_fixes=not no_try,
+        input_shapes=dict(input_shape) or None,
+        progress=None if as_json else _by_step(_progress(True)))
+    click.echo(json.dumps(result.to_dict(), indent=2, default=str) if as_json
+               else format_profile(result.to_dict(), top=top))
 
 
 @cli.command()

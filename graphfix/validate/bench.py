@@ -98,6 +98,7 @@ import onnx
 
 from graphfix import layout
 from graphfix.errors import BenchmarkError
+from graphfix.validate.feeds import load_feeds, make_feeds
 from graphfix.validate.session_config import SessionConfig, read_config
 from graphfix.validate.stats import (
     FASTER,
@@ -117,7 +118,7 @@ from graphfix.validate.timing import (
     Settings,
     check_cuda_graph,
     default_threads,
-    measure,
+    measure_runs,
     parse_profile,
     profile,
     resolve_provider,
@@ -139,6 +140,10 @@ __all__ = [
     "resolve_provider",
     "default_threads",
     "parse_profile",
+    "session_settings",
+    "settings_from_config",
+    "feeds_by_model",
+    "read_feeds",
 ]
 
 logger = logging.getLogger(__name__)
@@ -261,8 +266,6 @@ def _make_feeds(
 ) -> dict[str, np.ndarray]:
     """One set of generated inputs (see :mod:`graphfix.validate.feeds`): dynamic dimensions at
     their first size unless ``input_shapes`` fixes them."""
-    from graphfix.validate.feeds import make_feeds
-
     return make_feeds(model, seed=seed, runs=1, input_shapes=input_shapes)[0]
 
 
@@ -312,32 +315,23 @@ def benchmark(
         raise BenchmarkError(f"threads and dynamic_block_base must be >= 1, got {threads} "
                              f"and {dynamic_block_base}")
     if inputs is not None and feeds is None:
-        feeds = _read_feeds(inputs, model)
-    if config is not None:
-        settings = settings_from_config(config, provider=provider, threads=threads,
-                                        dynamic_block_base=dynamic_block_base,
-                                        allow_spinning=allow_spinning, cuda_graph=cuda_graph)
-    else:
-        settings = _settings(provider, threads, dynamic_block_base, allow_spinning, cuda_graph)
+        feeds = read_feeds(inputs, model)
+    settings = session_settings(provider=provider, threads=threads,
+                                dynamic_block_base=dynamic_block_base,
+                                allow_spinning=allow_spinning, cuda_graph=cuda_graph,
+                                config=config)
     used = settings.provider
     models = {"candidate": model} | ({"baseline": baseline} if baseline is not None else {})
     if settings.cuda_graph:
         check_cuda_graph(models, input_shapes, feeds is not None)
-    by_model = _feeds_by_model(model, baseline, feeds, seed, input_shapes)
+    by_model = feeds_by_model(model, baseline, feeds, seed, input_shapes)
     configs = [Config(label, m, settings.optimization) for label, m in models.items()]
     if offline:
         configs += [Config(f"{label}_offline", m, "disabled") for label, m in models.items()]
     placements, outputs, warnings = _placements(configs, settings, by_model)
     arms = [Arm(c.label, c, settings, by_model[c.model_label], outputs[c.label])
             for c in configs]
-    if settings.allow_spinning:
-        # Spinning threads of an idle session take the cores of the timed one: one session
-        # alive at a time, in blocks of calls (about ten rounds).
-        rounds = min(runs, _ALONE_ROUNDS)
-        measured = measure(arms, warmup=max(1, warmup // 5) if warmup else 0, rounds=rounds,
-                           calls=-(-runs // rounds), together=False, progress=progress)
-    else:
-        measured = measure(arms, warmup=warmup, rounds=runs, together=True, progress=progress)
+    measured = measure_runs(arms, warmup=warmup, runs=runs, progress=progress)
     stats = {c.label: measured.stats(c.label, c.optimization) for c in configs}
     times = {c.label: measured.times[c.label] for c in configs}
     speedups = {} if baseline is None else _speedups(times, offline, confidence=confidence,
@@ -365,11 +359,18 @@ def benchmark(
     return result
 
 
-_ALONE_ROUNDS = 10
-
-
-def _settings(provider: str, threads: int | None, dynamic_block_base: int | None,
-              allow_spinning: bool, cuda_graph: bool) -> Settings:
+def session_settings(
+    *, provider: str = "auto", threads: int | None = None,
+    dynamic_block_base: int | None = None, allow_spinning: bool = False,
+    cuda_graph: bool = False, config: SessionConfig | str | os.PathLike[str] | None = None,
+) -> Settings:
+    """The settings of a benchmark's sessions (``profile`` makes its sessions the same way):
+    the configuration's when one is given, else these options on top of graphfix's timing
+    defaults (the physical cores, sequential, idle threads not spinning)."""
+    if config is not None:
+        return settings_from_config(config, provider=provider, threads=threads,
+                                    dynamic_block_base=dynamic_block_base,
+                                    allow_spinning=allow_spinning, cuda_graph=cuda_graph)
     used = resolve_provider(provider)
     if cuda_graph and used != "cuda":
         raise BenchmarkError(
@@ -407,9 +408,8 @@ def settings_from_config(
     return settings
 
 
-def _read_feeds(inputs: str | os.PathLike[str], model: onnx.ModelProto) -> dict[str, Any]:
-    from graphfix.validate.feeds import load_feeds
-
+def read_feeds(inputs: str | os.PathLike[str], model: onnx.ModelProto) -> dict[str, Any]:
+    """The first set of inputs in ``inputs`` (a ``.npz`` or a folder of ``input_N.pb``)."""
     return load_feeds(inputs, model)[0]
 
 
@@ -426,7 +426,7 @@ def _speedups(times: Mapping[str, list[list[float]]], offline: bool, *, confiden
             for key, (slow, fast) in pairs.items()}
 
 
-def _feeds_by_model(
+def feeds_by_model(
     model: onnx.ModelProto, baseline: onnx.ModelProto | None,
     feeds: Mapping[str, np.ndarray] | None, seed: int,
     input_shapes: Mapping[str, Sequence[int]] | None,

@@ -25,6 +25,7 @@ __all__ = [
     "STATISTICS",
     "Stats",
     "Comparison",
+    "Speedup",
     "summarize",
     "verdict",
     "bootstrap_speedup",
@@ -67,6 +68,29 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class Speedup(Comparison):
+    """What a change bought: a :class:`Comparison` of ``statistic`` ("median", "p90", "p99",
+    or "throughput": per-sample time at another batch size), with both sides' figures in ms
+    (per sample for throughput)."""
+
+    statistic: str
+    baseline_ms: float
+    candidate_ms: float
+
+    @classmethod
+    def of(cls, comparison: Comparison, statistic: str, baseline_ms: float,
+           candidate_ms: float) -> Speedup:
+        return cls(**dataclasses.asdict(comparison), statistic=statistic,
+                   baseline_ms=baseline_ms, candidate_ms=candidate_ms)
+
+    def describe(self) -> str:
+        """``1.41x [1.38, 1.44] faster`` (with what was compared when it is not the median)."""
+        what = "" if self.statistic == "median" else f" ({self.statistic})"
+        return (f"{self.speedup:.2f}x [{self.ci_low:.2f}, {self.ci_high:.2f}]{what}: "
+                f"{self.verdict}")
 
 
 def summarize(label: str, optimization: str, times_ms: Sequence[float], create_ms: float) -> Stats:

@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     import onnxruntime
 
 __all__ = ["Placement", "Config", "Settings", "Arm", "Measurement", "EXECUTION_MODES",
-           "OPTIMIZATION_LEVELS", "open_session", "profile", "parse_profile", "Timer", "measure",
+           "OPTIMIZATION_LEVELS", "ALONE_ROUNDS", "open_session", "profile", "parse_profile",
+           "Timer", "measure", "measure_runs",
            "check_cuda_graph", "check_feeds", "graph_inputs", "default_threads",
            "resolve_provider", "Progress"]
 
@@ -481,6 +482,25 @@ def measure(
     else:
         _measure_alone(arms, result, warmup, rounds, calls, progress, step)
     return result
+
+
+ALONE_ROUNDS = 10
+
+
+def measure_runs(
+    arms: Sequence[Arm], *, warmup: int, runs: int, progress: Progress | None = None,
+    step: str = "bench",
+) -> Measurement:
+    """``runs`` timed calls of each arm, the way ``bench`` takes them: every session open
+    together, ``warmup`` calls then ``runs`` rounds of one call, when no arm lets its threads
+    spin; else one session alive at a time, in :data:`ALONE_ROUNDS` rounds of ``runs /
+    ALONE_ROUNDS`` calls, each opening warmed up by ``warmup // 5`` calls."""
+    if any(arm.settings.allow_spinning for arm in arms):
+        rounds = min(runs, ALONE_ROUNDS)
+        return measure(arms, warmup=max(1, warmup // 5) if warmup else 0, rounds=rounds,
+                       calls=-(-runs // rounds), together=False, progress=progress, step=step)
+    return measure(arms, warmup=warmup, rounds=runs, together=True, progress=progress,
+                   step=step)
 
 
 def _open(arm: Arm, result: Measurement) -> Timer:
