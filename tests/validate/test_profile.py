@@ -7,6 +7,10 @@ from __future__ import annotations
 import dataclasses
 import html.parser
 import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -33,6 +37,7 @@ from models.nhwc import mobilenetv2_nhwc
 from models.transformer import transformer_encoder
 
 TINY = {"provider": "cpu", "runs": 6, "warmup": 1, "threads": 1}
+ROOT = Path(__file__).resolve().parents[2]
 
 CUDA_LOADS = probe_provider("cuda").loadable
 needs_cuda = pytest.mark.skipif(
@@ -392,3 +397,17 @@ def test_cuda_fallback_and_memcpy_are_found() -> None:
     found = next(f for f in result.findings if f.kind == "cpu-fallback")
     assert found.evidence["cpu_op_types"].get("Unique") == 1
     assert found.evidence["memcpy_nodes"] >= 1 and found.evidence["memcpy_bytes"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("chromium") is None,
+                    reason="no chromium here (Debian: apt-get install chromium)")
+def test_the_page_sorts_and_draws_in_a_headless_browser(tmp_path) -> None:
+    original = _small_mobilenet(dynamic_batch=False)
+    page = tmp_path / "page.html"
+    profile(_mlp(), vs=_mlp(batch=4), try_fixes=False, html=page, **TINY)
+    profile(original, try_fixes=False, html=tmp_path / "one.html", **TINY)
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "check_profile_page.py"),
+                           str(page), str(tmp_path / "one.html")],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -37,8 +37,8 @@ __all__ = ["Trial", "Finding", "Environment", "Observed", "KINDS", "find", "rank
 MIN_SHARE = 0.01            # a dtype's compute share worth a finding (float64, float32 islands)
 ISLAND_SHARE = 0.05         # float32 compute in a float16 model
 TAIL_RATIO = 1.5            # p99 / median
-TAIL_RUNS = 20              # timed calls needed before a p99 says anything
-TRIAL_BATCH = 8             # the batch a dynamic-batch model is tried at
+TAIL_RUNS = 50              # timed calls needed before a p99 says anything
+TRIAL_BATCH = 4             # the batch a dynamic-batch model is tried at
 
 LAYOUT_PERMS = frozenset({(0, 2, 3, 1), (0, 3, 1, 2), (0, 2, 1), (0, 2, 3, 4, 1),
                           (0, 4, 1, 2, 3)})

@@ -30,8 +30,9 @@ tr:nth-child(even){background:#f7f7f7}.finding{margin:8px 0;padding:8px;border-l
 """
 
 _SCRIPT = """
-document.querySelectorAll('table.sortable th').forEach(function (th, column) {
+document.querySelectorAll('table.sortable th').forEach(function (th) {
   th.addEventListener('click', function () {
+    var column = th.cellIndex;
     var body = th.closest('table').tBodies[0];
     var rows = Array.prototype.slice.call(body.rows);
     var descending = th.dataset.order !== 'desc';
