@@ -37,6 +37,7 @@ from graphfix.pipeline import DEFAULT_PASSES, OptimizeResult, optimize, optimize
 from graphfix.validate.bench import benchmark
 from graphfix.validate.parity import check_parity
 from graphfix.validate.profile import profile
+from graphfix.validate.tune import tune
 
 __all__ = [
     "__version__",
@@ -55,4 +56,5 @@ __all__ = [
     "check_parity",
     "benchmark",
     "profile",
+    "tune",
 ]

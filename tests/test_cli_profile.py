@@ -73,3 +73,30 @@ def test_bench_config_applies_the_settings(tmp_path) -> None:
     assert data["dynamic_block_base"] == 4 and data["threads"] == 1
     clash = invoke("bench", SAMPLE_PATH, "--config", path, "--threads", "2", "--runs", "2")
     assert clash.exit_code == 1 and "configuration" in clash.output
+
+
+def test_tune_prints_the_table_writes_the_config_and_bench_rechecks_it(tmp_path) -> None:
+    out = tmp_path / "tuned.json"
+    result = invoke("tune", SAMPLE_PATH, "--provider", "cpu", "--budget", "3",
+                    "--knob", "intra_op_threads=1", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "A/A (the default against itself)" in result.output
+    assert "winner:" in result.output and "import onnxruntime as ort" in result.output
+    assert json.loads(out.read_text())["schema"] == "graphfix.tune/1"
+    recheck = invoke("bench", SAMPLE_PATH, "--config", out, "--vs-config", "ort-defaults",
+                     "--runs", "3", "--warmup", "1", "--json")
+    assert recheck.exit_code == 0, recheck.output
+    data = json.loads(recheck.output)
+    assert data["baseline_settings"]["session_options"]["intra_op_num_threads"] == 0
+
+
+def test_tune_json_and_usage_errors(tmp_path) -> None:
+    result = invoke("tune", SAMPLE_PATH, "--provider", "cpu", "--budget", "2",
+                    "--knob", "allow_spinning=false", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["schema"] == "graphfix.tune-result/1"
+    assert invoke("tune", SAMPLE_PATH, "--knob", "warp=1").exit_code == 2
+    assert invoke("tune", SAMPLE_PATH, "--knob", "intra_op_threads=two").exit_code == 2
+    assert invoke("tune", SAMPLE_PATH, "--knob", "threads").exit_code == 2
+    refused = invoke("tune", SAMPLE_PATH, "--provider", "cpu", "--knob", "use_tf32=0")
+    assert refused.exit_code == 1 and "cuda" in refused.output

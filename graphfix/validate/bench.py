@@ -72,7 +72,8 @@ CUDA, compute nodes left on the CPU provider give a warning.
       "placement": {"candidate"|"baseline"|...: Placement},
       "warnings": [str],
       "method": "together"|"alone",             # how the sessions were interleaved (step 4)
-      "settings": Settings                      # the sessions' settings (graphfix.tune/1's)
+      "settings": Settings,                     # the sessions' settings (graphfix.tune/1's)
+      "baseline_settings": Settings|null        # the baseline's, when a baseline ran
     }
     Stats = {"label": str, "optimization": "all"|"disabled", "median_ms": float,
              "p90_ms": float, "min_ms": float, "mean_ms": float, "runs": int,
@@ -181,6 +182,7 @@ class BenchResult:
     # at a time, a block of calls each per round: when threads spin).
     method: str = "together"
     settings: Settings | None = None
+    baseline_settings: Settings | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -232,6 +234,8 @@ class BenchResult:
             "warnings": list(self.warnings),
             "method": self.method,
             "settings": self.settings.to_dict() if self.settings is not None else None,
+            "baseline_settings": (self.baseline_settings.to_dict()
+                                  if self.baseline_settings is not None else None),
         }
 
 
@@ -289,6 +293,7 @@ def benchmark(
     dynamic_block_base: int | None = None,
     allow_spinning: bool = False,
     config: SessionConfig | str | os.PathLike[str] | None = None,
+    baseline_config: SessionConfig | str | os.PathLike[str] | None = None,
     seed: int = 0,
     confidence: float = 0.95,
     resamples: int = 2000,
@@ -304,8 +309,11 @@ def benchmark(
     with ORT's optimizations off. ``allow_spinning`` lets idle ORT threads spin (off by
     default, see the module docstring). ``config``: a ``graphfix.tune/1`` configuration (or its
     file) whose session settings both models get instead (``threads``, ``dynamic_block_base``,
-    ``allow_spinning`` and ``cuda_graph`` are then its to set). ``progress(label, done,
-    total)`` is called as rounds finish.
+    ``allow_spinning`` and ``cuda_graph`` are then its to set). ``baseline_config``: other
+    settings for the baseline (a configuration, or ``"ort-defaults"``: ONNX Runtime's default
+    session, called without IO binding); without a ``baseline`` model the baseline is ``model``
+    itself, so ``config=tuned, baseline_config="ort-defaults"`` re-checks what ``tune``
+    claimed. ``progress(label, done, total)`` is called as rounds finish.
     """
     if runs < 1 or warmup < 0:
         raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
@@ -321,15 +329,21 @@ def benchmark(
                                 allow_spinning=allow_spinning, cuda_graph=cuda_graph,
                                 config=config)
     used = settings.provider
+    other = settings
+    if baseline_config is not None:
+        other = (Settings.ort_defaults(used) if baseline_config == "ort-defaults" else
+                 settings_from_config(baseline_config, provider=used))
+        baseline = model if baseline is None else baseline
     models = {"candidate": model} | ({"baseline": baseline} if baseline is not None else {})
-    if settings.cuda_graph:
+    by_label = {"candidate": settings, "baseline": other}
+    if settings.cuda_graph or other.cuda_graph:
         check_cuda_graph(models, input_shapes, feeds is not None)
     by_model = feeds_by_model(model, baseline, feeds, seed, input_shapes)
-    configs = [Config(label, m, settings.optimization) for label, m in models.items()]
+    configs = [Config(label, m, by_label[label].optimization) for label, m in models.items()]
     if offline:
         configs += [Config(f"{label}_offline", m, "disabled") for label, m in models.items()]
-    placements, outputs, warnings = _placements(configs, settings, by_model)
-    arms = [Arm(c.label, c, settings, by_model[c.model_label], outputs[c.label])
+    placements, outputs, warnings = _placements(configs, by_label, by_model)
+    arms = [Arm(c.label, c, by_label[c.model_label], by_model[c.model_label], outputs[c.label])
             for c in configs]
     measured = measure_runs(arms, warmup=warmup, runs=runs, progress=progress)
     stats = {c.label: measured.stats(c.label, c.optimization) for c in configs}
@@ -351,6 +365,7 @@ def benchmark(
         both_offline_comparison=speedups.get("both_offline_comparison"),
         placement=placements, warnings=warnings,
         method="together" if measured.together else "alone", settings=settings,
+        baseline_settings=other if baseline is not None else None,
     )
     if result.comparison is not None:
         logger.info("speedup %.3fx [%.3f, %.3f] %s on %s (%d rounds)",
@@ -448,7 +463,8 @@ def feeds_by_model(
 
 
 def _placements(
-    configs: Sequence[Config], settings: Settings, by_model: Mapping[str, Mapping[str, Any]]
+    configs: Sequence[Config], by_label: Mapping[str, Settings],
+    by_model: Mapping[str, Mapping[str, Any]],
 ) -> tuple[dict[str, Placement], dict[str, dict[str, np.ndarray]], list[str]]:
     """Where each model's nodes run (ORT's profile), the outputs of that run, and a warning per
     model whose compute nodes fell back to the CPU provider."""
@@ -457,7 +473,7 @@ def _placements(
     outputs: dict[str, dict[str, np.ndarray]] = {}
     for config in configs:
         placements[config.label], outputs[config.label] = profile(
-            config, settings, by_model[config.model_label])
+            config, by_label[config.model_label], by_model[config.model_label])
         fallback = placements[config.label].cpu_fallback
         if fallback:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(fallback.items()))
@@ -465,7 +481,7 @@ def _placements(
                 f"{config.label}: {sum(fallback.values())} compute node(s) fell back to the CPU "
                 f"provider ({ops}); Memcpy nodes: {placements[config.label].memcpy_nodes}"
             )
-    if settings.cuda_graph:
+    if any(settings.cuda_graph for settings in by_label.values()):
         off_cuda = {
             label: {p: n for p, n in placement.nodes.items() if p != "CUDAExecutionProvider"}
             for label, placement in placements.items()

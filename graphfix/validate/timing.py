@@ -53,7 +53,7 @@ __all__ = ["Placement", "Config", "Settings", "Arm", "Measurement", "EXECUTION_M
            "OPTIMIZATION_LEVELS", "ALONE_ROUNDS", "open_session", "profile", "parse_profile",
            "Timer", "measure", "measure_runs",
            "check_cuda_graph", "check_feeds", "graph_inputs", "default_threads",
-           "resolve_provider", "Progress"]
+           "resolve_provider", "ort_version", "Progress"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,11 @@ def _ort() -> Any:
     import onnxruntime
 
     return onnxruntime
+
+
+def ort_version() -> str:
+    """The installed ONNX Runtime's version."""
+    return str(_ort().__version__)
 
 
 @dataclasses.dataclass
@@ -162,9 +167,10 @@ class Settings:
 
     @classmethod
     def ort_defaults(cls, provider: str) -> Settings:
-        """What ``onnxruntime.InferenceSession(model)`` gets when nothing is set."""
+        """What ``onnxruntime.InferenceSession(model)`` gets when nothing is set, called with
+        ``session.run`` (no IO binding)."""
         return cls(provider, threads=0, dynamic_block_base=None, allow_spinning=True,
-                   cuda_graph=False, inter_op_threads=0)
+                   cuda_graph=False, inter_op_threads=0, io_binding=False)
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
