@@ -38,6 +38,10 @@ Method
    when none does, the default is kept, and the result says so. ``memory`` picks the candidate
    with the smallest peak memory (at least 5% under the default's) whose median is not
    significantly slower.
+6. Confirmation. Picking the best of many intervals flatters the pick (the winner's curse), so
+   the winner, the default and the A/A copy get ten fresh rounds (whatever the budget), and the
+   decision of step 5 is taken again on those rounds alone: a winner that does not hold there
+   is not recommended. The reported speedup is the confirmation's.
 
 ``TuneResult.to_dict()`` (schema ``graphfix.tune-result/1``)::
 
@@ -440,9 +444,11 @@ class TuneResult:
 
 
 def _compare(default: Candidate, candidate: Candidate, statistic: str, *, confidence: float,
-             resamples: int, seed: int) -> Comparison | None:
-    """The candidate against the default over the rounds both ran (per sample)."""
-    shared = sorted(set(default.times) & set(candidate.times))
+             resamples: int, seed: int, rung: int | None = None) -> Comparison | None:
+    """The candidate against the default over the rounds both ran (per sample); only those of
+    ``rung`` when it is given."""
+    shared = sorted(key for key in set(default.times) & set(candidate.times)
+                    if rung is None or key[0] == rung)
     if not shared:
         return None
     a = np.asarray([default.times[key] for key in shared]) / default.batch
@@ -606,6 +612,9 @@ def tune(
                          min(FINAL_ROUNDS, affordable))
     aa = compare(copy)
     winner, reason = choose(default, aa, candidates[2:], objective)
+    if winner is not default:
+        winner, reason, aa = _confirm(winner, default, copy, run_rung, rung, objective,
+                                      statistic, confidence, resamples, seed)
     if time.perf_counter() - started > 1.2 * budget:
         warnings.append(f"the search took {time.perf_counter() - started:.0f} s for a budget of "
                         f"{budget:g} s (every candidate's first rung always runs)")
@@ -626,6 +635,27 @@ def tune(
         config.write(out)
     logger.info("tune: %s (%s)", winner.name, reason)
     return result
+
+
+def _confirm(winner: Candidate, default: Candidate, copy: Candidate,
+             run_rung: Callable[[list[Candidate], int], float], rung: int, objective: str,
+             statistic: str, confidence: float, resamples: int, seed: int
+             ) -> tuple[Candidate, str, Comparison | None]:
+    """Fresh rounds of the winner, the default and the A/A copy: the search picked the best of
+    many intervals, which flatters it (the winner's curse); the claim stands only when these
+    rounds alone support it too. Returns the decision and the A/A comparison it rests on."""
+    run_rung([default, copy, winner], FINAL_ROUNDS)
+    fresh = lambda c: _compare(default, c, statistic, confidence=confidence,  # noqa: E731
+                               resamples=resamples, seed=seed, rung=rung)
+    aa, confirmed = fresh(copy), fresh(winner)
+    winner.speedup = confirmed
+    found, reason = choose(default, aa, [winner], objective)
+    if found is winner:
+        return winner, reason + f" (confirmed on {FINAL_ROUNDS} fresh rounds)", aa
+    shown = (f"{confirmed.speedup:.3f}x [{confirmed.ci_low:.3f}, {confirmed.ci_high:.3f}]"
+             if confirmed else "not measured")
+    return default, (f"{winner.name} led the search but did not hold on {FINAL_ROUNDS} fresh "
+                     f"rounds ({shown}: {reason}); the default is kept"), aa
 
 
 def _block_size(model: onnx.ModelProto, default: Candidate, feeds: Mapping[str, np.ndarray]

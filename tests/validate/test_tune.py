@@ -191,6 +191,7 @@ def test_throughput_tries_batch_sizes_per_sample(tmp_path) -> None:
     batched = next(c for c in result.candidates if c.name == "batch_size=16")
     assert batched.batch == 16 and batched.speedup is not None
     assert result.winner is batched  # sixteen samples per call: far less per sample
+    assert "confirmed on 10 fresh rounds" in result.reason
     assert read_config(out).batch_size == 16
 
 

@@ -24,8 +24,9 @@ Method
 4. Findings (:mod:`.findings`): one table of kinds, each firing only on this run's numbers.
 5. Fixes tried (unless ``try_fixes=False``): each finding whose fix is a graphfix pass, a session
    setting or a batch size gets a configuration of its own; the model as profiled and every fix
-   then run in interleaved rounds, with a paired bootstrap interval of each fix's speedup (per
-   sample for a batch size, the p99 for tail latency). As in ``bench``
+   then run in interleaved rounds (``runs`` of them, or as many as 10 s of calls allow, at
+   least 10), with a paired bootstrap interval of each fix's speedup (per sample for a batch
+   size, the p99 for tail latency). As in ``bench``
    (:func:`graphfix.validate.timing.measure_runs`): idle threads of the sessions do not spin,
    so they may be open together (an A/A test of this method: ``tools/aa_test.py``); when a
    configuration lets threads spin, an idle session's spinning pool would take the timed
@@ -113,6 +114,8 @@ __all__ = ["SCHEMA", "ProfileResult", "ModelProfile", "Accounting", "Finding", "
 logger = logging.getLogger(__name__)
 
 SCHEMA = "graphfix.profile/1"
+TRY_SECONDS = 10.0   # timed calls the fix trials may take, when that is fewer than ``runs``
+TRY_MIN_ROUNDS = 10
 
 
 @dataclasses.dataclass
@@ -260,7 +263,8 @@ def profile(
     warnings: list[str] = []
     if try_fixes:
         _try(found["model"], main, by_model["candidate"], settings, warmup, runs,
-             confidence, resamples, seed, warnings, progress)
+             profiles["model"].stats.median_ms, confidence, resamples, seed, warnings,
+             progress)
     comparison = None
     if other is not None:
         comparison = bootstrap_speedup(measured.times["other"], measured.times["model"],
@@ -311,11 +315,12 @@ class _Candidate:
 
 
 def _try(findings: list[Finding], model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
-         settings: Settings, warmup: int, runs: int, confidence: float,
+         settings: Settings, warmup: int, runs: int, latency_ms: float, confidence: float,
          resamples: int, seed: int, warnings: list[str], progress: Progress | None) -> None:
-    """Measure each finding's trial against the model as profiled, in the same rounds as the
-    profile (:func:`graphfix.validate.timing.measure_runs`); each finding's ``measured`` (or
-    ``note``) is set."""
+    """Measure each finding's trial against the model as profiled, in rounds taken as the
+    profile's are (:func:`graphfix.validate.timing.measure_runs`): ``runs`` of them, or as many
+    as :data:`TRY_SECONDS` of timed calls allow, at least :data:`TRY_MIN_ROUNDS`; each
+    finding's ``measured`` (or ``note``) is set."""
     candidates = []
     for index, found in enumerate(findings):
         if found.trial is None:
@@ -334,8 +339,11 @@ def _try(findings: list[Finding], model: onnx.ModelProto, feeds: Mapping[str, np
         return
     base = Arm("as profiled", Config("as profiled", model, settings.optimization), settings,
                feeds)
+    arms = [base] + [c.arm for c in candidates]
+    per_round = latency_ms / 1e3 * sum(c.batch for c in candidates) + latency_ms / 1e3
+    rounds = max(TRY_MIN_ROUNDS, min(runs, int(TRY_SECONDS / max(per_round, 1e-6))))
     try:
-        trials = measure_runs([base] + [c.arm for c in candidates], warmup=warmup, runs=runs,
+        trials = measure_runs(arms, warmup=min(warmup, rounds), runs=rounds,
                               progress=progress, step="try fixes")
     except GraphfixError as err:
         warnings.append(f"the fixes could not be measured: {err}")
