@@ -150,7 +150,8 @@ def test_profiled_arms_leave_one_trace_per_opening(tmp_path) -> None:
     result = measure([arm], warmup=1, rounds=2, calls=2, together=False)
     assert len(result.traces["p"]) == 2
     for path in result.traces["p"]:
-        events = json.loads(open(path, encoding="utf-8").read())
+        with open(path, encoding="utf-8") as handle:
+            events = json.load(handle)
         runs = [e for e in events if e.get("name") == "model_run"]
         assert len(runs) == 3  # warm-up + 2 timed calls
 
