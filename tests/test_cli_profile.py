@@ -8,6 +8,7 @@ import onnx
 from click.testing import CliRunner
 
 from graphfix.cli import cli
+from graphfix.passes import eliminate_transposes
 from graphfix.validate.session_config import SessionConfig
 from graphfix.validate.timing import Settings
 from models.sample import SAMPLE_PATH
@@ -41,8 +42,6 @@ def test_profile_json_html_and_trace(tmp_path) -> None:
 
 
 def test_profile_vs_shows_where_the_time_moved(tmp_path) -> None:
-    from graphfix.passes import eliminate_transposes
-
     fixed = onnx.load(str(SAMPLE_PATH))
     eliminate_transposes(fixed)
     path = tmp_path / "fixed.onnx"

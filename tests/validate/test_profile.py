@@ -18,6 +18,7 @@ import pytest
 
 from graphfix.doctor import ProviderStatus, probe_provider
 from graphfix.errors import BenchmarkError
+from graphfix.passes import eliminate_transposes
 from graphfix.validate.profile import SCHEMA, profile
 from graphfix.validate.profile.findings import (
     KINDS,
@@ -237,6 +238,15 @@ def test_optimization_below_all_is_found_through_a_configuration(tmp_path) -> No
         profile(_small_mobilenet(dynamic_batch=False), try_fixes=False, **TINY))
 
 
+def test_a_spinning_configuration_is_profiled_one_session_at_a_time(tmp_path) -> None:
+    path = tmp_path / "config.json"
+    SessionConfig(Settings("cpu", 1, None, True, False)).write(path)
+    result = profile(_mlp(), provider="cpu", runs=20, warmup=5, config=path, try_fixes=False)
+    assert result.method == "alone" and result.settings.allow_spinning
+    assert len(result.model.traces) == 10  # one trace per opening of the profiled session
+    assert result.model.profiled.runs == 20 and 0 < result.model.accounting.accounted <= 1.05
+
+
 def _observed(**changes: object) -> Observed:
     result = profile(_mlp(), try_fixes=False, **TINY)
     environment = Environment(default_threads(), None, {}, None, False)
@@ -319,8 +329,6 @@ class _Page(html.parser.HTMLParser):
 
 
 def test_vs_and_the_html_page_and_trace(tmp_path) -> None:
-    from graphfix.passes import eliminate_transposes
-
     original = _small_mobilenet(dynamic_batch=False)
     fixed = onnx.ModelProto()
     fixed.CopyFrom(original)
