@@ -99,3 +99,15 @@ def test_tune_json_and_usage_errors(tmp_path) -> None:
     assert invoke("tune", SAMPLE_PATH, "--knob", "threads").exit_code == 2
     refused = invoke("tune", SAMPLE_PATH, "--provider", "cpu", "--knob", "use_tf32=0")
     assert refused.exit_code == 1 and "cuda" in refused.output
+
+
+def test_outputs_never_overwrite_what_is_read(tmp_path) -> None:
+    model = tmp_path / "m.onnx"
+    model.write_bytes(SAMPLE_PATH.read_bytes())
+    before = model.read_bytes()
+    for args in (("profile", model, *FAST, "--html", model),
+                 ("profile", model, *FAST, "--trace", model),
+                 ("tune", model, "--provider", "cpu", "--budget", "1", "--out", model)):
+        result = invoke(*args)
+        assert result.exit_code == 1 and "refusing to overwrite the input" in result.output
+    assert model.read_bytes() == before

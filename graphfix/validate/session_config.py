@@ -32,7 +32,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +90,10 @@ class SessionConfig:
             versions={str(k): str(v) for k, v in dict(data.get("versions") or {}).items()},
         )
 
-    def write(self, path: str | os.PathLike[str]) -> None:
-        """Write the file atomically."""
-        write_text(path, json.dumps(self.to_dict(), indent=2) + "\n")
+    def write(self, path: str | os.PathLike[str], *,
+              protect: Sequence[str | os.PathLike[str]] = ()) -> None:
+        """Write the file atomically; never over a file in ``protect`` (files read)."""
+        write_text(path, json.dumps(self.to_dict(), indent=2) + "\n", protect=protect)
 
     def snippet(self, model_path: str = "model.onnx") -> str:
         return python_snippet(self.settings, model_path)

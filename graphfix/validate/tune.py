@@ -74,6 +74,7 @@ from graphfix.graph import all_nodes
 from graphfix.validate.bench import feeds_by_model, read_feeds
 from graphfix.validate.feeds import input_specs
 from graphfix.validate.parity import compare_output
+from graphfix.validate.profile import files_read
 from graphfix.validate.session_config import (
     SessionConfig,
     model_digest,
@@ -528,9 +529,10 @@ def tune(
                              hint=f"use one of {', '.join(OBJECTIVES)}")
     if not budget > 0:
         raise BenchmarkError(f"the budget must be > 0 seconds, got {budget!r}")
-    if out is not None:
-        model_io.output_path(out, "the configuration")
     proto, model_name = _load(model, name)
+    reads = files_read((model, proto), inputs)
+    if out is not None:
+        model_io.check_outputs({"the configuration": out}, reads)
     used = resolve_provider(provider)
     if inputs is not None and feeds is None:
         feeds = read_feeds(inputs, proto)
@@ -632,7 +634,7 @@ def tune(
         warnings=warnings,
     )
     if out is not None:
-        config.write(out)
+        config.write(out, protect=reads)
     logger.info("tune: %s (%s)", winner.name, reason)
     return result
 

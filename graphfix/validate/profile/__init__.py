@@ -109,7 +109,7 @@ from graphfix.validate.timing import (
 )
 
 __all__ = ["SCHEMA", "ProfileResult", "ModelProfile", "Accounting", "Finding", "KINDS",
-           "profile"]
+           "profile", "files_read"]
 
 logger = logging.getLogger(__name__)
 
@@ -173,11 +173,15 @@ class ProfileResult:
                 offset = end
         return events
 
-    def write_trace(self, path: str | os.PathLike[str]) -> None:
-        model_io.write_text(path, json.dumps(self.trace()))
+    def write_trace(self, path: str | os.PathLike[str], *,
+                    protect: Sequence[str | os.PathLike[str]] = ()) -> None:
+        """Write :meth:`trace` as JSON, atomically; never over a file in ``protect``."""
+        model_io.write_text(path, json.dumps(self.trace()), protect=protect)
 
-    def write_html(self, path: str | os.PathLike[str]) -> None:
-        model_io.write_text(path, render_page(self.to_dict()))
+    def write_html(self, path: str | os.PathLike[str], *,
+                   protect: Sequence[str | os.PathLike[str]] = ()) -> None:
+        """Write the page (:mod:`.page`), atomically; never over a file in ``protect``."""
+        model_io.write_text(path, render_page(self.to_dict()), protect=protect)
 
 
 def _load(model: onnx.ModelProto | str | os.PathLike[str], fallback: str
@@ -214,18 +218,19 @@ def profile(
 
     ``provider``, ``threads``, ``warmup``, ``runs``, ``feeds``, ``inputs``, ``input_shapes``,
     ``dynamic_block_base`` and ``config`` are :func:`graphfix.validate.bench.benchmark`'s.
-    ``try_fixes=False`` skips measuring the fixes. ``trace`` and ``html``: also write ORT's trace and the page there. ``names``:
-    the models' file names, when they are given in memory.
+    ``try_fixes=False`` skips measuring the fixes. ``trace`` and ``html``: also write ORT's
+    trace and the page there (refused up front when either is a file this call reads).
+    ``names``: the models' file names, when they are given in memory.
     """
     started = time.perf_counter()
     if runs < 1 or warmup < 0:
         raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
-    # Output paths are checked before anything is measured, as every file graphfix writes.
-    for path, role in ((trace, "the trace"), (html, "the page")):
-        if path is not None:
-            model_io.output_path(path, role)
     main, main_name = _load(model, names[0])
     other, other_name = (_load(vs, names[1]) if vs is not None else (None, ""))
+    # Files to write are checked before anything is measured: never one graphfix reads.
+    reads = files_read((model, main), (vs, other), inputs, config)
+    model_io.check_outputs({role: path for role, path in (("the trace", trace),
+                                                          ("the page", html)) if path}, reads)
     if inputs is not None and feeds is None:
         feeds = read_feeds(inputs, main)
     settings = session_settings(provider=provider, threads=threads,
@@ -278,11 +283,28 @@ def profile(
         seconds=0.0, warnings=warnings,
     )
     if trace is not None:
-        result.write_trace(trace)
+        result.write_trace(trace, protect=reads)
     result.seconds = time.perf_counter() - started
     if html is not None:
-        result.write_html(html)
+        result.write_html(html, protect=reads)
     return result
+
+
+def files_read(*sources: Any) -> list[Path]:
+    """The files a command reads: models given as paths (``(what was given, the loaded
+    model)`` pairs) with their external data, and the other paths given (inputs, a
+    configuration)."""
+    found: list[Path] = []
+    for source in sources:
+        if isinstance(source, tuple):
+            given, loaded = source
+            if isinstance(given, (str, os.PathLike)):
+                found.append(Path(given))
+            if loaded is not None:
+                found += [Path(p) for p in model_io.data_files(loaded)]
+        elif isinstance(source, (str, os.PathLike)):
+            found.append(Path(source))
+    return found
 
 
 def _moved(model: ModelProfile, other: ModelProfile | None) -> list[dict[str, Any]]:
