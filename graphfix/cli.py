@@ -498,8 +498,8 @@ def profile(model: Path, other: Path | None, input_shape: tuple[tuple[str, list[
     per op type, and ranks findings (initializers listed as inputs, NHWC transposes, CPU
     fallback and copies, float64, float32 islands in a float16 model, batch 1, latency tail,
     threads, optimization level, missing provider libraries), each with its evidence and fix.
-    Fixes that are a graphfix pass, a session setting or a batch size are measured: one
-    session alive at a time, alternating blocks, with a bootstrap interval.
+    Fixes that are a graphfix pass, a session setting or a batch size are measured in
+    interleaved rounds, with a bootstrap interval.
 
     \b
     Examples:
@@ -557,7 +557,7 @@ def tune(model: Path, input_shape: tuple[tuple[str, list[int]], ...],
     Each candidate is ONNX Runtime's default session with one knob changed (threads, parallel
     execution, spinning, dynamic_block_base, optimization level, memory pattern and arena; on
     CUDA the cuDNN options, TF32, NHWC, CUDA graphs, IO binding; batch sizes for throughput).
-    Candidates run one session alive at a time in alternating blocks; successive halving spends
+    Candidates run one session alive at a time in rotating blocks; successive halving spends
     the budget on the contenders. The winner must beat the default with its bootstrap interval
     clearing 1.0, else the default is kept. Settings that change numerics are checked against
     the default session first. Prints the table, the winner and a Python snippet.

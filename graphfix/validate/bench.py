@@ -25,9 +25,10 @@ Method
    ``cuda_graph=True`` turns on CUDA graphs after checking their constraints up front (no
    If/Loop/Scan, static input shapes, every node on the CUDA provider).
 3. Warm-up: ``warmup`` untimed calls of every session.
-4. Rounds: ``runs`` rounds, each timing one call of every session. The order alternates from
-   round to round (A B, B A, ...), so that drift (thermal, other processes, frequency scaling)
-   and any advantage of going first or second fall on both models alike. When idle threads may
+4. Rounds: ``runs`` rounds, each timing one call of every session. The order rotates from
+   round to round (A B, B A, ...; with four sessions A B C D, B C D A, ...), so that drift
+   (thermal, other processes, frequency scaling) and any advantage of a place in the round or
+   of following a given session fall on every model alike. When idle threads may
    spin (``allow_spinning``, or a configuration that says so), one session is alive at a time
    instead (method ``"alone"``): ten rounds, each opening every configuration in turn, warming
    it up (``warmup // 5`` calls), timing a block of ``runs / 10`` calls and closing it.

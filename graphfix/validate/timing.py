@@ -6,11 +6,14 @@ several configurations (:func:`measure`).
 Two ways to interleave, one function:
 
 - *together* (``bench``'s way): every session is open for the whole measurement; after warm-up,
-  each round times one call of each, the order alternating from round to round. Idle sessions
+  each round times one call of each, the order rotating from round to round (A B C, B C A,
+  C A B, ...; with two, A B then B A), so that every configuration takes every place equally
+  and none always follows the same one (a middle place under plain alternation A B C, C B A
+  never follows itself, the ends do half the time). Idle sessions
   must not spin (``session.intra_op.allow_spinning`` = 0): a thread pool that just finished keeps
   spinning on the cores the next session's call needs.
 - *alone*: one session alive at a time. Each round opens each configuration in turn (the order
-  alternating), warms it up, times a block of calls and closes it before the next one opens, so
+  rotating), warms it up, times a block of calls and closes it before the next one opens, so
   no idle thread pool competes with the timed one, whatever its spinning setting. Used whenever
   a configuration lets its threads spin, and by ``profile``'s fix trials and ``tune``. Each
   opening's peak memory (resident set above what it was before the session opened) is read
@@ -509,6 +512,12 @@ def measure_runs(
                    step=step)
 
 
+def _rotated(items: list[Any], index: int) -> list[Any]:
+    """Round ``index``'s order: ``items`` rotated by ``index`` places."""
+    shift = index % len(items)
+    return items[shift:] + items[:shift]
+
+
 def _open(arm: Arm, result: Measurement) -> Timer:
     session, created = open_session(arm.config, arm.settings, profile_prefix=arm.profile_prefix)
     result.created_ms[arm.label].append(created)
@@ -539,7 +548,7 @@ def _measure_together(arms: Sequence[Arm], result: Measurement, warmup: int, rou
         if progress is not None:
             progress(step, index + 1, total)
     for index in range(rounds):
-        for label in order if index % 2 == 0 else reversed(order):
+        for label in _rotated(order, index):
             timer = timers[label]
             result.times[label].append([timer() for _ in range(calls)])
         if progress is not None:
@@ -552,7 +561,7 @@ def _measure_alone(arms: Sequence[Arm], result: Measurement, warmup: int, rounds
                    calls: int, progress: Progress | None, step: str) -> None:
     peaks: dict[str, list[int]] = {arm.label: [] for arm in arms}
     for index in range(rounds):
-        for arm in arms if index % 2 == 0 else reversed(arms):
+        for arm in _rotated(list(arms), index):
             with _peak_memory() as peak:
                 timer = _open(arm, result)
                 for _ in range(warmup):

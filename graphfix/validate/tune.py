@@ -20,7 +20,7 @@ Method
 2. One session alive at a time. ONNX Runtime sessions in one process interfere (an idle
    session's spinning threads take the cores the timed one needs), and spinning is one of the
    knobs, so every candidate is measured alone (:func:`graphfix.validate.timing.measure`): each
-   round opens each candidate in turn (the order alternating), warms it up, times a block of
+   round opens each candidate in turn (the order rotating), warms it up, times a block of
    calls (about 150 ms) and closes it; its peak memory is read for that opening.
 3. Successive halving. Every candidate gets a first rung of three rounds (whatever the
    budget). Then, rung after rung, the half whose objective statistic compares worst with the

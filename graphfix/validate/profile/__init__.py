@@ -12,7 +12,7 @@ Method
    configuration), on the same generated or given inputs. Each model gets two sessions: one with
    ORT's profiler on, one without. They run in ``bench``'s interleaved rounds
    (:func:`graphfix.validate.timing.measure`): ``warmup`` untimed calls, then ``runs`` rounds
-   of one call each, the order alternating. On CUDA the inputs and outputs are bound on the
+   of one call each, the order rotating. On CUDA the inputs and outputs are bound on the
    device, so a timed call holds no copies.
 2. The profiler's overhead is the ratio of the two sessions' medians.
 3. The profiled session's trace is read per timed call (:mod:`.trace`, :mod:`.accounting`):
@@ -30,7 +30,7 @@ Method
    (:func:`graphfix.validate.timing.measure_runs`): idle threads of the sessions do not spin,
    so they may be open together (an A/A test of this method: ``tools/aa_test.py``); when a
    configuration lets threads spin, an idle session's spinning pool would take the timed
-   one's cores, and one session is alive at a time, in alternating blocks. A pass's output
+   one's cores, and one session is alive at a time, in rotating blocks. A pass's output
    is checked for parity with the model first (:func:`graphfix.validate.parity.check_parity`).
 6. ``vs``: the other model is profiled the same way, in the same rounds; op types are matched
    and the speedup of the model over the other comes with its interval.

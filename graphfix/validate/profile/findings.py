@@ -6,8 +6,8 @@ is a small function of what the run observed (:class:`Observed`) that returns a
 numbers from this run (counts from the model and the trace, time shares, percentiles), and its
 fix is a graphfix command or an ONNX Runtime setting with its code. Where the fix is a graphfix
 pass, a session setting or a batch size, the finding carries a :class:`Trial`, which
-``graphfix.profile`` measures (one session alive at a time, alternating blocks, a bootstrap
-interval) and records as the finding's ``measured`` speedup. A trial marked ``required``
+``graphfix.profile`` measures (interleaved rounds as ``bench`` takes them, one session alive
+at a time when threads spin, a bootstrap interval) and records as the finding's ``measured`` speedup. A trial marked ``required``
 carries the finding's whole support: when it is not significantly faster, the finding is
 dropped.
 """
