@@ -539,8 +539,8 @@ class _Knob(click.ParamType):
               help="What to minimize (default latency: the median; memory: the leanest "
                    "setting that is not significantly slower).")
 @click.option("--budget", type=_Number(1.0), metavar="SECONDS",
-              help="Seconds the search may spend (default 60; the first round of every "
-                   "candidate and the final rounds always run).")
+              help="Seconds the search may spend (default 60; every candidate's first rung "
+                   "and the winner's confirmation always run).")
 @_shape_option
 @click.option("--inputs", type=click.Path(exists=True), metavar="PATH",
               help="Real inputs (.npz or a folder of input_N.pb); the first set is used.")

@@ -517,8 +517,9 @@ def tune(
     """Search :data:`KNOBS` for ``model`` (a ModelProto or a path) on this machine. See the
     module docstring for the method.
 
-    ``objective``: "latency", "p99", "throughput" or "memory". ``budget``: seconds of
-    measuring the halving may spend (the first rung and the final rounds run regardless).
+    ``objective``: "latency", "p99", "throughput" or "memory". ``budget``: seconds the search
+    may spend, counted from the start (every candidate's first rung and the winner's
+    confirmation run regardless).
     ``feeds``/``inputs``/``input_shapes``: the inputs, as ``bench`` takes them. ``space``:
     ``{knob name: values}`` to try instead of the table's (e.g. ``{"intra_op_threads": [1]}``).
     ``out``: write the winner's ``graphfix.tune/1`` configuration there.
@@ -619,7 +620,8 @@ def tune(
                                       statistic, confidence, resamples, seed)
     if time.perf_counter() - started > 1.2 * budget:
         warnings.append(f"the search took {time.perf_counter() - started:.0f} s for a budget of "
-                        f"{budget:g} s (every candidate's first rung always runs)")
+                        f"{budget:g} s (every candidate's first rung and the winner's "
+                        "confirmation always run)")
     config = SessionConfig(
         settings=winner.settings, batch_size=winner.batch if objective == "throughput" else None,
         objective=objective, model={"name": model_name, "sha256": model_digest(proto)},
