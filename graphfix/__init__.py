@@ -48,6 +48,8 @@ _PUBLIC = {
     "optimize_file": "graphfix.pipeline",
     "benchmark": "graphfix.validate.bench",
     "check_parity": "graphfix.validate.parity",
+    "profile": "graphfix.validate.profile",
+    "tune": "graphfix.validate.tune",
 }
 
 if TYPE_CHECKING:  # what static tools follow
@@ -58,6 +60,8 @@ if TYPE_CHECKING:  # what static tools follow
     from graphfix.pipeline import DEFAULT_PASSES, OptimizeResult, optimize, optimize_file
     from graphfix.validate.bench import benchmark
     from graphfix.validate.parity import check_parity
+    from graphfix.validate.profile import profile
+    from graphfix.validate.tune import tune
 
 
 def __getattr__(name: str) -> object:
@@ -90,4 +94,6 @@ __all__ = [
     "optimize_file",
     "check_parity",
     "benchmark",
+    "profile",
+    "tune",
 ]

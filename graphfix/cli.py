@@ -27,12 +27,15 @@ from graphfix import model_io, pipeline, registry
 from graphfix.errors import GraphfixError, ParityError, UnknownPassError, shown
 from graphfix.options import BenchOptions, ConflictingOptionsError, ParityOptions, Tolerance
 from graphfix.validate.feeds import check_inputs_agree
+from graphfix.validate.tune import KNOBS
 from graphfix.report import (
     format_bench,
     format_doctor,
     format_inspection,
     format_parity,
+    format_profile,
     format_summary,
+    format_tune,
 )
 
 __all__ = ["main", "cli"]
@@ -311,6 +314,21 @@ def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
 def _verbose(func: Callable[..., Any]) -> Callable[..., Any]:
     return click.option("-v", "--verbose", count=True,
                         help="More detail: whole messages; -vv debug logs.")(func)
+
+
+def _by_step(show: Callable[[str, int, int], None] | None
+             ) -> Callable[[str, int, int], None] | None:
+    """Progress for long measurements: each update on a terminal, else one line per step."""
+    if show is None or sys.stderr.isatty():
+        return show
+    last: list[str] = [""]
+
+    def step(name: str, done: int, total: int) -> None:
+        if name != last[0] or done >= total:
+            show(name, 0 if name != last[0] else done, total)
+        last[0] = name
+
+    return step
 
 
 def _verbosity(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -654,10 +672,18 @@ def check(reference: Path, candidate: Path, input_shape: tuple[tuple[str, list[i
 @click.option("--dynamic-block-base", type=click.IntRange(min=1), metavar="N",
               help="ORT's session.dynamic_block_base (CPU): smaller work blocks, steadier "
               "latency on a busy machine (ORT suggests 4).")
+@click.option("--config", "config", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Session settings from a graphfix.tune/1 file (`graphfix tune --out`), "
+                   "for both models.")
+@click.option("--vs-config", "baseline_config", metavar="FILE|ort-defaults",
+              help="Other settings for the baseline (OTHER, or MODEL itself without --vs): a "
+                   "graphfix.tune/1 file, or ort-defaults (ONNX Runtime's default session). "
+                   "`--config tuned.json --vs-config ort-defaults` re-checks tune's claim.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @_verbose
 def bench(model: Path, baseline: Path | None, input_shape: tuple[tuple[str, list[int]], ...],
-          inputs: str | None, as_json: bool, verbose: int, **flags: Any) -> None:
+          inputs: str | None, config: str | None, baseline_config: str | None, as_json: bool,
+          verbose: int, **flags: Any) -> None:
     """Measure MODEL's latency under ONNX Runtime's defaults, and its speedup over OTHER.
 
     Rounds of the models alternate after warm-up; the speedup comes with a bootstrap
@@ -678,10 +704,145 @@ def bench(model: Path, baseline: Path | None, input_shape: tuple[tuple[str, list
     result = graphfix.benchmark(
         graphfix.load(model), baseline=graphfix.load(baseline) if baseline else None,
         **options.arguments(), inputs=inputs, input_shapes=dict(input_shape) or None,
+        **_given(config=config, baseline_config=baseline_config),
         progress=None if as_json else _progress(True))
+    other = baseline.name if baseline else (
+        f"{model.name} ({Path(baseline_config).name})" if baseline_config else None)
     _emit(json.dumps(result.to_dict(), indent=2, default=str) if as_json else
-          format_bench(result.to_dict(), model.name, baseline.name if baseline else None),
-          product=True)
+          format_bench(result.to_dict(), model.name, other), product=True)
+
+
+@cli.command()
+@click.argument("model", type=_MODEL_PATH)
+@click.option("--vs", "other", type=_MODEL_PATH, metavar="OTHER",
+              help="Profile OTHER beside MODEL: op types matched, where the time moved.")
+@click.option("--provider", type=click.Choice(["auto", "cpu", "cuda"]),
+              help="auto (default): CUDA when it really loads, else CPU.")
+@click.option("--threads", type=click.IntRange(min=1),
+              help="Intra-op threads (default: physical cores).")
+@click.option("--warmup", type=click.IntRange(min=0), help="Warm-up calls (default 10).")
+@click.option("--runs", type=click.IntRange(min=1), help="Timed calls (default 50).")
+@_shape_option
+@click.option("--inputs", type=click.Path(exists=True), metavar="PATH",
+              help="Real inputs (.npz or a folder of input_N.pb); the first set is used.")
+@click.option("--dynamic-block-base", type=click.IntRange(min=1), metavar="N",
+              help="ORT's session.dynamic_block_base (CPU).")
+@click.option("--config", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Session settings from a graphfix.tune/1 file (`graphfix tune --out`).")
+@click.option("--no-try", is_flag=True,
+              help="Do not measure what each fix buys (findings only).")
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True,
+              help="Op types and nodes shown in the terminal.")
+@click.option("--trace", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write ORT's trace (opens in Perfetto or chrome://tracing).")
+@click.option("--html", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write one self-contained page: op-type chart, sortable node table.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_verbose
+def profile(model: Path, other: Path | None, input_shape: tuple[tuple[str, list[int]], ...],
+            no_try: bool, top: int, as_json: bool, verbose: int, **flags: Any) -> None:
+    """Show where MODEL's time goes, what to change, and what each change buys here.
+
+    Runs ONNX Runtime's profiler over the same interleaved rounds as `bench` (a session with
+    the profiler and one without, so its overhead is known), accounts the time per node and
+    per op type, and ranks findings (initializers listed as inputs, NHWC transposes, CPU
+    fallback and copies, float64, float32 islands in a float16 model, batch 1, latency tail,
+    threads, optimization level, missing provider libraries), each with its evidence and fix.
+    Fixes that are a graphfix pass, a session setting or a batch size are measured in
+    interleaved rounds, with a bootstrap interval.
+
+    \b
+    Examples:
+      graphfix profile model.onnx
+      graphfix profile model.opt.onnx --vs model.onnx --html profile.html
+      graphfix profile bert.onnx --input-shape input_ids:1x128 --trace trace.json --json
+    """
+    _configure_logging(verbose, False)
+    result = graphfix.profile(
+        model, vs=other, **_given(**flags), try_fixes=not no_try,
+        input_shapes=dict(input_shape) or None,
+        progress=None if as_json else _by_step(_progress(True)))
+    _emit(json.dumps(result.to_dict(), indent=2, default=str) if as_json
+          else format_profile(result.to_dict(), top=top), product=True)
+
+
+class _Knob(click.ParamType):
+    """``name=v1,v2`` -> ("name", ["v1", "v2"]) (values parsed by the library's knob)."""
+
+    name = "KNOB=V1,V2"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, list[str]]:
+        if isinstance(value, tuple):
+            return value
+        name, sep, values = str(value).partition("=")
+        parts = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not name.strip() or not parts:
+            self.fail(f"{value!r}: expected KNOB=V1,V2 such as intra_op_threads=1,2", param, ctx)
+        return name.strip(), parts
+
+
+@cli.command()
+@click.argument("model", type=_MODEL_PATH)
+@click.option("--provider", type=click.Choice(["auto", "cpu", "cuda"]),
+              help="auto (default): CUDA when it really loads, else CPU.")
+@click.option("--objective", type=click.Choice(["latency", "p99", "throughput", "memory"]),
+              help="What to minimize (default latency: the median; memory: the leanest "
+                   "setting that is not significantly slower).")
+@click.option("--budget", type=_Number(1.0), metavar="SECONDS",
+              help="Seconds the search may spend (default 60; every candidate's first rung "
+                   "and the winner's confirmation always run).")
+@_shape_option
+@click.option("--inputs", type=click.Path(exists=True), metavar="PATH",
+              help="Real inputs (.npz or a folder of input_N.pb); the first set is used.")
+@click.option("--knob", "knobs", type=_Knob(), multiple=True,
+              help="Try only these knobs and values, e.g. intra_op_threads=1,2 (repeatable).")
+@click.option("--out", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write the winner as a graphfix.tune/1 configuration (for bench/profile "
+                   "--config).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@_verbose
+def tune(model: Path, input_shape: tuple[tuple[str, list[int]], ...],
+         knobs: tuple[tuple[str, list[str]], ...], as_json: bool, verbose: int,
+         **flags: Any) -> None:
+    """Find the session and provider settings that make MODEL fastest on this machine.
+
+    Each candidate is ONNX Runtime's default session with one knob changed (threads, parallel
+    execution, spinning, dynamic_block_base, optimization level, memory pattern and arena; on
+    CUDA the cuDNN options, TF32, NHWC, CUDA graphs, IO binding; batch sizes for throughput).
+    Candidates run one session alive at a time in rotating blocks; successive halving spends
+    the budget on the contenders. The winner must beat the default with its bootstrap interval
+    clearing 1.0, else the default is kept. Settings that change numerics are checked against
+    the default session first. Prints the table, the winner and a Python snippet.
+
+    \b
+    Examples:
+      graphfix tune model.onnx --out tuned.json
+      graphfix bench model.onnx --config tuned.json --vs-config ort-defaults
+      graphfix tune model.onnx --objective p99 --budget 120
+      graphfix tune model.onnx --knob intra_op_threads=1,2 --knob execution_mode=parallel
+    """
+    _configure_logging(verbose, False)
+    space = _knob_space(knobs) if knobs else None
+    result = graphfix.tune(
+        model, **_given(**flags), input_shapes=dict(input_shape) or None, space=space,
+        progress=None if as_json else _by_step(_progress(True)))
+    _emit(json.dumps(result.to_dict(), indent=2, default=str) if as_json
+          else format_tune(result.to_dict()), product=True)
+
+
+def _knob_space(knobs: tuple[tuple[str, list[str]], ...]) -> dict[str, list[Any]]:
+    """``--knob`` values parsed as the library's knob table says."""
+    table = {knob.name: knob for knob in KNOBS}
+    space: dict[str, list[Any]] = {}
+    for name, values in knobs:
+        if name not in table:
+            raise click.BadParameter(f"unknown knob {name!r}; knobs: {', '.join(table)}",
+                                     param_hint="--knob")
+        try:
+            space.setdefault(name, []).extend(table[name].parse(v) for v in values)
+        except ValueError as err:
+            raise click.BadParameter(f"{name}: {err}", param_hint="--knob") from None
+    return space
 
 
 @cli.command()

@@ -816,8 +816,8 @@ def optimize_file(
     unknown = sorted(set(kwargs) - _OPTIMIZE_KEYWORDS)
     if unknown:
         raise OptionError(f"optimize_file(): unknown argument {unknown[0]!r}",
-                          hint=f"its arguments are {', '.join(sorted(_OPTIMIZE_KEYWORDS))}, "
-                               "external_data and report")
+                          hint="its arguments are external_data, report and those of "
+                               "graphfix.optimize (help(graphfix.optimize))")
     with model_io.read_log() as log:
         try:
             return _optimize_file(src, dst, external_data, report, kwargs)

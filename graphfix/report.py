@@ -49,6 +49,8 @@ __all__ = [
     "format_parity",
     "format_bench",
     "format_doctor",
+    "format_profile",
+    "format_tune",
     "graphs",
 ]
 
@@ -365,6 +367,8 @@ def format_bench(bench: dict[str, Any], name: str, other: str | None) -> str:
     lines.append(
         f"provider {bench['provider']} ({', '.join(bench['session_providers'])}), "
         f"{bench['threads']} thread(s), {bench['warmup']} warm-up + {bench['runs']} rounds"
+        + (" (one session alive at a time: threads spin)"
+           if bench.get("method") == "alone" else "")
     )
     if bench.get("speedup") is not None:
         lines.append(
@@ -449,4 +453,121 @@ def format_inspection(found: dict[str, Any]) -> str:
     lines += [f"  warning: {w}" for w in found["warnings"]]
     lines.append("graphfix would (structural passes; run `graphfix optimize` for the rest):")
     lines += [f"  {name}: {change}" for name, change in found["would_change"].items()]
+    return "\n".join(lines)
+
+
+def _profile_head(profile: dict[str, Any]) -> list[str]:
+    a = profile["accounting"]
+    setup = f"session set-up {a['session_create_ms']:.1f} ms"
+    return [
+        f"{profile['name']}: median {a['latency_ms']:.3f} ms, p99 {a['p99_ms']:.3f} ms; "
+        f"with ORT's profiler {a['profiled_ms']:.3f} ms ({a['profiler_overhead']:.2f}x); {setup}",
+        f"  node times account for {a['accounted']:.1%} of a call (framework overhead "
+        f"{a['framework_ms']:.3f} ms); layout/dtype glue {a['glue_share']:.1%}, compute "
+        f"{a['compute_share']:.1%}"
+        + (f"; Memcpy {a['memcpy_nodes']} node(s), {_size(a['memcpy_bytes'])}/call"
+           if a["memcpy_nodes"] else "")
+        + (f"; {a['cpu_nodes']} node(s) on the CPU provider ({a['cpu_ms']:.3f} ms)"
+           if a["cpu_nodes"] else ""),
+    ]
+
+
+def _findings_lines(findings: list[dict[str, Any]]) -> list[str]:
+    if not findings:
+        return ["  none: nothing in this run supports a finding"]
+    lines = []
+    for index, found in enumerate(findings, 1):
+        lines.append(f"  {index}. {found['kind']}: {found['reason']}")
+        lines.append(f"     fix: {found['fix']}")
+        measured = found.get("measured")
+        if measured:
+            what = "" if measured["statistic"] == "median" else f" {measured['statistic']}"
+            lines.append(
+                f"     measured here: {measured['speedup']:.2f}x [{measured['ci_low']:.2f}, "
+                f"{measured['ci_high']:.2f}] {measured['verdict']} ({what.strip() or 'median'} "
+                f"{measured['baseline_ms']:.3f} -> {measured['candidate_ms']:.3f} ms)")
+        if found.get("note"):
+            lines.append(f"     note: {found['note']}")
+    return lines
+
+
+def format_profile(data: dict[str, Any], top: int = 10) -> str:
+    """A profile (``ProfileResult.to_dict()``) for a terminal: accounting, the op types and
+    the slowest nodes, the comparison with the other model, and the ranked findings."""
+    settings = data["settings"]["session_options"]
+    threads = settings["intra_op_num_threads"] or "ORT's default"
+    lines = [f"provider {data['provider']}, {threads} thread(s), {data['warmup']} warm-up + "
+             f"{data['runs']} timed calls"]
+    model, other = data["model"], data.get("other")
+    lines += _profile_head(model)
+    if other:
+        lines += _profile_head(other)
+        c = data.get("comparison")
+        if c:
+            lines.append(f"{model['name']} vs {other['name']}: {c['speedup']:.3f}x "
+                         f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]: {c['verdict']}")
+        rows = [[row["op_type"], str(row["model_count"]), f"{row['model_ms']:.3f}",
+                 str(row["other_count"]), f"{row['other_ms']:.3f}", f"{row['delta_ms']:+.3f}"]
+                for row in data["moved"][:top]]
+        lines += ["", "where the time moved (ms per call):"]
+        lines += _table(rows, ["op type", "nodes", model["name"][:24], "nodes",
+                               other["name"][:24], "change"])
+    else:
+        rows = [[row["op_type"], str(row["count"]), f"{row['ms']:.3f}", f"{row['share']:.1%}",
+                 ",".join(p.replace("ExecutionProvider", "") for p in row["providers"])]
+                for row in model["op_types"][:top]]
+        lines += ["", "op types (ms per call):"]
+        lines += _table(rows, ["op type", "nodes", "ms", "share", "provider"])
+    rows = []
+    for node in model["nodes"][:top]:
+        shapes = ", ".join(f"{t}{d}" for s in node["output_shapes"] for t, d in s.items())
+        rows.append([node["name"][:40], node["op_type"], f"{node['ms']:.3f}",
+                     f"{node['share']:.1%}", shapes[:36],
+                     ", ".join(node["stands_for"])[:40]])
+    lines += ["", f"slowest nodes of {model['name']}:"]
+    lines += _table(rows, ["node", "op type", "ms", "share", "output", "stands for"])
+    lines += ["", "findings, most worth doing first:"]
+    lines += _findings_lines(data["findings"])
+    if other:
+        lines += [f"findings for {other['name']}:"]
+        lines += _findings_lines(data.get("other_findings", []))
+    lines += [f"warning: {w}" for w in data.get("warnings", [])]
+    lines.append(f"({data['seconds']:.1f}s)")
+    return "\n".join(lines)
+
+
+def format_tune(data: dict[str, Any]) -> str:
+    """A tuning run (``TuneResult.to_dict()``): the candidates' table, the decision, the
+    configuration and the Python snippet."""
+    per = " per sample" if data["objective"] == "throughput" else ""
+    rows = []
+    for c in data["candidates"]:
+        s = c.get("speedup")
+        measured = c["median_ms"] is not None
+        rows.append([
+            c["name"][:40], c["status"],
+            f"{c['median_ms']:.3f}" if measured else "-",
+            f"{c['p90_ms']:.3f}" if measured else "-",
+            f"{c['p99_ms']:.3f}" if measured else "-",
+            f"{c['cv']:.2f}" if measured else "-",
+            _size(c["peak_bytes"]) if c.get("peak_bytes") is not None else "-",
+            f"{s['speedup']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]" if s else "-",
+            str(c["rounds"]),
+        ])
+    lines = [f"provider {data['provider']}, objective {data['objective']}, "
+             f"{data['calls_per_block']} calls per block after {data['warmup_per_block']} "
+             f"warm-up, one session alive at a time ({data['seconds']:.1f} s of a "
+             f"{data['budget_s']:g} s budget)"]
+    lines += _table(rows, ["candidate", "status", f"median ms{per}", "p90", "p99", "cv",
+                           "peak mem", "speedup vs default", "rounds"])
+    for c in data["candidates"]:
+        if c["reason"] and c["status"] in ("dropped", "not applicable"):
+            lines.append(f"  {c['name']}: {c['status']}: {c['reason']}")
+    aa = data.get("aa")
+    if aa:
+        lines.append(f"A/A (the default against itself): {aa['speedup']:.3f}x "
+                     f"[{aa['ci_low']:.3f}, {aa['ci_high']:.3f}]: {aa['verdict']}")
+    lines.append(f"winner: {data['winner']}: {data['reason']}")
+    lines += [f"warning: {w}" for w in data.get("warnings", [])]
+    lines += ["", "in your code:", data["snippet"].rstrip()]
     return "\n".join(lines)

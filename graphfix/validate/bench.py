@@ -17,19 +17,26 @@ Method
    sessions' thread pools in one process, the pool that just finished keeps spinning on the cores
    the other session's call needs, which made per-call times bimodal (median and p90 two to three
    times apart for the same model) in A/A tests; without spinning an identical copy times alike.
-   Both sessions always get the same setting.
+   Both sessions always get the same setting. With spinning on, the sessions are not open
+   together: see 4.
    CUDA: inputs are copied to the device once and outputs pre-allocated there, both bound with
    IO binding, so a timed call holds no host-device copy; the clock is read after
    ``run_with_iobinding`` and a device synchronization. ``cudnn_conv_use_max_workspace`` is on;
    ``cuda_graph=True`` turns on CUDA graphs after checking their constraints up front (no
    If/Loop/Scan, static input shapes, every node on the CUDA provider).
 3. Warm-up: ``warmup`` untimed calls of every session.
-4. Rounds: ``runs`` rounds, each timing one call of every session. The order alternates from
-   round to round (A B, B A, ...), so that drift (thermal, other processes, frequency scaling)
-   and any advantage of going first or second fall on both models alike.
+4. Rounds: ``runs`` rounds, each timing one call of every session. The order rotates from
+   round to round (A B, B A, ...; with four sessions A B C D, B C D A, ...), so that drift
+   (thermal, other processes, frequency scaling) and any advantage of a place in the round or
+   of following a given session fall on every model alike. When idle threads may
+   spin (``allow_spinning``, or a configuration that says so), one session is alive at a time
+   instead (method ``"alone"``): ten rounds, each opening every configuration in turn, warming
+   it up (``warmup // 5`` calls), timing a block of ``runs / 10`` calls and closing it.
+   The rounds and the statistics are :mod:`graphfix.validate.timing`'s and
+   :mod:`graphfix.validate.stats`'s, which ``profile`` and ``tune`` use too.
 5. Per session: median, p90, min and mean of its per-call times.
 6. Speedup = baseline median / candidate median, with a paired percentile bootstrap interval:
-   round indices are resampled with replacement (seeded, 2000 resamples), both medians are
+   round indices (with their blocks, alone) are resampled with replacement (seeded, 2000 resamples), both medians are
    recomputed on the same resampled rounds, and the interval is the 2.5 and 97.5 percentiles of
    their ratio (``confidence`` = 0.95). Resampling rounds rather than each sample on its own keeps
    the pairing that interleaving created: a slow round slows both models and cancels in the
@@ -40,6 +47,10 @@ Method
 7. Verdict from the interval, never from the point estimate alone: ``"faster"`` when its lower
    bound is above 1, ``"slower"`` when its upper bound is below 1, else
    ``"no significant difference"``.
+
+Settings: ``config`` (a ``graphfix.tune/1`` file, :mod:`graphfix.validate.session_config`)
+gives both models the session settings ``graphfix tune`` chose, so that its claim is re-checked
+apart from the search.
 
 Placement: a separate short session per configuration with ORT profiling on reports how many
 nodes (and of which op types) each provider ran, and how many Memcpy nodes ORT inserted; on
@@ -60,7 +71,10 @@ CUDA, compute nodes left on the CPU provider give a warning.
       "offline_speedup": Comparison|null,       # baseline (ORT defaults) vs candidate_offline
       "both_offline_speedup": Comparison|null,  # baseline_offline vs candidate_offline
       "placement": {"candidate"|"baseline"|...: Placement},
-      "warnings": [str]
+      "warnings": [str],
+      "method": "together"|"alone",             # how the sessions were interleaved (step 4)
+      "settings": Settings,                     # the sessions' settings (graphfix.tune/1's)
+      "baseline_settings": Settings|null        # the baseline's, when a baseline ran
     }
     Stats = {"label": str, "optimization": "all"|"disabled", "median_ms": float,
              "p90_ms": float, "min_ms": float, "mean_ms": float, "runs": int,
@@ -69,6 +83,8 @@ CUDA, compute nodes left on the CPU provider give a warning.
                   "confidence": float, "verdict": str}
     Placement = {"nodes": {provider: int}, "op_types": {provider: {op type: int}},
                  "memcpy_nodes": int, "cpu_fallback": {op type: int}}
+    Settings = graphfix.validate.session_config's "settings" (session options, session
+               configuration entries, provider options, io_binding)
 """
 
 from __future__ import annotations
@@ -76,34 +92,39 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
 
-from graphfix import layout, model_io
-from graphfix import precision
-from graphfix.doctor import CUDA_FIX, probe_provider
+from graphfix import layout, model_io, precision
+from graphfix.errors import BenchmarkError
+from graphfix.validate.feeds import load_feeds, make_feeds
+from graphfix.validate.session_config import SessionConfig, read_config
+from graphfix.validate.stats import (
+    FASTER,
+    NO_DIFFERENCE,
+    SLOWER,
+    Comparison,
+    Stats,
+    bootstrap_speedup,
+    summarize,
+    verdict,
+)
 from graphfix.validate.timing import (
+    Arm,
     Config,
     Placement,
+    Progress,
     Settings,
-    Timer,
     check_cuda_graph,
-    check_feeds,
-    open_session,
+    default_threads,
+    measure_runs,
     parse_profile,
     profile,
+    resolve_provider,
 )
-from graphfix.errors import (
-    BenchmarkError,
-    ProviderUnavailableError,
-    first_line,
-)
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "FASTER",
@@ -121,51 +142,17 @@ __all__ = [
     "resolve_provider",
     "default_threads",
     "parse_profile",
+    "session_settings",
+    "settings_from_config",
+    "feeds_by_model",
+    "read_feeds",
 ]
 
 logger = logging.getLogger(__name__)
 
-FASTER = "faster"
-SLOWER = "slower"
-NO_DIFFERENCE = "no significant difference"
-
-Progress = Callable[[str, int, int], None]
-
-
 
 # --------------------------------------------------------------------------------------------
 # Results
-
-
-@dataclasses.dataclass
-class Stats:
-    """Per-call latency of one session, in milliseconds."""
-
-    label: str
-    optimization: str
-    median_ms: float
-    p90_ms: float
-    min_ms: float
-    mean_ms: float
-    runs: int
-    session_create_ms: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclasses.dataclass
-class Comparison:
-    """Speedup of a candidate over a baseline (baseline median / candidate median)."""
-
-    speedup: float
-    ci_low: float
-    ci_high: float
-    confidence: float
-    verdict: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass
@@ -192,6 +179,11 @@ class BenchResult:
     both_offline_comparison: Comparison | None = None
     placement: dict[str, Placement] = dataclasses.field(default_factory=dict)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    # "together" (every session open, one call each per round) or "alone" (one session alive
+    # at a time, a block of calls each per round: when threads spin).
+    method: str = "together"
+    settings: Settings | None = None
+    baseline_settings: Settings | None = None
 
     @property
     def speedup(self) -> float | None:
@@ -241,77 +233,15 @@ class BenchResult:
             ),
             "placement": {label: p.to_dict() for label, p in self.placement.items()},
             "warnings": list(self.warnings),
+            "method": self.method,
+            "settings": self.settings.to_dict() if self.settings is not None else None,
+            "baseline_settings": (self.baseline_settings.to_dict()
+                                  if self.baseline_settings is not None else None),
         }
 
 
 # --------------------------------------------------------------------------------------------
 # Statistics
-
-
-def summarize(label: str, optimization: str, times_ms: Sequence[float], create_ms: float) -> Stats:
-    """Median, p90, min and mean of one session's per-call times."""
-    times = np.asarray(times_ms, dtype=np.float64)
-    if times.size == 0:
-        raise BenchmarkError(f"no timed runs for {label}", hint="use runs >= 1")
-    return Stats(
-        label=label,
-        optimization=optimization,
-        median_ms=float(np.median(times)),
-        p90_ms=float(np.percentile(times, 90)),
-        min_ms=float(times.min()),
-        mean_ms=float(times.mean()),
-        runs=int(times.size),
-        session_create_ms=float(create_ms),
-    )
-
-
-def verdict(ci_low: float, ci_high: float) -> str:
-    """"faster" when the whole interval is above 1, "slower" when it is below, else
-    "no significant difference"."""
-    if ci_low > ci_high:
-        raise ValueError(f"interval [{ci_low}, {ci_high}] is reversed")
-    if ci_low > 1.0:
-        return FASTER
-    if ci_high < 1.0:
-        return SLOWER
-    return NO_DIFFERENCE
-
-
-def bootstrap_speedup(
-    baseline_ms: Sequence[float],
-    candidate_ms: Sequence[float],
-    *,
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> Comparison:
-    """Speedup (baseline median / candidate median) and its paired percentile bootstrap interval.
-
-    ``baseline_ms[i]`` and ``candidate_ms[i]`` must come from the same round: rounds, not single
-    samples, are resampled, so what slowed a round for both models cancels in the ratio.
-    """
-    a = np.asarray(baseline_ms, dtype=np.float64)
-    b = np.asarray(candidate_ms, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
-        raise ValueError("baseline and candidate need the same, non-zero number of rounds")
-    if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be >= 1, got {resamples}")
-    if np.any(a <= 0) or np.any(b <= 0):
-        raise ValueError("times must be positive")
-    point = float(np.median(a) / np.median(b))
-    rng = np.random.default_rng(seed)
-    ratios = np.empty(resamples, dtype=np.float64)
-    chunk = max(1, 2_000_000 // a.size)  # bounds memory for long runs
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        rounds = rng.integers(0, a.size, size=(stop - start, a.size))
-        ratios[start:stop] = np.median(a[rounds], axis=1) / np.median(b[rounds], axis=1)
-    tail = (1.0 - confidence) / 2.0
-    low, high = (float(v) for v in np.quantile(ratios, [tail, 1.0 - tail]))
-    low, high = min(low, point), max(high, point)
-    return Comparison(point, low, high, confidence, verdict(low, high))
 
 
 def require_speedup(result: BenchResult, ratio: float) -> None:
@@ -333,50 +263,6 @@ def require_speedup(result: BenchResult, ratio: float) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Environment
-
-
-def default_threads() -> int:
-    """The physical cores this process may run on (hyper-threads of one core count once)."""
-    try:
-        cpus = sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return max(1, (os.cpu_count() or 2) // 2)
-    cores: set[tuple[str, str]] = set()
-    for cpu in cpus:
-        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
-        try:
-            with open(f"{topology}/physical_package_id", encoding="ascii") as package, \
-                    open(f"{topology}/core_id", encoding="ascii") as core:
-                cores.add((package.read().strip(), core.read().strip()))
-        except OSError:
-            return max(1, len(cpus))
-    return max(1, len(cores))
-
-
-def resolve_provider(provider: str) -> str:
-    """"cpu" or "cuda": "auto" is cuda when the CUDA provider really loads, else cpu; "cuda"
-    that does not load raises :class:`ProviderUnavailableError` naming what is missing."""
-    if provider not in ("auto", "cpu", "cuda"):
-        raise BenchmarkError(f"unknown provider {provider!r}", hint="use auto, cpu or cuda")
-    if provider == "cpu":
-        return "cpu"
-    status = probe_provider("cuda")
-    if status.loadable:
-        return "cuda"
-    if provider == "auto":
-        logger.info("CUDA provider does not load (%s); benchmarking on the CPU", status.error)
-        return "cpu"
-    missing = ", ".join(status.missing_libraries)
-    missing = f"; missing: {missing}" if missing else ""
-    raise ProviderUnavailableError(
-        f"the CUDA execution provider cannot be loaded: "
-        f"{first_line(RuntimeError(status.error))}{missing}",
-        hint=f"{CUDA_FIX}; `graphfix doctor --provider cuda` shows the details",
-    )
-
-
-# --------------------------------------------------------------------------------------------
 # Inputs
 
 
@@ -385,8 +271,6 @@ def _make_feeds(
 ) -> dict[str, np.ndarray]:
     """One set of generated inputs (see :mod:`graphfix.validate.feeds`): dynamic dimensions at
     their first size unless ``input_shapes`` fixes them."""
-    from graphfix.validate.feeds import make_feeds
-
     return make_feeds(model, seed=seed, runs=1, input_shapes=input_shapes)[0]
 
 
@@ -409,6 +293,8 @@ def benchmark(
     offline: bool = False,
     dynamic_block_base: int | None = None,
     allow_spinning: bool = False,
+    config: SessionConfig | str | os.PathLike[str] | None = None,
+    baseline_config: SessionConfig | str | os.PathLike[str] | None = None,
     seed: int = 0,
     confidence: float = 0.95,
     resamples: int = 2000,
@@ -422,7 +308,13 @@ def benchmark(
     name (read from ``inputs``, a ``.npz`` or a folder of ``input_N.pb``, the first set, when
     given; made from ``seed`` and ``input_shapes`` otherwise). ``offline`` adds both models
     with ORT's optimizations off. ``allow_spinning`` lets idle ORT threads spin (off by
-    default, see the module docstring). ``progress(label, done, total)`` is called as rounds finish.
+    default, see the module docstring). ``config``: a ``graphfix.tune/1`` configuration (or its
+    file) whose session settings both models get instead (``threads``, ``dynamic_block_base``,
+    ``allow_spinning`` and ``cuda_graph`` are then its to set). ``baseline_config``: other
+    settings for the baseline (a configuration, or ``"ort-defaults"``: ONNX Runtime's default
+    session, called without IO binding); without a ``baseline`` model the baseline is ``model``
+    itself, so ``config=tuned, baseline_config="ort-defaults"`` re-checks what ``tune``
+    claimed. ``progress(label, done, total)`` is called as rounds finish.
     """
     # A path or bytes is a model, as graphfix.load takes it.
     model = model_io.model_argument(model, "model", "benchmark")
@@ -436,30 +328,38 @@ def benchmark(
         raise BenchmarkError(f"threads and dynamic_block_base must be >= 1, got {threads} "
                              f"and {dynamic_block_base}")
     if inputs is not None and feeds is None:
-        feeds = _read_feeds(inputs, model)
-    settings = _settings(provider, threads, dynamic_block_base, allow_spinning, cuda_graph)
+        feeds = read_feeds(inputs, model)
+    settings = session_settings(provider=provider, threads=threads,
+                                dynamic_block_base=dynamic_block_base,
+                                allow_spinning=allow_spinning, cuda_graph=cuda_graph,
+                                config=config)
     used = settings.provider
+    other = settings
+    if baseline_config is not None:
+        other = (Settings.ort_defaults(used) if baseline_config == "ort-defaults" else
+                 settings_from_config(baseline_config, provider=used))
+        baseline = model if baseline is None else baseline
     models = {"candidate": model} | ({"baseline": baseline} if baseline is not None else {})
-    if cuda_graph:
+    by_label = {"candidate": settings, "baseline": other}
+    if settings.cuda_graph or other.cuda_graph:
         check_cuda_graph(models, input_shapes, feeds is not None)
-    by_model = _feeds_by_model(model, baseline, feeds, seed, input_shapes)
-    configs = [Config(label, m, "all") for label, m in models.items()]
+    by_model = feeds_by_model(model, baseline, feeds, seed, input_shapes)
+    configs = [Config(label, m, by_label[label].optimization) for label, m in models.items()]
     if offline:
         configs += [Config(f"{label}_offline", m, "disabled") for label, m in models.items()]
-    placements, outputs, warnings = _placements(configs, settings, by_model)
-    times, created, session_providers = _rounds(
-        configs, settings, by_model, outputs, warmup, runs, progress)
-    stats = {
-        config.label: summarize(config.label, config.optimization, times[config.label],
-                                created[config.label])
-        for config in configs
-    }
+    placements, outputs, warnings = _placements(configs, by_label, by_model)
+    arms = [Arm(c.label, c, by_label[c.model_label], by_model[c.model_label], outputs[c.label])
+            for c in configs]
+    measured = measure_runs(arms, warmup=warmup, runs=runs, progress=progress)
+    stats = {c.label: measured.stats(c.label, c.optimization) for c in configs}
+    times = {c.label: measured.times[c.label] for c in configs}
     speedups = {} if baseline is None else _speedups(times, offline, confidence=confidence,
                                                        resamples=resamples, seed=seed)
     result = BenchResult(
-        provider=used, session_providers=session_providers, threads=settings.threads,
-        warmup=warmup, runs=runs, seed=seed, cuda_graph=cuda_graph,
-        dynamic_block_base=dynamic_block_base, allow_spinning=allow_spinning,
+        provider=used, session_providers=measured.session_providers["candidate"],
+        threads=settings.threads, warmup=warmup, runs=runs, seed=seed,
+        cuda_graph=settings.cuda_graph, dynamic_block_base=settings.dynamic_block_base,
+        allow_spinning=settings.allow_spinning,
         input_shapes={name: [int(d) for d in value.shape]
                       for name, value in by_model["candidate"].items()},
         candidate=stats["candidate"], baseline=stats.get("baseline"),
@@ -469,6 +369,8 @@ def benchmark(
         offline_comparison=speedups.get("offline_comparison"),
         both_offline_comparison=speedups.get("both_offline_comparison"),
         placement=placements, warnings=warnings,
+        method="together" if measured.together else "alone", settings=settings,
+        baseline_settings=other if baseline is not None else None,
     )
     if result.comparison is not None:
         logger.info("speedup %.3fx [%.3f, %.3f] %s on %s (%d rounds)",
@@ -477,8 +379,18 @@ def benchmark(
     return result
 
 
-def _settings(provider: str, threads: int | None, dynamic_block_base: int | None,
-              allow_spinning: bool, cuda_graph: bool) -> Settings:
+def session_settings(
+    *, provider: str = "auto", threads: int | None = None,
+    dynamic_block_base: int | None = None, allow_spinning: bool = False,
+    cuda_graph: bool = False, config: SessionConfig | str | os.PathLike[str] | None = None,
+) -> Settings:
+    """The settings of a benchmark's sessions (``profile`` makes its sessions the same way):
+    the configuration's when one is given, else these options on top of graphfix's timing
+    defaults (the physical cores, sequential, idle threads not spinning)."""
+    if config is not None:
+        return settings_from_config(config, provider=provider, threads=threads,
+                                    dynamic_block_base=dynamic_block_base,
+                                    allow_spinning=allow_spinning, cuda_graph=cuda_graph)
     used = resolve_provider(provider)
     if cuda_graph and used != "cuda":
         raise BenchmarkError(
@@ -488,13 +400,40 @@ def _settings(provider: str, threads: int | None, dynamic_block_base: int | None
                     cuda_graph)
 
 
-def _read_feeds(inputs: str | os.PathLike[str], model: onnx.ModelProto) -> dict[str, Any]:
-    from graphfix.validate.feeds import load_feeds
+def settings_from_config(
+    config: SessionConfig | str | os.PathLike[str], *, provider: str = "auto",
+    threads: int | None = None, dynamic_block_base: int | None = None,
+    allow_spinning: bool = False, cuda_graph: bool = False,
+) -> Settings:
+    """The session settings of a ``graphfix.tune/1`` configuration, checked against the
+    provider that loads here; options that the configuration sets too are refused rather than
+    silently mixed."""
+    loaded = config if isinstance(config, SessionConfig) else read_config(config)
+    settings = loaded.settings
+    clashes = [name for name, given in (("threads", threads is not None),
+                                        ("dynamic_block_base", dynamic_block_base is not None),
+                                        ("allow_spinning", allow_spinning),
+                                        ("cuda_graph", cuda_graph)) if given]
+    if clashes:
+        raise BenchmarkError(
+            f"{', '.join(clashes)} given with a configuration that sets the session",
+            hint="edit the configuration file, or drop it",
+        )
+    if provider not in ("auto", settings.provider):
+        raise BenchmarkError(
+            f"the configuration is for the {settings.provider} provider, not {provider}",
+            hint=f"use provider {settings.provider!r} (or auto) with this configuration",
+        )
+    resolve_provider(settings.provider)
+    return settings
 
+
+def read_feeds(inputs: str | os.PathLike[str], model: onnx.ModelProto) -> dict[str, Any]:
+    """The first set of inputs in ``inputs`` (a ``.npz`` or a folder of ``input_N.pb``)."""
     return load_feeds(inputs, model)[0]
 
 
-def _speedups(times: Mapping[str, list[float]], offline: bool, *, confidence: float,
+def _speedups(times: Mapping[str, list[list[float]]], offline: bool, *, confidence: float,
               resamples: int, seed: int) -> dict[str, Comparison]:
     """The candidate's speedup over the baseline, and with ``offline`` the same with the
     candidate's optimizations off and with both models' off."""
@@ -507,7 +446,7 @@ def _speedups(times: Mapping[str, list[float]], offline: bool, *, confidence: fl
             for key, (slow, fast) in pairs.items()}
 
 
-def _feeds_by_model(
+def feeds_by_model(
     model: onnx.ModelProto, baseline: onnx.ModelProto | None,
     feeds: Mapping[str, np.ndarray] | None, seed: int,
     input_shapes: Mapping[str, Sequence[int]] | None,
@@ -532,7 +471,8 @@ def _feeds_by_model(
 
 
 def _placements(
-    configs: Sequence[Config], settings: Settings, by_model: Mapping[str, Mapping[str, Any]]
+    configs: Sequence[Config], by_label: Mapping[str, Settings],
+    by_model: Mapping[str, Mapping[str, Any]],
 ) -> tuple[dict[str, Placement], dict[str, dict[str, np.ndarray]], list[str]]:
     """Where each model's nodes run (ORT's profile), the outputs of that run, and a warning per
     model whose compute nodes fell back to the CPU provider."""
@@ -541,7 +481,7 @@ def _placements(
     outputs: dict[str, dict[str, np.ndarray]] = {}
     for config in configs:
         placements[config.label], outputs[config.label] = profile(
-            config, settings, by_model[config.model_label])
+            config, by_label[config.model_label], by_model[config.model_label])
         fallback = placements[config.label].cpu_fallback
         if fallback:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(fallback.items()))
@@ -549,7 +489,7 @@ def _placements(
                 f"{config.label}: {sum(fallback.values())} compute node(s) fell back to the CPU "
                 f"provider ({ops}); Memcpy nodes: {placements[config.label].memcpy_nodes}"
             )
-    if settings.cuda_graph:
+    if any(settings.cuda_graph for settings in by_label.values()):
         off_cuda = {
             label: {p: n for p, n in placement.nodes.items() if p != "CUDAExecutionProvider"}
             for label, placement in placements.items()
@@ -562,37 +502,3 @@ def _placements(
                 hint="CUDA graphs need the whole model on CUDA; benchmark without cuda_graph",
             )
     return placements, outputs, warnings
-
-
-def _rounds(
-    configs: Sequence[Config], settings: Settings, by_model: Mapping[str, Mapping[str, Any]],
-    outputs: Mapping[str, dict[str, np.ndarray]], warmup: int, runs: int,
-    progress: Progress | None,
-) -> tuple[dict[str, list[float]], dict[str, float], list[str]]:
-    """Interleaved rounds (alternating the order) after warm-up: each model's times, its
-    session's creation time, and the candidate session's providers."""
-    timers: dict[str, Timer] = {}
-    created: dict[str, float] = {}
-    session_providers: list[str] = []
-    for config in configs:
-        session, created[config.label] = open_session(config, settings)
-        if config.label == "candidate":
-            session_providers = list(session.get_providers())
-        feed = check_feeds(config.label, session, by_model[config.model_label])
-        timers[config.label] = Timer(session, feed, settings.provider, outputs[config.label])
-    if settings.provider == "cuda" and "CUDAExecutionProvider" not in session_providers:
-        raise ProviderUnavailableError("the CUDA provider loaded once but not for the benchmark")
-    order = [config.label for config in configs]
-    total = warmup + runs
-    for step in range(warmup):
-        for label in order:
-            timers[label]()
-        if progress is not None:
-            progress("bench", step + 1, total)
-    times: dict[str, list[float]] = {label: [] for label in order}
-    for round_index in range(runs):
-        for label in order if round_index % 2 == 0 else reversed(order):
-            times[label].append(timers[label]())
-        if progress is not None:
-            progress("bench", warmup + round_index + 1, total)
-    return times, created, session_providers

@@ -1,37 +1,90 @@
-"""Sessions and clocks of a benchmark: ONNX Runtime's options for timing, the provider list,
-where each node runs (from ORT's profile), one timed call (IO binding on CUDA, a CUDA graph on
-request), and what CUDA graphs need."""
+"""The one timing core of ``bench``, ``profile`` and ``tune``: how sessions are made
+(:class:`Settings`), where each node runs (ORT's profile into :class:`Placement`), one timed call
+(:class:`Timer`: IO binding on CUDA, a CUDA graph on request), and the rounds that interleave
+several configurations (:func:`measure`).
+
+Two ways to interleave, one function:
+
+- *together* (``bench``'s way): every session is open for the whole measurement; after warm-up,
+  each round times one call of each, the order rotating from round to round (A B C, B C A,
+  C A B, ...; with two, A B then B A), so that every configuration takes every place equally
+  and none always follows the same one (a middle place under plain alternation A B C, C B A
+  never follows itself, the ends do half the time). Idle sessions
+  must not spin (``session.intra_op.allow_spinning`` = 0): a thread pool that just finished keeps
+  spinning on the cores the next session's call needs.
+- *alone*: one session alive at a time. Each round opens each configuration in turn (the order
+  rotating), warms it up, times a block of calls and closes it before the next one opens, so
+  no idle thread pool competes with the timed one, whatever its spinning setting. Used whenever
+  a configuration lets its threads spin, and by ``profile``'s fix trials and ``tune``. Each
+  opening's peak memory (resident set above what it was before the session opened) is read
+  from the kernel on Linux.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import dataclasses
+import gc
 import json
 import logging
+import os
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
 from graphfix import model_io
-from graphfix.errors import BenchmarkError, ValidationInputError, first_line
+from graphfix.doctor import CUDA_FIX, probe_provider
+from graphfix.errors import (
+    BenchmarkError,
+    ProviderUnavailableError,
+    ValidationInputError,
+    first_line,
+)
 from graphfix.graph import all_nodes
+from graphfix.options import PROVIDERS
+from graphfix.validate.stats import Stats, summarize
 
 if TYPE_CHECKING:
     import onnxruntime
 
-__all__ = ["Placement", "Config", "Settings", "open_session", "profile", "parse_profile",
-           "Timer", "check_cuda_graph", "check_feeds", "graph_inputs"]
+__all__ = ["Placement", "Config", "Settings", "Arm", "Measurement", "EXECUTION_MODES",
+           "OPTIMIZATION_LEVELS", "ALONE_ROUNDS", "open_session", "profile", "parse_profile",
+           "Timer", "measure", "measure_runs",
+           "check_cuda_graph", "check_feeds", "graph_inputs", "default_threads",
+           "resolve_provider", "ort_version", "Progress"]
 
 logger = logging.getLogger(__name__)
+
+Progress = Callable[[str, int, int], None]
 
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 _MEMCPY = frozenset({"MemcpyToHost", "MemcpyFromHost"})
 # ORT keeps shape arithmetic on the CPU on purpose; these are not fallbacks worth a warning.
 _CPU_BY_DESIGN = frozenset({"Shape", "Size"}) | _MEMCPY
 _PROFILE_RUNS = 2
+
+EXECUTION_MODES = ("sequential", "parallel")
+OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
+# CUDA provider options graphfix sets unless a configuration says otherwise (ORT's defaults,
+# named so that a configuration file shows them).
+_CUDA_DEFAULTS: dict[str, str] = {"device_id": "0", "cudnn_conv_use_max_workspace": "1"}
+
+
+def _ort() -> Any:
+    # onnxruntime is imported when a session is made, so that importing graphfix stays fast.
+    import onnxruntime
+
+    return onnxruntime
+
+
+def ort_version() -> str:
+    """The installed ONNX Runtime's version."""
+    return str(_ort().__version__)
 
 
 @dataclasses.dataclass
@@ -62,24 +115,151 @@ class Config:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """How every session of one benchmark is made (the same for baseline and candidate)."""
+    """How a session is made: ONNX Runtime's session options, session configuration entries
+    and provider options, and how a call is timed. ``bench`` uses one for all its sessions;
+    ``tune`` searches over them (:mod:`graphfix.validate.tune`'s knob table).
+
+    - ``threads``: intra-op threads (0: ONNX Runtime's own choice);
+    - ``dynamic_block_base``: ``session.dynamic_block_base`` (None: not set);
+    - ``allow_spinning``: ``session.intra_op.allow_spinning``;
+    - ``cuda_graph``: the CUDA provider's ``enable_cuda_graph`` (replayed with IO binding);
+    - ``execution_mode``: "sequential" or "parallel" (``inter_op_threads`` run branches; 0:
+      ONNX Runtime's choice);
+    - ``optimization``: the graph optimization level, one of :data:`OPTIMIZATION_LEVELS`;
+    - ``memory_pattern``, ``cpu_arena``: ``enable_mem_pattern``, ``enable_cpu_mem_arena``;
+    - ``io_binding``: on CUDA, inputs and outputs stay on the device (bound once), so a timed
+      call holds no host-device copy; off, every call copies them as ``session.run`` does;
+    - ``cuda_options``: CUDA provider options over graphfix's (``device_id`` 0,
+      ``cudnn_conv_use_max_workspace`` 1), as sorted (name, value) pairs.
+    """
 
     provider: str
     threads: int
     dynamic_block_base: int | None
     allow_spinning: bool
     cuda_graph: bool
+    execution_mode: str = "sequential"
+    inter_op_threads: int = 1
+    optimization: str = "all"
+    memory_pattern: bool = True
+    cpu_arena: bool = True
+    io_binding: bool = True
+    cuda_options: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.provider not in ("cpu", "cuda"):
+            raise BenchmarkError(f"settings are for cpu or cuda, got {self.provider!r}")
+        if self.execution_mode not in EXECUTION_MODES:
+            raise BenchmarkError(f"execution mode must be sequential or parallel, got "
+                                 f"{self.execution_mode!r}")
+        if self.optimization not in OPTIMIZATION_LEVELS:
+            raise BenchmarkError(f"optimization level must be one of "
+                                 f"{', '.join(OPTIMIZATION_LEVELS)}, got {self.optimization!r}")
+        if self.cuda_graph and not self.io_binding:
+            raise BenchmarkError("CUDA graphs replay on bound device buffers: they need "
+                                 "io_binding")
+        if self.threads < 0 or self.inter_op_threads < 0 or (
+            self.dynamic_block_base is not None and self.dynamic_block_base < 1
+        ):
+            raise BenchmarkError("threads must be >= 0 and dynamic_block_base >= 1")
+        options = {str(k): str(v) for k, v in dict(self.cuda_options).items()}
+        if "enable_cuda_graph" in options:
+            raise BenchmarkError("CUDA graphs are the cuda_graph setting, not a CUDA option")
+        object.__setattr__(self, "cuda_options", tuple(sorted(
+            (k, v) for k, v in options.items() if _CUDA_DEFAULTS.get(k) != v)))
+
+    @classmethod
+    def ort_defaults(cls, provider: str) -> Settings:
+        """What ``onnxruntime.InferenceSession(model)`` gets when nothing is set, called with
+        ``session.run`` (no IO binding)."""
+        return cls(provider, threads=0, dynamic_block_base=None, allow_spinning=True,
+                   cuda_graph=False, inter_op_threads=0, io_binding=False)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def provider_options(self) -> dict[str, str]:
+        """The CUDA provider's options (empty on the CPU)."""
+        if self.provider != "cuda":
+            return {}
+        options = dict(_CUDA_DEFAULTS)
+        options["enable_cuda_graph"] = "1" if self.cuda_graph else "0"
+        options.update(dict(self.cuda_options))
+        return options
+
+    def to_dict(self) -> dict[str, Any]:
+        """ONNX Runtime's vocabulary: session options, configuration entries, provider options
+        (the ``graphfix.tune/1`` file's ``settings``)."""
+        entries = {"session.intra_op.allow_spinning": "1" if self.allow_spinning else "0"}
+        if self.dynamic_block_base is not None:
+            entries["session.dynamic_block_base"] = str(self.dynamic_block_base)
+        return {
+            "provider": self.provider,
+            "session_options": {
+                "intra_op_num_threads": self.threads,
+                "inter_op_num_threads": self.inter_op_threads,
+                "execution_mode": self.execution_mode,
+                "graph_optimization_level": self.optimization,
+                "enable_mem_pattern": self.memory_pattern,
+                "enable_cpu_mem_arena": self.cpu_arena,
+            },
+            "session_config_entries": entries,
+            "provider_options": self.provider_options(),
+            "io_binding": self.io_binding,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Settings:
+        """The inverse of :meth:`to_dict`; an unknown or malformed field raises BenchmarkError."""
+        try:
+            options = dict(data.get("session_options") or {})
+            entries = dict(data.get("session_config_entries") or {})
+            provider_options = {str(k): str(v) for k, v in
+                                dict(data.get("provider_options") or {}).items()}
+            known_options = {"intra_op_num_threads", "inter_op_num_threads", "execution_mode",
+                             "graph_optimization_level", "enable_mem_pattern",
+                             "enable_cpu_mem_arena"}
+            known_entries = {"session.intra_op.allow_spinning", "session.dynamic_block_base"}
+            unknown = sorted((set(options) - known_options) | (set(entries) - known_entries))
+            if unknown:
+                raise BenchmarkError(f"unknown session setting(s): {', '.join(unknown)}")
+            dbb = entries.get("session.dynamic_block_base")
+            cuda_graph = provider_options.pop("enable_cuda_graph", "0") == "1"
+            return cls(
+                provider=str(data["provider"]),
+                threads=int(options.get("intra_op_num_threads", 0)),
+                dynamic_block_base=int(dbb) if dbb is not None else None,
+                allow_spinning=str(entries.get("session.intra_op.allow_spinning", "1")) == "1",
+                cuda_graph=cuda_graph,
+                execution_mode=str(options.get("execution_mode", "sequential")),
+                inter_op_threads=int(options.get("inter_op_num_threads", 0)),
+                optimization=str(options.get("graph_optimization_level", "all")),
+                memory_pattern=_flag(options.get("enable_mem_pattern", True)),
+                cpu_arena=_flag(options.get("enable_cpu_mem_arena", True)),
+                io_binding=_flag(data.get("io_binding", True)),
+                cuda_options=tuple(provider_options.items()),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise BenchmarkError(f"malformed session settings: {err}") from None
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
 
 
 def _session_options(
     settings: Settings, *, profile_prefix: str | None = None
 ) -> onnxruntime.SessionOptions:
-    import onnxruntime as ort
-
+    ort = _ort()
     options = ort.SessionOptions()
     options.intra_op_num_threads = settings.threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.inter_op_num_threads = settings.inter_op_threads
+    options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if settings.execution_mode ==
+                              "parallel" else ort.ExecutionMode.ORT_SEQUENTIAL)
+    options.enable_mem_pattern = settings.memory_pattern
+    options.enable_cpu_mem_arena = settings.cpu_arena
     options.add_session_config_entry(
         "session.intra_op.allow_spinning", "1" if settings.allow_spinning else "0"
     )
@@ -95,13 +275,10 @@ def _session_options(
 
 def _providers(settings: Settings, *, cuda_graph: bool) -> list[str | tuple[str, dict[str, str]]]:
     if settings.provider == "cpu":
-        return ["CPUExecutionProvider"]
-    cuda_options = {
-        "device_id": "0",
-        "cudnn_conv_use_max_workspace": "1",
-        "enable_cuda_graph": "1" if cuda_graph else "0",
-    }
-    return [("CUDAExecutionProvider", cuda_options), "CPUExecutionProvider"]
+        return [PROVIDERS["cpu"]]
+    cuda_options = settings.provider_options()
+    cuda_options["enable_cuda_graph"] = "1" if cuda_graph else "0"
+    return [(PROVIDERS["cuda"], cuda_options), PROVIDERS["cpu"]]
 
 
 def open_session(
@@ -183,36 +360,41 @@ def profile(
 
 
 class Timer:
-    """Times one call of one session, in milliseconds."""
+    """Times one call of one session, in milliseconds. On CUDA with ``io_binding`` the inputs
+    are copied to the device once and the outputs pre-allocated there (at the shapes of
+    ``outputs``, or of one untimed run when not given), so the timed call moves no data between
+    host and device; the clock stops after the device synchronizes."""
 
     def __init__(
         self,
         session: onnxruntime.InferenceSession,
         feeds: Mapping[str, np.ndarray],
         provider: str,
-        outputs: Mapping[str, np.ndarray],
+        outputs: Mapping[str, np.ndarray] | None = None,
+        *,
+        io_binding: bool = True,
     ) -> None:
         self.session = session
         self.names = [o.name for o in session.get_outputs()]
         self.feeds = dict(feeds)
         self.binding: Any = None
         self._keep: list[Any] = []
-        if provider == "cuda":
+        if provider == "cuda" and io_binding:
+            if outputs is None:
+                outputs = dict(zip(self.names, session.run(self.names, self.feeds)))
             self._bind(outputs)
 
     def _bind(self, outputs: Mapping[str, np.ndarray]) -> None:
-        # Inputs copied to the device once; outputs pre-allocated there at the shapes one run
-        # produced, so the timed call moves no data between host and device (and a CUDA graph
-        # sees the same addresses every replay).
-        import onnxruntime as ort
-
+        # Outputs are bound at the shapes one run produced, so a CUDA graph sees the same
+        # addresses every replay.
+        ort = _ort()
         binding = self.session.io_binding()
         for name, array in self.feeds.items():
             value = ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), "cuda", 0)
             binding.bind_ortvalue_input(name, value)
             self._keep.append(value)
         for name in self.names:
-            array = outputs[name]
+            array = np.asarray(outputs[name])
             value = ort.OrtValue.ortvalue_from_shape_and_type(
                 list(array.shape), array.dtype, "cuda", 0
             )
@@ -229,6 +411,261 @@ class Timer:
         started = time.perf_counter_ns()
         self.session.run(self.names, self.feeds)
         return (time.perf_counter_ns() - started) / 1e6
+
+    def close(self) -> None:
+        """Let go of the session and its device buffers (its thread pool ends with it)."""
+        self.binding = None
+        self._keep.clear()
+        self.session = None  # type: ignore[assignment]
+
+
+# --------------------------------------------------------------------------------------------
+# Interleaved measurement
+
+
+@dataclasses.dataclass
+class Arm:
+    """One configuration to time: a model at an optimization level, its session settings and
+    its inputs; ``profile_prefix`` turns ORT's profiler on (its files are in the result)."""
+
+    label: str
+    config: Config
+    settings: Settings
+    feeds: Mapping[str, np.ndarray]
+    outputs: Mapping[str, np.ndarray] | None = None
+    profile_prefix: str | None = None
+
+
+@dataclasses.dataclass
+class Measurement:
+    """What :func:`measure` timed, by arm label. ``times[label][round]`` holds that round's
+    calls (one together, a block alone); ``created_ms`` each session opening's time;
+    ``peak_bytes`` the median over openings of the resident memory a session added at its peak
+    (alone, on Linux; else None); ``traces`` the profile files written."""
+
+    together: bool
+    times: dict[str, list[list[float]]]
+    created_ms: dict[str, list[float]]
+    session_providers: dict[str, list[str]]
+    peak_bytes: dict[str, int | None]
+    traces: dict[str, list[str]]
+
+    def calls(self, label: str) -> list[float]:
+        """Every timed call of ``label``, in order."""
+        return [t for block in self.times[label] for t in block]
+
+    def stats(self, label: str, optimization: str, *, scale: float = 1.0) -> Stats:
+        """Median, p90, min and mean of ``label``'s calls (each divided by ``scale``)."""
+        created = self.created_ms[label]
+        return summarize(label, optimization, [t / scale for t in self.calls(label)],
+                         float(np.median(created)) if created else 0.0)
+
+
+def measure(
+    arms: Sequence[Arm],
+    *,
+    warmup: int,
+    rounds: int,
+    calls: int = 1,
+    together: bool | None = None,
+    progress: Progress | None = None,
+    step: str = "bench",
+) -> Measurement:
+    """Time ``arms`` in interleaved rounds (see the module docstring). ``together`` (default:
+    unless an arm lets its threads spin) keeps every session open; else one is alive at a time
+    and each round opens, warms up (``warmup`` calls), times ``calls`` calls of, and closes each
+    arm. ``progress(step, done, total)`` is called after each warm-up step and each round."""
+    if rounds < 1 or warmup < 0 or calls < 1:
+        raise BenchmarkError(f"rounds and calls must be >= 1 and warm-up >= 0 (got {rounds}, "
+                             f"{calls}, {warmup})")
+    labels = [arm.label for arm in arms]
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"arm labels must differ: {labels}")
+    if together is None:
+        together = not any(arm.settings.allow_spinning for arm in arms)
+    result = Measurement(together, {label: [] for label in labels},
+                         {label: [] for label in labels}, {}, {label: None for label in labels},
+                         {label: [] for label in labels})
+    if together:
+        _measure_together(arms, result, warmup, rounds, calls, progress, step)
+    else:
+        _measure_alone(arms, result, warmup, rounds, calls, progress, step)
+    return result
+
+
+ALONE_ROUNDS = 10
+
+
+def measure_runs(
+    arms: Sequence[Arm], *, warmup: int, runs: int, progress: Progress | None = None,
+    step: str = "bench",
+) -> Measurement:
+    """``runs`` timed calls of each arm, the way ``bench`` takes them: every session open
+    together, ``warmup`` calls then ``runs`` rounds of one call, when no arm lets its threads
+    spin; else one session alive at a time, in :data:`ALONE_ROUNDS` rounds of ``runs /
+    ALONE_ROUNDS`` calls, each opening warmed up by ``warmup // 5`` calls."""
+    if any(arm.settings.allow_spinning for arm in arms):
+        rounds = min(runs, ALONE_ROUNDS)
+        return measure(arms, warmup=max(1, warmup // 5) if warmup else 0, rounds=rounds,
+                       calls=-(-runs // rounds), together=False, progress=progress, step=step)
+    return measure(arms, warmup=warmup, rounds=runs, together=True, progress=progress,
+                   step=step)
+
+
+def _rotated(items: list[Any], index: int) -> list[Any]:
+    """Round ``index``'s order: ``items`` rotated by ``index`` places."""
+    shift = index % len(items)
+    return items[shift:] + items[:shift]
+
+
+def _open(arm: Arm, result: Measurement) -> Timer:
+    session, created = open_session(arm.config, arm.settings, profile_prefix=arm.profile_prefix)
+    result.created_ms[arm.label].append(created)
+    providers = list(session.get_providers())
+    result.session_providers[arm.label] = providers
+    if arm.settings.provider == "cuda" and PROVIDERS["cuda"] not in providers:
+        raise ProviderUnavailableError(
+            "the CUDA provider loaded once but not for the measurement", hint=CUDA_FIX)
+    feed = check_feeds(arm.config.label, session, arm.feeds)
+    return Timer(session, feed, arm.settings.provider, arm.outputs,
+                 io_binding=arm.settings.io_binding)
+
+
+def _close(arm: Arm, timer: Timer, result: Measurement) -> None:
+    if arm.profile_prefix is not None:
+        result.traces[arm.label].append(timer.session.end_profiling())
+    timer.close()
+
+
+def _measure_together(arms: Sequence[Arm], result: Measurement, warmup: int, rounds: int,
+                      calls: int, progress: Progress | None, step: str) -> None:
+    timers = {arm.label: _open(arm, result) for arm in arms}
+    order = [arm.label for arm in arms]
+    total = warmup + rounds
+    for index in range(warmup):
+        for label in order:
+            timers[label]()
+        if progress is not None:
+            progress(step, index + 1, total)
+    for index in range(rounds):
+        for label in _rotated(order, index):
+            timer = timers[label]
+            result.times[label].append([timer() for _ in range(calls)])
+        if progress is not None:
+            progress(step, warmup + index + 1, total)
+    for arm in arms:
+        _close(arm, timers[arm.label], result)
+
+
+def _measure_alone(arms: Sequence[Arm], result: Measurement, warmup: int, rounds: int,
+                   calls: int, progress: Progress | None, step: str) -> None:
+    peaks: dict[str, list[int]] = {arm.label: [] for arm in arms}
+    for index in range(rounds):
+        for arm in _rotated(list(arms), index):
+            with _peak_memory() as peak:
+                timer = _open(arm, result)
+                for _ in range(warmup):
+                    timer()
+                result.times[arm.label].append([timer() for _ in range(calls)])
+                used = peak()
+            _close(arm, timer, result)
+            del timer
+            if used is not None:
+                peaks[arm.label].append(used)
+        if progress is not None:
+            progress(step, index + 1, rounds)
+    for label, values in peaks.items():
+        result.peak_bytes[label] = int(np.median(values)) if values else None
+
+
+# --------------------------------------------------------------------------------------------
+# Memory
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _release_freed_memory() -> None:
+    """Collect garbage and hand freed heap back to the kernel (glibc keeps it otherwise, and a
+    later session reusing it would look as if it needed nothing)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+@contextlib.contextmanager
+def _peak_memory() -> Iterator[Callable[[], int | None]]:
+    """Yields a function that returns the bytes the resident set grew to above its size at
+    the start (Linux: the high-water mark reset through ``/proc/self/clear_refs``); None where
+    the kernel does not tell."""
+    _release_freed_memory()
+    start = _status_kib("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:
+            refs.write("5")
+        reset = True
+    except OSError:
+        reset = False
+
+    def peak() -> int | None:
+        high = _status_kib("VmHWM")
+        if not reset or start is None or high is None:
+            return None
+        return max(0, high - start) * 1024
+
+    yield peak
+
+
+# --------------------------------------------------------------------------------------------
+# Environment
+
+
+def default_threads() -> int:
+    """The physical cores this process may run on (hyper-threads of one core count once)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return max(1, (os.cpu_count() or 2) // 2)
+    cores: set[tuple[str, str]] = set()
+    for cpu in cpus:
+        topology = f"/sys/devices/system/cpu/cpu{cpu}/topology"
+        try:
+            with open(f"{topology}/physical_package_id", encoding="ascii") as package, \
+                    open(f"{topology}/core_id", encoding="ascii") as core:
+                cores.add((package.read().strip(), core.read().strip()))
+        except OSError:
+            return max(1, len(cpus))
+    return max(1, len(cores))
+
+
+def resolve_provider(provider: str) -> str:
+    """"cpu" or "cuda": "auto" is cuda when the CUDA provider really loads, else cpu; "cuda"
+    that does not load raises :class:`ProviderUnavailableError` naming what is missing."""
+    if provider not in ("auto", "cpu", "cuda"):
+        raise BenchmarkError(f"unknown provider {provider!r}", hint="use auto, cpu or cuda")
+    if provider == "cpu":
+        return "cpu"
+    status = probe_provider("cuda")
+    if status.loadable:
+        return "cuda"
+    if provider == "auto":
+        logger.info("CUDA provider does not load (%s); measuring on the CPU", status.error)
+        return "cpu"
+    missing = ", ".join(status.missing_libraries)
+    missing = f"; missing: {missing}" if missing else ""
+    raise ProviderUnavailableError(
+        f"the CUDA execution provider cannot be loaded: "
+        f"{first_line(RuntimeError(status.error))}{missing}",
+        hint=f"{CUDA_FIX}; `graphfix doctor --provider cuda` shows the details",
+    )
 
 
 def check_cuda_graph(

@@ -1,0 +1,417 @@
+"""Where a model's time goes, what to change, and what each change buys on this machine.
+
+    result = profile("model.onnx", provider="cpu")
+    result.model.op_types[0], result.model.accounting.accounted
+    for finding in result.findings:
+        finding.reason, finding.fix, finding.measured     # measured: Speedup or None
+
+Method
+------
+1. Sessions as ``bench`` makes them (:func:`graphfix.validate.bench.session_settings`: ORT's
+   defaults, the physical cores, idle threads not spinning; or a ``graphfix.tune/1``
+   configuration), on the same generated or given inputs. Each model gets two sessions: one with
+   ORT's profiler on, one without. They run in ``bench``'s interleaved rounds
+   (:func:`graphfix.validate.timing.measure`): ``warmup`` untimed calls, then ``runs`` rounds
+   of one call each, the order rotating. On CUDA the inputs and outputs are bound on the
+   device, so a timed call holds no copies.
+2. The profiler's overhead is the ratio of the two sessions' medians.
+3. The profiled session's trace is read per timed call (:mod:`.trace`, :mod:`.accounting`):
+   per node (ORT's name, op type, provider, mean time and share, shapes, the original nodes a
+   fused node stands for where ORT's names say so), per op type, session set-up, Memcpy nodes
+   and their bytes, nodes on the CPU provider in a CUDA session, layout and dtype glue against
+   compute. The node times of each call are divided by the call's own time: what they miss is
+   framework overhead.
+4. Findings (:mod:`.findings`): one table of kinds, each firing only on this run's numbers.
+5. Fixes tried (unless ``try_fixes=False``): each finding whose fix is a graphfix pass, a session
+   setting or a batch size gets a configuration of its own; the model as profiled and every fix
+   then run in interleaved rounds (``runs`` of them, or as many as 10 s of calls allow, at
+   least 10), with a paired bootstrap interval of each fix's speedup (per sample for a batch
+   size, the p99 for tail latency). As in ``bench``
+   (:func:`graphfix.validate.timing.measure_runs`): idle threads of the sessions do not spin,
+   so they may be open together (an A/A test of this method: ``tools/aa_test.py``); when a
+   configuration lets threads spin, an idle session's spinning pool would take the timed
+   one's cores, and one session is alive at a time, in rotating blocks. A pass's output
+   is checked for parity with the model first (:func:`graphfix.validate.parity.check_parity`).
+6. ``vs``: the other model is profiled the same way, in the same rounds; op types are matched
+   and the speedup of the model over the other comes with its interval.
+
+``ProfileResult.to_dict()`` (schema ``graphfix.profile/1``, JSON-safe)::
+
+    {
+      "schema": "graphfix.profile/1",
+      "provider": "cpu"|"cuda", "settings": Settings (graphfix.tune/1's "settings"),
+      "warmup": int, "runs": int, "seed": int, "method": "together"|"alone",
+      "model": ModelProfile, "other": ModelProfile|null,
+      "comparison": {"speedup", "ci_low", "ci_high", "confidence", "verdict"}|null,
+                                     # the model's speedup over the other (other / model)
+      "moved": [{"op_type", "model_ms", "other_ms", "delta_ms", "model_count",
+                 "other_count"}],   # op types matched, largest change first
+      "findings": [Finding], "other_findings": [Finding],
+      "seconds": float, "warnings": [str]
+    }
+    ModelProfile = {"label", "name", "stats": Stats, "profiled": Stats (profiler on),
+      "accounting": {"latency_ms", "p99_ms", "profiled_ms", "profiler_overhead", "run_ms",
+                     "nodes_ms", "accounted", "framework_ms", "glue_ms", "glue_share",
+                     "compute_share", "memcpy_nodes", "memcpy_bytes", "cpu_nodes", "cpu_ms",
+                     "session_create_ms", "session_init_ms"},
+      "op_types": [{"op_type", "count", "ms", "share", "providers"}],
+      "nodes": [{"name", "op_type", "provider", "ms", "share", "input_shapes",
+                 "output_shapes", "output_bytes", "stands_for"}],
+      "placement": Placement, "input_shapes": {name: [int]}}
+    Finding = {"kind", "reason", "evidence": {...}, "fix", "tried": str|null, "note": str|null,
+               "measured": {"speedup", "ci_low", "ci_high", "confidence", "verdict",
+                            "statistic", "baseline_ms", "candidate_ms"}|null}
+
+Times are in milliseconds; node and op-type times are means per timed call, shares are of the
+mean profiled call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from graphfix import model_io, registry
+from graphfix.doctor import probe_provider
+from graphfix.errors import BenchmarkError, GraphfixError, first_line
+from graphfix.validate.bench import feeds_by_model, read_feeds, session_settings
+from graphfix.validate.feeds import input_specs
+from graphfix.validate.parity import check_parity
+from graphfix.validate.profile.accounting import Accounting, ModelProfile, account
+from graphfix.validate.profile.findings import (
+    KINDS,
+    Environment,
+    Finding,
+    Observed,
+    Trial,
+    find,
+    rank,
+)
+from graphfix.validate.profile.page import render_page
+from graphfix.validate.session_config import SessionConfig
+from graphfix.validate.stats import Comparison, Speedup, bootstrap_speedup
+from graphfix.validate.timing import (
+    Arm,
+    Config,
+    Progress,
+    Settings,
+    default_threads,
+    measure_runs,
+)
+
+__all__ = ["SCHEMA", "ProfileResult", "ModelProfile", "Accounting", "Finding", "KINDS",
+           "profile", "files_read"]
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = "graphfix.profile/1"
+TRY_SECONDS = 10.0   # timed calls the fix trials may take, when that is fewer than ``runs``
+TRY_MIN_ROUNDS = 10
+
+
+@dataclasses.dataclass
+class ProfileResult:
+    """What :func:`profile` found. See the module docstring for ``to_dict()``."""
+
+    provider: str
+    settings: Settings
+    warmup: int
+    runs: int
+    seed: int
+    method: str
+    model: ModelProfile
+    other: ModelProfile | None
+    comparison: Comparison | None
+    moved: list[dict[str, Any]]
+    findings: list[Finding]
+    other_findings: list[Finding]
+    seconds: float
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "provider": self.provider,
+            "settings": self.settings.to_dict(),
+            "warmup": self.warmup,
+            "runs": self.runs,
+            "seed": self.seed,
+            "method": self.method,
+            "model": self.model.to_dict(),
+            "other": self.other.to_dict() if self.other else None,
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+            "moved": [dict(row) for row in self.moved],
+            "findings": [f.to_dict() for f in self.findings],
+            "other_findings": [f.to_dict() for f in self.other_findings],
+            "seconds": self.seconds,
+            "warnings": list(self.warnings),
+        }
+
+    def trace(self) -> list[dict[str, Any]]:
+        """ORT's trace events (Chrome trace format: Perfetto, chrome://tracing), one process
+        per model, the traces of successive sessions one after another."""
+        events: list[dict[str, Any]] = []
+        for pid, profiled in enumerate(p for p in (self.model, self.other) if p is not None):
+            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                           "args": {"name": f"{profiled.label}: {profiled.name}"}})
+            offset = 0.0
+            for trace in profiled.traces:
+                end = 0.0
+                for event in trace:
+                    moved = dict(event, pid=pid, ts=float(event.get("ts", 0)) + offset)
+                    events.append(moved)
+                    end = max(end, moved["ts"] + float(event.get("dur", 0)))
+                offset = end
+        return events
+
+    def write_trace(self, path: str | os.PathLike[str], *,
+                    protect: Sequence[str | os.PathLike[str]] = ()) -> None:
+        """Write :meth:`trace` as JSON, atomically; never over a file in ``protect``."""
+        model_io.write_text(path, json.dumps(self.trace()), protect=protect)
+
+    def write_html(self, path: str | os.PathLike[str], *,
+                   protect: Sequence[str | os.PathLike[str]] = ()) -> None:
+        """Write the page (:mod:`.page`), atomically; never over a file in ``protect``."""
+        model_io.write_text(path, render_page(self.to_dict()), protect=protect)
+
+
+def _load(model: onnx.ModelProto | str | os.PathLike[str], fallback: str
+          ) -> tuple[onnx.ModelProto, str]:
+    if isinstance(model, onnx.ModelProto):
+        return model, fallback
+    return model_io.load(model, load_external_data=False), Path(model).name
+
+
+def profile(
+    model: onnx.ModelProto | str | os.PathLike[str],
+    *,
+    vs: onnx.ModelProto | str | os.PathLike[str] | None = None,
+    provider: str = "auto",
+    threads: int | None = None,
+    warmup: int = 10,
+    runs: int = 50,
+    feeds: Mapping[str, np.ndarray] | None = None,
+    inputs: str | os.PathLike[str] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    dynamic_block_base: int | None = None,
+    config: SessionConfig | str | os.PathLike[str] | None = None,
+    try_fixes: bool = True,
+    seed: int = 0,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    trace: str | os.PathLike[str] | None = None,
+    html: str | os.PathLike[str] | None = None,
+    names: tuple[str, str] = ("model.onnx", "other.onnx"),
+    progress: Progress | None = None,
+) -> ProfileResult:
+    """Profile ``model`` (a ModelProto or a path) and, with ``vs``, another model beside it.
+    See the module docstring for the method and the result.
+
+    ``provider``, ``threads``, ``warmup``, ``runs``, ``feeds``, ``inputs``, ``input_shapes``,
+    ``dynamic_block_base`` and ``config`` are :func:`graphfix.validate.bench.benchmark`'s.
+    ``try_fixes=False`` skips measuring the fixes. ``trace`` and ``html``: also write ORT's
+    trace and the page there (refused up front when either is a file this call reads).
+    ``names``: the models' file names, when they are given in memory.
+    """
+    started = time.perf_counter()
+    if runs < 1 or warmup < 0:
+        raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
+    main, main_name = _load(model, names[0])
+    other, other_name = (_load(vs, names[1]) if vs is not None else (None, ""))
+    # Files to write are checked before anything is measured: never one graphfix reads.
+    reads = files_read((model, main), (vs, other), inputs, config)
+    model_io.check_outputs({role: path for role, path in (("the trace", trace),
+                                                          ("the page", html)) if path}, reads)
+    if inputs is not None and feeds is None:
+        feeds = read_feeds(inputs, main)
+    settings = session_settings(provider=provider, threads=threads,
+                                dynamic_block_base=dynamic_block_base, config=config)
+    by_model = feeds_by_model(main, other, feeds, seed, input_shapes)
+    models = {"model": (main, main_name)}
+    if other is not None:
+        models["other"] = (other, other_name)
+    with model_io.temporary_folder("profile") as folder:
+        arms = []
+        for label, (proto, _) in models.items():
+            feed = by_model["candidate" if label == "model" else "baseline"]
+            config_ = Config(label, proto, settings.optimization)
+            arms.append(Arm(label, config_, settings, feed))
+            arms.append(Arm(f"{label}_profiled", Config(f"{label}_profiled", proto,
+                                                        settings.optimization),
+                            settings, feed, profile_prefix=str(folder / label)))
+        measured = measure_runs(arms, warmup=warmup, runs=runs, progress=progress,
+                                step="profile")
+        profiles = {
+            label: account(label, name, proto, measured, label, f"{label}_profiled",
+                           optimization=settings.optimization, provider=settings.provider,
+                           input_shapes={k: v.shape for k, v in by_model[
+                               "candidate" if label == "model" else "baseline"].items()})
+            for label, (proto, name) in models.items()
+        }
+    environment = Environment.here(
+        physical_cores=default_threads(),
+        cuda=probe_provider("cuda") if provider == "auto" else None,
+        driver=provider == "auto" and "libcuda.so.1" not in probe_provider(
+            "cuda").missing_libraries)
+    found = {label: find(Observed(name, proto, profiles[label], settings, provider,
+                                  environment))
+             for label, (proto, name) in models.items()}
+    warnings: list[str] = []
+    if try_fixes:
+        _try(found["model"], main, by_model["candidate"], settings, warmup, runs,
+             profiles["model"].stats.median_ms, confidence, resamples, seed, warnings,
+             progress)
+    comparison = None
+    if other is not None:
+        comparison = bootstrap_speedup(measured.times["other"], measured.times["model"],
+                                       confidence=confidence, resamples=resamples, seed=seed)
+    result = ProfileResult(
+        provider=settings.provider, settings=settings, warmup=warmup, runs=runs, seed=seed,
+        method="together" if measured.together else "alone", model=profiles["model"],
+        other=profiles.get("other"), comparison=comparison,
+        moved=_moved(profiles["model"], profiles.get("other")),
+        findings=rank(found["model"]), other_findings=rank(found.get("other", [])),
+        seconds=0.0, warnings=warnings,
+    )
+    if trace is not None:
+        result.write_trace(trace, protect=reads)
+    result.seconds = time.perf_counter() - started
+    if html is not None:
+        result.write_html(html, protect=reads)
+    return result
+
+
+def files_read(*sources: Any) -> list[Path]:
+    """The files a command reads: models given as paths (``(what was given, the loaded
+    model)`` pairs) with their external data, and the other paths given (inputs, a
+    configuration)."""
+    found: list[Path] = []
+    for source in sources:
+        if isinstance(source, tuple):
+            given, loaded = source
+            if isinstance(given, (str, os.PathLike)):
+                found.append(Path(given))
+            if loaded is not None:
+                found += [Path(p) for p in model_io.data_files(loaded)]
+        elif isinstance(source, (str, os.PathLike)):
+            found.append(Path(source))
+    return found
+
+
+def _moved(model: ModelProfile, other: ModelProfile | None) -> list[dict[str, Any]]:
+    """Op types of both models matched: where the time moved, largest change first."""
+    if other is None:
+        return []
+    mine = {row.op_type: row for row in model.op_types}
+    theirs = {row.op_type: row for row in other.op_types}
+    rows = []
+    for op_type in sorted(set(mine) | set(theirs)):
+        a, b = mine.get(op_type), theirs.get(op_type)
+        model_ms = a.ms if a else 0.0
+        other_ms = b.ms if b else 0.0
+        rows.append({"op_type": op_type, "model_ms": model_ms, "other_ms": other_ms,
+                     "delta_ms": model_ms - other_ms, "model_count": a.count if a else 0,
+                     "other_count": b.count if b else 0})
+    rows.sort(key=lambda row: (-abs(row["delta_ms"]), row["op_type"]))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# Trying the fixes
+
+
+@dataclasses.dataclass
+class _Candidate:
+    finding: Finding
+    arm: Arm
+    batch: int
+
+
+def _try(findings: list[Finding], model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+         settings: Settings, warmup: int, runs: int, latency_ms: float, confidence: float,
+         resamples: int, seed: int, warnings: list[str], progress: Progress | None) -> None:
+    """Measure each finding's trial against the model as profiled, in rounds taken as the
+    profile's are (:func:`graphfix.validate.timing.measure_runs`): ``runs`` of them, or as many
+    as :data:`TRY_SECONDS` of timed calls allow, at least :data:`TRY_MIN_ROUNDS`; each
+    finding's ``measured`` (or ``note``) is set."""
+    candidates = []
+    for index, found in enumerate(findings):
+        if found.trial is None:
+            continue
+        label = f"fix{index}"
+        try:
+            arm, batch = _trial_arm(label, found.trial, model, feeds, settings)
+        except GraphfixError as err:
+            found.note = f"not tried: {err}"
+            continue
+        if arm is None:
+            found.note = "not tried: the pass changes nothing in this model"
+            continue
+        candidates.append(_Candidate(found, arm, batch))
+    if not candidates:
+        return
+    base = Arm("as profiled", Config("as profiled", model, settings.optimization), settings,
+               feeds)
+    arms = [base] + [c.arm for c in candidates]
+    per_round = latency_ms / 1e3 * sum(c.batch for c in candidates) + latency_ms / 1e3
+    rounds = max(TRY_MIN_ROUNDS, min(runs, int(TRY_SECONDS / max(per_round, 1e-6))))
+    try:
+        trials = measure_runs(arms, warmup=min(warmup, rounds), runs=rounds,
+                              progress=progress, step="try fixes")
+    except GraphfixError as err:
+        warnings.append(f"the fixes could not be measured: {err}")
+        return
+    for candidate in candidates:
+        statistic = candidate.finding.trial.statistic if candidate.finding.trial else "median"
+        baseline = trials.times["as profiled"]
+        fixed = [[t / candidate.batch for t in block] for block in trials.times[candidate.arm.label]]
+        comparison = bootstrap_speedup(
+            baseline, fixed, confidence=confidence, resamples=resamples, seed=seed,
+            statistic=statistic)
+        quantile = {"median": 0.5, "p90": 0.9, "p99": 0.99}[statistic]
+        candidate.finding.measured = Speedup.of(
+            comparison, "throughput" if candidate.batch > 1 else statistic,
+            float(np.quantile(np.ravel(baseline), quantile)),
+            float(np.quantile(np.ravel(fixed), quantile)))
+
+
+def _trial_arm(label: str, trial: Trial, model: onnx.ModelProto,
+               feeds: Mapping[str, np.ndarray], settings: Settings
+               ) -> tuple[Arm | None, int]:
+    """The configuration a trial measures: the passes' output (checked for parity), changed
+    settings, or the inputs at another batch size."""
+    fixed = model
+    if trial.passes:
+        fixed = onnx.ModelProto()
+        fixed.CopyFrom(model)
+        modified = False
+        for name in trial.passes:
+            step = registry.get(name)()
+            result = step(fixed)
+            fixed, modified = result.model, modified or result.modified
+        if not modified:
+            return None, 1
+        parity = check_parity(model, fixed, feeds=[dict(feeds)])
+        if not parity.passed:
+            raise BenchmarkError(f"the fixed model fails parity: {parity.describe()}")
+    changed = settings.replace(**dict(trial.settings)) if trial.settings else settings
+    batch = trial.batch or 1
+    feed = dict(feeds)
+    if trial.batch is not None:
+        dynamic = {spec.name for spec in input_specs(model)
+                   if spec.dims and not isinstance(spec.dims[0], int)}
+        feed = {name: (np.concatenate([value] * batch, axis=0) if name in dynamic else value)
+                for name, value in feeds.items()}
+    try:
+        return Arm(label, Config(label, fixed, changed.optimization), changed, feed), batch
+    except (TypeError, ValueError) as err:
+        raise BenchmarkError(first_line(err)) from None

@@ -1,0 +1,707 @@
+"""The session and provider settings that make a model fastest on this machine, measured.
+
+    result = tune("model.onnx", provider="cpu", objective="latency", budget=60)
+    result.winner.name, result.winner.speedup, result.kept_default, result.reason
+    result.config.write("config.json")      # graphfix.tune/1: bench --config re-checks it
+
+The search space is :data:`KNOBS`, one table: each knob names its values, the provider it
+applies to, whether it changes numerics, and when it does not apply to a model (parallel
+execution on a chain, cuDNN options without a convolution, batch sizes without a dynamic
+batch). A candidate is ONNX Runtime's default session with one knob changed; the default is
+always a candidate, and so is an identical copy of it (the A/A check).
+
+Method
+------
+1. Numerics. A candidate whose knob changes numerics (graph optimization level, TF32, cuDNN's
+   algorithm choice, NHWC kernels) runs once beside the default session on the same inputs;
+   when an output differs beyond parity's tolerances
+   (:func:`graphfix.validate.parity.compare_output`), it is dropped with the reason. A candidate
+   whose session does not open or run is dropped with ORT's error.
+2. One session alive at a time. ONNX Runtime sessions in one process interfere (an idle
+   session's spinning threads take the cores the timed one needs), and spinning is one of the
+   knobs, so every candidate is measured alone (:func:`graphfix.validate.timing.measure`): each
+   round opens each candidate in turn (the order rotating), warms it up, times a block of
+   calls (about 150 ms) and closes it; its peak memory is read for that opening.
+3. Successive halving. Every candidate gets a first rung of three rounds (whatever the
+   budget). Then, rung after rung, the half whose objective statistic compares worst with the
+   default's (paired bootstrap over the rounds they shared) is eliminated and the rest get
+   three more rounds, while the budget (``budget`` seconds, from the start) allows, judged from
+   the last rung's seconds per candidate and round; the last one standing is topped up to ten
+   rounds. The default and the A/A copy run in every rung.
+4. Combination. When knobs of different names each have a value significantly faster than the
+   default, their best values together are one more candidate, measured (budget allowing) in
+   a last rung with the default and the best single change.
+5. The decision. The A/A copy must show no significant difference from the default, else the
+   machine is too noisy for this budget and the default is kept. The winner is the candidate
+   with the best point estimate among those whose interval against the default clears 1.0
+   (``latency``: median; ``p99``: 99th percentile; ``throughput``: median time per sample);
+   when none does, the default is kept, and the result says so. ``memory`` picks the candidate
+   with the smallest peak memory (at least 5% under the default's) whose median is not
+   significantly slower.
+6. Confirmation. Picking the best of many intervals flatters the pick (the winner's curse), so
+   the winner, the default and the A/A copy get ten fresh rounds (whatever the budget), and the
+   decision of step 5 is taken again on those rounds alone: a winner that does not hold there
+   is not recommended. The reported speedup is the confirmation's.
+
+``TuneResult.to_dict()`` (schema ``graphfix.tune-result/1``)::
+
+    {"schema", "provider", "objective", "budget_s", "seconds", "calls_per_block",
+     "warmup_per_block", "aa": Comparison|null, "method_ok": bool,
+     "candidates": [{"name", "knob", "value", "changes": {...}, "batch_size",
+                     "status": "default"|"measured"|"eliminated"|"dropped"|"not applicable",
+                     "reason", "rounds", "median_ms", "p90_ms", "p99_ms", "cv", "peak_bytes",
+                     "speedup": Comparison|null}],
+     "winner": str, "kept_default": bool, "reason": str,
+     "config": graphfix.tune/1, "snippet": str, "warnings": [str]}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from graphfix import model_io
+from graphfix.errors import BenchmarkError, GraphfixError, first_line
+from graphfix.graph import all_nodes
+from graphfix.validate.bench import feeds_by_model, read_feeds
+from graphfix.validate.feeds import input_specs
+from graphfix.validate.parity import compare_output
+from graphfix.validate.profile import files_read
+from graphfix.validate.session_config import (
+    SessionConfig,
+    model_digest,
+    python_snippet,
+)
+from graphfix.validate.stats import (
+    FASTER,
+    NO_DIFFERENCE,
+    SLOWER,
+    Comparison,
+    bootstrap_speedup,
+)
+from graphfix.validate.timing import (
+    Arm,
+    Config,
+    Progress,
+    Settings,
+    check_feeds,
+    default_threads,
+    measure,
+    open_session,
+    ort_version,
+    resolve_provider,
+)
+
+__all__ = ["OBJECTIVES", "Knob", "KNOBS", "Facts", "Candidate", "TuneResult", "tune",
+           "choose", "facts_of"]
+
+logger = logging.getLogger(__name__)
+
+SCHEMA = "graphfix.tune-result/1"
+OBJECTIVES = ("latency", "p99", "throughput", "memory")
+_STATISTIC = {"latency": "median", "p99": "p99", "throughput": "median", "memory": "median"}
+_QUANTILE = {"median": 0.5, "p99": 0.99}
+BLOCK_SECONDS = 0.15
+RUNG_ROUNDS = 3
+FINAL_ROUNDS = 10
+BLOCK_WARMUP = 3
+LEANER = 0.95  # a memory winner's peak is at most this share of the default's
+_CONV = frozenset({"Conv", "ConvTranspose", "FusedConv", "NhwcConv", "QLinearConv"})
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+_COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Attention", "LSTM", "GRU",
+                      "RNN", "Einsum", "MatMulInteger", "QLinearConv", "QLinearMatMul"})
+
+
+# --------------------------------------------------------------------------------------------
+# The search space
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """What the knobs' applicability reads: the model's shape and the machine."""
+
+    provider: str
+    objective: str
+    cores: int
+    width: int                 # the most compute nodes that could run at once
+    has_conv: bool
+    has_conv1d: bool
+    control_flow: bool
+    static_inputs: bool        # every input's shape fixed (given or declared)
+    dynamic_batch: bool
+
+
+def _always(facts: Facts) -> str | None:
+    return None
+
+
+def _flag(text: str) -> bool:
+    if text.lower() in ("1", "true", "on", "yes"):
+        return True
+    if text.lower() in ("0", "false", "off", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """One setting tune may change: the values it tries (besides ONNX Runtime's default), the
+    provider it belongs to ("cpu", "cuda" or "any"), whether it changes numerics, how it
+    changes a candidate, and when it does not apply (a reason, or None)."""
+
+    name: str
+    provider: str
+    changes_numerics: bool
+    values: Callable[[Facts], tuple[Any, ...]]
+    apply: Callable[[Settings, int, Any], tuple[Settings, int]]
+    applies: Callable[[Facts], str | None] = _always
+    parse: Callable[[str], Any] = str
+
+
+def _setting(field: str, **also: Any) -> Callable[[Settings, int, Any], tuple[Settings, int]]:
+    return lambda settings, batch, value: (settings.replace(**{field: value}, **also), batch)
+
+
+def _cuda_option(name: str) -> Callable[[Settings, int, Any], tuple[Settings, int]]:
+    def apply(settings: Settings, batch: int, value: Any) -> tuple[Settings, int]:
+        options = dict(settings.cuda_options) | {name: str(value)}
+        return settings.replace(cuda_options=tuple(options.items())), batch
+
+    return apply
+
+
+def _branchy(facts: Facts) -> str | None:
+    return None if facts.width >= 2 else "the graph is a chain: no branches to run in parallel"
+
+
+def _threaded(facts: Facts) -> str | None:
+    return None if facts.cores > 1 else "one core: no thread pool to split work for"
+
+
+def _conv(facts: Facts) -> str | None:
+    return None if facts.has_conv else "no convolution in the model"
+
+
+def _conv1d(facts: Facts) -> str | None:
+    return None if facts.has_conv1d else "no 1-D convolution in the model"
+
+
+def _graphable(facts: Facts) -> str | None:
+    if facts.control_flow:
+        return "control flow (If/Loop/Scan) cannot be captured"
+    return None if facts.static_inputs else "dynamic input shapes (fix them with input_shapes)"
+
+
+def _batched(facts: Facts) -> str | None:
+    if facts.objective != "throughput":
+        return "batch sizes are tried for the throughput objective"
+    return None if facts.dynamic_batch else "the batch dimension is fixed"
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob("intra_op_threads", "cpu", False, lambda f: tuple(range(1, f.cores + 1)),
+         _setting("threads"), parse=int),
+    Knob("execution_mode", "cpu", False, lambda f: ("parallel",),
+         _setting("execution_mode", inter_op_threads=0), _branchy),
+    Knob("allow_spinning", "cpu", False, lambda f: (False,), _setting("allow_spinning"),
+         parse=_flag),
+    Knob("dynamic_block_base", "cpu", False, lambda f: (4,), _setting("dynamic_block_base"),
+         _threaded, parse=int),
+    Knob("optimization", "any", True, lambda f: ("extended", "basic"),
+         _setting("optimization")),
+    Knob("memory_pattern", "any", False, lambda f: (False,), _setting("memory_pattern"),
+         parse=_flag),
+    Knob("cpu_arena", "cpu", False, lambda f: (False,), _setting("cpu_arena"), parse=_flag),
+    Knob("cudnn_conv_algo_search", "cuda", True, lambda f: ("HEURISTIC", "DEFAULT"),
+         _cuda_option("cudnn_conv_algo_search"), _conv),
+    Knob("cudnn_conv_use_max_workspace", "cuda", False, lambda f: ("0",),
+         _cuda_option("cudnn_conv_use_max_workspace"), _conv),
+    Knob("cudnn_conv1d_pad_to_nc1d", "cuda", False, lambda f: ("1",),
+         _cuda_option("cudnn_conv1d_pad_to_nc1d"), _conv1d),
+    Knob("do_copy_in_default_stream", "cuda", False, lambda f: ("0",),
+         _cuda_option("do_copy_in_default_stream")),
+    Knob("use_tf32", "cuda", True, lambda f: ("0",), _cuda_option("use_tf32")),
+    Knob("prefer_nhwc", "cuda", True, lambda f: ("1",), _cuda_option("prefer_nhwc"), _conv),
+    Knob("cuda_graph", "cuda", False, lambda f: (True,),
+         _setting("cuda_graph", io_binding=True), _graphable, parse=_flag),
+    Knob("io_binding", "cuda", False, lambda f: (True,), _setting("io_binding"), parse=_flag),
+    Knob("batch_size", "any", False, lambda f: (2, 4, 8, 16),
+         lambda settings, batch, value: (settings, int(value)), _batched, parse=int),
+)
+"""Every knob tune knows; adding one is a row here (and a test)."""
+
+_BY_NAME = {knob.name: knob for knob in KNOBS}
+
+
+def facts_of(model: onnx.ModelProto, *, provider: str, objective: str,
+             input_shapes: Mapping[str, Sequence[int]] | None) -> Facts:
+    nodes = list(all_nodes(model.graph))
+    conv1d = False
+    shapes = {init.name: len(init.dims) for init in model.graph.initializer}
+    for node in nodes:
+        if node.op_type == "Conv" and len(node.input) > 1 and shapes.get(node.input[1]) == 3:
+            conv1d = True
+    specs = input_specs(model)
+    pinned = set(input_shapes or {})
+    return Facts(
+        provider=provider, objective=objective, cores=default_threads(),
+        width=_width(model.graph), has_conv=any(n.op_type in _CONV for n in nodes),
+        has_conv1d=conv1d, control_flow=any(n.op_type in _CONTROL_FLOW for n in nodes),
+        static_inputs=all(not spec.dynamic or spec.name in pinned for spec in specs),
+        dynamic_batch=any(spec.dims and not isinstance(spec.dims[0], int) for spec in specs),
+    )
+
+
+def _width(graph: onnx.GraphProto) -> int:
+    """The most compute nodes (Conv, MatMul, Gemm, ...) at one depth of the graph: what
+    parallel execution could run at once."""
+    producer = {out: index for index, node in enumerate(graph.node) for out in node.output}
+    depth: list[int] = []
+    for node in graph.node:  # ONNX graphs are topologically sorted
+        before = [depth[producer[name]] for name in node.input if name in producer]
+        depth.append(1 + max(before, default=0))
+    levels: dict[int, int] = {}
+    for node, level in zip(graph.node, depth):
+        if node.op_type in _COMPUTE:
+            levels[level] = levels.get(level, 0) + 1
+    return max(levels.values(), default=0)
+
+
+# --------------------------------------------------------------------------------------------
+# Candidates
+
+
+@dataclasses.dataclass
+class Candidate:
+    """One configuration: ONNX Runtime's default with some knobs changed."""
+
+    name: str
+    settings: Settings
+    batch: int = 1
+    changes: dict[str, Any] = dataclasses.field(default_factory=dict)
+    numerics: bool = False
+    status: str = "measured"
+    reason: str = ""
+    times: dict[tuple[int, int], list[float]] = dataclasses.field(default_factory=dict)
+    peaks: list[int] = dataclasses.field(default_factory=list)
+    speedup: Comparison | None = None
+
+    @property
+    def alive(self) -> bool:
+        return self.status in ("default", "measured")
+
+    def calls(self) -> np.ndarray:
+        """Every timed call, per sample (divided by the batch)."""
+        return np.asarray([t / self.batch for block in self.times.values() for t in block])
+
+    def to_dict(self) -> dict[str, Any]:
+        calls = self.calls()
+        stats: dict[str, Any] = {"median_ms": None, "p90_ms": None, "p99_ms": None, "cv": None}
+        if calls.size:
+            stats = {"median_ms": float(np.median(calls)),
+                     "p90_ms": float(np.quantile(calls, 0.9)),
+                     "p99_ms": float(np.quantile(calls, 0.99)),
+                     "cv": float(np.std(calls) / np.mean(calls))}
+        knob, value = next(iter(self.changes.items()), (None, None))
+        return {
+            "name": self.name, "knob": knob if len(self.changes) == 1 else None,
+            "value": value if len(self.changes) == 1 else None,
+            "changes": dict(self.changes), "batch_size": self.batch, "status": self.status,
+            "reason": self.reason, "rounds": len(self.times), **stats,
+            "peak_bytes": int(np.median(self.peaks)) if self.peaks else None,
+            "speedup": self.speedup.to_dict() if self.speedup else None,
+        }
+
+
+def _candidates(facts: Facts, default: Settings,
+                space: Mapping[str, Sequence[Any]] | None) -> list[Candidate]:
+    """The default, its A/A copy, and one candidate per applicable knob value (``space``
+    restricts the knobs and their values; a knob named there is tried whatever the model)."""
+    found = [Candidate("default", default, status="default"),
+             Candidate("default (A/A copy)", default, status="default")]
+    if space is not None:
+        unknown = sorted(set(space) - set(_BY_NAME))
+        if unknown:
+            raise BenchmarkError(f"unknown knob(s): {', '.join(unknown)}",
+                                 hint=f"knobs: {', '.join(_BY_NAME)}")
+    for knob in KNOBS:
+        if space is not None and knob.name not in space:
+            continue
+        if knob.provider not in ("any", facts.provider):
+            if space is not None:
+                raise BenchmarkError(f"knob {knob.name} is for the {knob.provider} provider, "
+                                     f"not {facts.provider}")
+            continue
+        why_not = None if space is not None else knob.applies(facts)
+        values = tuple(space[knob.name]) if space is not None else knob.values(facts)
+        for value in values:
+            name = f"{knob.name}={value}"
+            if why_not is not None:
+                found.append(Candidate(name, default, changes={knob.name: value},
+                                       status="not applicable", reason=why_not))
+                continue
+            try:
+                settings, batch = knob.apply(default, 1, value)
+            except GraphfixError as err:
+                found.append(Candidate(name, default, changes={knob.name: value},
+                                       status="dropped", reason=str(err)))
+                continue
+            found.append(Candidate(name, settings, batch, {knob.name: value},
+                                   numerics=knob.changes_numerics))
+    return found
+
+
+def _batched_feeds(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
+                   batch: int) -> dict[str, np.ndarray]:
+    if batch == 1:
+        return dict(feeds)
+    dynamic = {spec.name for spec in input_specs(model)
+               if spec.dims and not isinstance(spec.dims[0], int)}
+    return {name: np.concatenate([value] * batch, axis=0) if name in dynamic else value
+            for name, value in feeds.items()}
+
+
+def _run_once(model: onnx.ModelProto, candidate: Candidate, feeds: Mapping[str, np.ndarray]
+              ) -> dict[str, Any]:
+    session, _ = open_session(Config(candidate.name, model, candidate.settings.optimization),
+                              candidate.settings)
+    feed = check_feeds(candidate.name, session, feeds)
+    names = [o.name for o in session.get_outputs()]
+    try:
+        return dict(zip(names, session.run(names, feed)))
+    except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
+        raise BenchmarkError(f"does not run: {first_line(err)}") from None
+
+
+def _check_numerics(model: onnx.ModelProto, candidates: list[Candidate],
+                    feeds: Mapping[str, np.ndarray]) -> None:
+    """Drop each numerics-changing candidate whose outputs differ from the default session's
+    beyond parity's tolerances, and each candidate that does not open or run."""
+    reference = _run_once(model, candidates[0], feeds)
+    for candidate in candidates[2:]:
+        if not candidate.alive:
+            continue
+        try:
+            outputs = _run_once(model, candidate, _batched_feeds(model, feeds, candidate.batch))
+        except GraphfixError as err:
+            candidate.status, candidate.reason = "dropped", first_line(err)
+            continue
+        if not candidate.numerics or candidate.batch != 1:
+            continue
+        for name, value in reference.items():
+            parity = compare_output(name, value, outputs.get(name))
+            if not parity.passed:
+                candidate.status = "dropped"
+                candidate.reason = f"changes numerics: output {name!r}: {parity.reason}"
+                break
+
+
+# --------------------------------------------------------------------------------------------
+# The search
+
+
+@dataclasses.dataclass
+class TuneResult:
+    """What :func:`tune` measured and chose. See the module docstring for ``to_dict()``."""
+
+    provider: str
+    objective: str
+    budget_s: float
+    seconds: float
+    calls_per_block: int
+    warmup_per_block: int
+    aa: Comparison | None
+    candidates: list[Candidate]
+    winner: Candidate
+    kept_default: bool
+    reason: str
+    config: SessionConfig
+    snippet: str
+    warnings: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def method_ok(self) -> bool:
+        return self.aa is not None and self.aa.verdict == NO_DIFFERENCE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "provider": self.provider, "objective": self.objective,
+            "budget_s": self.budget_s, "seconds": self.seconds,
+            "calls_per_block": self.calls_per_block, "warmup_per_block": self.warmup_per_block,
+            "aa": self.aa.to_dict() if self.aa else None, "method_ok": self.method_ok,
+            "candidates": [c.to_dict() for c in self.candidates],
+            "winner": self.winner.name, "kept_default": self.kept_default,
+            "reason": self.reason, "config": self.config.to_dict(), "snippet": self.snippet,
+            "warnings": list(self.warnings),
+        }
+
+
+def _compare(default: Candidate, candidate: Candidate, statistic: str, *, confidence: float,
+             resamples: int, seed: int, rung: int | None = None) -> Comparison | None:
+    """The candidate against the default over the rounds both ran (per sample); only those of
+    ``rung`` when it is given."""
+    shared = sorted(key for key in set(default.times) & set(candidate.times)
+                    if rung is None or key[0] == rung)
+    if not shared:
+        return None
+    a = np.asarray([default.times[key] for key in shared]) / default.batch
+    b = np.asarray([candidate.times[key] for key in shared]) / candidate.batch
+    return bootstrap_speedup(a, b, confidence=confidence, resamples=resamples, seed=seed,
+                             statistic=statistic)
+
+
+def choose(default: Candidate, aa: Comparison | None, candidates: Sequence[Candidate],
+           objective: str) -> tuple[Candidate, str]:
+    """The winner and why (see the module docstring, step 5): a candidate only when the A/A
+    check held and its interval against the default clears 1.0 (memory: leaner and not
+    slower)."""
+    if aa is None or aa.verdict != NO_DIFFERENCE:
+        shown = f"{aa.speedup:.3f}x [{aa.ci_low:.3f}, {aa.ci_high:.3f}]" if aa else "not measured"
+        return default, (f"the A/A check failed (the default against itself: {shown}): the "
+                         "machine is too noisy for this budget to tell settings apart; the "
+                         "default is kept")
+    measured = [c for c in candidates if c.status == "measured" and c.speedup is not None]
+    if objective == "memory":
+        base = np.median(default.peaks) if default.peaks else None
+        lean = [c for c in measured if c.peaks and base and c.speedup.verdict != SLOWER
+                and np.median(c.peaks) <= LEANER * base]
+        if not lean:
+            return default, ("no candidate used 5% less memory than the default without being "
+                             "significantly slower; the default is kept")
+        best = min(lean, key=lambda c: (np.median(c.peaks), -c.speedup.speedup))
+        return best, (f"{best.name} peaks at {np.median(best.peaks) / 2**20:.1f} MiB against the "
+                      f"default's {base / 2**20:.1f} MiB, at {best.speedup.speedup:.3f}x the speed")
+    faster = [c for c in measured if c.speedup.verdict == FASTER]
+    if not faster:
+        return default, ("no candidate was significantly faster than the default (no interval "
+                         "cleared 1.0); the default is kept")
+    best = max(faster, key=lambda c: c.speedup.speedup)
+    s = best.speedup
+    return best, (f"{best.name} is {s.speedup:.3f}x the default [{s.ci_low:.3f}, "
+                  f"{s.ci_high:.3f}] on the {_STATISTIC[objective]}"
+                  + (" per sample" if objective == "throughput" else ""))
+
+
+def _load(model: onnx.ModelProto | str | os.PathLike[str], fallback: str
+          ) -> tuple[onnx.ModelProto, str]:
+    if isinstance(model, onnx.ModelProto):
+        return model, fallback
+    return model_io.load(model, load_external_data=False), Path(model).name
+
+
+def tune(
+    model: onnx.ModelProto | str | os.PathLike[str],
+    *,
+    provider: str = "auto",
+    objective: str = "latency",
+    budget: float = 60.0,
+    feeds: Mapping[str, np.ndarray] | None = None,
+    inputs: str | os.PathLike[str] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    space: Mapping[str, Sequence[Any]] | None = None,
+    seed: int = 0,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    out: str | os.PathLike[str] | None = None,
+    name: str = "model.onnx",
+    progress: Progress | None = None,
+) -> TuneResult:
+    """Search :data:`KNOBS` for ``model`` (a ModelProto or a path) on this machine. See the
+    module docstring for the method.
+
+    ``objective``: "latency", "p99", "throughput" or "memory". ``budget``: seconds the search
+    may spend, counted from the start (every candidate's first rung and the winner's
+    confirmation run regardless).
+    ``feeds``/``inputs``/``input_shapes``: the inputs, as ``bench`` takes them. ``space``:
+    ``{knob name: values}`` to try instead of the table's (e.g. ``{"intra_op_threads": [1]}``).
+    ``out``: write the winner's ``graphfix.tune/1`` configuration there.
+    """
+    started = time.perf_counter()
+    if objective not in OBJECTIVES:
+        raise BenchmarkError(f"unknown objective {objective!r}",
+                             hint=f"use one of {', '.join(OBJECTIVES)}")
+    if not budget > 0:
+        raise BenchmarkError(f"the budget must be > 0 seconds, got {budget!r}")
+    proto, model_name = _load(model, name)
+    reads = files_read((model, proto), inputs)
+    if out is not None:
+        model_io.check_outputs({"the configuration": out}, reads)
+    used = resolve_provider(provider)
+    if inputs is not None and feeds is None:
+        feeds = read_feeds(inputs, proto)
+    feed = feeds_by_model(proto, None, feeds, seed, input_shapes)["candidate"]
+    facts = facts_of(proto, provider=used, objective=objective, input_shapes=input_shapes)
+    default_settings = Settings.ort_defaults(used)
+    candidates = _candidates(facts, default_settings, space)
+    _check_numerics(proto, candidates, feed)
+    default, copy = candidates[0], candidates[1]
+    calls, warmup = _block_size(proto, default, feed)
+    statistic = _STATISTIC[objective]
+    compare = lambda c: _compare(default, c, statistic, confidence=confidence,  # noqa: E731
+                                 resamples=resamples, seed=seed)
+    rung = 0
+
+    def run_rung(alive: list[Candidate], rounds: int) -> float:
+        """Measure ``alive`` for ``rounds`` more rounds; the seconds per arm and round."""
+        nonlocal rung
+        began = time.perf_counter()
+        arms = [Arm(c.name, Config(c.name, proto, c.settings.optimization), c.settings,
+                    _batched_feeds(proto, feed, c.batch)) for c in alive]
+        measured = measure(arms, warmup=warmup, rounds=rounds, calls=calls, together=False,
+                           progress=progress, step=f"tune rung {rung + 1}")
+        for c in alive:
+            for index, block in enumerate(measured.times[c.name]):
+                c.times[(rung, index)] = block
+            if measured.peak_bytes[c.name] is not None:
+                c.peaks.append(measured.peak_bytes[c.name])
+        for c in alive[1:]:
+            c.speedup = compare(c)
+        rung += 1
+        return (time.perf_counter() - began) / (len(alive) * rounds)
+
+    challengers = [c for c in candidates[2:] if c.alive]
+    deadline = started + budget
+    warnings: list[str] = []
+    cost = run_rung([default, copy, *challengers], RUNG_ROUNDS)  # s per arm and round
+    while challengers:
+        if len(challengers) > 1:
+            ranked = sorted(challengers, key=lambda c: -(c.speedup.speedup if c.speedup else 0.0))
+            keep = ranked[: max(1, len(challengers) // 2)]
+            for c in ranked[len(keep):]:
+                c.status = "eliminated"
+                c.reason = (f"halving after rung {rung}: "
+                            + (f"{c.speedup.speedup:.3f}x the default" if c.speedup else ""))
+            challengers = keep
+        arms = len(challengers) + 2
+        affordable = int((deadline - time.perf_counter()) / (cost * arms))
+        wanted = (RUNG_ROUNDS if len(challengers) > 1
+                  else FINAL_ROUNDS - len(challengers[0].times))
+        rounds = min(wanted, affordable)
+        if rounds < 1:
+            have = len(challengers[0].times)
+            if len(challengers) > 1:
+                warnings.append(f"the budget ran out with {len(challengers)} candidates still in "
+                                f"the running after {have} rounds each; a larger budget narrows "
+                                "them down and their intervals")
+            elif wanted > 0:
+                warnings.append(f"the budget ran out with {have} rounds for the last candidate "
+                                f"standing (aim: {FINAL_ROUNDS}); its interval is wider for it")
+            break
+        cost = run_rung([default, copy, *challengers], rounds)
+        if len(challengers) == 1 and len(challengers[0].times) >= FINAL_ROUNDS:
+            break
+    combined = _combination(default, [c for c in candidates if c.status == "measured"])
+    if combined is not None:
+        best = max((c for c in challengers if c.speedup), key=lambda c: c.speedup.speedup,
+                   default=None)
+        arms = 3 + (best is not None)
+        affordable = int((deadline - time.perf_counter()) / (cost * arms))
+        candidates.append(combined)
+        if affordable < RUNG_ROUNDS:
+            combined.status = "dropped"
+            combined.reason = "the budget ran out before the combination could be measured"
+        else:
+            _check_numerics(proto, [default, copy, combined], feed)
+            if combined.alive:
+                run_rung([default, copy, combined, *([best] if best else [])],
+                         min(FINAL_ROUNDS, affordable))
+    aa = compare(copy)
+    winner, reason = choose(default, aa, candidates[2:], objective)
+    if winner is not default:
+        winner, reason, aa = _confirm(winner, default, copy, run_rung, rung, objective,
+                                      statistic, confidence, resamples, seed)
+    if time.perf_counter() - started > 1.2 * budget:
+        warnings.append(f"the search took {time.perf_counter() - started:.0f} s for a budget of "
+                        f"{budget:g} s (every candidate's first rung and the winner's "
+                        "confirmation always run)")
+    config = SessionConfig(
+        settings=winner.settings, batch_size=winner.batch if objective == "throughput" else None,
+        objective=objective, model={"name": model_name, "sha256": model_digest(proto)},
+        measured=_measured(default, winner, statistic),
+        versions=_versions(),
+    )
+    result = TuneResult(
+        provider=used, objective=objective, budget_s=float(budget),
+        seconds=time.perf_counter() - started, calls_per_block=calls, warmup_per_block=warmup,
+        aa=aa, candidates=candidates, winner=winner, kept_default=winner is default,
+        reason=reason, config=config, snippet=python_snippet(winner.settings, model_name),
+        warnings=warnings,
+    )
+    if out is not None:
+        config.write(out, protect=reads)
+    logger.info("tune: %s (%s)", winner.name, reason)
+    return result
+
+
+def _confirm(winner: Candidate, default: Candidate, copy: Candidate,
+             run_rung: Callable[[list[Candidate], int], float], rung: int, objective: str,
+             statistic: str, confidence: float, resamples: int, seed: int
+             ) -> tuple[Candidate, str, Comparison | None]:
+    """Fresh rounds of the winner, the default and the A/A copy: the search picked the best of
+    many intervals, which flatters it (the winner's curse); the claim stands only when these
+    rounds alone support it too. Returns the decision and the A/A comparison it rests on."""
+    run_rung([default, copy, winner], FINAL_ROUNDS)
+    fresh = lambda c: _compare(default, c, statistic, confidence=confidence,  # noqa: E731
+                               resamples=resamples, seed=seed, rung=rung)
+    aa, confirmed = fresh(copy), fresh(winner)
+    winner.speedup = confirmed
+    found, reason = choose(default, aa, [winner], objective)
+    if found is winner:
+        return winner, reason + f" (confirmed on {FINAL_ROUNDS} fresh rounds)", aa
+    shown = (f"{confirmed.speedup:.3f}x [{confirmed.ci_low:.3f}, {confirmed.ci_high:.3f}]"
+             if confirmed else "not measured")
+    return default, (f"{winner.name} led the search but did not hold on {FINAL_ROUNDS} fresh "
+                     f"rounds ({shown}: {reason}); the default is kept"), aa
+
+
+def _block_size(model: onnx.ModelProto, default: Candidate, feeds: Mapping[str, np.ndarray]
+                ) -> tuple[int, int]:
+    """Calls per block (about :data:`BLOCK_SECONDS`) from a short run of the default."""
+    probe = measure([Arm("probe", Config("probe", model, default.settings.optimization),
+                         default.settings, feeds)], warmup=BLOCK_WARMUP, rounds=1, calls=3,
+                    together=False)
+    median = float(np.median(probe.calls("probe"))) / 1e3
+    return int(min(50, max(3, round(BLOCK_SECONDS / max(median, 1e-5))))), BLOCK_WARMUP
+
+
+def _combination(default: Candidate, measured: list[Candidate]) -> Candidate | None:
+    """The best significantly-faster value of each knob, together, when there are two knobs
+    or more."""
+    best: dict[str, Candidate] = {}
+    for c in measured:
+        if c.speedup is None or c.speedup.verdict != FASTER or len(c.changes) != 1:
+            continue
+        knob = next(iter(c.changes))
+        if knob not in best or c.speedup.speedup > best[knob].speedup.speedup:
+            best[knob] = c
+    if len(best) < 2:
+        return None
+    settings, batch, changes, numerics = default.settings, 1, {}, False
+    for knob, c in best.items():
+        settings, batch = _BY_NAME[knob].apply(settings, batch, c.changes[knob])
+        changes[knob] = c.changes[knob]
+        numerics |= c.numerics
+    name = ", ".join(f"{k}={v}" for k, v in changes.items())
+    return Candidate(name, settings, batch, changes, numerics=numerics)
+
+
+def _measured(default: Candidate, winner: Candidate, statistic: str) -> dict[str, Any] | None:
+    if winner is default or winner.speedup is None:
+        return None
+    quantile = _QUANTILE[statistic]
+    return {**winner.speedup.to_dict(), "statistic": statistic,
+            "default_ms": float(np.quantile(default.calls(), quantile)),
+            "winner_ms": float(np.quantile(winner.calls(), quantile))}
+
+
+def _versions() -> dict[str, str]:
+    """The runtime the settings were measured on (they may not carry over to another)."""
+    return {"onnxruntime": ort_version()}

@@ -1,0 +1,271 @@
+"""Tests for graphfix.validate.tune: the knob table, the decision rule on constructed samples,
+and real searches whose outcome is clear (a setting that is slower for sure, a candidate that
+equals the default, batch sizes on a tiny dynamic-batch model). Behaviour only: no timing
+claim beyond a difference of several times."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from graphfix.doctor import probe_provider
+from graphfix.errors import BenchmarkError
+from graphfix.validate.bench import benchmark
+from graphfix.validate.session_config import read_config
+from graphfix.validate.stats import SLOWER, bootstrap_speedup
+from graphfix.validate.timing import Settings
+from graphfix.validate.tune import (
+    KNOBS,
+    OBJECTIVES,
+    Candidate,
+    Facts,
+    choose,
+    facts_of,
+    tune,
+)
+from models.nhwc import mobilenetv2_nhwc
+
+CUDA_LOADS = probe_provider("cuda").loadable
+needs_cuda = pytest.mark.skipif(
+    not CUDA_LOADS, reason=f"the CUDA provider does not load here: {probe_provider('cuda').error}")
+
+
+def _mlp(batch: str | int = 1) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("MatMul", ["x", "w1"], ["h"]),
+         onnx.helper.make_node("Relu", ["h"], ["r"]),
+         onnx.helper.make_node("MatMul", ["r", "w2"], ["y"])],
+        "mlp",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [batch, 32])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [batch, 8])],
+        [onnx.numpy_helper.from_array(rng.uniform(-1, 1, (32, 32)).astype(np.float32), "w1"),
+         onnx.numpy_helper.from_array(rng.uniform(-1, 1, (32, 8)).astype(np.float32), "w2")],
+    )
+    return onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)],
+                                  ir_version=8)
+
+
+def _mobilenet() -> onnx.ModelProto:
+    return mobilenetv2_nhwc(image_size=32, width=0.35, num_classes=10, dynamic_batch=False)
+
+
+FACTS = Facts(provider="cpu", objective="latency", cores=4, width=1, has_conv=False,
+              has_conv1d=False, control_flow=False, static_inputs=True, dynamic_batch=False)
+
+
+# -- the knob table ----------------------------------------------------------------------------
+
+
+def test_every_knob_is_one_row_with_a_provider_values_and_an_effect() -> None:
+    names = [knob.name for knob in KNOBS]
+    assert len(names) == len(set(names))
+    default = Settings.ort_defaults("cuda")
+    for knob in KNOBS:
+        assert knob.provider in ("cpu", "cuda", "any")
+        facts = dataclasses.replace(FACTS, provider="cuda" if knob.provider == "cuda" else "cpu")
+        values = knob.values(facts)
+        assert values, knob.name
+        for value in values:
+            settings, batch = knob.apply(default, 1, value)
+            assert (settings, batch) != (default, 1), f"{knob.name}={value} changes nothing"
+
+
+@pytest.mark.parametrize(("knob", "facts", "applies"), [
+    ("execution_mode", {"width": 1}, False),
+    ("execution_mode", {"width": 3}, True),
+    ("dynamic_block_base", {"cores": 1}, False),
+    ("cudnn_conv_algo_search", {"has_conv": False}, False),
+    ("cudnn_conv1d_pad_to_nc1d", {"has_conv": True, "has_conv1d": True}, True),
+    ("cuda_graph", {"control_flow": True}, False),
+    ("cuda_graph", {"static_inputs": False}, False),
+    ("batch_size", {"dynamic_batch": True}, False),  # latency objective
+    ("batch_size", {"dynamic_batch": True, "objective": "throughput"}, True),
+])
+def test_knobs_apply_only_where_they_can_matter(knob: str, facts: dict, applies: bool) -> None:
+    row = next(k for k in KNOBS if k.name == knob)
+    assert (row.applies(dataclasses.replace(FACTS, **facts)) is None) == applies
+
+
+def test_numerics_changing_knobs_are_marked() -> None:
+    marked = {knob.name for knob in KNOBS if knob.changes_numerics}
+    assert {"optimization", "use_tf32", "cudnn_conv_algo_search", "prefer_nhwc"} <= marked
+    assert "intra_op_threads" not in marked
+
+
+def test_facts_read_branches_convolutions_and_the_batch() -> None:
+    facts = facts_of(_mobilenet(), provider="cpu", objective="latency", input_shapes=None)
+    assert facts.has_conv and not facts.has_conv1d and facts.static_inputs
+    assert facts.width == 1 and not facts.dynamic_batch  # MobileNetV2 is a chain
+    branchy = facts_of(_mlp("N"), provider="cpu", objective="throughput", input_shapes=None)
+    assert branchy.dynamic_batch and not branchy.static_inputs
+
+
+# -- the decision ------------------------------------------------------------------------------
+
+
+def _candidate(name: str, factor: float, rng: np.random.Generator, *, peak: int = 100,
+               rounds: int = 12) -> Candidate:
+    candidate = Candidate(name, Settings.ort_defaults("cpu"), changes={name: 1})
+    candidate.times = {(0, i): list(factor * rng.uniform(0.95, 1.05, 5)) for i in range(rounds)}
+    candidate.peaks = [peak]
+    return candidate
+
+
+def _compared(default: Candidate, candidate: Candidate) -> Candidate:
+    keys = sorted(default.times)
+    candidate.speedup = bootstrap_speedup([default.times[k] for k in keys],
+                                          [candidate.times[k] for k in keys])
+    return candidate
+
+
+def test_choose_takes_the_fastest_candidate_that_clears_one() -> None:
+    rng = np.random.default_rng(0)
+    default = _candidate("default", 1.0, rng)
+    fast = _compared(default, _candidate("fast", 0.5, rng))
+    faster = _compared(default, _candidate("faster", 0.4, rng))
+    slow = _compared(default, _candidate("slow", 2.0, rng))
+    aa = _compared(default, _candidate("copy", 1.0, rng)).speedup
+    winner, reason = choose(default, aa, [slow, fast, faster], "latency")
+    assert winner is faster and reason.startswith("faster is 2.")
+
+
+def test_choose_keeps_the_default_when_nothing_clears_one_or_the_aa_fails() -> None:
+    rng = np.random.default_rng(1)
+    default = _candidate("default", 1.0, rng)
+    same = _compared(default, _candidate("same", 1.0, rng))
+    aa = _compared(default, _candidate("copy", 1.0, rng)).speedup
+    winner, reason = choose(default, aa, [same], "latency")
+    assert winner is default and "default is kept" in reason
+    fast = _compared(default, _candidate("fast", 0.5, rng))
+    broken = _compared(default, _candidate("copy", 0.7, rng)).speedup  # A/A "faster"
+    winner, reason = choose(default, broken, [fast], "latency")
+    assert winner is default and "A/A check failed" in reason
+
+
+def test_choose_for_memory_takes_the_leanest_that_is_not_slower() -> None:
+    rng = np.random.default_rng(2)
+    default = _candidate("default", 1.0, rng, peak=1000)
+    lean_slow = _compared(default, _candidate("lean but slow", 3.0, rng, peak=100))
+    lean = _compared(default, _candidate("lean", 1.0, rng, peak=500))
+    aa = _compared(default, _candidate("copy", 1.0, rng, peak=1000)).speedup
+    assert lean_slow.speedup.verdict == SLOWER
+    winner, _ = choose(default, aa, [lean_slow, lean], "memory")
+    assert winner is lean
+    heavy = _compared(default, _candidate("heavy", 1.0, rng, peak=990))
+    assert choose(default, aa, [heavy], "memory")[0] is default  # not 5% leaner
+
+
+# -- real searches ------------------------------------------------------------------------------
+
+
+def test_a_setting_that_is_slower_for_sure_is_not_chosen() -> None:
+    # With ORT's graph optimizations off, MobileNetV2 runs its converter's Transposes and no
+    # fused or NCHWc convolution: several times slower on any machine.
+    result = tune(_mobilenet(), provider="cpu", budget=5,
+                  space={"optimization": ["disabled"]})
+    slow = next(c for c in result.candidates if c.name == "optimization=disabled")
+    assert slow.status == "measured" and slow.speedup is not None
+    assert slow.speedup.ci_high < 1.0
+    assert result.winner.name != slow.name and result.kept_default
+    assert result.config.settings == Settings.ort_defaults("cpu")
+    assert result.config.measured is None
+
+
+def test_the_default_is_kept_when_nothing_is_significantly_better() -> None:
+    # intra_op_threads=0 is ONNX Runtime's default itself: a second A/A copy.
+    result = tune(_mlp(), provider="cpu", budget=5, confidence=0.999,
+                  space={"intra_op_threads": [0]})
+    assert result.kept_default and "default is kept" in result.reason
+    assert result.aa is not None
+
+
+def test_throughput_tries_batch_sizes_per_sample(tmp_path) -> None:
+    out = tmp_path / "tuned.json"
+    result = tune(_mlp("N"), provider="cpu", objective="throughput", budget=10,
+                  input_shapes={"x": [1, 32]}, space={"batch_size": [16]}, out=out)
+    batched = next(c for c in result.candidates if c.name == "batch_size=16")
+    assert batched.batch == 16 and batched.speedup is not None
+    assert result.winner is batched  # sixteen samples per call: far less per sample
+    assert "confirmed on 10 fresh rounds" in result.reason
+    assert read_config(out).batch_size == 16
+
+
+def test_the_table_reports_variance_memory_and_every_drop(tmp_path) -> None:
+    result = tune(_mlp(), provider="cpu", budget=5,
+                  space={"execution_mode": ["parallel"], "cpu_arena": [False]})
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["schema"] == "graphfix.tune-result/1"
+    rows = {row["name"]: row for row in data["candidates"]}
+    assert {"default", "default (A/A copy)", "execution_mode=parallel",
+            "cpu_arena=False"} <= set(rows)
+    for row in rows.values():
+        assert row["median_ms"] > 0 and row["p99_ms"] >= row["median_ms"] and row["cv"] >= 0
+        assert row["peak_bytes"] is None or row["peak_bytes"] >= 0
+    assert "import onnxruntime as ort" in data["snippet"]
+
+
+def test_knobs_that_do_not_apply_are_listed_with_the_reason() -> None:
+    result = tune(_mlp(), provider="cpu", budget=5, objective="latency",
+                  space={"intra_op_threads": [1]})
+    assert [c.name for c in result.candidates][:2] == ["default", "default (A/A copy)"]
+    full = tune(_mlp(), provider="cpu", budget=1)
+    reasons = {c.name: c.reason for c in full.candidates if c.status == "not applicable"}
+    assert "chain" in reasons["execution_mode=parallel"]
+    assert "throughput" in reasons["batch_size=2"]
+    assert any("budget" in w for w in full.warnings)
+
+
+def test_a_tuned_configuration_is_rechecked_by_bench(tmp_path) -> None:
+    out = tmp_path / "tuned.json"
+    tune(_mlp(), provider="cpu", budget=3, space={"intra_op_threads": [1]}, out=out)
+    result = benchmark(_mlp(), config=out, baseline_config="ort-defaults", runs=4, warmup=1)
+    assert result.baseline is not None and result.method == "alone"
+    assert result.baseline_settings == Settings.ort_defaults("cpu")
+    assert result.settings == read_config(out).settings
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({"objective": "speed"}, "objective"),
+    ({"budget": 0}, "budget"),
+    ({"space": {"warp_drive": [1]}}, "unknown knob"),
+    ({"space": {"use_tf32": ["0"]}}, "cuda provider"),
+])
+def test_bad_options_raise(options: dict, match: str) -> None:
+    with pytest.raises(BenchmarkError, match=match):
+        tune(_mlp(), provider="cpu", **options)
+
+
+def test_objectives_are_the_documented_four() -> None:
+    assert OBJECTIVES == ("latency", "p99", "throughput", "memory")
+
+
+# -- CUDA (skipped without a working CUDA provider) --------------------------------------------
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_cuda_knobs_are_searched_with_numerics_checked() -> None:
+    result = tune(_mobilenet(), provider="cuda", budget=20,
+                  space={"cudnn_conv_algo_search": ["HEURISTIC"], "use_tf32": ["0"],
+                         "io_binding": [True], "cuda_graph": [True]})
+    names = {c.name: c for c in result.candidates}
+    assert {"cudnn_conv_algo_search=HEURISTIC", "use_tf32=0", "io_binding=True",
+            "cuda_graph=True"} <= set(names)
+    for candidate in names.values():
+        assert candidate.status in ("default", "measured", "eliminated", "dropped")
+        if candidate.status == "dropped":
+            assert candidate.reason
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_cuda_default_is_session_run_without_binding() -> None:
+    default = Settings.ort_defaults("cuda")
+    assert not default.io_binding and not default.cuda_graph
+    result = tune(_mlp(), provider="cuda", budget=5, space={"io_binding": [True]})
+    assert result.provider == "cuda"
