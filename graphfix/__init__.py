@@ -14,20 +14,7 @@ Each pass is also a function for exporters: ``graphfix.passes.remove_initializer
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-import os as _os
-
-# Installed, the pass library is the subpackage graphfix.passes (pyproject maps the repository's
-# passes/ folder there). In a source checkout, where this folder shadows an installed graphfix
-# (Python puts the working directory first on sys.path), passes/ lies beside it: the package
-# looks there too, so that the checkout imports graphfix.passes as the installed package does.
-_here = _os.path.dirname(_os.path.abspath(__file__))
-if not _os.path.isdir(_os.path.join(_here, "passes")) and _os.path.isfile(
-    _os.path.join(_os.path.dirname(_here), "passes", "__init__.py")
-):
-    __path__.append(_os.path.dirname(_here))  # noqa: F821 - a package's __path__
-del _here
+from graphfix.version import __version__
 
 from typing import TYPE_CHECKING
 

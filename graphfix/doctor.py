@@ -54,7 +54,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-import graphfix
+from graphfix.version import __version__
 from graphfix.options import PROVIDERS
 
 __all__ = [
@@ -429,7 +429,7 @@ def diagnose(*, provider: str | None = None) -> DoctorReport:
     requested = _short_name(provider) if provider is not None else None
     versions: dict[str, str | None] = {
         "python": sys.version.split()[0],
-        "graphfix": graphfix.__version__,
+        "graphfix": __version__,
         "onnx": _version("onnx"),
         "onnxsim": _version("onnxsim"),
         "numpy": _version("numpy"),

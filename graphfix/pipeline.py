@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
-import graphfix
+from graphfix.version import __version__
 from graphfix import graph as graph_layer
 from graphfix import layout, model_io, registry
 from graphfix import speed_gate as gate
@@ -560,7 +560,7 @@ class _Job:
         self.require_speedup, self.progress = require_speedup, progress
         self.judge_speed = judge_speed
         self.started = time.perf_counter()
-        self.report = Report(graphfix_version=graphfix.__version__, verify=verify)
+        self.report = Report(graphfix_version=__version__, verify=verify)
         self.report.input = model_facts(loaded.model, size_bytes=loaded.size_bytes or None,
                                         external_data=loaded.external_data)
         self.report.warnings += model_io.check_model(loaded.model, rewrite=True)

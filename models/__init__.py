@@ -1,7 +1,9 @@
-"""Builders of realistic ONNX models for graphfix's tests, benchmarks and peer comparison.
+"""Builders of realistic ONNX models for graphfix's tests, benchmarks and peer comparison,
+installed as ``graphfix.models`` (the repository's ``models/`` folder), with the sample model the
+README's first command optimizes.
 
-Not installed with graphfix. Pure onnx + numpy except :mod:`models.torch_models`, which imports
-torch and transformers lazily.
+Pure onnx + numpy except :mod:`.torch_models`, which imports torch and transformers lazily, and
+:mod:`.random_models`, hypothesis strategies of random graphs (the test extra).
 """
 
 from __future__ import annotations

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import onnx
 
-from models.light import LIGHT_NAMES, light_path, load_light
-from models.nhwc import NHWC_MODELS, nchw_stray_pair
-from models.transformer import transformer_encoder
+from .light import LIGHT_NAMES, light_path, load_light
+from .nhwc import NHWC_MODELS, nchw_stray_pair
+from .transformer import transformer_encoder
 
 __all__ = ["build_corpus", "SMALL_OPTIONS"]
 
@@ -68,7 +68,7 @@ def build_corpus(
         written.append(shipped)
         save(f"{name}_ir7", load_light(name, ir_version=7))
     if include_torch and _torch_available():
-        from models.torch_models import export_bert_like, export_small_cnn
+        from .torch_models import export_bert_like, export_small_cnn
 
         written.append(export_bert_like(out / "bert_like.onnx", bert_base_config=full_size))
         written.append(export_small_cnn(out / "torch_small_cnn.onnx"))

@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from models._graph import TO_NCHW, TO_NHWC, GraphBuilder, float_input
+from ._graph import TO_NCHW, TO_NHWC, GraphBuilder, float_input
 
 __all__ = [
     "NHWC_MODELS",

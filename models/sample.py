@@ -20,7 +20,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from models._graph import TO_NCHW, TO_NHWC, GraphBuilder, float_input
+from ._graph import TO_NCHW, TO_NHWC, GraphBuilder, float_input
 
 __all__ = ["SAMPLE_PATH", "build_sample", "sample_input"]
 

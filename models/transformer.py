@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from models._graph import GraphBuilder, float_input
+from ._graph import GraphBuilder, float_input
 
 __all__ = ["transformer_encoder", "write_large_transformer"]
 

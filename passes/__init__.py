@@ -9,17 +9,17 @@ twin rewrites the model it is given in place and returns it::
 
 from __future__ import annotations
 
-from graphfix.passes.convert_precision import ConvertPrecision, convert_precision
-from graphfix.passes.eliminate_transposes import EliminateTransposes, eliminate_transposes
-from graphfix.passes.fold_shapes import FoldShapes, fold_shapes
-from graphfix.passes.fuse_transformer import FuseTransformer, fuse_transformer
-from graphfix.passes.merge_duplicates import MergeDuplicates, merge_duplicates
-from graphfix.passes.ort_offline import OrtOffline, ort_offline
-from graphfix.passes.remove_initializer_inputs import (
+from .convert_precision import ConvertPrecision, convert_precision
+from .eliminate_transposes import EliminateTransposes, eliminate_transposes
+from .fold_shapes import FoldShapes, fold_shapes
+from .fuse_transformer import FuseTransformer, fuse_transformer
+from .merge_duplicates import MergeDuplicates, merge_duplicates
+from .ort_offline import OrtOffline, ort_offline
+from .remove_initializer_inputs import (
     RemoveInitializerInputs,
     remove_initializer_inputs,
 )
-from graphfix.passes.simplify import Simplify, simplify
+from .simplify import Simplify, simplify
 
 __all__ = [
     "ConvertPrecision",

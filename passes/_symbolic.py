@@ -29,7 +29,7 @@ import numpy as np
 import onnx
 
 from graphfix.graph import STANDARD_DOMAINS, dim_of
-from graphfix.passes._expr import Element, Expr, Shape, Value, product
+from ._expr import Element, Expr, Shape, Value, product
 from graphfix.model_io import tensor_value
 
 __all__ = ["Expr", "Facts", "Shape", "Value", "MAX_VALUE_ELEMENTS"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import onnx
 
-from graphfix.passes._expr import Expr, Shape, Value, product
-from graphfix.passes._symbolic import (
+from ._expr import Expr, Shape, Value, product
+from ._symbolic import (
     Facts,
     Rule,
     _attr,

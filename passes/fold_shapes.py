@@ -47,7 +47,7 @@ from onnx import numpy_helper
 from graphfix import graph as graph_layer
 from graphfix.graph import STANDARD_DOMAINS, holds_graph
 from graphfix.model_io import skeleton, tensor_bytes, tensor_digest, tensor_value
-from graphfix.passes._symbolic import Expr, Facts, Shape, Value
+from ._symbolic import Expr, Facts, Shape, Value
 from graphfix.registry import Pass, PassResult, register
 from graphfix.shapes import infer_shapes
 

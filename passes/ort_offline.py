@@ -96,14 +96,14 @@ from graphfix.model_io import (
     weight_bytes,
 )
 from graphfix.graph import count_nodes, subgraphs
-from graphfix.passes._compare import grown_ops, same_graph
-from graphfix.passes._portable import (
+from ._compare import grown_ops, same_graph
+from ._portable import (
     Unportable,
     element_types,
     op_types,
     undo_provider_decisions,
 )
-from graphfix.passes._zeros import inexact_zero_nops
+from ._zeros import inexact_zero_nops
 from graphfix.registry import Fallback, Pass, PassResult, register
 
 __all__ = ["OrtOffline", "ort_offline", "nonstandard_ops"]

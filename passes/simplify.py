@@ -113,10 +113,10 @@ from graphfix.options import (
     RunOptions,
     check_max_growth,
 )
-from graphfix.passes._batchnorm import fold_batch_norms
-from graphfix.passes._compare import grown_ops, same_graph
-from graphfix.passes._onnxsim_worker import Budget, OnnxsimWorker, stable_choice
-from graphfix.passes._zeros import inexact_zero_nops, signed_zero_twins
+from ._batchnorm import fold_batch_norms
+from ._compare import grown_ops, same_graph
+from ._onnxsim_worker import Budget, OnnxsimWorker, stable_choice
+from ._zeros import inexact_zero_nops, signed_zero_twins
 from graphfix.registry import Fallback, Pass, PassResult, register
 
 __all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS", "STAND_IN_MIN_BYTES", "OnnxsimWorker"]

@@ -1,6 +1,5 @@
-"""Shared fixtures. Tests run against the installed graphfix; the repository root is appended
-(not prepended) to sys.path so that ``models`` (the model builders) imports without shadowing an
-installed graphfix."""
+"""Shared fixtures. Tests run against the installed graphfix (its model builders included:
+``graphfix.models``); nothing is added to sys.path."""
 
 from __future__ import annotations
 
@@ -11,10 +10,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.append(str(ROOT))
 
 OrtRun = Callable[[onnx.ModelProto, dict[str, np.ndarray]], dict[str, np.ndarray]]
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 import graphfix
 from graphfix.cli import cli
-from models.sample import SAMPLE_PATH
+from graphfix.models.sample import SAMPLE_PATH
 
 _TIMES = {"seconds", "reference_seconds", "reference_overlapped"}
 

@@ -11,7 +11,7 @@ from graphfix.cli import cli
 from graphfix.passes import eliminate_transposes
 from graphfix.validate.session_config import SessionConfig
 from graphfix.validate.timing import Settings
-from models.sample import SAMPLE_PATH
+from graphfix.models.sample import SAMPLE_PATH
 
 FAST = ("--provider", "cpu", "--runs", "4", "--warmup", "1", "--threads", "1")
 

@@ -13,14 +13,14 @@ import onnx
 import pytest
 
 import graphfix
-from tests import random_models as random_models_module
+from graphfix.models import random_models as random_models_module
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "models" / "sample_nhwc.onnx"
 
 
 def _transformer() -> onnx.ModelProto:
-    from models.transformer import transformer_encoder
+    from graphfix.models.transformer import transformer_encoder
 
     return transformer_encoder()  # symbolic batch and seq, stray transpose pairs
 

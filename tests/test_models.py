@@ -9,8 +9,8 @@ import numpy as np
 import onnx
 import pytest
 
-from models.corpus import SMALL_OPTIONS
-from models.light import (
+from graphfix.models.corpus import SMALL_OPTIONS
+from graphfix.models.light import (
     LIGHT_NAMES,
     light_data_inputs,
     light_expected_output,
@@ -18,9 +18,9 @@ from models.light import (
     light_path,
     load_light,
 )
-from models.nhwc import NHWC_MODELS, nchw_stray_pair
-from models.sample import SAMPLE_PATH, build_sample, sample_input
-from models.transformer import transformer_encoder, write_large_transformer
+from graphfix.models.nhwc import NHWC_MODELS, nchw_stray_pair
+from graphfix.models.sample import SAMPLE_PATH, build_sample, sample_input
+from graphfix.models.transformer import transformer_encoder, write_large_transformer
 
 TINY: dict[str, dict[str, object]] = {
     name: {**options, "image_size": 32} for name, options in SMALL_OPTIONS.items()
@@ -211,7 +211,7 @@ def test_write_large_transformer(tmp_path: Path) -> None:
 def test_export_bert_like(tmp_path: Path, ort_run: Callable) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from models.torch_models import export_bert_like
+    from graphfix.models.torch_models import export_bert_like
 
     model = onnx.load(export_bert_like(tmp_path / "bert.onnx"))
     onnx.checker.check_model(model, full_check=True)
@@ -224,7 +224,7 @@ def test_export_bert_like(tmp_path: Path, ort_run: Callable) -> None:
 @pytest.mark.tools
 def test_export_small_cnn(tmp_path: Path, ort_run: Callable) -> None:
     pytest.importorskip("torch")
-    from models.torch_models import export_small_cnn
+    from graphfix.models.torch_models import export_small_cnn
 
     model = onnx.load(export_small_cnn(tmp_path / "cnn.onnx"))
     onnx.checker.check_model(model, full_check=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.onnx_backend_models import SUITES, cases, check
+from graphfix.models.onnx_backend import SUITES, cases, check
 
 FAST_SUITES = ("simple",)
 

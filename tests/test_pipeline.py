@@ -103,7 +103,7 @@ def test_benchmark_baseline_is_the_original_even_without_parity(tmp_path, monkey
     # With verify=False the loaded model is rewritten in place; the benchmark must still get
     # the original as its baseline, not the model the passes rewrote.
     from graphfix.validate import bench
-    from models.sample import SAMPLE_PATH
+    from graphfix.models.sample import SAMPLE_PATH
 
     seen = []
     real = bench.benchmark

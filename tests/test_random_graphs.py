@@ -1,6 +1,6 @@
 """Random graphs through the whole pipeline: ``graphfix.optimize`` proves parity itself (it raises
 ParityError naming the guilty pass), and the result keeps the model's signature and passes
-ONNX's checker. The strategy is :mod:`tests.random_models`; ``tools/random_graphs.py`` runs it at
+ONNX's checker. The strategy is :mod:`graphfix.models.random_models`; ``tools/random_graphs.py`` runs it at
 scale. The regression tests at the end are the failures it found, each as a small explicit graph.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import graphfix
-from tests.random_models import FAST_PASSES, check_pipeline, random_models, signature
+from graphfix.models.random_models import FAST_PASSES, check_pipeline, random_models, signature
 
 def _check_or_show(model: onnx.ModelProto, passes: Sequence[str] | None) -> None:
     try:

@@ -97,7 +97,7 @@ def test_a_skip_and_a_change_at_once_is_a_contract_error():
 
 
 def test_every_registered_pass_is_idempotent_on_a_small_cnn():
-    from models.sample import build_sample
+    from graphfix.models.sample import build_sample
 
     for name in registry.names():
         pass_ = registry.get(name)()

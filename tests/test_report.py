@@ -8,7 +8,7 @@ import onnx
 
 import graphfix
 from graphfix.report import SCHEMA, format_inspection, format_summary, model_facts, op_histogram
-from models.sample import SAMPLE_PATH
+from graphfix.models.sample import SAMPLE_PATH
 
 FUNCTION_MODEL = """
 <ir_version: 8, opset_import: ["" : 17, "local" : 1]>

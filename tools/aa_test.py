@@ -30,25 +30,22 @@ from graphfix.validate.bench import NO_DIFFERENCE, benchmark
 
 __all__ = ["main", "aa_test", "BUILTIN"]
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.append(str(ROOT))
 
 
 def _mobilenetv2() -> onnx.ModelProto:
-    from models.nhwc import mobilenetv2_nhwc
+    from graphfix.models.nhwc import mobilenetv2_nhwc
 
     return mobilenetv2_nhwc(image_size=160, width=1.0, dynamic_batch=False)
 
 
 def _resnet() -> onnx.ModelProto:
-    from models.nhwc import resnet50_nhwc
+    from graphfix.models.nhwc import resnet50_nhwc
 
     return resnet50_nhwc(image_size=96, width=0.5, dynamic_batch=False)
 
 
 def _transformer() -> onnx.ModelProto:
-    from models.transformer import transformer_encoder
+    from graphfix.models.transformer import transformer_encoder
 
     return transformer_encoder(layers=4, hidden=256, heads=4, ffn=1024, seq=128, batch=1)
 

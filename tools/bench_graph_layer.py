@@ -22,7 +22,6 @@ from pathlib import Path
 
 import onnx
 
-sys.path.append(str(Path(__file__).resolve().parent))  # the graph builder of bench_transposes
 from bench_transposes import build_nhwc_graph
 
 from graphfix import graph as gl

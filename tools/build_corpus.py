@@ -12,9 +12,8 @@ from pathlib import Path
 
 import onnx
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))
 
-from models.corpus import build_corpus  # noqa: E402
+from graphfix.models.corpus import build_corpus
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -30,10 +31,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.append(str(ROOT))
 
-from models.transformer import write_large_transformer  # noqa: E402
+from graphfix.models.transformer import write_large_transformer
+
+ROOT = Path(__file__).resolve().parent.parent
 
 _SAMPLE_SECONDS = 0.02
 
@@ -150,6 +151,7 @@ def main() -> int:
     parser.add_argument("--gb", type=float, default=1.0, help="weight size in GiB")
     parser.add_argument("--layers", type=int, default=24)
     parser.add_argument("--folder", default=None, help="where to build (default: a temp folder)")
+    parser.add_argument("--json", default=None, help="also write the measurement here")
     parser.add_argument("graphfix_args", nargs="*", help="extra arguments for graphfix optimize")
     args, extra = parser.parse_known_args()
     graphfix_args = [*args.graphfix_args, *extra]
@@ -167,6 +169,9 @@ def main() -> int:
               f"{m.tree_ratio:.2f}x the weight bytes (sampled)")
     for name, size in m.written.items():
         print(f"wrote {name}: {size / 2**20:.1f} MiB")
+    if args.json:
+        Path(args.json).write_text(json.dumps(
+            {**dataclasses.asdict(m), "ratio": m.ratio, "tree_ratio": m.tree_ratio}, indent=2))
     return m.returncode
 
 

@@ -25,11 +25,8 @@ import onnx
 
 import graphfix
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.append(str(ROOT))
 
-from tools.compare_peers import TOOLS  # noqa: E402 - needs the checkout on sys.path
+from compare_peers import TOOLS
 
 __all__ = ["main"]
 

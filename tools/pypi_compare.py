@@ -45,9 +45,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-sys.path.append(str(Path(__file__).resolve().parent))
 
-from world_compare import (  # noqa: E402
+from world_compare import (
     _NP_TYPES,
     _models,
     _output_types,

@@ -48,9 +48,8 @@ from typing import Any
 
 import onnx
 
-sys.path.append(str(Path(__file__).resolve().parent))
 
-from world_compare import dynamic_dims, expanded_nodes, float_types, node_counts  # noqa: E402
+from world_compare import dynamic_dims, expanded_nodes, float_types, node_counts
 
 __all__ = ["MODELS", "PACKAGES", "Model", "Package", "build", "describe", "main"]
 

@@ -4,7 +4,7 @@ pass broke it), how many crash.
     python tools/random_graphs.py --examples 5000
     python tools/random_graphs.py --examples 200 --full --save-failures failures/
 
-Each example is a random valid model from the strategy of ``tests/random_models.py``, run
+Each example is a random valid model from the strategy of ``models/random_models.py``, run
 through ``graphfix.optimize`` (which checks parity itself) and then checked for the contract:
 same graph inputs and outputs (names, dtypes, shapes), accepted by ONNX's checker. Without
 ``--full`` the pipeline is the default one without ``simplify`` (onnxsim costs an interpreter
@@ -36,8 +36,6 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 import graphfix
 from graphfix.errors import ParityError, ValidationInputError
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.append(str(ROOT))  # the strategy lives in tests/random_models.py
 
 
 def _first_line(error: BaseException) -> str:
@@ -57,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     logging.basicConfig(level=logging.ERROR)  # pass skips are counted below, not printed
-    from tests import random_models as strategy
+    from graphfix.models import random_models as strategy
     passes = None if args.full else strategy.FAST_PASSES
     # With simplify, one onnxsim worker for every example (a run otherwise starts its own).
     from graphfix.passes.simplify import OnnxsimWorker

@@ -23,9 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _child(nodes: int, verify: bool) -> dict:
-    sys.path.insert(0, str(ROOT))
     import graphfix
-    from tools.bench_transposes import build_nhwc_graph
+    from bench_transposes import build_nhwc_graph
 
     model = build_nhwc_graph(max(1, nodes // 8))
     built = len(model.graph.node)

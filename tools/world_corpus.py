@@ -66,10 +66,8 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
-sys.path.append(str(Path(__file__).resolve().parent.parent))
-sys.path.append(str(Path(__file__).resolve().parent))
 
-from world_compare import dynamic_dims, float_types, node_counts  # noqa: E402
+from world_compare import dynamic_dims, float_types, node_counts
 
 if TYPE_CHECKING:
     import torch
@@ -703,7 +701,7 @@ def _build_one(variant: Variant, out: Path, small: bool) -> list[str]:
 
 def _build_project(out: Path, small: bool) -> list[str]:
     """The project's corpus, written to a scratch folder and renamed ``project/`` when whole."""
-    from models.corpus import build_corpus
+    from graphfix.models.corpus import build_corpus
 
     folder = out / PROJECT
     scratch = Path(tempfile.mkdtemp(prefix=f".{PROJECT}-", dir=out))

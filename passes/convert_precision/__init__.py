@@ -45,16 +45,16 @@ from graphfix import precision as precision_record
 from graphfix.errors import GraphfixError, PassError
 from graphfix.model_io import checker_problem
 from graphfix.options import RunOptions
-from graphfix.passes.convert_precision.analysis import FLOAT, Analysis
-from graphfix.passes._measuring import make_feeds, run_outputs, tolerance, tolerance_used
-from graphfix.passes.convert_precision.measure import (
+from .analysis import FLOAT, Analysis
+from .._measuring import make_feeds, run_outputs, tolerance, tolerance_used
+from .measure import (
     MAX_ROUNDS,
     OUTPUT_BUDGET,
     Search,
     SearchResult,
     tensor_types,
 )
-from graphfix.passes.convert_precision.rewrite import lower
+from .rewrite import lower
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["ConvertPrecision", "convert_precision", "PRECISIONS", "Island"]

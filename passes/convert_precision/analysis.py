@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import onnx
 
 from graphfix import graph as graph_layer
-from graphfix.passes.convert_precision import ops
+from . import ops
 
 __all__ = ["Analysis", "Use", "FLOAT"]
 

@@ -53,10 +53,10 @@ import numpy as np
 import onnx
 
 from graphfix.model_io import skeleton
-from graphfix.passes._measuring import Feeds, run_outputs, session, tolerance_used
-from graphfix.passes.convert_precision import ops
-from graphfix.passes.convert_precision.analysis import FLOAT, Analysis
-from graphfix.passes.convert_precision.rewrite import emulate, expose, shadow
+from .._measuring import Feeds, run_outputs, session, tolerance_used
+from . import ops
+from .analysis import FLOAT, Analysis
+from .rewrite import emulate, expose, shadow
 
 __all__ = ["Measured", "Search", "SearchResult", "tensor_types", "OUTPUT_BUDGET", "LOCAL_RISKY",
            "MAX_ROUNDS"]

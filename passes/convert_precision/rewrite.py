@@ -28,7 +28,7 @@ from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
 from graphfix.model_io import tensor_value
-from graphfix.passes.convert_precision.analysis import FLOAT, Analysis, Use
+from .analysis import FLOAT, Analysis, Use
 
 __all__ = ["lower", "emulate", "shadow", "LowerStats", "round_array", "expose", "Shadow"]
 

@@ -108,12 +108,12 @@ import onnx
 from graphfix import graph as graph_layer
 from graphfix.errors import PassError
 from graphfix.options import RunOptions
-from graphfix.passes.eliminate_transposes.boundary import channels_first
-from graphfix.passes.eliminate_transposes.facts import infer
-from graphfix.passes.eliminate_transposes.loops import lift_scan_transposes, scan_outputs
-from graphfix.passes.eliminate_transposes.ops import DEFAULT_DOMAINS, is_transpose
-from graphfix.passes.eliminate_transposes.edits import Stats
-from graphfix.passes.eliminate_transposes.rewrite import Rewriter
+from .boundary import channels_first
+from .facts import infer
+from .loops import lift_scan_transposes, scan_outputs
+from .ops import DEFAULT_DOMAINS, is_transpose
+from .edits import Stats
+from .rewrite import Rewriter
 from graphfix.registry import Fallback, Pass, PassResult, register
 
 __all__ = ["EliminateTransposes", "eliminate_transposes"]

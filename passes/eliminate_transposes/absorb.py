@@ -12,9 +12,9 @@ import dataclasses
 import numpy as np
 import onnx
 
-from graphfix.passes.eliminate_transposes.facts import Facts, Shape
-from graphfix.passes.eliminate_transposes.ops import DEFAULT_DOMAINS, attr
-from graphfix.passes.eliminate_transposes.perm import Perm
+from .facts import Facts, Shape
+from .ops import DEFAULT_DOMAINS, attr
+from .perm import Perm
 
 __all__ = ["Absorb", "absorber", "flattens_into_weights"]
 

@@ -16,7 +16,7 @@ import onnx
 from graphfix import layout
 from graphfix.errors import PassError
 from graphfix.graph import Names, all_names, outer_refs, subgraphs
-from graphfix.passes.eliminate_transposes.perm import Perm, invert
+from .perm import Perm, invert
 
 __all__ = ["channels_first"]
 

@@ -26,11 +26,11 @@ import numpy as np
 import onnx
 
 from graphfix.graph import holds_graph
-from graphfix.passes.eliminate_transposes.facts import CHAIN_DEPTH, Facts, shape_bounds
-from graphfix.passes.eliminate_transposes.absorb import Absorb, absorber
-from graphfix.passes.eliminate_transposes.handlers import HANDLERS, Plan
-from graphfix.passes.eliminate_transposes.ops import DEFAULT_DOMAINS, is_transpose
-from graphfix.passes.eliminate_transposes.perm import (
+from .facts import CHAIN_DEPTH, Facts, shape_bounds
+from .absorb import Absorb, absorber
+from .handlers import HANDLERS, Plan
+from .ops import DEFAULT_DOMAINS, is_transpose
+from .perm import (
     Perm,
     compose,
     invert,

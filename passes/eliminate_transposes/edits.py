@@ -15,9 +15,9 @@ from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
 from graphfix.graph import Index, Names
-from graphfix.passes.eliminate_transposes.facts import Facts, ShapeFacts
-from graphfix.passes.eliminate_transposes.ops import set_attr
-from graphfix.passes.eliminate_transposes.perm import Perm
+from .facts import Facts, ShapeFacts
+from .ops import set_attr
+from .perm import Perm
 
 __all__ = ["Stats", "Edits"]
 

@@ -15,7 +15,7 @@ from onnx import numpy_helper
 from graphfix import graph as graph_layer
 from graphfix import model_io
 from graphfix.graph import Index, dim_of, subgraphs
-from graphfix.passes.eliminate_transposes.ops import (
+from .ops import (
     BROADCAST_BINARY,
     DEFAULT_DOMAINS,
     ELEMENTWISE_UNARY,
@@ -26,7 +26,7 @@ from graphfix.passes.eliminate_transposes.ops import (
     attr,
     is_transpose,
 )
-from graphfix.passes.eliminate_transposes.perm import Perm, normalize_axes
+from .perm import Perm, normalize_axes
 from graphfix.shapes import infer_shapes
 
 __all__ = ["Facts", "ShapeFacts", "infer", "fold_shape_only", "squeeze_axes", "shape_bounds",

@@ -20,15 +20,15 @@ from typing import Any, Union
 import numpy as np
 import onnx
 
-from graphfix.passes.eliminate_transposes.facts import Facts, Shape
-from graphfix.passes.eliminate_transposes.ops import (
+from .facts import Facts, Shape
+from .ops import (
     BROADCAST_BINARY,
     ELEMENTWISE_UNARY,
     ORDER_SENSITIVE_REDUCE,
     REDUCE_OPS,
     attr,
 )
-from graphfix.passes.eliminate_transposes.perm import (
+from .perm import (
     Perm,
     grow,
     normalize_axes,

@@ -18,7 +18,7 @@ import logging
 import onnx
 
 from graphfix.graph import Names, defined_names, outer_refs, subgraphs
-from graphfix.passes.eliminate_transposes.ops import DEFAULT_DOMAINS, attr, is_transpose
+from .ops import DEFAULT_DOMAINS, attr, is_transpose
 
 __all__ = ["scan_outputs", "lift_scan_transposes"]
 

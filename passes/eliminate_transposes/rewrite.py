@@ -17,7 +17,7 @@ import onnx
 from onnx import numpy_helper
 
 from graphfix.graph import Names
-from graphfix.passes.eliminate_transposes.cost import (
+from .cost import (
     PLANNED,
     Decision,
     Lookahead,
@@ -27,17 +27,17 @@ from graphfix.passes.eliminate_transposes.cost import (
     sibling_transpose,
     untransposed_constant,
 )
-from graphfix.passes.eliminate_transposes.edits import Edits, Stats
-from graphfix.passes.eliminate_transposes.facts import ShapeFacts, shape_bounds
-from graphfix.passes.eliminate_transposes.absorb import Absorb
-from graphfix.passes.eliminate_transposes.handlers import Plan
-from graphfix.passes.eliminate_transposes.ops import (
+from .edits import Edits, Stats
+from .facts import ShapeFacts, shape_bounds
+from .absorb import Absorb
+from .handlers import Plan
+from .ops import (
     DEFAULT_DOMAINS,
     attr,
     is_transpose,
     set_attr,
 )
-from graphfix.passes.eliminate_transposes.perm import (
+from .perm import (
     Perm,
     compose,
     invert,

@@ -41,14 +41,14 @@ import onnx
 from graphfix.errors import PassError
 from graphfix.model_io import load_external_values
 from graphfix.options import PROVIDERS, RunOptions
-from graphfix.passes._measuring import (
+from .._measuring import (
     Feeds,
     make_feeds,
     run_outputs,
     tolerance,
     worst_output,
 )
-from graphfix.passes.fuse_transformer.heads import Heads, model_type, read_heads
+from .heads import Heads, model_type, read_heads
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["FuseTransformer", "fuse_transformer", "FUSED_OPS", "MODEL_TYPES"]

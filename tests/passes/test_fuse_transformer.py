@@ -12,7 +12,7 @@ from onnx import numpy_helper
 import graphfix
 from graphfix.passes.fuse_transformer import FuseTransformer, fuse_transformer
 from graphfix.passes.fuse_transformer.heads import Heads, model_type, read_heads
-from models.transformer import transformer_encoder
+from graphfix.models.transformer import transformer_encoder
 
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 

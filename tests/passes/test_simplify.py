@@ -223,7 +223,7 @@ def _encoder_feeds(rng: np.random.Generator) -> dict[str, np.ndarray]:
 def test_transformer_encoder_does_not_gain_nodes(ort_run, rng) -> None:
     # Regression: onnxsim 0.8's default batched MatMul+Add -> Reshape/Gemm/Reshape rewrite (with a
     # Shape/Slice/Concat chain per linear layer) took this encoder from 84 to 113 nodes.
-    from models.transformer import transformer_encoder
+    from graphfix.models.transformer import transformer_encoder
 
     model = transformer_encoder()
     before = Counter(_ops(model))
@@ -254,7 +254,7 @@ def test_output_with_more_nodes_is_refused(monkeypatch) -> None:
     # Rule 8's guard on onnxsim's real output: with nothing skipped, onnxsim grows the encoder.
     import onnxsim
 
-    from models.transformer import transformer_encoder
+    from graphfix.models.transformer import transformer_encoder
 
     model = transformer_encoder()
     grown, _ = onnxsim.simplify(_copy(model), check_n=0)

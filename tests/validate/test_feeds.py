@@ -9,7 +9,7 @@ from onnx import helper, numpy_helper
 
 from graphfix.errors import ValidationInputError
 from graphfix.validate import feeds
-from models.transformer import transformer_encoder
+from graphfix.models.transformer import transformer_encoder
 
 
 def _model(text: str) -> onnx.ModelProto:

@@ -33,9 +33,9 @@ from graphfix.validate.profile.trace import original_names
 from graphfix.validate.session_config import SessionConfig
 from graphfix.validate.stats import FASTER
 from graphfix.validate.timing import Settings, default_threads
-from models.light import load_light
-from models.nhwc import mobilenetv2_nhwc
-from models.transformer import transformer_encoder
+from graphfix.models.light import load_light
+from graphfix.models.nhwc import mobilenetv2_nhwc
+from graphfix.models.transformer import transformer_encoder
 
 TINY = {"provider": "cpu", "runs": 6, "warmup": 1, "threads": 1}
 ROOT = Path(__file__).resolve().parents[2]

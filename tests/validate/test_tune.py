@@ -27,7 +27,7 @@ from graphfix.validate.tune import (
     facts_of,
     tune,
 )
-from models.nhwc import mobilenetv2_nhwc
+from graphfix.models.nhwc import mobilenetv2_nhwc
 
 CUDA_LOADS = probe_provider("cuda").loadable
 needs_cuda = pytest.mark.skipif(
