@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
+import google.protobuf.message
 import onnx
 
 __all__ = [
+    "copy_without",
     "subgraphs",
     "holds_graph",
     "graphs",
@@ -420,6 +422,36 @@ def clear_unknown_dims(model: onnx.ModelProto) -> UnknownDims:
     return record
 
 
+_M = TypeVar("_M", bound=google.protobuf.message.Message)
+
+
+def _is_repeated(field: Any) -> bool:
+    repeated = getattr(field, "is_repeated", None)
+    if repeated is not None:
+        return bool(repeated)
+    return field.label == field.LABEL_REPEATED
+
+
+def copy_without(message: _M, without: frozenset[str]) -> _M:
+    """A copy of ``message`` without the fields named in ``without``. Those are never read:
+    reading ``raw_data`` copies it."""
+    shell = type(message)()
+    for field in message.DESCRIPTOR.fields:
+        name = field.name
+        if name in without:
+            continue
+        if _is_repeated(field):
+            values = getattr(message, name)
+            if len(values):
+                getattr(shell, name).extend(values)
+        elif message.HasField(name):  # ONNX is proto2: every singular field has presence
+            if field.message_type is not None:
+                getattr(shell, name).CopyFrom(getattr(message, name))
+            else:
+                setattr(shell, name, getattr(message, name))
+    return shell
+
+
 class Snapshot:
     """A model's structure before a pass rewrites it in place, so that the rewrite can be taken
     back. The graph's nodes, signature and value infos are copied; its initializers are kept
@@ -427,8 +459,6 @@ class Snapshot:
     place): taking a snapshot costs about as much as copying the nodes."""
 
     def __init__(self, model: onnx.ModelProto) -> None:
-        from graphfix.model_io import copy_without
-
         self._model = copy_without(model, frozenset({"graph"}))
         self._graph = copy_without(model.graph, frozenset({"initializer"}))
         self._initializers = list(model.graph.initializer)

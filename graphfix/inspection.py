@@ -15,6 +15,7 @@ from typing import Any
 
 import onnx
 
+import graphfix.passes  # noqa: F401 - the pass library registers its passes on import
 from graphfix import model_io, registry
 from graphfix.report import ModelFacts, model_facts
 

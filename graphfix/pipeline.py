@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from graphfix.version import __version__
+import graphfix.passes  # noqa: F401 - the pass library registers its passes on import
 from graphfix import graph as graph_layer
 from graphfix import layout, model_io, registry
 from graphfix import speed_gate as gate

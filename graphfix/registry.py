@@ -151,15 +151,8 @@ def register(name: str) -> Callable[[_PassT], _PassT]:
     return decorate
 
 
-def _ensure_loaded() -> None:
-    # The pass library registers itself on import; import it here so that get() and names()
-    # work no matter which module the caller imported first.
-    import graphfix.passes  # noqa: F401
-
-
 def get(name: str) -> type[Pass]:
     """The pass class registered under ``name``; :class:`UnknownPassError` lists the known ones."""
-    _ensure_loaded()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -171,7 +164,6 @@ def get(name: str) -> type[Pass]:
 
 def names() -> list[str]:
     """Registered pass names, in registration order."""
-    _ensure_loaded()
     return list(_REGISTRY)
 
 

@@ -4,7 +4,7 @@ model's dimensions.
 A dimension is an :class:`Expr`: a polynomial with integer coefficients over symbols that
 stand for sizes (so every symbol is >= 0). The signature's named dimensions are symbols shared
 by every tensor that names them (ONNX: one ``dim_param``, one size); every other unknown size
-is a symbol of its own. :class:`Facts` walks a graph in order and gives each tensor
+is a symbol of its own. :class:`SymbolicFacts` walks a graph in order and gives each tensor
 
 - ``shape``: a tuple of expressions (None where the rank is unknown);
 - ``value``: for small integer and boolean tensors of rank 0 or 1 (the tensors ``Shape``,
@@ -18,11 +18,10 @@ dimension there is that symbol, an unknown one a fresh symbol).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Optional
 
 import numpy as np
@@ -32,7 +31,7 @@ from graphfix.graph import STANDARD_DOMAINS, dim_of
 from ._expr import Element, Expr, Shape, Value, product
 from graphfix.model_io import tensor_value
 
-__all__ = ["Expr", "Facts", "Shape", "Value", "MAX_VALUE_ELEMENTS"]
+__all__ = ["Expr", "SymbolicFacts", "Rule", "VALUE_RULES", "Shape", "Value", "MAX_VALUE_ELEMENTS"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,11 +60,13 @@ def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
     return default
 
 
-class Facts:
-    """Symbolic shapes and values of one graph's tensors (see the module docstring)."""
+class SymbolicFacts:
+    """Symbolic shapes and values of one graph's tensors (see the module docstring), computed
+    by ``rules`` (:data:`graphfix.passes._symbolic_shapes.RULES`: every op's rule)."""
 
     def __init__(self, graph: onnx.GraphProto, inferred: onnx.GraphProto | None = None,
-                 outer: Facts | None = None) -> None:
+                 outer: SymbolicFacts | None = None, *, rules: Mapping[str, Rule]) -> None:
+        self._rules = rules
         self._tensors: dict[str, _Tensor] = {}
         self._fresh = itertools.count()
         self._outer = outer
@@ -141,7 +142,7 @@ class Facts:
 
     # ------------------------------------------------------------ propagation
     def _visit(self, node: onnx.NodeProto) -> None:
-        rule = _rules().get(node.op_type) if node.domain in STANDARD_DOMAINS else None
+        rule = self._rules.get(node.op_type) if node.domain in STANDARD_DOMAINS else None
         results: list[_Tensor] | None = None
         if rule is not None:
             try:
@@ -171,7 +172,7 @@ class Facts:
 
 
 # ---------------------------------------------------------------- rules
-Rule = Callable[[Facts, onnx.NodeProto], Optional[list[_Tensor]]]
+Rule = Callable[[SymbolicFacts, onnx.NodeProto], Optional[list[_Tensor]]]
 
 
 def _ints(value: Value) -> list[int] | None:
@@ -180,12 +181,12 @@ def _ints(value: Value) -> list[int] | None:
     return [v.constant for v in value]  # type: ignore[union-attr, misc]
 
 
-def _same(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _same(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     return [_Tensor(source.shape, source.value, source.scalar, source.elem_type)]
 
 
-def _shape(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _shape(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     shape = facts.input(node, 0).shape
     if shape is None:
         return [_Tensor()]
@@ -196,14 +197,14 @@ def _shape(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor((Expr.of(len(dims)),), tuple(dims), elem_type=onnx.TensorProto.INT64)]
 
 
-def _size(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _size(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     shape = facts.input(node, 0).shape
     if shape is None:
         return [_Tensor()]
     return [_Tensor((), (product(shape),), scalar=True, elem_type=onnx.TensorProto.INT64)]
 
 
-def _gather(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _gather(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     data, indices = facts.input(node, 0), facts.input(node, 1)
     axis = int(_attr(node, "axis", 0))
     index = _ints(indices.value)
@@ -218,7 +219,7 @@ def _gather(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor(shape, value, indices.scalar and value is not None, data.elem_type)]
 
 
-def _unsqueeze(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _unsqueeze(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     axes = _ints(facts.input(node, 1).value) if len(node.input) > 1 else _attr(node, "axes")
     if axes is None or source.shape is None:
@@ -233,7 +234,7 @@ def _unsqueeze(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor(tuple(dims), value, False, source.elem_type)]
 
 
-def _squeeze(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _squeeze(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     axes = _ints(facts.input(node, 1).value) if len(node.input) > 1 else _attr(node, "axes")
     if source.shape is None:
@@ -249,7 +250,7 @@ def _squeeze(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor(dims, source.value if scalar else None, scalar, source.elem_type)]
 
 
-def _concat(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _concat(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     parts = [facts.input(node, i) for i in range(len(node.input))]
     shapes = [p.shape for p in parts]
     axis = int(_attr(node, "axis", 0))
@@ -267,7 +268,7 @@ def _concat(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor(shape, value, False, parts[0].elem_type if parts else 0)]
 
 
-def _slice(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _slice(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     if len(node.input) > 1:
         starts, ends = (_ints(facts.input(node, i).value) for i in (1, 2))
@@ -318,7 +319,7 @@ def _broadcast(shapes: Sequence[Shape]) -> Shape:
 def _elementwise(op: Callable[..., Element], result_type: int | None = None) -> Rule:
     """A broadcasting op: the shape broadcast, and the value element by element."""
 
-    def rule(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+    def rule(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
         parts = [facts.input(node, i) for i in range(len(node.input))]
         shape = _broadcast([p.shape for p in parts])
         value = None
@@ -396,7 +397,7 @@ def _not(a: Element) -> Element:
     return (not a) if isinstance(a, bool) else None
 
 
-def _where(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _where(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     cond, a, b = (facts.input(node, i) for i in range(3))
     shape = _broadcast([cond.shape, a.shape, b.shape])
     value = None
@@ -413,7 +414,7 @@ def _where(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
                     a.elem_type)]
 
 
-def _cast(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _cast(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     to = int(_attr(node, "to", 0))
     keeps_value = to in _INTS and source.elem_type in _INTS
@@ -421,7 +422,7 @@ def _cast(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
                     source.scalar and keeps_value, to)]
 
 
-def _range(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _range(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     start, limit, delta = (facts.input(node, i).value for i in range(3))
     if not (start and limit and delta) or not all(isinstance(v[0], Expr) for v in (start, limit, delta)):
         return [_Tensor()]
@@ -436,7 +437,7 @@ def _range(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
                     elem_type=facts.input(node, 0).elem_type)]
 
 
-def _constant_of_shape(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _constant_of_shape(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     target = facts.input(node, 0).value
     if target is None or any(not isinstance(t, Expr) for t in target):
         return [_Tensor()]
@@ -463,7 +464,7 @@ _SUB = _arith(lambda a, b: a - b)
 _MUL = _arith(lambda a, b: a * b)
 _DIV = _arith(_div)
 
-_RULES: dict[str, Rule] = {
+VALUE_RULES: dict[str, Rule] = {
     "Identity": _same,
     "Shape": _shape,
     "Size": _size,
@@ -493,20 +494,11 @@ _RULES: dict[str, Rule] = {
 }
 
 
-def _constant_node(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _constant_node(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     value = _attr(node, "value")
     if isinstance(value, onnx.TensorProto):
         return [facts._constant(value)]
     return [_Tensor()]
 
 
-_RULES["Constant"] = _constant_node
-
-
-@functools.cache
-def _rules() -> dict[str, Rule]:
-    """Every op's rule: the value rules here and the shape rules of :mod:`._symbolic_shapes`
-    (which builds on this module, so it is read once this one is)."""
-    from graphfix.passes._symbolic_shapes import SHAPE_RULES
-
-    return {**SHAPE_RULES, **_RULES}
+VALUE_RULES["Constant"] = _constant_node

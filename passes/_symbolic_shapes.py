@@ -1,4 +1,4 @@
-"""Symbolic shape rules: ops whose result :class:`~graphfix.passes._symbolic.Facts` tracks by
+"""Symbolic shape rules: ops whose result :class:`~graphfix.passes._symbolic.SymbolicFacts` tracks by
 its shape only (Reshape, Expand, Transpose, MatMul, Gemm, Split, Flatten, and the ops that keep
 their input's shape). The value rules, and the walk that applies both, are in
 :mod:`graphfix.passes._symbolic`.
@@ -10,8 +10,9 @@ import onnx
 
 from ._expr import Expr, Shape, Value, product
 from ._symbolic import (
-    Facts,
+    VALUE_RULES,
     Rule,
+    SymbolicFacts,
     _attr,
     _broadcast,
     _div,
@@ -19,7 +20,7 @@ from ._symbolic import (
     _Tensor,
 )
 
-__all__ = ["SHAPE_RULES"]
+__all__ = ["SHAPE_RULES", "RULES"]
 
 
 def _reshape_dims(source: Shape, target: Value, allowzero: bool) -> Shape:
@@ -50,14 +51,14 @@ def _reshape_dims(source: Shape, target: Value, allowzero: bool) -> Shape:
     return tuple(d for d in dims if d is not None)
 
 
-def _reshape(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _reshape(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source, target = facts.input(node, 0), facts.input(node, 1)
     shape = _reshape_dims(source.shape, target.value, bool(_attr(node, "allowzero", 0)))
     value = source.value if source.value is not None and shape is not None and len(shape) <= 1 else None
     return [_Tensor(shape, value, shape == () and value is not None, source.elem_type)]
 
 
-def _expand(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _expand(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source, target = facts.input(node, 0), facts.input(node, 1)
     if target.value is None or any(not isinstance(t, Expr) for t in target.value):
         return [_Tensor(elem_type=source.elem_type)]
@@ -65,7 +66,7 @@ def _expand(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor(shape, elem_type=source.elem_type)]
 
 
-def _transpose(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _transpose(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     if source.shape is None:
         return [_Tensor()]
@@ -73,7 +74,7 @@ def _transpose(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor(tuple(source.shape[p] for p in perm), elem_type=source.elem_type)]  # type: ignore
 
 
-def _matmul(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _matmul(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     a, b = facts.input(node, 0), facts.input(node, 1)
     if a.shape is None or b.shape is None or len(a.shape) < 2 or len(b.shape) < 2:
         return [_Tensor(elem_type=a.elem_type)]
@@ -83,7 +84,7 @@ def _matmul(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor(batch + (a.shape[-2], b.shape[-1]), elem_type=a.elem_type)]
 
 
-def _gemm(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _gemm(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     a, b = facts.input(node, 0), facts.input(node, 1)
     if a.shape is None or b.shape is None or len(a.shape) != 2 or len(b.shape) != 2:
         return [_Tensor(elem_type=a.elem_type)]
@@ -92,7 +93,7 @@ def _gemm(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor((rows, columns), elem_type=a.elem_type)]
 
 
-def _split(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _split(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     """Split's outputs: the input's shape with the split axis cut; equal parts share one size
     (so the parts of ``Split(x)`` are known to have equal shapes even when the size is not)."""
     source = facts.input(node, 0)
@@ -123,7 +124,7 @@ def _split(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
                     elem_type=source.elem_type) for part in parts]
 
 
-def _flatten(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _flatten(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     if source.shape is None:
         return [_Tensor(elem_type=source.elem_type)]
@@ -134,7 +135,7 @@ def _flatten(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
     return [_Tensor(shape, elem_type=source.elem_type)]
 
 
-def _keeps_shape(facts: Facts, node: onnx.NodeProto) -> list[_Tensor]:
+def _keeps_shape(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     return [_Tensor(source.shape, elem_type=source.elem_type)]
 
@@ -157,3 +158,6 @@ SHAPE_RULES: dict[str, Rule] = {
     "Gemm": _gemm,
     "Split": _split,
 }
+
+# Every op's rule: the shape rules here, and the value rules of :mod:`._symbolic` over them.
+RULES: dict[str, Rule] = {**SHAPE_RULES, **VALUE_RULES}

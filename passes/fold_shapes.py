@@ -47,7 +47,8 @@ from onnx import numpy_helper
 from graphfix import graph as graph_layer
 from graphfix.graph import STANDARD_DOMAINS, holds_graph
 from graphfix.model_io import skeleton, tensor_bytes, tensor_digest, tensor_value
-from ._symbolic import Expr, Facts, Shape, Value
+from ._symbolic import Expr, Shape, SymbolicFacts, Value
+from ._symbolic_shapes import RULES
 from graphfix.registry import Pass, PassResult, register
 from graphfix.shapes import infer_shapes
 
@@ -129,7 +130,7 @@ _CAST_MAX_BYTES = 64 * 1024
 class _Rewriter:
     """Rules 1-6 on one graph."""
 
-    def __init__(self, graph: onnx.GraphProto, facts: Facts, names: graph_layer.Names) -> None:
+    def __init__(self, graph: onnx.GraphProto, facts: SymbolicFacts, names: graph_layer.Names) -> None:
         self.graph = graph
         self.facts = facts
         self.names = names
@@ -353,7 +354,7 @@ class FoldShapes(Pass):
         # A fold makes the next visible (a folded value feeds another target): until nothing
         # changes, a few rounds at most.
         for _ in range(_MAX_ROUNDS):
-            facts = Facts(model.graph, _infer(model))
+            facts = SymbolicFacts(model.graph, _infer(model), rules=RULES)
             rewriter = _Rewriter(model.graph, facts, names)
             if not rewriter.run():
                 break

@@ -91,10 +91,9 @@ import onnx
 
 from graphfix.errors import PassError
 from graphfix import graph as graph_layer
-from graphfix.graph import STANDARD_DOMAINS, all_nodes, count_nodes, graphs
+from graphfix.graph import STANDARD_DOMAINS, all_nodes, copy_without, count_nodes, graphs
 from graphfix.model_io import (
     PROTOBUF_LIMIT,
-    copy_without,
     has_value,
     iter_tensors,
     load,

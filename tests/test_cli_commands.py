@@ -64,7 +64,6 @@ def test_check_with_real_inputs_and_shapes(tmp_path) -> None:
 
 
 def test_a_guilty_pass_is_named_with_the_command_to_run(tmp_path, monkeypatch) -> None:
-    registry._ensure_loaded()
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     registry.register("planted-dropped-bias")(_planted("dropped-bias", dropped_bias))
     src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
@@ -87,7 +86,6 @@ def test_a_guilty_pass_is_named_with_the_command_to_run(tmp_path, monkeypatch) -
 
 
 def test_without_strict_the_guilty_pass_is_left_out_with_a_warning(tmp_path, monkeypatch):
-    registry._ensure_loaded()
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     registry.register("planted-dropped-bias")(_planted("dropped-bias", dropped_bias))
     src, dst, report = tmp_path / "in.onnx", tmp_path / "out.onnx", tmp_path / "r.json"
@@ -184,7 +182,6 @@ def test_inspect_says_what_would_change() -> None:
 
 
 def test_a_refused_run_still_writes_its_report(tmp_path, monkeypatch) -> None:
-    registry._ensure_loaded()
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     registry.register("planted-dropped-bias")(_planted("dropped-bias", dropped_bias))
     src, report = tmp_path / "in.onnx", tmp_path / "r.json"

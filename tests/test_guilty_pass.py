@@ -15,6 +15,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import graphfix
+import graphfix.passes  # noqa: F401 - registers the pass library
 from graphfix import registry
 from graphfix.errors import ParityError
 from graphfix.registry import Pass, PassResult
@@ -158,7 +159,6 @@ def _planted(name: str, edit) -> type[Pass]:
 
 @pytest.fixture()
 def isolated_registry(monkeypatch):
-    registry._ensure_loaded()
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
 

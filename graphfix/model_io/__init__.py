@@ -23,7 +23,7 @@ reads.
 
 from __future__ import annotations
 
-from graphfix.model_io.encoding import PROTOBUF_LIMIT, copy_without, skeleton, write_scratch
+from graphfix.model_io.encoding import PROTOBUF_LIMIT, skeleton, write_scratch
 from graphfix.model_io.checking import check_model, checker_problem, runtime_problem
 from graphfix.model_io.loading import (
     LoadedModel,
@@ -114,7 +114,6 @@ __all__ = [
     "write_scratch",
     "same_tensor",
     "skeleton",
-    "copy_without",
     "data_files",
     "check_outputs",
     "data_path_of",

@@ -8,7 +8,8 @@ import onnx
 
 from graphfix.errors import ModelLoadError, first_line
 from graphfix.graph import graphs
-from graphfix.model_io.encoding import copy_without, skeleton
+from graphfix.graph import copy_without
+from graphfix.model_io.encoding import skeleton
 from graphfix.model_io.runtime import max_ir_version
 from graphfix.model_io.sessions import _temporary_model_file, ort_session
 from graphfix.model_io.tensors import _inline_bytes, _lazy_source, _lazy_tensors, tensor_bytes

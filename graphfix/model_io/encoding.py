@@ -13,15 +13,15 @@ import dataclasses
 import errno
 import os
 from pathlib import Path
-from typing import BinaryIO, TypeVar, Union
+from typing import BinaryIO, Union
 
-import google.protobuf.descriptor
 import google.protobuf.message
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
 from graphfix.errors import ModelSaveError, shown
+from graphfix.graph import copy_without
 from graphfix.model_io.files import os_failure
 from graphfix.model_io.runtime import ir_capped
 from graphfix.model_io.tensors import (
@@ -34,9 +34,8 @@ from graphfix.model_io.tensors import (
     _read_range,
 )
 
-__all__ = ["PROTOBUF_LIMIT", "skeleton", "write_scratch", "copy_without"]
+__all__ = ["PROTOBUF_LIMIT", "skeleton", "write_scratch"]
 
-_M = TypeVar("_M", bound=google.protobuf.message.Message)
 
 # Protobuf cannot serialize a message of 2 GiB or more; keep a margin for the graph itself.
 PROTOBUF_LIMIT = 2**31 - 1
@@ -82,33 +81,6 @@ def _field(message: type[google.protobuf.message.Message], name: str, pieces: li
     number = message.DESCRIPTOR.fields_by_name[name].number
     size = sum(_piece_size(p) for p in pieces)
     return [_varint(number << 3 | 2) + _varint(size), *pieces]
-
-
-def _is_repeated(field: google.protobuf.descriptor.FieldDescriptor) -> bool:
-    repeated = getattr(field, "is_repeated", None)
-    if repeated is not None:
-        return bool(repeated)
-    return field.label == field.LABEL_REPEATED
-
-
-def copy_without(message: _M, without: frozenset[str]) -> _M:
-    """A copy of ``message`` without the fields named in ``without``. Those are never read:
-    reading ``raw_data`` copies it."""
-    shell = type(message)()
-    for field in message.DESCRIPTOR.fields:
-        name = field.name
-        if name in without:
-            continue
-        if _is_repeated(field):
-            values = getattr(message, name)
-            if len(values):
-                getattr(shell, name).extend(values)
-        elif message.HasField(name):  # ONNX is proto2: every singular field has presence
-            if field.message_type is not None:
-                getattr(shell, name).CopyFrom(getattr(message, name))
-            else:
-                setattr(shell, name, getattr(message, name))
-    return shell
 
 
 _SKELETON_LOCATION = "graphfix-skeleton"

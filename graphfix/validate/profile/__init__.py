@@ -80,6 +80,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+import graphfix.passes  # noqa: F401 - the pass library registers its passes on import
 from graphfix import model_io, registry
 from graphfix.doctor import probe_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
