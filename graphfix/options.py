@@ -19,6 +19,9 @@ from graphfix.errors import GraphfixError
 
 __all__ = [
     "PROVIDERS",
+    "DEVICES",
+    "PROVIDER_CHOICES",
+    "check_provider",
     "ORT_LEVELS",
     "PRECISIONS",
     "FUSIONS",
@@ -39,12 +42,17 @@ __all__ = [
     "Tolerance",
 ]
 
-# Short names of ONNX Runtime's execution providers, as graphfix spells them.
+# Short names of ONNX Runtime's execution providers, as graphfix spells them: the one home of
+# the names (graphfix.providers probes them).
 PROVIDERS: dict[str, str] = {
     "cpu": "CPUExecutionProvider",
     "cuda": "CUDAExecutionProvider",
     "tensorrt": "TensorrtExecutionProvider",
 }
+# Where a model is run or rewritten for; and a run's choice, where "auto" is CUDA when it
+# really loads, else the CPU.
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+PROVIDER_CHOICES: tuple[str, ...] = ("auto", *DEVICES)
 ORT_LEVELS = ("basic", "extended", "all")
 # Lowered precisions (convert-precision) and fusions (fuse-transformer) a run can ask for.
 PRECISIONS = ("fp16", "bf16")
@@ -61,6 +69,15 @@ Tolerance = tuple[Optional[float], Optional[float]]
 
 class OptionError(GraphfixError, ValueError):
     """An option out of its range, of the wrong type, or unknown."""
+
+
+def check_provider(value: object, *, allowed: Sequence[str] = PROVIDER_CHOICES,
+                   what: str = "the provider") -> str:
+    """``value`` when it is one of ``allowed``; else an :class:`OptionError` naming them (the
+    one error a provider graphfix does not know raises, wherever it is given)."""
+    if not isinstance(value, str) or value not in allowed:
+        raise OptionError(f"{what} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
 
 
 class ConflictingOptionsError(OptionError):
@@ -231,8 +248,7 @@ class RunOptions:
         if self.ort_level not in ORT_LEVELS:
             raise OptionError(f"the ort-offline level must be one of {', '.join(ORT_LEVELS)}, "
                               f"got {self.ort_level!r}")
-        if self.provider not in ("auto", "cpu", "cuda"):
-            raise OptionError(f"the provider must be auto, cpu or cuda, got {self.provider!r}")
+        check_provider(self.provider)
         object.__setattr__(self, "max_growth", check_max_growth(self.max_growth))
         object.__setattr__(self, "inputs_as_nchw", _names(self.inputs_as_nchw))
         object.__setattr__(self, "outputs_as_nchw", _names(self.outputs_as_nchw))
@@ -278,8 +294,8 @@ class ParityOptions:
         check_path("ParityOptions", "inputs", self.inputs, optional=True)
         check_count("ParityOptions", "runs", self.runs)
         check_count("ParityOptions", "seed", self.seed, low=0)
-        if self.provider is not None and self.provider not in ("cpu", "cuda"):
-            raise OptionError(f"parity runs on cpu or cuda, got {self.provider!r}")
+        if self.provider is not None:
+            check_provider(self.provider, allowed=DEVICES, what="parity's provider")
         check_tolerances("ParityOptions", self.tolerances)
         for name, (atol, rtol) in (self.tolerances or {}).items():
             for label, value in (("atol", atol), ("rtol", rtol)):
@@ -313,8 +329,8 @@ class BenchOptions:
     dynamic_block_base: Optional[int] = None
 
     def __post_init__(self) -> None:
-        if self.provider is not None and self.provider not in ("auto", "cpu", "cuda"):
-            raise OptionError(f"the benchmark runs on auto, cpu or cuda, got {self.provider!r}")
+        if self.provider is not None:
+            check_provider(self.provider, what="the benchmark's provider")
         for name in ("threads", "runs", "dynamic_block_base"):
             check_count("BenchOptions", name, getattr(self, name))
         check_count("BenchOptions", "warmup", self.warmup, low=0)

@@ -81,10 +81,12 @@ from graphfix.errors import PassError, ProviderUnavailableError
 from graphfix.options import (
     DEFAULT_MAX_GROWTH,
     ORT_LEVELS,
+    DEVICES,
     PROVIDERS,
     OptionError,
     RunOptions,
     check_max_growth,
+    check_provider,
     growth_limit,
 )
 from graphfix.model_io import (
@@ -110,7 +112,6 @@ __all__ = ["OrtOffline", "ort_offline", "nonstandard_ops"]
 
 logger = logging.getLogger(__name__)
 
-_PROVIDERS = ("cpu", "cuda")
 _STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 _MODEL_NAME = "optimized.onnx"
 _DATA_NAME = "optimized.onnx.data"
@@ -198,10 +199,10 @@ class OrtOffline(Pass):
         if level not in ORT_LEVELS:
             raise PassError(f"ort-offline: level must be one of {', '.join(ORT_LEVELS)}, "
                             f"got {level!r}")
-        if provider not in _PROVIDERS:
-            raise PassError(
-                f"ort-offline: provider must be one of {', '.join(_PROVIDERS)}, got {provider!r}"
-            )
+        try:
+            check_provider(provider, allowed=DEVICES, what="the provider")
+        except OptionError as error:
+            raise PassError(f"ort-offline: {error}") from None
         self.level = level
         self.provider = provider
 

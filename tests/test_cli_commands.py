@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from graphfix import registry
 from graphfix.cli import cli
-from graphfix.doctor import probe_provider
+from graphfix.providers import probe_provider
 from graphfix.models.sample import SAMPLE_PATH
 from tests.test_guilty_pass import _model as planted_model
 from tests.test_guilty_pass import _planted, dropped_bias

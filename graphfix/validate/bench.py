@@ -99,6 +99,7 @@ import numpy as np
 import onnx
 
 from graphfix import layout, model_io, precision
+from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError
 from graphfix.validate.feeds import load_feeds, make_feeds
 from graphfix.validate.session_config import SessionConfig, read_config
@@ -123,7 +124,6 @@ from graphfix.validate.timing import (
     measure_runs,
     parse_profile,
     profile,
-    resolve_provider,
 )
 
 __all__ = [
@@ -139,7 +139,6 @@ __all__ = [
     "bootstrap_speedup",
     "verdict",
     "summarize",
-    "resolve_provider",
     "default_threads",
     "parse_profile",
     "session_settings",

@@ -51,7 +51,8 @@ from graphfix import layout as layout_module
 from graphfix import model_io
 from graphfix import precision as precision_module
 from graphfix.errors import ProviderUnavailableError, ValidationInputError, first_line
-from graphfix.options import PROVIDERS
+from graphfix.options import DEVICES, PROVIDERS, check_provider
+from graphfix.providers import resolve_provider, session_providers
 from graphfix.validate import feeds as feeds_module
 from graphfix.validate.feeds import Feeds
 
@@ -370,17 +371,12 @@ class ReferenceRun:
         provider: str = "cpu",
         name: str = "original",
     ) -> None:
-        if provider not in ("cpu", "cuda"):
-            raise ValidationInputError(f"unknown provider {provider!r}", hint="use cpu or cuda")
+        check_provider(provider, allowed=DEVICES, what="parity's provider")
         if provider == "cuda":  # refused, naming what is missing, when CUDA does not load
-            from graphfix.validate.bench import resolve_provider
-
             resolve_provider("cuda")
         self.name = name
         self.provider = provider
-        self.providers = [PROVIDERS[provider]] + (
-            ["CPUExecutionProvider"] if provider != "cpu" else []
-        )
+        self.providers = session_providers(provider)
         self._seed, self._input_shapes = seed, input_shapes
         self._session = _session(reference, self.providers, name, reference=True)
         if provider == "cuda" and PROVIDERS["cuda"] not in self._session.get_providers():

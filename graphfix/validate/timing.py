@@ -38,7 +38,7 @@ import numpy as np
 import onnx
 
 from graphfix import model_io
-from graphfix.doctor import CUDA_FIX, probe_provider
+from graphfix.providers import CUDA_FIX
 from graphfix.errors import (
     BenchmarkError,
     ProviderUnavailableError,
@@ -46,7 +46,7 @@ from graphfix.errors import (
     first_line,
 )
 from graphfix.graph import all_nodes
-from graphfix.options import PROVIDERS
+from graphfix.options import DEVICES, PROVIDERS, check_provider
 from graphfix.validate.stats import Stats, summarize
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ __all__ = ["Placement", "Config", "Settings", "Arm", "Measurement", "EXECUTION_M
            "OPTIMIZATION_LEVELS", "ALONE_ROUNDS", "open_session", "profile", "parse_profile",
            "Timer", "measure", "measure_runs",
            "check_cuda_graph", "check_feeds", "graph_inputs", "default_threads",
-           "resolve_provider", "ort_version", "Progress"]
+           "ort_version", "Progress"]
 
 logger = logging.getLogger(__name__)
 
@@ -147,8 +147,7 @@ class Settings:
     cuda_options: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
-        if self.provider not in ("cpu", "cuda"):
-            raise BenchmarkError(f"settings are for cpu or cuda, got {self.provider!r}")
+        check_provider(self.provider, allowed=DEVICES, what="the settings' provider")
         if self.execution_mode not in EXECUTION_MODES:
             raise BenchmarkError(f"execution mode must be sequential or parallel, got "
                                  f"{self.execution_mode!r}")
@@ -644,28 +643,6 @@ def default_threads() -> int:
         except OSError:
             return max(1, len(cpus))
     return max(1, len(cores))
-
-
-def resolve_provider(provider: str) -> str:
-    """"cpu" or "cuda": "auto" is cuda when the CUDA provider really loads, else cpu; "cuda"
-    that does not load raises :class:`ProviderUnavailableError` naming what is missing."""
-    if provider not in ("auto", "cpu", "cuda"):
-        raise BenchmarkError(f"unknown provider {provider!r}", hint="use auto, cpu or cuda")
-    if provider == "cpu":
-        return "cpu"
-    status = probe_provider("cuda")
-    if status.loadable:
-        return "cuda"
-    if provider == "auto":
-        logger.info("CUDA provider does not load (%s); measuring on the CPU", status.error)
-        return "cpu"
-    missing = ", ".join(status.missing_libraries)
-    missing = f"; missing: {missing}" if missing else ""
-    raise ProviderUnavailableError(
-        f"the CUDA execution provider cannot be loaded: "
-        f"{first_line(RuntimeError(status.error))}{missing}",
-        hint=f"{CUDA_FIX}; `graphfix doctor --provider cuda` shows the details",
-    )
 
 
 def check_cuda_graph(

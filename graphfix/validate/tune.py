@@ -69,6 +69,7 @@ import numpy as np
 import onnx
 
 from graphfix import model_io
+from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.graph import all_nodes
 from graphfix.validate.bench import feeds_by_model, read_feeds
@@ -97,7 +98,6 @@ from graphfix.validate.timing import (
     measure,
     open_session,
     ort_version,
-    resolve_provider,
 )
 
 __all__ = ["OBJECTIVES", "Knob", "KNOBS", "Facts", "Candidate", "TuneResult", "tune",

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 
-from graphfix.doctor import probe_provider
+from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, ProviderUnavailableError, ValidationInputError
 from graphfix.validate import bench, timing
 from graphfix.validate.bench import (

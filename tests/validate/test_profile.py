@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 import pytest
 
-from graphfix.doctor import ProviderStatus, probe_provider
+from graphfix.providers import ProviderStatus, probe_provider
 from graphfix.errors import BenchmarkError
 from graphfix.passes import eliminate_transposes
 from graphfix.validate.profile import SCHEMA, profile

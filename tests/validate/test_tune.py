@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import pytest
 
-from graphfix.doctor import probe_provider
+from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError
 from graphfix.validate.bench import benchmark
 from graphfix.validate.session_config import read_config

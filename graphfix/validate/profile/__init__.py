@@ -82,7 +82,7 @@ import onnx
 
 import graphfix.passes  # noqa: F401 - the pass library registers its passes on import
 from graphfix import model_io, registry
-from graphfix.doctor import probe_provider
+from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.validate.bench import feeds_by_model, read_feeds, session_settings
 from graphfix.validate.feeds import input_specs

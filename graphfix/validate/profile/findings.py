@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from graphfix.doctor import CUDA_FIX, ProviderStatus
+from graphfix.providers import CUDA_FIX, ProviderStatus
 from graphfix.graph import all_nodes, graphs
 from graphfix.validate.feeds import input_specs
 from graphfix.validate.profile.accounting import ModelProfile
