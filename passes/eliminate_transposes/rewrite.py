@@ -4,7 +4,9 @@ A worklist of Transposes, upstream first; each is composed with the Transpose fe
 when it is the identity or unread, absorbed into an Unsqueeze or a constant, or pushed past its
 consumers when the look-ahead (:mod:`.cost`) says the count of Transposes goes down. Edits keep
 the live :class:`graphfix.graph.Index` up to date; the graph itself is written back once, at
-the end, in topological order.
+the end, in topological order. Each push is logged at DEBUG with the change in nodes the
+look-ahead counted for its own edits and the change they made (``nodes_counted``,
+``nodes_made`` on the record).
 """
 
 from __future__ import annotations
@@ -228,10 +230,8 @@ class Rewriter(Edits):
         return True
 
     def _carry_out(self, node: onnx.NodeProto, perm: Perm, decision: Decision) -> None:
-        logger.debug("push %s (perm %s) into %s: %+d Transposes, %+d nodes", node.name, perm,
-                     [user.op_type for user, _ in decision.steps], decision.cost - 1,
-                     decision.nodes - 1)
-        source, output = node.input[0], node.output[0]
+        before = self.node_count
+        name, source, output = node.name, node.input[0], node.output[0]
         for user, plan in decision.steps:
             # A cancellation settled on the way may have renamed the source (rule 1).
             source = self.renamed.get(source, source)
@@ -243,6 +243,14 @@ class Rewriter(Edits):
                 self._apply(user, plan, _Push(output, source, user), perm)
         if id(node) not in self.dead:
             self._remove_node(node)
+        # The look-ahead's count of the push's own edits beside what they made: the record the
+        # tests hold the look-ahead to.
+        counted, made = decision.nodes_now - 1, self.node_count - before
+        logger.debug("push %s (perm %s) into %s: %+d Transposes, %+d nodes looking ahead; "
+                     "its own edits %+d nodes as counted, %+d as made", name, perm,
+                     [user.op_type for user, _ in decision.steps], decision.cost - 1,
+                     decision.nodes - 1, counted, made,
+                     extra={"nodes_counted": counted, "nodes_made": made})
 
     # ------------------------------------------------------------ rules 1, 2, 6
     def _compose_into(self, user: onnx.NodeProto, source: str, perm: Perm) -> None:
