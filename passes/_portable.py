@@ -148,8 +148,7 @@ def _remove_precision_casts(graph: onnx.GraphProto, original_names: set[str]) ->
             raise Unportable(f"an inserted Cast joins two tensors of the model ({kept[:2]})")
         representative = kept[0] if kept else min(members, key=lambda n: (len(n), n))
         rename.update((name, representative) for name in members if name != representative)
-    removed = {id(cast) for cast in casts}
-    nodes = [node for node in graph.node if id(node) not in removed]
+    nodes = [node for node in graph.node if not _is_inserted_cast(node)]
     produced: set[str] = set()
     for node in nodes:
         for position, name in enumerate(node.output):
@@ -248,16 +247,21 @@ def _check_element_types(optimized: onnx.ModelProto, original: onnx.ModelProto) 
 # ---------------------------------------------------------------- rules 2 and 3
 class _Liveness:
     """How many readers each tensor of one graph has left, which nodes are dead, and which
-    names a put-back node now produces, under edits that are tried and taken back."""
+    names a put-back node now produces, under edits that are tried and taken back. A node is
+    known by its position in the graph's node list (``nodes``), which the edits leave as it is
+    until they are written back."""
 
     def __init__(self, graph: onnx.GraphProto, roots: set[str],
                  foreign: frozenset[tuple[str, str]] = frozenset()) -> None:
         self.foreign = foreign  # op types the original model does not have
-        self.index = graph_layer.Index(graph)
-        self.readers = {name: len(nodes) for name, nodes in self.index.consumers.items()}
+        self.nodes = list(graph.node)
+        index = graph_layer.Index(graph, self.nodes)
+        self.readers = {name: len(nodes) for name, nodes in index.consumers.items()}
         for name in roots:
             self.readers[name] = self.readers.get(name, 0) + 1
-        self.dead: set[int] = set()
+        self.producer = {name: position for position, node in enumerate(self.nodes)
+                         for name in node.output if name}
+        self.dead: set[int] = set()  # positions
         self.taken: set[str] = set()  # produced by put-back nodes: ORT's producer lost them
 
     def _unread(self, node: onnx.NodeProto) -> bool:
@@ -278,26 +282,27 @@ class _Liveness:
         for name in graph_layer.reads(node):
             read(name, 1)
         self.taken.update(outputs)
-        dying: list[onnx.NodeProto] = []
+        dying: list[int] = []  # positions
         seen: set[int] = set()
-        queue = [self.index.producer[name] for name in outputs]
+        queue = [self.producer[name] for name in outputs]
         while queue:
-            candidate = queue.pop()
-            if id(candidate) in seen or id(candidate) in self.dead or not self._unread(candidate):
+            position = queue.pop()
+            candidate = self.nodes[position]
+            if position in seen or position in self.dead or not self._unread(candidate):
                 continue
-            seen.add(id(candidate))
-            dying.append(candidate)
+            seen.add(position)
+            dying.append(position)
             for name in graph_layer.reads(candidate):
                 read(name, -1)
-                producer = self.index.producer.get(name)
+                producer = self.producer.get(name)
                 if producer is not None:
                     queue.append(producer)
-        if len(dying) < 1 or len(dying) == 1 and _op(dying[0]) not in self.foreign:
+        if len(dying) < 1 or len(dying) == 1 and _op(self.nodes[dying[0]]) not in self.foreign:
             self.readers.update(saved)
             self.taken.difference_update(outputs)
             return None
-        self.dead.update(id(n) for n in dying)
-        return dying
+        self.dead.update(dying)
+        return [self.nodes[position] for position in dying]
 
 
 def _reading(node: onnx.NodeProto, resolve: Callable[[str], str]) -> onnx.NodeProto:
@@ -366,16 +371,16 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
         outputs = [name for name in node.output if name]
         if not outputs or node.op_type == "Constant":
             continue
-        producers = [live.index.producer.get(name) for name in outputs]
-        if any(p is None or id(p) in live.dead for p in producers):
+        producers = [live.producer.get(name) for name in outputs]
+        if any(p is None or p in live.dead for p in producers):
             continue
-        if all(_same_op(p, node) for p in producers if p is not None):
+        if all(_same_op(live.nodes[p], node) for p in producers if p is not None):
             continue
         node = _reading(node, resolve)
         reads = graph_layer.reads(node)
         if any(name not in available for name in reads) or any(
-            id(live.index.producer[name]) in live.dead
-            for name in reads if name in live.index.producer and name not in live.taken
+            live.producer[name] in live.dead
+            for name in reads if name in live.producer and name not in live.taken
         ):
             continue
         dying = live.try_restore(node)
@@ -385,7 +390,7 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
         logger.debug("put back %s %r in place of %d nodes ORT wrote", node.op_type,
                      node.name, len(dying))
     if restored:
-        kept = [n for n in optimized.node if id(n) not in live.dead]
+        kept = [n for position, n in enumerate(live.nodes) if position not in live.dead]
         # A dying producer's other outputs are unread: nothing else is lost with it.
         nodes = graph_layer.toposort(kept + restored)
         del optimized.node[:]

@@ -334,9 +334,17 @@ class _Rewriter:
         self.graph.initializer.extend(self.initializers)
         roots = {o.name for o in self.graph.output}
         nodes = list(self.graph.node)
-        live = {id(n) for n in graph_layer.live_nodes(nodes, roots)}
-        graph_layer.delete_positions(
-            self.graph.node, [i for i, node in enumerate(nodes) if id(node) not in live])
+        # The live nodes are a subsequence of ``nodes``, in order: each is matched to its
+        # position as the two lists are walked together.
+        live = iter(graph_layer.live_nodes(nodes, roots))
+        following = next(live, None)
+        dead: list[int] = []
+        for position, node in enumerate(nodes):
+            if node is following:
+                following = next(live, None)
+            else:
+                dead.append(position)
+        graph_layer.delete_positions(self.graph.node, dead)
         graph_layer.drop_unread_initializers(self.graph)
         present = graph_layer.defined_names(self.graph)
         graph_layer.keep_only(self.graph.value_info, lambda v: v.name in present)

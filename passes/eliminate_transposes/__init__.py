@@ -92,10 +92,11 @@ so after a push the float result can differ in the last bits; ``reorder_reductio
 makes them barriers and keeps every output bit-identical. Every other rewrite only moves data.
 
 Layers, each importing only those before it: :mod:`.perm` (permutation algebra), :mod:`.ops`
-(op families as data), :mod:`.facts` (constants, ranks, shapes), :mod:`.handlers` (one function
-per op family, the table of records), :mod:`.cost` (the look-ahead), :mod:`.rewrite` (the
-driver and its edits), :mod:`.loops` (rule 8), :mod:`.boundary` (signature changes on
-request).
+(op families as data), :mod:`.nodes` (a rewrite's nodes under keys that never change, and its
+worklist), :mod:`.facts` (constants, ranks, shapes), :mod:`.handlers` (one function per op
+family, the table of records), :mod:`.cost` (the look-ahead and the pushes made),
+:mod:`.edits` (the edits of one graph's rewrite), :mod:`.rewrite` (the driver), :mod:`.loops`
+(rule 8), :mod:`.boundary` (signature changes on request).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from graphfix.graph import holds_graph
 from .facts import CHAIN_DEPTH, Facts, shape_bounds
 from .absorb import Absorb, absorber
 from .handlers import HANDLERS, Plan
+from .nodes import NodeTable
 from .ops import DEFAULT_DOMAINS, is_transpose
 from .perm import (
     Perm,
@@ -38,7 +39,7 @@ from .perm import (
     moves_only_ones,
 )
 
-__all__ = ["Decision", "Tally", "Lookahead", "PLANNED", "LOOKAHEAD_BUDGET",
+__all__ = ["Decision", "Tally", "Lookahead", "Pushes", "PLANNED", "LOOKAHEAD_BUDGET",
            "MAX_PUSHES_PER_NODE", "keeps_order", "operand_positions", "operand_route",
            "sibling_transpose", "untransposed_constant"]
 
@@ -125,20 +126,47 @@ class Decision:
         return self.cost - 1 < 0 and self.nodes - 1 <= 0
 
 
+class Pushes:
+    """The pushes of one graph's rewrite, a cycle breaker both ways: ``limit`` in all (the
+    driver's), :data:`MAX_PUSHES_PER_NODE` through any one node (the look-ahead's barrier).
+    Lifetime: one graph's rewrite; a node is counted under its key."""
+
+    def __init__(self, nodes: NodeTable, limit: int) -> None:
+        self.nodes = nodes
+        self.limit = limit
+        self.made = 0
+        self._through: dict[int, int] = {}  # node key -> Transposes pushed past it
+
+    def take(self) -> bool:
+        """Count one more push; False once the pushes are past the limit."""
+        self.made += 1
+        return self.made <= self.limit
+
+    def through(self, node: onnx.NodeProto) -> int:
+        """Transposes pushed past ``node`` so far."""
+        return self._through.get(self.nodes.key(node), 0)
+
+    def passed(self, node: onnx.NodeProto) -> None:
+        """A Transpose was pushed past ``node``."""
+        key = self.nodes.key(node)
+        self._through[key] = self._through.get(key, 0) + 1
+
+
 class Lookahead:
     """The cost check of one push decision: ``origin`` is the input of the Transpose being
-    pushed, ``pushed`` counts the pushes each node has seen, ``liftable`` names the scan
+    pushed, ``pushes`` counts the pushes each node has seen, ``liftable`` names the scan
     outputs whose Transpose moves out of the loop (rule 8), ``whole_shapes`` the tensors whose
-    whole ``Shape`` rule 7a already reads."""
+    whole ``Shape`` rule 7a already reads. Lifetime: one decision."""
 
-    def __init__(self, facts: Facts, pushed: dict[int, int], origin: str,
+    def __init__(self, facts: Facts, pushes: Pushes, origin: str,
                  liftable: frozenset[str] = frozenset(),
                  whole_shapes: frozenset[str] = frozenset()) -> None:
         self.facts = facts
         self.liftable = liftable
         self.whole_shapes = whole_shapes
         self.index = facts.index
-        self.pushed = pushed
+        self.nodes = facts.nodes
+        self.pushes = pushes
         self.origin = origin
         self.budget = LOOKAHEAD_BUDGET
         self.constant = facts.constant_nodes  # nodes a new constant takes
@@ -317,22 +345,24 @@ class Lookahead:
         on up the graph."""
         if not group.released:
             return Tally()
-        leaving: dict[str, set[int]] = {}
+        key = self.nodes.key
+        leaving: dict[str, set[int]] = {}  # tensor -> keys of the readers that let go of it
         todo: list[str] = []
         for name, reader in group.released:
-            leaving.setdefault(name, set()).add(id(reader))
+            leaving.setdefault(name, set()).add(key(reader))
             todo.append(name)
         gone: dict[int, onnx.NodeProto] = {}
         while todo:
             name = todo.pop()
             node = self.index.producer.get(name)
-            if node is None or id(node) in gone or name in self.index.outputs or (
-                name in group.read or self.index.consumers.get(name, {}).keys() - leaving[name]
+            if node is None or key(node) in gone or name in self.index.outputs or (
+                name in group.read
+                or any(key(user) not in leaving[name] for user in self.index.readers(name))
             ) or not self.facts.droppable(node, name):
                 continue
-            gone[id(node)] = node
+            gone[key(node)] = node
             for upstream in set(node.input) - {""}:
-                leaving.setdefault(upstream, set()).add(id(node))
+                leaving.setdefault(upstream, set()).add(key(node))
                 todo.append(upstream)
         return settled(-sum(1 for node in gone.values() if is_transpose(node)), -len(gone))
 
@@ -344,7 +374,7 @@ class Lookahead:
             return None
         if holds_graph(node):
             return None
-        if self.pushed.get(id(node), 0) >= MAX_PUSHES_PER_NODE:
+        if self.pushes.through(node) >= MAX_PUSHES_PER_NODE:
             # Two Transposes that keep trading places round a node (each move looks like a
             # gain to the look-ahead) would otherwise spin until the global push limit.
             logger.debug("barrier %s (%s): pushed through %d times already", node.name,

@@ -15,6 +15,7 @@ from onnx import numpy_helper
 from graphfix import graph as graph_layer
 from graphfix import model_io
 from graphfix.graph import Index, dim_of, subgraphs
+from .nodes import NodeTable
 from .ops import (
     BROADCAST_BINARY,
     DEFAULT_DOMAINS,
@@ -201,12 +202,14 @@ def infer(model: onnx.ModelProto) -> ShapeFacts:
 
 
 class Facts:
-    """Constants, ranks and shapes of one graph's tensors, as the rewrite leaves the graph."""
+    """Constants, ranks and shapes of one graph's tensors, as the rewrite leaves the graph, and
+    the permutation of each Transpose (by node key). Lifetime: one graph's rewrite."""
 
-    def __init__(self, index: Index, initializers: dict[str, onnx.TensorProto], opset: int,
-                 inferred: ShapeFacts, *, keep_reduction_order: bool = False,
+    def __init__(self, index: Index, nodes: NodeTable, initializers: dict[str, onnx.TensorProto],
+                 opset: int, inferred: ShapeFacts, *, keep_reduction_order: bool = False,
                  ir_version: int = onnx.IR_VERSION) -> None:
         self.index = index
+        self.nodes = nodes
         # The pass's option the handlers read: sum-like reductions keep their order.
         self.keep_reduction_order = keep_reduction_order
         self.initializers = initializers  # the rewrite adds and drops entries
@@ -217,7 +220,7 @@ class Facts:
         self.types = inferred.types
         self.leading = inferred.leading
         self._folded: dict[str, np.ndarray | None] = {}
-        self._perms: dict[int, Perm | None] = {}
+        self._perms: dict[int, Perm | None] = {}  # node key -> its permutation
 
     # ------------------------------------------------------------ constants
     def const_value(self, name: str) -> np.ndarray | None:
@@ -258,7 +261,7 @@ class Facts:
 
     # ------------------------------------------------------------ Transposes
     def transpose_perm(self, node: onnx.NodeProto) -> Perm | None:
-        key = id(node)
+        key = self.nodes.key(node)
         if key not in self._perms:
             perm = attr(node, "perm")
             if perm is None:
@@ -270,7 +273,7 @@ class Facts:
 
     def perm_changed(self, node: onnx.NodeProto, perm: Perm | None) -> None:
         """The rewrite gave ``node`` another permutation (None: it is no Transpose now)."""
-        self._perms[id(node)] = perm
+        self._perms[self.nodes.key(node)] = perm
 
     # ------------------------------------------------------------ ranks and shapes
     def rank(self, name: str, depth: int = CHAIN_DEPTH) -> int | None:

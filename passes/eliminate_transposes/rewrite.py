@@ -1,10 +1,18 @@
-"""The driver: rules 1-7 on one graph, and the edits that carry them out.
+"""The driver: rules 1-7 on one graph.
 
 A worklist of Transposes, upstream first; each is composed with the Transpose feeding it, dropped
 when it is the identity or unread, absorbed into an Unsqueeze or a constant, or pushed past its
-consumers when the look-ahead (:mod:`.cost`) says the count of Transposes goes down. Edits keep
-the live :class:`graphfix.graph.Index` up to date; the graph itself is written back once, at
-the end, in topological order.
+consumers when the look-ahead (:mod:`.cost`) says the count of Transposes goes down. The edits
+(:mod:`.edits`) keep the live :class:`graphfix.graph.Index` up to date; the graph itself is
+written back once, at the end, in topological order.
+
+The state of one graph's rewrite is in objects of its own, each living as long as the rewrite:
+the nodes under keys that never change, the dead among them and the worklist (:mod:`.nodes`),
+the index, initializers and facts (:class:`.edits.Edits`), the pushes made in all and through
+each node (:class:`.cost.Pushes`), the compensating Transposes (:class:`Compensations`), rule
+7a's whole Shapes (:class:`WholeShapes`) and the tensors renamed to a graph output's name.
+Each push is logged at DEBUG with the change in nodes the look-ahead counted for its own edits
+and the change they made (``nodes_counted``, ``nodes_made`` on the record).
 """
 
 from __future__ import annotations
@@ -16,11 +24,12 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from graphfix.graph import Names
+from graphfix.graph import Index, Names
 from .cost import (
     PLANNED,
     Decision,
     Lookahead,
+    Pushes,
     keeps_order,
     operand_positions,
     operand_route,
@@ -31,6 +40,7 @@ from .edits import Edits, Stats
 from .facts import ShapeFacts, shape_bounds
 from .absorb import Absorb
 from .handlers import Plan
+from .nodes import NodeTable
 from .ops import (
     DEFAULT_DOMAINS,
     attr,
@@ -48,7 +58,7 @@ from .perm import (
     untransposed_shape,
 )
 
-__all__ = ["Rewriter"]
+__all__ = ["Rewriter", "Compensations", "WholeShapes"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,45 +76,96 @@ class _Push:
     reader: onnx.NodeProto
 
 
-class Rewriter(Edits):
-    """Rules 1-7 on one graph."""
+class Compensations:
+    """The compensating Transposes of one graph's rewrite (case 4b: ``T(p^-1)`` on an operand a
+    push brings back to the untransposed layout): the node each was made for, and those that
+    wait for a Transpose on its way to cancel them. Lifetime: one graph's rewrite; nodes are
+    kept under their keys."""
+
+    def __init__(self, nodes: NodeTable) -> None:
+        self.nodes = nodes
+        self._made_for: dict[int, int] = {}  # compensation -> the node it feeds
+        self._waiting: set[int] = set()
+
+    def add(self, compensation: onnx.NodeProto, reader: onnx.NodeProto) -> None:
+        self._made_for[self.nodes.key(compensation)] = self.nodes.key(reader)
+
+    def made_for(self, node: onnx.NodeProto) -> onnx.NodeProto | None:
+        """The node the compensation ``node`` was made for (None: no compensation)."""
+        key = self._made_for.get(self.nodes.key(node))
+        return None if key is None else self.nodes[key]
+
+    def wait(self, compensation: onnx.NodeProto) -> None:
+        """``compensation`` stays until the Transpose on its way arrives."""
+        self._waiting.add(self.nodes.key(compensation))
+
+    def waits(self, node: onnx.NodeProto) -> bool:
+        return self.nodes.key(node) in self._waiting
+
+
+class WholeShapes:
+    """Rule 7a: the whole ``Shape`` of each source tensor (by name) that the Gathers of its
+    Transposes' Shapes read. Lifetime: one graph's rewrite."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self._of: dict[str, str] = {}
+
+    def get(self, source: str) -> str | None:
+        """The whole ``Shape(source)``, while it is there (shape math nothing reads goes)."""
+        whole = self._of.get(source)
+        return whole if whole is not None and whole in self.index.producer else None
+
+    def set(self, source: str, whole: str) -> None:
+        self._of[source] = whole
+
+    def renamed(self, old: str, new: str) -> None:
+        """The source ``old`` is called ``new`` now (rule 1 at a graph output)."""
+        if old in self._of:
+            self._of[new] = self._of.pop(old)
+
+    def sources(self) -> frozenset[str]:
+        """The sources whose whole Shape is there."""
+        return frozenset(source for source in self._of if self.get(source))
+
+
+class Rewriter:
+    """Rules 1-7 on one graph: the rules' decisions; the state is in the objects it holds."""
 
     def __init__(self, graph: onnx.GraphProto, *, opset: int, ir_version: int, names: Names,
                  inferred: ShapeFacts, stats: Stats, keep_reduction_order: bool,
                  liftable: frozenset[str] = frozenset()) -> None:
-        super().__init__(graph, opset=opset, ir_version=ir_version, names=names,
-                         inferred=inferred, stats=stats,
-                         keep_reduction_order=keep_reduction_order)
-        self.renamed: dict[str, str] = {}  # tensors renamed to a graph output's name
-        self.pinned: set[int] = set()  # compensations waiting for an arriving Transpose
-        self.pushes = 0
-        self.max_pushes = 8 * len(self.nodes) + 64
-        self.pushed: dict[int, int] = {}  # node -> Transposes pushed through it so far
-        self.compensates: dict[int, int] = {}  # compensating Transpose -> the node it feeds
-        self.whole_shapes: dict[str, str] = {}  # source -> its whole Shape (rule 7a)
+        self.edits = Edits(graph, opset=opset, ir_version=ir_version, names=names,
+                           inferred=inferred, stats=stats,
+                           keep_reduction_order=keep_reduction_order)
+        # What the rules read, as the edits keep it.
+        self.index, self.facts, self.stats = self.edits.index, self.edits.facts, stats
+        self.opset, self.ir_version = opset, ir_version
         self.liftable = liftable  # scan outputs whose Transpose moves out of the loop (rule 8)
+        nodes = self.edits.nodes
+        self.pushes = Pushes(nodes, limit=8 * len(nodes) + 64)
+        self.compensations = Compensations(nodes)
+        self.whole_shapes = WholeShapes(self.index)
+        self.renamed: dict[str, str] = {}  # tensors renamed to a graph output's name (rule 1)
+
+    @property
+    def modified(self) -> bool:
+        return self.edits.modified
 
     # ------------------------------------------------------------ the worklist
     def run(self) -> None:
-        self._enqueue_all()
+        edits = self.edits
+        edits.worklist.add_every_transpose()
         for _ in range(_MAX_SWEEPS):
             changed = False
-            while self.worklist:
-                node = self.worklist.pop()
-                self.queued.discard(id(node))
-                if id(node) not in self.dead and self._visit(node):
+            while (key := edits.worklist.pop()) is not None:
+                if not edits.nodes.is_dead(key) and self._visit(edits.nodes[key]):
                     changed = True
             if not changed:
                 break
-            self._enqueue_all()
+            edits.worklist.add_every_transpose()
         self._size_one_moves()
-        self._write_back()
-
-    def _enqueue_all(self) -> None:
-        for node in self.nodes:
-            if is_transpose(node):
-                self._enqueue(node)
-        self.worklist.reverse()  # pop in graph order: upstream Transposes move first
+        edits.write_back()
 
     def _visit(self, node: onnx.NodeProto) -> bool:
         perm = self.facts.transpose_perm(node)
@@ -113,7 +174,7 @@ class Rewriter(Edits):
             return False
         perm, changed = self._compose_chain(node, perm)
         if not self.index.is_read(node.output[0]):
-            self._remove_node(node)  # Rule 1: nothing reads it
+            self.edits.remove_node(node)  # Rule 1: nothing reads it
             return True
         if is_identity(perm) or self._moves_ones_in_place(node, perm):  # Rule 1.
             self._drop_identity(node)
@@ -142,9 +203,9 @@ class Rewriter(Edits):
             if inner is None or len(inner) != len(perm):
                 return perm, changed
             perm = compose(inner, perm)
-            self._set_perm(node, perm)
-            self._set_input(node, 0, producer.input[0])  # type: ignore[union-attr]
-            self.modified = changed = True
+            self.edits.set_perm(node, perm)
+            self.edits.set_input(node, 0, producer.input[0])  # type: ignore[union-attr]
+            self.edits.modified = changed = True
 
     def _fold(self, node: onnx.NodeProto, perm: Perm) -> bool:
         """Rule 3: ``T(p)(constant)`` is a constant (at a graph output too, where it becomes a
@@ -154,12 +215,13 @@ class Rewriter(Edits):
         if value is None or value.ndim != len(perm):
             return False
         tensor = numpy_helper.from_array(np.ascontiguousarray(value.transpose(perm)), output)
-        self._remove_node(node)
-        self._add_constant(tensor, self.order[id(node)], as_node=output in self.index.outputs)
+        self.edits.remove_node(node)
+        self.edits.add_constant(tensor, self.edits.nodes.order(node),
+                                as_node=output in self.index.outputs)
         self.stats.folded_into_constants += 1
         for user in self.index.readers(output):
             if is_transpose(user):
-                self._enqueue(user)
+                self.edits.enqueue(user)
         return True
 
     def _fold_into_dequantize(self, node: onnx.NodeProto, perm: Perm) -> bool:
@@ -186,9 +248,10 @@ class Rewriter(Edits):
             if axes is None:
                 return False
             set_attr(dq, "axis", invert(perm)[axes[0]])
-        moved = self._new_initializer(np.ascontiguousarray(quantized.transpose(perm)),
-                                      f"{dq.input[0]}_transposed", self.order[id(dq)])
-        self._set_input(dq, 0, moved)
+        moved = self.edits.new_initializer(np.ascontiguousarray(quantized.transpose(perm)),
+                                           f"{dq.input[0]}_transposed",
+                                           self.edits.nodes.order(dq))
+        self.edits.set_input(dq, 0, moved)
         self.facts.learn_shape(out, transposed_shape(quantized.shape, perm))
         self.stats.folded_into_constants += 1
         self._drop_identity(node)  # T(p) of the stored-transposed weights is the identity
@@ -198,17 +261,19 @@ class Rewriter(Edits):
         """Rule 4: move ``node`` past its consumers when that lowers the count of Transposes
         (and adds no more nodes than it removes)."""
         source, output = node.input[0], node.output[0]
-        if id(node) in self.pinned:
+        if self.compensations.waits(node):
             logger.debug("keep %s: waits for the Transpose arriving at %s", node.name, source)
             return False
-        reader = self.compensates.get(id(node))
-        if reader in self.index.consumers.get(output, {}) and self.pushed.get(reader, 0) >= 2:
+        reader = self.compensations.made_for(node)
+        if reader is not None and any(user is reader for user in self.index.readers(output)) and (
+            self.pushes.through(reader) >= 2
+        ):
             # Pushed back through the node it compensates for, it would undo that push; once
             # the node has seen a second push, the two Transposes are trading places round it.
             logger.debug("keep %s: would undo the push it compensates for", node.name)
             return False
-        look = Lookahead(self.facts, self.pushed, source, self.liftable,
-                         frozenset(s for s in self.whole_shapes if self._whole_shape(s)))
+        look = Lookahead(self.facts, self.pushes, source, self.liftable,
+                         self.whole_shapes.sources())
         decision = look.push_cost(output, perm, source)
         if look.exhausted and (decision is None or not decision.pays):
             # The look-ahead ran out before it saw where the Transpose ends up: a step into a
@@ -220,18 +285,15 @@ class Rewriter(Edits):
             return False
         if decision is None:
             return False
-        self.pushes += 1
-        if self.pushes > self.max_pushes:
-            logger.debug("keep %s: push limit of %d reached", node.name, self.max_pushes)
+        if not self.pushes.take():
+            logger.debug("keep %s: push limit of %d reached", node.name, self.pushes.limit)
             return False
         self._carry_out(node, perm, decision)
         return True
 
     def _carry_out(self, node: onnx.NodeProto, perm: Perm, decision: Decision) -> None:
-        logger.debug("push %s (perm %s) into %s: %+d Transposes, %+d nodes", node.name, perm,
-                     [user.op_type for user, _ in decision.steps], decision.cost - 1,
-                     decision.nodes - 1)
-        source, output = node.input[0], node.output[0]
+        before = self.edits.nodes.live_count
+        name, source, output = node.name, node.input[0], node.output[0]
         for user, plan in decision.steps:
             # A cancellation settled on the way may have renamed the source (rule 1).
             source = self.renamed.get(source, source)
@@ -241,24 +303,32 @@ class Rewriter(Edits):
                 self._absorb(user, plan, output, source, perm)
             else:
                 self._apply(user, plan, _Push(output, source, user), perm)
-        if id(node) not in self.dead:
-            self._remove_node(node)
+        if not self.edits.is_dead(node):
+            self.edits.remove_node(node)
+        # The look-ahead's count of the push's own edits beside what they made: the record the
+        # tests hold the look-ahead to.
+        counted, made = decision.nodes_now - 1, self.edits.nodes.live_count - before
+        logger.debug("push %s (perm %s) into %s: %+d Transposes, %+d nodes looking ahead; "
+                     "its own edits %+d nodes as counted, %+d as made", name, perm,
+                     [user.op_type for user, _ in decision.steps], decision.cost - 1,
+                     decision.nodes - 1, counted, made,
+                     extra={"nodes_counted": counted, "nodes_made": made})
 
     # ------------------------------------------------------------ rules 1, 2, 6
     def _compose_into(self, user: onnx.NodeProto, source: str, perm: Perm) -> None:
         outer = self.facts.transpose_perm(user)
         assert outer is not None
         composed = compose(perm, outer)
-        self._set_perm(user, composed)
-        self._set_input(user, 0, source)
+        self.edits.set_perm(user, composed)
+        self.edits.set_input(user, 0, source)
         # Settle the cancellation now, as the cost check counted it: left for later, a pending
         # identity could be composed back into a real permutation by the next push.
         if not self.index.is_read(user.output[0]):
-            self._remove_node(user)
+            self.edits.remove_node(user)
         elif is_identity(composed):
             self._drop_identity(user)
         else:
-            self._enqueue(user)
+            self.edits.enqueue(user)
 
     def _absorb_into_unsqueeze(self, node: onnx.NodeProto, perm: Perm) -> bool:
         """Rule 6: ``T(p)(Unsqueeze(x, axes))`` where ``p`` only moves the inserted axes is an
@@ -280,15 +350,15 @@ class Rewriter(Edits):
         if self.opset < 13:
             set_attr(unsqueeze, "axes", moved)
         else:
-            order = self.order[id(unsqueeze)]
-            name = self._new_initializer(np.array(moved, np.int64),
-                                         f"{unsqueeze.name or 'Unsqueeze'}_axes", order)
-            self._set_input(unsqueeze, 1, name)
+            name = self.edits.new_initializer(np.array(moved, np.int64),
+                                              f"{unsqueeze.name or 'Unsqueeze'}_axes",
+                                              self.edits.nodes.order(unsqueeze))
+            self.edits.set_input(unsqueeze, 1, name)
         shape = self.facts.shape(source)
         self.facts.learn_shape(source, transposed_shape(shape, perm) if shape is not None and (
             len(shape) == len(perm)) else None)
         logger.debug("absorb %s into %s: axes %s -> %s", node.name, unsqueeze.name, axes, moved)
-        self._set_perm(node, tuple(range(len(perm))))
+        self.edits.set_perm(node, tuple(range(len(perm))))
         self._drop_identity(node)
         return True
 
@@ -297,30 +367,27 @@ class Rewriter(Edits):
         self.stats.identity_dropped += 1
         if output not in self.index.outputs and output not in self.index.implicit:
             for user in self.index.readers(output):
-                self._replace_reads(user, output, source)
-            self._remove_node(node)
+                self.edits.replace_reads(user, output, source)
+            self.edits.remove_node(node)
             return
         producer = self.index.producer.get(source)
         if (producer is not None and source not in self.index.outputs
                 and source not in self.index.implicit and output not in self.index.implicit):
             # The graph output keeps its name: the producer writes it directly and the other
             # readers of the source read it under that name.
-            self.index.set_output(producer, list(producer.output).index(source), output)
+            self.edits.set_output(producer, list(producer.output).index(source), output)
             self.renamed[source] = output
-            if source in self.whole_shapes:  # rule 7a's whole Shape reads it under that name
-                self.whole_shapes[output] = self.whole_shapes.pop(source)
-            self._remove_node(node)
+            self.whole_shapes.renamed(source, output)  # rule 7a's whole Shape reads it so
+            self.edits.remove_node(node)
             for user in self.index.readers(source):
-                self._replace_reads(user, source, output)
+                self.edits.replace_reads(user, source, output)
             return
-        node.op_type = "Identity"
-        del node.attribute[:]
-        self.facts.perm_changed(node, None)
-        self.modified = True
+        self.edits.no_transpose(node, "Identity")
 
     # ------------------------------------------------------------ rule 4: a consumer changes
     def _apply(self, user: onnx.NodeProto, plan: Plan, push: _Push, perm: Perm) -> None:
-        order = self.order[id(user)]
+        edits = self.edits
+        order = edits.nodes.order(user)
         done: dict[str, str] = {push.transposed: push.source}
         for slot in plan.data_slots:
             name = user.input[slot]
@@ -328,33 +395,33 @@ class Rewriter(Edits):
                 done[name] = self._untranspose_operand(
                     name, perm, order, push, plan.unsqueeze.get(slot))
             if done[name] != name:
-                self._set_input(user, slot, done[name])
+                edits.set_input(user, slot, done[name])
         for key, value in plan.attrs.items():
             set_attr(user, key, value)
         for slot, value in plan.const_inputs.items():
             while len(user.input) <= slot:
                 user.input.append("")
-            new = self._new_initializer(value, f"{user.name or user.op_type}_{slot}", order)
-            self._set_input(user, slot, new)
+            new = edits.new_initializer(value, f"{user.name or user.op_type}_{slot}", order)
+            edits.set_input(user, slot, new)
         for slot, indices in plan.gather.items():
-            self._set_input(user, slot, self._gathered(user.input[slot], indices, order))
+            edits.set_input(user, slot, edits.gathered(user.input[slot], indices, order))
         for position, out_perm in enumerate(plan.out_perms):
             out = user.output[position] if position < len(user.output) else ""
             if not out or out_perm is None or is_identity(out_perm):
                 continue  # a result whose layout does not change (a full reduction) keeps its name
-            moved = self.names.fresh(f"{out}_untransposed")
+            moved = edits.names.fresh(f"{out}_untransposed")
             shape = self.facts.shape(out)
             if shape is not None and len(shape) == len(out_perm):
                 self.facts.learn_shape(moved, untransposed_shape(shape, out_perm))
-            self.index.set_output(user, position, moved)
+            edits.set_output(user, position, moved)
             if self.index.is_read(out):
-                self._new_transpose(moved, out_perm, out, order)
+                edits.new_transpose(moved, out_perm, out, order)
         self.stats.pushed_through += 1
-        self.pushed[id(user)] = self.pushed.get(id(user), 0) + 1
-        self.modified = True
+        self.pushes.passed(user)
+        edits.modified = True
         for name in user.input:
             if is_transpose(self.index.producer.get(name)):
-                self._enqueue(self.index.producer[name])
+                edits.enqueue(self.index.producer[name])
 
     def _untranspose_operand(self, name: str, perm: Perm, order: int, push: _Push,
                              lower_rank: list[int] | None) -> str:
@@ -377,18 +444,18 @@ class Rewriter(Edits):
             if moved is None:
                 return name
             self.stats.folded_into_constants += 1
-            return self._new_initializer(moved, f"{name}_transposed", order)
+            return self.edits.new_initializer(moved, f"{name}_transposed", order)
         operand_rank = self.facts.rank(name)
         if route == "unsqueeze" and operand_rank is not None:
             return self._untranspose_lower_rank(name, perm, operand_rank, order, push)
-        arriving = Lookahead(self.facts, self.pushed, push.source).arriving_transpose(
+        arriving = Lookahead(self.facts, self.pushes, push.source).arriving_transpose(
             name, push.reader, perm, push.transposed)
         new = self._compensate(name, inverse, order, push)
         if arriving is not None and arriving is not PLANNED:
             # The compensation waits for the Transpose on its way to cancel it; pushed on first,
             # the two would chase each other round the node.
-            self.pinned.add(id(self.index.producer[new]))
-            self._enqueue(arriving)
+            self.compensations.wait(self.index.producer[new])
+            self.edits.enqueue(arriving)
         return new
 
     def _untranspose_lower_rank(self, name: str, perm: Perm, operand_rank: int, order: int,
@@ -399,17 +466,18 @@ class Rewriter(Edits):
         rank = len(perm)
         if keeps_order(perm, operand_rank):
             positions = set(operand_positions(perm, operand_rank))
-            return self._unsqueezed(name, [a for a in range(rank) if a not in positions], order)
-        leading = self._unsqueezed(name, list(range(rank - operand_rank)), order)
+            return self.edits.unsqueezed(name, [a for a in range(rank) if a not in positions],
+                                         order)
+        leading = self.edits.unsqueezed(name, list(range(rank - operand_rank)), order)
         return self._compensate(leading, invert(perm), order, push)
 
     def _compensate(self, name: str, inverse: Perm, order: int, push: _Push) -> str:
-        new = self.names.fresh(f"{name}_transposed")
+        new = self.edits.names.fresh(f"{name}_transposed")
         shape = self.facts.shape(name)
         if shape is not None and len(shape) == len(inverse):
             self.facts.learn_shape(new, transposed_shape(shape, inverse))
-        compensation = self._new_transpose(name, inverse, new, order)
-        self.compensates[id(compensation)] = id(push.reader)
+        compensation = self.edits.new_transpose(name, inverse, new, order)
+        self.compensations.add(compensation, push.reader)
         return new
 
     # ------------------------------------------------------------ rule 7
@@ -417,20 +485,21 @@ class Rewriter(Edits):
                 perm: Perm) -> None:
         """Rule 7: ``user`` reads ``source`` instead of ``T(perm)(source)``."""
         self.stats.absorbed_by_consumers += 1
-        self.modified = True
+        self.edits.modified = True
         if plan.kind == "type":
-            self._replace_reads(user, transposed, source)
+            self.edits.replace_reads(user, transposed, source)
             return
         if plan.kind == "shape" and self._absorb_shape(user, source, perm):
             return
         if plan.kind == "flatten":
             self._reorder_weights(user, transposed, perm)
-        self._set_input(user, 0, source)
+        self.edits.set_input(user, 0, source)
 
     def _absorb_shape(self, user: onnx.NodeProto, source: str, perm: Perm) -> bool:
         """Rule 7a: ``Shape(T(p)(x))`` is ``Gather(Shape(x), p[start:end])``; every Shape of
         the Transpose reads one whole Shape of the source. True when ``user`` is gone."""
-        order = self.order[id(user)]
+        edits = self.edits
+        order = edits.nodes.order(user)
         label = user.name or user.op_type
         rank = len(perm)
         start, end = shape_bounds(user, rank)
@@ -438,26 +507,21 @@ class Rewriter(Edits):
         if picked == list(range(start, end)):
             return False
         out = user.output[0]
-        whole = self._whole_shape(source)
+        whole = self.whole_shapes.get(source)
         gone = whole is not None
         if whole is None:
             del user.attribute[:]
-            whole = self.names.fresh(f"{out}_untransposed")
-            self.whole_shapes[source] = whole
+            whole = edits.names.fresh(f"{out}_untransposed")
+            self.whole_shapes.set(source, whole)
             self.facts.learn_shape(whole, (rank,))
-            self.index.set_output(user, 0, whole)
+            edits.set_output(user, 0, whole)
         else:
-            self._remove_node(user)
-        indices = self._new_initializer(np.array(picked, np.int64), f"{label}_perm", order)
-        self._add_node(onnx.helper.make_node(
-            "Gather", [whole, indices], [out], axis=0, name=self.names.fresh(f"{label}_gather")),
+            edits.remove_node(user)
+        indices = edits.new_initializer(np.array(picked, np.int64), f"{label}_perm", order)
+        edits.add_node(onnx.helper.make_node(
+            "Gather", [whole, indices], [out], axis=0, name=edits.names.fresh(f"{label}_gather")),
             order)
         return gone
-
-    def _whole_shape(self, source: str) -> str | None:
-        """Rule 7a's whole ``Shape(source)``, while it is there (shape math nothing reads goes)."""
-        whole = self.whole_shapes.get(source)
-        return whole if whole is not None and whole in self.index.producer else None
 
     def _reorder_weights(self, user: onnx.NodeProto, transposed: str, perm: Perm) -> None:
         """Rule 7b: the weights after a Flatten read their rows in the untransposed order."""
@@ -476,32 +540,32 @@ class Rewriter(Edits):
             assert value is not None
             side = 1 if reader.op_type == "Gemm" and attr(reader, "transB", 0) else 0
             moved = np.ascontiguousarray(np.take(value, rows, axis=side))
-            name = self._new_initializer(moved, f"{weights}_reordered", self.order[id(reader)])
-            self._set_input(reader, 1, name)
+            name = self.edits.new_initializer(moved, f"{weights}_reordered",
+                                              self.edits.nodes.order(reader))
+            self.edits.set_input(reader, 1, name)
             self.stats.folded_into_constants += 1
 
-    # ------------------------------------------------------------ rule 5 and write-back
+    # ------------------------------------------------------------ rule 5
     def _size_one_moves(self) -> None:
         """Rule 5: a Transpose left that only moves size-1 axes becomes a Reshape, when its
         target is a valid constant (at most one unknown size, inferred; unknown sizes that stay
         in place copied with 0)."""
         if self.opset < 5 or self.ir_version < 4:
             return  # no shape input before opset 5; at IR 3 the shape would be one node more
-        for node in list(self.nodes):
-            if id(node) in self.dead or not is_transpose(node):
+        nodes = self.edits.nodes
+        for key in range(len(nodes)):
+            node = nodes[key]
+            if nodes.is_dead(key) or not is_transpose(node):
                 continue
             target = self._size_one_target(node)
             if target is None:
                 continue
-            shape_name = self._new_initializer(np.array(target, np.int64),
-                                               f"{node.output[0]}_shape", self.order[id(node)])
-            node.op_type = "Reshape"
-            del node.attribute[:]
-            self.facts.perm_changed(node, None)
-            node.input.append(shape_name)
-            self.index.consumers.setdefault(shape_name, {})[id(node)] = node
+            shape_name = self.edits.new_initializer(
+                np.array(target, np.int64), f"{node.output[0]}_shape", nodes.order(node))
+            self.edits.no_transpose(node, "Reshape")
+            node.input.append("")
+            self.edits.set_input(node, len(node.input) - 1, shape_name)
             self.stats.converted_to_reshape += 1
-            self.modified = True
 
     def _size_one_target(self, node: onnx.NodeProto) -> list[int] | None:
         perm = self.facts.transpose_perm(node)

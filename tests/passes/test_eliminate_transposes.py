@@ -13,6 +13,8 @@ edits make them (the peers' cases too).
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import onnx
 import pytest
@@ -20,9 +22,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from graphfix.errors import PassError
 from graphfix.graph import count_nodes
-from graphfix.passes.eliminate_transposes import EliminateTransposes, eliminate_transposes
+from graphfix.passes.eliminate_transposes import (
+    EliminateTransposes,
+    eliminate_transposes,
+    rewrite,
+)
 from graphfix.passes.eliminate_transposes.handlers import HANDLERS
-from graphfix.passes.eliminate_transposes.rewrite import Rewriter
 from tests.passes import (
     test_eliminate_transposes_absorb,
     test_eliminate_transposes_boundary,
@@ -105,36 +110,30 @@ def _peer_rows():
                            Expect(options=setup.options), id=row.id)
 
 
-def _pushes(model: onnx.ModelProto, options, monkeypatch) -> list[tuple[int, int, list[str]]]:
+def _pushes(model: onnx.ModelProto, options, caplog) -> list[tuple[int, int, str]]:
     """Run the pass; for each push it carries out, the change in nodes the look-ahead gave for
-    the push's own edits, the change they made, and the consumers."""
-    pushes = []
-    carry_out = Rewriter._carry_out
-
-    def recording(self, node, perm, decision):
-        before = self.node_count
-        carry_out(self, node, perm, decision)
-        pushes.append((decision.nodes_now - 1, self.node_count - before,
-                       [user.op_type for user, _ in decision.steps]))
-
-    monkeypatch.setattr(Rewriter, "_carry_out", recording)
-    EliminateTransposes(**options)(model)
-    return pushes
+    the push's own edits and the change they made, as the push's DEBUG record gives them."""
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger=rewrite.__name__):
+        EliminateTransposes(**options)(model)
+    return [(record.nodes_counted, record.nodes_made, record.getMessage())
+            for record in caplog.records
+            if record.name == rewrite.__name__ and record.msg.startswith("push ")]
 
 
 @pytest.mark.parametrize("text, expected", [
     pytest.param(*row.values, id=row.id) for row in ROWS] + list(_peer_rows()))
-def test_look_ahead_counts_the_nodes_each_push_makes(text, expected, monkeypatch):
+def test_look_ahead_counts_the_nodes_each_push_makes(text, expected, caplog):
     """Every node a push adds or removes (Transposes, Unsqueezes, Gathers, Identities, the
     Constant nodes of IR 3, the constants and Transposes it leaves unread) is in the
     look-ahead's count: what it says the push's own edits change is what they change."""
     options = dict(expected.options) if isinstance(expected, Expect) else {}
-    for predicted, real, consumers in _pushes(_model_of(text, expected), options, monkeypatch):
-        assert predicted == real, (consumers, predicted, real)
+    for predicted, real, push in _pushes(_model_of(text, expected), options, caplog):
+        assert predicted == real, push
 
 
 @pytest.mark.parametrize("ir_version", [3, 8])
-def test_look_ahead_counts_the_nodes_of_a_cnn(ir_version, monkeypatch):
+def test_look_ahead_counts_the_nodes_of_a_cnn(ir_version, caplog):
     # At IR 3 the CNN's constants are Constant nodes, and so is each constant a push makes.
     model = _nhwc_cnn(13)
     if ir_version == 3:
@@ -144,10 +143,10 @@ def test_look_ahead_counts_the_nodes_of_a_cnn(ir_version, monkeypatch):
         del model.graph.initializer[:], model.graph.node[:]
         model.graph.node.extend(nodes)
         model.ir_version = 3
-    pushes = _pushes(model, {}, monkeypatch)
+    pushes = _pushes(model, {}, caplog)
     assert len(pushes) >= 9
-    for predicted, real, consumers in pushes:
-        assert predicted == real, (consumers, predicted, real)
+    for predicted, real, push in pushes:
+        assert predicted == real, push
 
 
 # ------------------------------------------------------------------ realistic CNN

@@ -10,7 +10,9 @@ import pytest
 
 from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, ProviderUnavailableError, ValidationInputError
+from graphfix.options import OptionError
 from graphfix.validate import bench, timing
+from graphfix.validate.parity import check_parity
 from graphfix.validate.bench import (
     FASTER,
     NO_DIFFERENCE,
@@ -298,12 +300,18 @@ def test_session_settings_are_applied_and_reported() -> None:
 
 @pytest.mark.parametrize(
     "options",
-    [{"runs": 0}, {"warmup": -1}, {"threads": 0}, {"dynamic_block_base": 0},
-     {"provider": "tpu"}],
+    [{"runs": 0}, {"warmup": -1}, {"threads": 0}, {"dynamic_block_base": 0}],
 )
 def test_bad_options_raise(options: dict) -> None:
     with pytest.raises(BenchmarkError):
         benchmark(_model(), **{**TINY, **options})
+
+
+def test_an_unknown_provider_is_the_one_option_error_every_command_raises() -> None:
+    with pytest.raises(OptionError, match="the provider must be one of auto, cpu, cuda, got 'tpu'"):
+        benchmark(_model(), **{**TINY, "provider": "tpu"})
+    with pytest.raises(OptionError, match="parity's provider must be one of cpu, cuda"):
+        check_parity(_model(), _model(), provider="tpu")
 
 
 def test_cuda_graph_needs_the_cuda_provider() -> None:

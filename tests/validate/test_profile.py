@@ -17,6 +17,7 @@ import onnx
 import pytest
 
 from graphfix.providers import ProviderStatus, probe_provider
+from graphfix.options import OptionError
 from graphfix.errors import BenchmarkError
 from graphfix.passes import eliminate_transposes
 from graphfix.validate.profile import SCHEMA, profile
@@ -145,7 +146,7 @@ g (float[1,3,8,8] x, float[4,3,3,3] w) => (float[1,4,6,6] y) {
 def test_bad_options_raise(tmp_path) -> None:
     with pytest.raises(BenchmarkError):
         profile(_mlp(), **{**TINY, "runs": 0})
-    with pytest.raises(BenchmarkError):
+    with pytest.raises(OptionError, match="the provider must be one of auto, cpu, cuda"):
         profile(_mlp(), **{**TINY, "provider": "tpu"})
 
 
