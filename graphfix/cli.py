@@ -25,8 +25,15 @@ import click
 import graphfix
 from graphfix import model_io, pipeline, registry
 from graphfix.errors import GraphfixError, ParityError, UnknownPassError, shown
-from graphfix.options import BenchOptions, ConflictingOptionsError, ParityOptions, Tolerance
-from graphfix.validate.feeds import check_inputs_agree
+from graphfix.options import (
+    BenchOptions,
+    ConflictingOptionsError,
+    OptionError,
+    ParityOptions,
+    Tolerance,
+    parse_tolerance,
+)
+from graphfix.feeds import check_inputs_agree
 from graphfix.validate.tune import KNOBS
 from graphfix.report import (
     format_bench,
@@ -195,15 +202,10 @@ class _Tolerance(click.ParamType):
     def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, Tolerance]:
         if isinstance(value, tuple):
             return value
-        rest, _, rtol = str(value).rpartition(":")
-        name, _, atol = rest.rpartition(":")
         try:
-            parts = (float(atol), float(rtol))
-        except ValueError:
-            self.fail(f"{value!r}: expected NAME:ATOL:RTOL such as logits:1e-3:1e-2", param, ctx)
-        if not name or not all(math.isfinite(p) and p >= 0 for p in parts):
-            self.fail(f"{value!r}: expected NAME:ATOL:RTOL with finite numbers >= 0", param, ctx)
-        return name, parts
+            return parse_tolerance(value)
+        except OptionError as err:
+            self.fail(str(err), param, ctx)
 
 
 class _Number(click.ParamType):

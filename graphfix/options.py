@@ -40,6 +40,9 @@ __all__ = [
     "ParityOptions",
     "BenchOptions",
     "Tolerance",
+    "DEFAULT_TOLERANCES",
+    "default_tolerance",
+    "parse_tolerance",
 ]
 
 # Short names of ONNX Runtime's execution providers, as graphfix spells them: the one home of
@@ -65,6 +68,40 @@ GROWTH_ALLOWANCE = 64 * 1024
 
 # (atol relative to the output's scale, rtol); None keeps the dtype's default for that part.
 Tolerance = tuple[Optional[float], Optional[float]]
+
+# Parity's default tolerance of each float type (graphfix.validate.parity says why each).
+DEFAULT_TOLERANCES: dict[str, Tolerance] = {
+    "float32": (1e-4, 1e-3),
+    "float64": (1e-9, 1e-7),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (5e-2, 5e-2),
+    "complex64": (1e-4, 1e-3),
+    "complex128": (1e-9, 1e-7),
+}
+_EXACT: Tolerance = (0.0, 0.0)
+
+
+def default_tolerance(dtype: object) -> Tolerance:
+    """The default (atol, rtol) of a dtype (a numpy dtype or its name); integers, booleans and
+    strings compare exactly."""
+    return DEFAULT_TOLERANCES.get(str(dtype), _EXACT)
+
+
+def parse_tolerance(text: str) -> tuple[str, Tolerance]:
+    """``name:atol:rtol`` (name ``*`` for every output; a name may hold colons) ->
+    (name, (atol, rtol)); an :class:`OptionError` (a ValueError) says what is wrong."""
+    rest, sep, rtol = str(text).rpartition(":")
+    name, sep2, atol = rest.rpartition(":")
+    if not sep or not sep2 or not name:
+        raise OptionError(f"{text!r}: expected NAME:ATOL:RTOL such as logits:1e-3:1e-2")
+    try:
+        parts = (float(atol), float(rtol))
+    except ValueError:
+        raise OptionError(f"{text!r}: expected NAME:ATOL:RTOL such as logits:1e-3:1e-2, "
+                          "atol and rtol numbers") from None
+    if not all(math.isfinite(p) and p >= 0 for p in parts):
+        raise OptionError(f"{text!r}: expected NAME:ATOL:RTOL with finite numbers >= 0")
+    return name, parts
 
 
 class OptionError(GraphfixError, ValueError):

@@ -433,7 +433,7 @@ def optimize(
             hint="drop one of them")
     parity = parity or ParityOptions()
     if parity.inputs is not None and run.input_shapes:
-        from graphfix.validate.feeds import check_inputs_agree  # validation sits above
+        from graphfix.feeds import check_inputs_agree  # validation sits above
 
         check_inputs_agree(parity.inputs, run.input_shapes)
     bench_options = bench if isinstance(bench, BenchOptions) else (
@@ -845,7 +845,7 @@ def _optimize_file(src: str | os.PathLike, dst: str | os.PathLike, external_data
     parity = kwargs.get("parity")
     inputs = parity.inputs if isinstance(parity, ParityOptions) else None
     if inputs is not None:
-        from graphfix.validate.feeds import feed_files  # validation sits above this layer
+        from graphfix.feeds import feed_files  # validation sits above this layer
 
         reads.update(dict.fromkeys(feed_files(inputs), "the inputs file"))
     outputs: dict[str, str | os.PathLike] = {"the optimized model": dst_path}

@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 import onnx
 
+from graphfix import feeds as feeds_module
 from graphfix.model_io import ort_session
+from graphfix.options import default_tolerance
 
 __all__ = ["Feeds", "tolerance_used", "run_outputs", "session", "make_feeds", "tolerance",
            "worst_output"]
@@ -81,9 +83,8 @@ def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
     """The inputs parity uses for ``model``: real ``inputs`` when given, else those it
     generates (same seeds, same sizes, the same retries up the size ladder when the model
     rejects a size), so that a pass judges its rewrite on the inputs the check will run."""
-    # Inputs are validation's (graphfix.validate.feeds, which itself depends only on the graph
+    # Inputs are validation's (graphfix.feeds, which itself depends only on the graph
     # layer and tensor access); the pass measures on exactly parity's inputs.
-    from graphfix.validate import feeds as feeds_module
 
     if inputs is not None:
         return [dict(feed) for feed in feeds_module.load_feeds(inputs, model)]
@@ -118,7 +119,6 @@ def tolerance(dtype: str) -> tuple[float, float]:
     """Parity's default (atol, rtol) for ``dtype``, so that a pass aims at the bar parity will
     apply."""
     # Tolerances are validation's (graphfix.validate.parity); one home for the figures.
-    from graphfix.validate.parity import default_tolerance
 
     atol, rtol = default_tolerance(dtype)
     return float(atol or 0.0), float(rtol or 0.0)

@@ -47,7 +47,7 @@ CASES = [
 @pytest.mark.parametrize("flags, arguments", CASES)
 def test_the_cli_is_the_library_call(tmp_path: Path, flags: list[str],
                                      arguments: dict[str, Any]) -> None:
-    from graphfix.validate.feeds import input_specs
+    from graphfix.feeds import input_specs
 
     name = input_specs(graphfix.load(SAMPLE_PATH))[0].name
     flags = [f.replace("input:", f"{name}:") if f.startswith("input:") else

@@ -11,7 +11,7 @@ import graphfix
 from graphfix.passes import eliminate_transposes
 from graphfix.shapes import CONTRIB_SHAPES, infer_shapes
 from graphfix.validate.parity import check_parity
-from graphfix.validate.pinned import pinned_sizes
+from graphfix.pinned import pinned_sizes
 
 
 def _quantized_lstm(rng: np.random.Generator) -> onnx.ModelProto:

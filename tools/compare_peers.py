@@ -132,7 +132,7 @@ TOOLS: dict[str, tuple[str | None, Callable[[onnx.ModelProto], onnx.ModelProto]]
 
 
 def _feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    from graphfix.validate.feeds import make_feeds
+    from graphfix.feeds import make_feeds
 
     return dict(make_feeds(model, seed=seed, runs=1)[0])
 

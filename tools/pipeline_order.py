@@ -43,7 +43,7 @@ ORDERS: dict[str, tuple[str, ...]] = {
 
 
 def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
-    from graphfix.validate.feeds import make_feeds
+    from graphfix.feeds import make_feeds
 
     return dict(make_feeds(model, runs=1)[0])
 

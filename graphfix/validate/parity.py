@@ -1,7 +1,7 @@
 """Numerical parity: does the candidate model compute what the reference computes?
 
 Both models run on ONNX Runtime with its graph optimizations off (so ORT's own rewrites cannot
-hide a broken graph, or break a right one), on the same inputs (:mod:`graphfix.validate.feeds`),
+hide a broken graph, or break a right one), on the same inputs (:mod:`graphfix.feeds`),
 and their outputs are matched by name. Per output graphfix records dtype and shape equality,
 max / mean / 99th-percentile absolute error, max relative error, cosine similarity, NaN and Inf
 appearing or disappearing, and for integers, booleans and strings the number of differing
@@ -15,7 +15,7 @@ magnitude: logits that all sit around 1e-3 get the same scrutiny as activations 
 a fixed atol of 1e-5 would wave through a 1% error. The ``eps`` floor is rounding: an output
 near 0 (a sigmoid map of background pixels, 0 or 1.2e-7 almost everywhere) was computed
 through values near 1, where one rounding is 1.2e-7 in float32. Defaults per dtype
-(:data:`DEFAULT_TOLERANCES`):
+(:data:`graphfix.options.DEFAULT_TOLERANCES`):
 
 =========  ======  =====  =================================================================
 dtype      atol    rtol   why
@@ -42,7 +42,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import onnx
@@ -51,39 +51,24 @@ from graphfix import layout as layout_module
 from graphfix import model_io
 from graphfix import precision as precision_module
 from graphfix.errors import ProviderUnavailableError, ValidationInputError, first_line
-from graphfix.options import DEVICES, PROVIDERS, check_provider
+from graphfix.options import DEVICES, PROVIDERS, Tolerance, check_provider, default_tolerance
 from graphfix.providers import resolve_provider, session_providers
-from graphfix.validate import feeds as feeds_module
-from graphfix.validate.feeds import Feeds
+from graphfix import feeds as feeds_module
+from graphfix.feeds import Feeds
 
 __all__ = [
-    "DEFAULT_TOLERANCES",
     "OutputParity",
     "ParityResult",
     "ReferenceOutputs",
     "ReferenceRun",
-    "Tolerance",
     "check_parity",
     "compare_output",
-    "default_tolerance",
-    "parse_tolerance",
 ]
 
 logger = logging.getLogger(__name__)
 
-# (atol relative to the output's scale, rtol); None keeps the dtype's default for that part
-Tolerance = tuple[Optional[float], Optional[float]]
 Progress = Callable[[str, int, int], None]
 
-DEFAULT_TOLERANCES: dict[str, Tolerance] = {
-    "float32": (1e-4, 1e-3),
-    "float64": (1e-9, 1e-7),
-    "float16": (1e-2, 1e-2),
-    "bfloat16": (5e-2, 5e-2),
-    "complex64": (1e-4, 1e-3),
-    "complex128": (1e-9, 1e-7),
-}
-_EXACT: Tolerance = (0.0, 0.0)
 
 
 @dataclasses.dataclass
@@ -174,23 +159,6 @@ def _json_number(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return str(value)
     return value
-
-
-def default_tolerance(dtype: np.dtype | str) -> Tolerance:
-    """The default (atol, rtol) of a dtype; integers, booleans and strings compare exactly."""
-    return DEFAULT_TOLERANCES.get(str(dtype), _EXACT)
-
-
-def parse_tolerance(text: str) -> tuple[str, Tolerance]:
-    """``name:atol:rtol`` (name ``*`` for every output) -> (name, (atol, rtol))."""
-    name, sep, rest = text.rpartition(":")
-    name, sep2, atol = name.rpartition(":")
-    if not sep or not sep2 or not name:
-        raise ValueError(f"expected name:atol:rtol, got {text!r}")
-    try:
-        return name, (float(atol), float(rest))
-    except ValueError:
-        raise ValueError(f"atol and rtol must be numbers in {text!r}") from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -652,7 +620,7 @@ def _generated_run(
     name: str = "original",
 ) -> tuple[Feeds, list[Any]]:
     """Generated inputs for ``run`` that the reference accepts: the dynamic sizes of
-    :func:`graphfix.validate.feeds.dynamic_sizes`, step after step, until the reference runs
+    :func:`graphfix.feeds.dynamic_sizes`, step after step, until the reference runs
     (each size it rejects fails fast, at its first node that cannot take it)."""
     dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
     tried: list[str] = []

@@ -73,7 +73,7 @@ from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.graph import all_nodes
 from graphfix.validate.bench import feeds_by_model, read_feeds
-from graphfix.validate.feeds import input_specs
+from graphfix.feeds import input_specs
 from graphfix.validate.parity import compare_output
 from graphfix.validate.profile import files_read
 from graphfix.validate.session_config import (

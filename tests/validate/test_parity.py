@@ -10,12 +10,8 @@ import pytest
 from onnx import numpy_helper
 
 from graphfix.errors import ValidationInputError
-from graphfix.validate.parity import (
-    DEFAULT_TOLERANCES,
-    check_parity,
-    compare_output,
-    parse_tolerance,
-)
+from graphfix.options import DEFAULT_TOLERANCES, parse_tolerance
+from graphfix.validate.parity import check_parity, compare_output
 
 
 def _model(text: str) -> onnx.ModelProto:

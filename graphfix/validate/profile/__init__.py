@@ -85,7 +85,7 @@ from graphfix import model_io, registry
 from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.validate.bench import feeds_by_model, read_feeds, session_settings
-from graphfix.validate.feeds import input_specs
+from graphfix.feeds import input_specs
 from graphfix.validate.parity import check_parity
 from graphfix.validate.profile.accounting import Accounting, ModelProfile, account
 from graphfix.validate.profile.findings import (

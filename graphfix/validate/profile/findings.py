@@ -24,7 +24,7 @@ import onnx
 
 from graphfix.providers import CUDA_FIX, ProviderStatus
 from graphfix.graph import all_nodes, graphs
-from graphfix.validate.feeds import input_specs
+from graphfix.feeds import input_specs
 from graphfix.validate.profile.accounting import ModelProfile
 from graphfix.validate.profile.trace import GLUE_OPS
 from graphfix.validate.stats import FASTER, Speedup

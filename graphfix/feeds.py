@@ -45,7 +45,7 @@ from graphfix.options import ConflictingOptionsError
 from graphfix.graph import graphs
 from graphfix.model_io import note_read, skeleton, tensor_value
 from graphfix.shapes import infer_shapes
-from graphfix.validate.pinned import pinned_sizes
+from graphfix.pinned import pinned_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class InputSpec:
     dims: tuple[int | str | None, ...] | None  # None: rank unknown
     index_rows: int | None = None  # an index into a table with this many rows
     choices: tuple[int, ...] | None = None  # compared with these constants (an enum, a flag)
-    # Sizes the model's weights fix for dynamic axes (graphfix.validate.pinned): (axis, size).
+    # Sizes the model's weights fix for dynamic axes (graphfix.pinned): (axis, size).
     pinned: tuple[tuple[int, int], ...] = ()
     # An index into a table a dynamic dimension of the signature sizes (segment ids into a
     # table of graphs): the values stay below the size that dimension gets.

@@ -8,7 +8,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from graphfix.errors import ValidationInputError
-from graphfix.validate import feeds
+from graphfix import feeds
 from graphfix.models.transformer import transformer_encoder
 
 

@@ -7,9 +7,9 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from graphfix.validate.feeds import input_specs, make_feeds
+from graphfix.feeds import input_specs, make_feeds
 from graphfix.validate.parity import check_parity
-from graphfix.validate.pinned import pinned_sizes
+from graphfix.pinned import pinned_sizes
 
 
 def _with(text: str, **weights: np.ndarray) -> onnx.ModelProto:
