@@ -698,6 +698,22 @@ def _dims_fixed(result: onnx.GraphProto, model: onnx.GraphProto, warnings: list[
     return fixed
 
 
-def simplify(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
+def simplify(
+    model: onnx.ModelProto,
+    *,
+    max_growth: float | None = DEFAULT_MAX_GROWTH,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    worker: OnnxsimWorker | None = None,
+    optimizers: bool = True,
+    constant_folding: bool = True,
+    skipped_optimizers: Sequence[str] = SKIPPED_OPTIMIZERS,
+    memory_limit: int | None = None,
+    keep_weights_here: bool = True,
+    fold_batch_norms_here: bool = True,
+) -> onnx.ModelProto:
     """Function twin of :class:`Simplify`: returns the simplified model."""
-    return Simplify(**options)(model).model
+    return Simplify(max_growth=max_growth, input_shapes=input_shapes, worker=worker,
+                    optimizers=optimizers, constant_folding=constant_folding,
+                    skipped_optimizers=skipped_optimizers, memory_limit=memory_limit,
+                    keep_weights_here=keep_weights_here,
+                    fold_batch_norms_here=fold_batch_norms_here)(model).model
