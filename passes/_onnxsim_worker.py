@@ -9,8 +9,12 @@ file and writes its output in C++ (``simplify(path, output_path=...)``), so the 
 serialized into one message on either side.
 
 - A worker that dies (an exception is not a death: it comes back as text) is replaced at the
-  next job; one that simplified a model over 64 MiB is stopped, so that its memory goes back,
-  and started again when next needed.
+  next job; one that simplified a model over 64 MiB (the files that crossed to it:
+  ``stop_above``) is stopped, so that its memory goes back, and started again when next
+  needed.
+- The worker's command line is this interpreter running :data:`WORKER_CODE`; another
+  (``command``) can run it: the interpreter of an environment with another onnxsim, or a
+  wrapper that bounds the worker's resources (``prlimit --as=...``).
 - The worker exits when its parent dies, even in the middle of a job: on Linux the kernel
   kills it (``PR_SET_PDEATHSIG``), elsewhere a thread of its own sees it lose its parent.
 - ``import onnxsim`` pulls in torch and sympy when they are installed, for features
@@ -31,19 +35,24 @@ import subprocess
 import sys
 import threading
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Union
 
+from graphfix.errors import PassError
 from graphfix.model_io import PROTOBUF_LIMIT, release, temporary_folder_path, weight_bytes
 from graphfix.options import growth_limit
 
-__all__ = ["OnnxsimWorker", "Outcome", "Output", "Budget", "stable_choice"]
+__all__ = ["OnnxsimWorker", "Outcome", "Output", "Budget", "stable_choice", "KEEP_WORKER_BELOW",
+           "WORKER_CODE"]
 
 logger = logging.getLogger(__name__)
 
-# Stopped after a model larger than this, to give its memory back.
+# Stopped after a model larger than this, to give its memory back (the default of
+# OnnxsimWorker's ``stop_above``).
 KEEP_WORKER_BELOW = 64 * 2**20
+# What the worker's interpreter runs (``python -c WORKER_CODE``): its entry point.
 WORKER_CODE = "from graphfix.passes._onnxsim_worker import worker_main; worker_main()"
 _UNUSED_BY_ONNXSIM = ("torch", "sympy")
 _PR_SET_PDEATHSIG = 1
@@ -178,18 +187,23 @@ def worker_main() -> None:
 
 
 class _Process:
-    """One worker interpreter and its folder."""
+    """One worker interpreter (``command``) and its folder."""
 
-    def __init__(self) -> None:
+    def __init__(self, command: Sequence[str]) -> None:
         self.folder = temporary_folder_path("onnxsim")
         try:
             with open(self.folder / "start.log", "wb") as log:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-c", WORKER_CODE],
+                    list(command),
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.folder,
                 )
-        except BaseException:  # a signal while starting too: the folder does not outlive it
+        except BaseException as error:  # a signal while starting too: the folder goes
             release(self.folder)
+            if isinstance(error, (FileNotFoundError, PermissionError)) and (
+                    error.filename == command[0]):  # the program itself
+                raise PassError(f"onnxsim worker: cannot run {command[0]!r} ({error.strerror})",
+                                hint="give OnnxsimWorker a command that runs WORKER_CODE"
+                                ) from None
             raise
         _track(self)
 
@@ -261,9 +275,35 @@ class OnnxsimWorker:
 
     Once closed, a worker starts again only when its owner says so (:meth:`start`); a job given
     to a closed worker runs in a worker of its own, stopped when the job ends, so that nothing
-    outlives a close."""
+    outlives a close.
 
-    def __init__(self) -> None:
+    ``command``: the worker's command line; by default this interpreter running
+    :data:`WORKER_CODE` (``[sys.executable, "-c", WORKER_CODE]``). Another must run
+    :data:`WORKER_CODE` with this graphfix importable: the interpreter of an environment with
+    another onnxsim, or a wrapper that bounds the worker's memory or CPU time (``["prlimit",
+    "--as=8000000000", sys.executable, "-c", WORKER_CODE]``). A worker that dies, however it
+    dies, makes the pass skip with the reason.
+
+    ``stop_above``: after a model whose files (the model and its data file, as they crossed
+    to the worker) hold more bytes than this, the worker is stopped so that its memory goes back to the system, and started
+    again when next needed (:meth:`resume`); lower it where memory is short, raise it (or
+    ``None``: never stopped) where many large models are simplified in turn and the
+    interpreter's start is the cost."""
+
+    def __init__(self, *, command: Sequence[str] | None = None,
+                 stop_above: int | None = KEEP_WORKER_BELOW) -> None:
+        if command is not None and (isinstance(command, (str, bytes)) or not isinstance(
+                command, Sequence) or not command or not all(
+                isinstance(part, str) and part for part in command)):
+            raise PassError(f"onnxsim worker: command must be a list of strings (the program "
+                            f"and its arguments), got {command!r}")
+        if stop_above is not None and (isinstance(stop_above, bool) or not isinstance(
+                stop_above, int) or stop_above < 0):
+            raise PassError(f"onnxsim worker: stop_above must be a number of bytes (0 or more) "
+                            f"or None, got {stop_above!r}")
+        self.command: tuple[str, ...] = (
+            (sys.executable, "-c", WORKER_CODE) if command is None else tuple(command))
+        self.stop_above = stop_above
         self._process: _Process | None = None
         self._stopping: list[_Process] = []  # stopped without waiting for them to exit
         self._lock = threading.Lock()
@@ -274,7 +314,7 @@ class OnnxsimWorker:
         with self._lock:
             self._closed = False
             if self._process is None:
-                self._process = _Process()
+                self._process = _Process(self.command)
 
     def resume(self) -> None:
         """Start the worker again when it was stopped to give its memory back, so that it
@@ -282,7 +322,7 @@ class OnnxsimWorker:
         with self._lock:
             if self._closed or self._process is not None:
                 return
-            self._process = _Process()
+            self._process = _Process(self.command)
 
     def close(self) -> None:
         """Stop the worker, if one runs, and wait for every one stopped before."""
@@ -313,14 +353,15 @@ class OnnxsimWorker:
         job = {"in": str(folder / "in.onnx"), "outs": out_paths, "err": str(err_path),
                "log": str(log_path), "attempts": attempts, "budget": list(budget)}
         if self._closed:  # its owner closed it: a worker for this job alone
-            with OnnxsimWorker() as worker:
+            with OnnxsimWorker(command=self.command, stop_above=self.stop_above) as worker:
                 return worker.simplify(folder, attempts, budget)
         self.start()
         with self._lock:
             process = self._process
             assert process is not None
             done = process.run(job)
-            if not done or _folder_bytes(folder) > KEEP_WORKER_BELOW:
+            if not done or (self.stop_above is not None
+                            and _folder_bytes(folder) > self.stop_above):
                 self._process = None  # replaced, or started again when next needed
         if not done:
             text = log_path.read_text(errors="replace") if log_path.exists() else (

@@ -457,6 +457,14 @@ def _restore_signature(optimized: onnx.ModelProto, model: onnx.ModelProto) -> No
     _trim_opset_imports(optimized, model)
 
 
-def ort_offline(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
+def ort_offline(
+    model: onnx.ModelProto,
+    *,
+    level: str = "basic",
+    provider: str = "cpu",
+    max_growth: float | None = DEFAULT_MAX_GROWTH,
+    disabled: Sequence[str] = (),
+) -> onnx.ModelProto:
     """Function twin of :class:`OrtOffline`: returns the rewritten model."""
-    return OrtOffline(**options)(model).model
+    return OrtOffline(level=level, provider=provider, max_growth=max_growth,
+                      disabled=disabled)(model).model

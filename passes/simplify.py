@@ -9,9 +9,12 @@ Rules:
    the run goes on. Entered as a context manager (a pipeline does), the pass starts its worker
    at once, so that it imports while the passes before it run, and keeps it for every call
    until it is left; used on its own, a call starts and stops a worker of its own. A caller
-   that simplifies many models can own one worker and give it to the pass (``worker=``): it
-   then lives as long as the caller keeps it open, and one that was stopped after a large
-   model (to give its memory back) starts again at once, importing while the caller goes on.
+   that simplifies many models can own one worker and give it to the pass (``worker=``), or to
+   the simplify pass of every run in a block (``with shared_worker(worker):``, which keeps the
+   run's other options: :func:`shared_worker`): it then lives as long as the caller keeps it
+   open, and one that was stopped after a large model (to give its memory back) starts again
+   at once, importing while the caller goes on. How the worker starts and when it gives its
+   memory back are its own options (:class:`OnnxsimWorker`: ``command``, ``stop_above``).
 3. Growth policy (:func:`graphfix.options.growth_limit`): folding can replicate data (Tile,
    Expand, broadcasts, Range tables, ConstantOfShape). The output's tensors (initializers and
    Constant values) may hold at most ``max(max_growth * original, original + 64 KiB)`` bytes.
@@ -39,13 +42,18 @@ Rules:
    ``fuse_matmul_add_bias_into_gemm_batched`` (which turns every batched ``MatMul + Add`` into
    ``Reshape -> Gemm -> Reshape`` with a shape computation) and its fusions into ONNX Runtime's
    contrib ops (``fuse_attention``, ``fuse_gqa``: ``com.microsoft`` Attention and
-   GroupQueryAttention) are skipped (``SKIPPED_OPTIMIZERS``). An output with more nodes than the
-   input, or with ops of a domain outside the standard ones that the input did not use, is
-   not taken.
+   GroupQueryAttention) are skipped (``SKIPPED_OPTIMIZERS``, the default of
+   ``skipped_optimizers``: a caller may leave out more of onnxsim's optimizers by their names,
+   or fewer; onnxsim ignores a name it does not know). Whatever is skipped, an output with
+   more nodes than the input, or with ops of a domain outside the standard ones that the input
+   did not use, is not taken.
 8. onnxsim writes some folds as ``Constant`` nodes; they become initializers (from IR 4, where
    an initializer need not be an input), as ONNX Runtime makes them at load: one node each.
 9. Memory: when the system has less memory available than about five times the model (the
    worker's peak), the pass skips with the figures rather than let the system kill a process.
+   What is available is Linux's ``MemAvailable``, read at each call, unless ``memory_limit``
+   gives it in bytes (where that figure is not this process's: a container's memory limit
+   does not show in it).
 10. Weights onnxsim can neither fold nor rewrite stay in this process. A main-graph
     initializer of 64 KiB or more (``STAND_IN_MIN_BYTES``) read only as the weight of a
     product or a lookup whose other operand is computed from the graph's inputs (MatMul and
@@ -59,9 +67,14 @@ Rules:
     most of the model's bytes: they are never written, parsed or read back.
     A weight that crossed and came back unchanged, and that stays in the model's data file,
     points at that file again (the copy read back from onnxsim's files is dropped).
+    :func:`stand_in_names` lists the weights that stay. ``keep_weights_here=False`` sends every
+    weight to onnxsim, as onnxsim alone sees the model: the output is meant to be the same,
+    and ``tools/simplify_stand_ins.py`` compares the two on folders of models.
 11. A BatchNormalization after a Conv is folded into the Conv's weights here (:mod:`._batchnorm`,
     the conditions of onnxsim's own fusion, float64 arithmetic rounded once), before onnxsim
     runs: the fused weights then stay here by rule 10 instead of crossing to be fused there.
+    ``fold_batch_norms_here=False`` leaves the fusion to onnxsim (in float32, as onnxsim alone
+    rounds it; the weights it fuses then cross).
 12. What onnxsim is shown is what the graph proves: the shapes a model only declares
     (``value_info``, in every graph), which exporters leave stale, do not cross (onnxsim folds
     ``Shape`` from them). And two float constants equal as numbers but not in bytes (the same
@@ -80,10 +93,12 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from pathlib import Path
-from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -114,11 +129,28 @@ from graphfix.options import (
 )
 from ._batchnorm import fold_batch_norms
 from ._compare import grown_ops, same_graph
-from ._onnxsim_worker import Budget, OnnxsimWorker, stable_choice
+from ._onnxsim_worker import (
+    KEEP_WORKER_BELOW,
+    WORKER_CODE,
+    Budget,
+    OnnxsimWorker,
+    stable_choice,
+)
 from ._zeros import inexact_zero_nops, signed_zero_twins
 from graphfix.registry import Fallback, Pass, PassResult, register
 
-__all__ = ["Simplify", "simplify", "SKIPPED_OPTIMIZERS", "STAND_IN_MIN_BYTES", "OnnxsimWorker"]
+__all__ = [
+    "Simplify",
+    "simplify",
+    "shared_worker",
+    "stand_in_names",
+    "SKIPPED_OPTIMIZERS",
+    "FOLD_THRESHOLDS",
+    "STAND_IN_MIN_BYTES",
+    "OnnxsimWorker",
+    "KEEP_WORKER_BELOW",
+    "WORKER_CODE",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -148,6 +180,32 @@ _OPAQUE_WEIGHTS: dict[str, tuple[int, ...]] = {
 _FINGERPRINT_SAMPLES = 64
 # Ops whose output onnxsim computes from shapes alone, even of a tensor the inputs compute.
 _SHAPE_OPS = frozenset({"Shape", "Size", "EyeLike"})
+# Rule 2: the worker that the simplify pass of every run in a shared_worker() block uses.
+_RUNS_WORKER: ContextVar[OnnxsimWorker | None] = ContextVar("graphfix_onnxsim_worker",
+                                                             default=None)
+
+
+@contextlib.contextmanager
+def shared_worker(worker: OnnxsimWorker) -> Iterator[OnnxsimWorker]:
+    """Within the block, the simplify pass of every run (:func:`graphfix.optimize`,
+    :func:`graphfix.optimize_file` and the commands that call them, in this thread) uses
+    ``worker``, which its owner opened and closes (rule 2): onnxsim is imported once for many
+    models, and each run still configures its pass from its own options (``max_growth``),
+    which ``pass_options={"simplify": {"worker": worker}}`` would replace. A pass that the
+    caller builds (``Simplify()``, ``passes=[...]``, ``pass_options``) keeps the worker it is
+    given, or its own. Blocks nest; the innermost wins.
+
+        with OnnxsimWorker() as worker, shared_worker(worker):
+            for path in paths:
+                graphfix.optimize_file(path, out_path(path))
+    """
+    if not isinstance(worker, OnnxsimWorker):
+        raise PassError(f"simplify: shared_worker takes an OnnxsimWorker, got {worker!r}")
+    token = _RUNS_WORKER.set(worker)
+    try:
+        yield worker
+    finally:
+        _RUNS_WORKER.reset(token)
 
 
 def _available_memory() -> int | None:
@@ -217,8 +275,20 @@ class Simplify(Pass):
         worker: OnnxsimWorker | None = None,
         optimizers: bool = True,
         constant_folding: bool = True,
+        skipped_optimizers: Sequence[str] = SKIPPED_OPTIMIZERS,
+        memory_limit: int | None = None,
+        keep_weights_here: bool = True,
+        fold_batch_norms_here: bool = True,
     ) -> None:
-        for name, value in (("optimizers", optimizers), ("constant_folding", constant_folding)):
+        """``max_growth``: the growth policy (rule 3); ``input_shapes``: dimensions to fix
+        (rule 4); ``worker``: the caller's onnxsim worker (rule 2); ``optimizers`` and
+        ``constant_folding``: onnxsim's parts (rule 13); ``skipped_optimizers``: onnxsim's
+        optimizers left out, by name (rule 7); ``memory_limit``: the bytes of memory onnxsim
+        may use, instead of what the system says is available (rule 9);
+        ``keep_weights_here`` and ``fold_batch_norms_here``: rules 10 and 11."""
+        for name, value in (("optimizers", optimizers), ("constant_folding", constant_folding),
+                            ("keep_weights_here", keep_weights_here),
+                            ("fold_batch_norms_here", fold_batch_norms_here)):
             if not isinstance(value, bool):
                 raise PassError(f"simplify: {name} must be a bool, got {value!r}")
         self.optimizers, self.constant_folding = optimizers, constant_folding
@@ -230,29 +300,51 @@ class Simplify(Pass):
         if worker is not None and not isinstance(worker, OnnxsimWorker):
             raise PassError(f"simplify: worker must be an OnnxsimWorker, got {worker!r}")
         self.input_shapes = {k: list(v) for k, v in shapes.items()} if shapes else None
+        if isinstance(skipped_optimizers, (str, bytes)) or not isinstance(
+                skipped_optimizers, Sequence) or not all(
+                isinstance(name, str) and name for name in skipped_optimizers):
+            raise PassError(f"simplify: skipped_optimizers names onnxsim's optimizers, got "
+                            f"{skipped_optimizers!r}")
+        self.skipped_optimizers = tuple(dict.fromkeys(skipped_optimizers))
+        if memory_limit is not None and (isinstance(memory_limit, bool) or not isinstance(
+                memory_limit, int) or memory_limit <= 0):
+            raise PassError(f"simplify: memory_limit must be a number of bytes or None, got "
+                            f"{memory_limit!r}")
+        self.memory_limit = memory_limit
+        self.keep_weights_here = keep_weights_here
+        self.fold_batch_norms_here = fold_batch_norms_here
         self._shared = worker  # the caller's, kept across passes and runs
         self._own: OnnxsimWorker | None = None
         self._zero_signs = (False, False)  # rule 12, for the model being simplified
 
     @classmethod
     def configured(cls, run: RunOptions) -> Simplify:
-        # The run fixes input shapes itself, before any pass (graphfix.pipeline).
-        return cls(max_growth=run.max_growth)
+        # The run fixes input shapes itself, before any pass (graphfix.pipeline); its worker is
+        # the one shared with the runs of a shared_worker() block, if any (rule 2).
+        return cls(max_growth=run.max_growth, worker=_RUNS_WORKER.get())
 
     def fallbacks(self) -> list[Fallback]:
         # Rule 13: onnxsim's graph optimizers (its fusions and algebraic rewrites: a chain of
         # Muls by constants refolded into one product, which rounds differently) and its
         # constant folding, each left out on its own.
-        shared = {"max_growth": self.max_growth, "input_shapes": self.input_shapes,
-                  "worker": self._worker}
         found = []
         if self.optimizers:
-            found.append(Fallback("onnxsim's graph optimizers", Simplify(
-                **shared, optimizers=False, constant_folding=self.constant_folding)))
+            found.append(Fallback("onnxsim's graph optimizers", self._with_parts(
+                optimizers=False, constant_folding=self.constant_folding)))
         if self.constant_folding:
-            found.append(Fallback("onnxsim's constant folding", Simplify(
-                **shared, optimizers=self.optimizers, constant_folding=False)))
+            found.append(Fallback("onnxsim's constant folding", self._with_parts(
+                optimizers=self.optimizers, constant_folding=False)))
         return found
+
+    def _with_parts(self, *, optimizers: bool, constant_folding: bool) -> Simplify:
+        """This pass with onnxsim's parts (rule 13) as given, its worker and its other options
+        kept."""
+        return Simplify(max_growth=self.max_growth, input_shapes=self.input_shapes,
+                        worker=self._worker, optimizers=optimizers,
+                        constant_folding=constant_folding,
+                        skipped_optimizers=self.skipped_optimizers,
+                        memory_limit=self.memory_limit, keep_weights_here=self.keep_weights_here,
+                        fold_batch_norms_here=self.fold_batch_norms_here)
 
     def __enter__(self) -> Simplify:
         # Rule 2: the worker starts now and imports while the passes before this one run.
@@ -275,8 +367,10 @@ class Simplify(Pass):
         if not all(has_value(t) for t in iter_tensors(model.graph)):
             reason = "external data not loaded; onnxsim needs the weights"
             return PassResult(model, False, skipped=reason)
-        prepared = _with_batch_norms_folded(model)  # rule 11
-        stand_ins = _stand_in_names(prepared.graph)  # rule 10
+        # Rule 11, then rule 10.
+        prepared = _with_batch_norms_folded(model) if self.fold_batch_norms_here else model
+        stand_ins = (stand_in_names(prepared.graph, skipped_optimizers=self.skipped_optimizers)
+                     if self.keep_weights_here else [])
         stand_in_bytes = _bytes_of(prepared.graph, stand_ins)
         # Measured from tensor shapes first: ByteSize() serializes the model and fails past 2 GB.
         if weight_bytes(prepared) - stand_in_bytes >= PROTOBUF_LIMIT:
@@ -354,12 +448,15 @@ class Simplify(Pass):
         without the ``stand_in_bytes`` of weights that stayed here (rule 10)."""
         if size >= PROTOBUF_LIMIT:
             raise _Skip("model over 2 GB: onnxsim cannot serialize it")
-        needed, available = _WORKER_MEMORY_FACTOR * size, _available_memory()
+        needed = _WORKER_MEMORY_FACTOR * size
+        available = _available_memory() if self.memory_limit is None else self.memory_limit
         if available is not None and needed > available:
+            limit_given = "" if self.memory_limit is None else " (memory_limit)"
             raise _Skip(f"onnxsim would need about {needed / 2**30:.1f} GiB of memory for this "
-                        f"model and {available / 2**30:.1f} GiB are available; model kept")
+                        f"model and {available / 2**30:.1f} GiB are available{limit_given}; "
+                        f"model kept")
         twins, nops = self._zero_signs
-        skipped = [*SKIPPED_OPTIMIZERS, *(_MERGING_OPTIMIZERS if twins else ()),
+        skipped = [*self.skipped_optimizers, *(_MERGING_OPTIMIZERS if twins else ()),
                    *((_UNIT_OPTIMIZER,) if nops else ())]
         base: dict[str, Any] = {"tensor_size_threshold": f"{_FOLD_CAP}B",
                                 "skipped_optimizers": skipped}
@@ -428,8 +525,11 @@ def _with_batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     return prepared if fold_batch_norms(prepared) else model
 
 
-def _stand_in_names(graph: onnx.GraphProto) -> list[str]:
-    """Rule 10: the main-graph initializers that cross to onnxsim as typed inputs."""
+def stand_in_names(graph: onnx.GraphProto, *,
+                   skipped_optimizers: Sequence[str] = SKIPPED_OPTIMIZERS) -> list[str]:
+    """Rule 10: the main-graph initializers of ``graph`` that stay in this process and cross to
+    onnxsim as typed inputs, when onnxsim runs without ``skipped_optimizers`` (the pass's
+    option of that name): the weights whose values onnxsim would never use."""
     fixed = {i.name for i in graph.input} | {o.name for o in graph.output}
     for node in graph.node:
         for sub in graph_layer.subgraphs(node):
@@ -450,10 +550,12 @@ def _stand_in_names(graph: onnx.GraphProto) -> list[str]:
     products = Counter(name for n in graph.node if n.op_type in ("MatMul", "Gemm")
                        for name in set(n.input[:2]))
     shared = {name for name, count in products.items() if count > 1}
+    batched_gemm = _BATCHED_GEMM not in skipped_optimizers
     opaque = dict.fromkeys(large, True)
     for node in graph.node:
         for position, name in enumerate(node.input):
-            if name in opaque and not _opaque_read(node, position, computed, normalized, shared):
+            if name in opaque and not _opaque_read(node, position, computed, normalized, shared,
+                                                   batched_gemm=batched_gemm):
                 opaque[name] = False
     # A weight that another could equal crosses as it is: onnxsim merges equal initializers.
     # Type and shape first; the bytes are sampled only where those are shared.
@@ -483,10 +585,11 @@ def _computed(graph: onnx.GraphProto) -> set[str]:
 
 
 def _opaque_read(node: onnx.NodeProto, position: int, computed: set[str],
-                 normalized: set[str], shared: set[str]) -> bool:
+                 normalized: set[str], shared: set[str], *, batched_gemm: bool) -> bool:
     """Whether ``node`` reads its input ``position`` as a weight whose values onnxsim never uses
     (rule 10): another input is computed, and no fusion rewrites the weight. ``normalized``:
-    the tensors a BatchNormalization reads; ``shared``: the tensors several products read."""
+    the tensors a BatchNormalization reads; ``shared``: the tensors several products read;
+    ``batched_gemm``: whether onnxsim runs its batched MatMul + Add fusion."""
     if node.domain not in STANDARD_DOMAINS or position not in _OPAQUE_WEIGHTS.get(
             node.op_type, ()):
         return False
@@ -495,7 +598,7 @@ def _opaque_read(node: onnx.NodeProto, position: int, computed: set[str],
         return False  # onnxsim folds the normalization or the scale into the weights
     if node.op_type in ("MatMul", "Gemm") and any(name in shared for name in node.input[:2]):
         return False  # onnxsim concatenates those products' weights (fuse_qkv)
-    if node.op_type == "MatMul" and _BATCHED_GEMM not in SKIPPED_OPTIMIZERS:
+    if node.op_type == "MatMul" and batched_gemm:
         return False  # that fusion reshapes constant weights only
     return any(name in computed for index, name in enumerate(node.input) if index != position)
 
@@ -594,6 +697,22 @@ def _dims_fixed(result: onnx.GraphProto, model: onnx.GraphProto, warnings: list[
     return fixed
 
 
-def simplify(model: onnx.ModelProto, **options: Any) -> onnx.ModelProto:
+def simplify(
+    model: onnx.ModelProto,
+    *,
+    max_growth: float | None = DEFAULT_MAX_GROWTH,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    worker: OnnxsimWorker | None = None,
+    optimizers: bool = True,
+    constant_folding: bool = True,
+    skipped_optimizers: Sequence[str] = SKIPPED_OPTIMIZERS,
+    memory_limit: int | None = None,
+    keep_weights_here: bool = True,
+    fold_batch_norms_here: bool = True,
+) -> onnx.ModelProto:
     """Function twin of :class:`Simplify`: returns the simplified model."""
-    return Simplify(**options)(model).model
+    return Simplify(max_growth=max_growth, input_shapes=input_shapes, worker=worker,
+                    optimizers=optimizers, constant_folding=constant_folding,
+                    skipped_optimizers=skipped_optimizers, memory_limit=memory_limit,
+                    keep_weights_here=keep_weights_here,
+                    fold_batch_norms_here=fold_batch_norms_here)(model).model

@@ -46,14 +46,7 @@ def one_onnxsim_worker():
     """One onnxsim worker for every pipeline the tests run (a run otherwise starts its own, and
     an interpreter start per test would double the suite's time). Tests of the worker's own
     life build their Simplify passes themselves and get workers of their own."""
-    from graphfix.passes._onnxsim_worker import OnnxsimWorker
-    from graphfix.passes.simplify import Simplify
+    from graphfix.passes.simplify import OnnxsimWorker, shared_worker
 
-    worker = OnnxsimWorker()
-    worker.start()
-    patch = pytest.MonkeyPatch()
-    patch.setattr(Simplify, "configured", classmethod(
-        lambda cls, run: cls(max_growth=run.max_growth, worker=worker)))
-    yield worker
-    patch.undo()
-    worker.close()
+    with OnnxsimWorker() as worker, shared_worker(worker):
+        yield worker

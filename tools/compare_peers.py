@@ -104,19 +104,20 @@ def _shared_worker() -> Any:
     return worker
 
 
-def _worker_options() -> dict[str, dict[str, Any]]:
-    return {"simplify": {"worker": _shared_worker()}}
-
-
 def _graphfix(m: onnx.ModelProto) -> onnx.ModelProto:
-    return graphfix.optimize(m, verify=False, pass_options=_worker_options()).model
+    from graphfix.passes.simplify import shared_worker
+
+    with shared_worker(_shared_worker()):
+        return graphfix.optimize(m, verify=False).model
 
 
 def _graphfix_all(m: onnx.ModelProto) -> onnx.ModelProto:
     # `graphfix optimize --ort-level all`: tied to this CPU type, for deployments that run with
     # ORT's optimizations off.
-    return graphfix.optimize(m, verify=False, ort_level="all",
-                             pass_options=_worker_options()).model
+    from graphfix.passes.simplify import shared_worker
+
+    with shared_worker(_shared_worker()):
+        return graphfix.optimize(m, verify=False, ort_level="all").model
 
 
 TOOLS: dict[str, tuple[str | None, Callable[[onnx.ModelProto], onnx.ModelProto]]] = {

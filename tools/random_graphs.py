@@ -58,10 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     from graphfix.models import random_models as strategy
     passes = None if args.full else strategy.FAST_PASSES
     # With simplify, one onnxsim worker for every example (a run otherwise starts its own).
-    from graphfix.passes.simplify import OnnxsimWorker
-
-    worker = OnnxsimWorker() if args.full else contextlib.nullcontext()
-    pass_options = {"simplify": {"worker": worker}} if args.full else None
+    from graphfix.passes.simplify import OnnxsimWorker, shared_worker
     if args.save_failures:
         args.save_failures.mkdir(parents=True, exist_ok=True)
 
@@ -95,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         original = onnx.ModelProto()
         original.CopyFrom(model)
         try:
-            result = graphfix.optimize(model, passes=passes, pass_options=pass_options)
+            result = graphfix.optimize(model, passes=passes)
         except ParityError as error:
             name = getattr(error, "guilty_pass", None) or "no single pass"
             guilty[name] += 1
@@ -134,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {counts['examples']} examples, {time.perf_counter() - started:.0f} s",
                   file=sys.stderr, flush=True)
 
-    with worker:
+    with contextlib.ExitStack() as resources:
+        if args.full:
+            resources.enter_context(shared_worker(resources.enter_context(OnnxsimWorker())))
         run()
     seconds = time.perf_counter() - started
     pipeline = ", ".join(passes or graphfix.DEFAULT_PASSES)

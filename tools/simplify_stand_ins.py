@@ -4,7 +4,8 @@
 
 Rule 10 keeps the weights onnxsim can neither fold nor rewrite in graphfix's process (they cross
 to the worker as typed inputs); rule 11 folds Conv -> BatchNormalization there first. Both are
-meant to change nothing in the output. Per model: ``same`` (the same graph and tensors, names
+meant to change nothing in the output; the pass's options ``keep_weights_here`` and
+``fold_batch_norms_here`` turn them off. Per model: ``same`` (the same graph and tensors, names
 aside), ``same ops`` (the same op counts and initializer count; only values differ, as where
 rule 11's float64 fusion rounds differently from onnxsim's float32 one), or the difference;
 the pipeline's time each way and how many weights stood in. Exits 1 when a model differs.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib
 import sys
 import time
 from collections import Counter
@@ -24,23 +24,16 @@ import onnx
 
 import graphfix
 from graphfix.passes._compare import same_graph
-from graphfix.passes.simplify import OnnxsimWorker
-
-simplify_module = importlib.import_module("graphfix.passes.simplify")
-# The two rules, and what stands for each when it is off.
-RULES = {
-    "_stand_in_names": (simplify_module._stand_in_names, lambda graph: []),
-    "_with_batch_norms_folded": (simplify_module._with_batch_norms_folded, lambda model: model),
-}
+from graphfix.passes.simplify import OnnxsimWorker, Simplify, stand_in_names
 
 
 def _optimize(model: onnx.ModelProto, worker: OnnxsimWorker,
               rules: bool) -> tuple[onnx.ModelProto, float]:
-    for name, (on, off) in RULES.items():
-        setattr(simplify_module, name, on if rules else off)
+    """The default pipeline, its simplify pass with rules 10 and 11 on or off."""
+    passes = [Simplify(worker=worker, keep_weights_here=rules, fold_batch_norms_here=rules)
+              if name == "simplify" else name for name in graphfix.DEFAULT_PASSES]
     start = time.perf_counter()
-    result = graphfix.optimize(copy.deepcopy(model), verify=False,
-                               pass_options={"simplify": {"worker": worker}})
+    result = graphfix.optimize(copy.deepcopy(model), passes=passes, verify=False)
     return result.model, time.perf_counter() - start
 
 
@@ -66,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             model = graphfix.load(path)
             without, t_without = _optimize(model, worker, False)
             with_rules, t_with = _optimize(model, worker, True)
-            stood_in = len(RULES["_stand_in_names"][0](model.graph))
+            stood_in = len(stand_in_names(model.graph))
             verdict = _verdict(without, with_rules)
             counts[verdict.split(":")[0]] += 1
             totals[0] += t_without

@@ -324,8 +324,11 @@ def convert_precision(
     keep_float32: Sequence[str] = (),
     feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
+    inputs: str | os.PathLike[str] | None = None,
     seed: int = 0,
+    max_rounds: int = MAX_ROUNDS,
 ) -> onnx.ModelProto:
     """Function twin of :class:`ConvertPrecision`: rewrites ``model`` in place, returns it."""
     return ConvertPrecision(precision=precision, io_types=io_types, keep_float32=keep_float32,
-                            feeds=feeds, input_shapes=input_shapes, seed=seed)(model).model
+                            feeds=feeds, input_shapes=input_shapes, inputs=inputs, seed=seed,
+                            max_rounds=max_rounds)(model).model

@@ -322,9 +322,10 @@ def fuse_transformer(
     feeds: Sequence[Mapping[str, np.ndarray]] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     inputs: str | os.PathLike[str] | None = None,
+    seed: int = 0,
 ) -> onnx.ModelProto:
     """Function twin of :class:`FuseTransformer`: rewrites ``model`` in place, returns it."""
     return FuseTransformer(model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,
                            provider=provider, feeds=feeds, input_shapes=input_shapes,
-                           inputs=inputs)(model).model
+                           inputs=inputs, seed=seed)(model).model
 

@@ -190,8 +190,7 @@ def test_the_library_sweeps_too(gf):
 
 _CLOSED_WORKER = """
 import onnx
-from graphfix.passes._onnxsim_worker import OnnxsimWorker
-from graphfix.passes.simplify import Simplify
+from graphfix.passes.simplify import OnnxsimWorker, Simplify
 model = onnx.load({path!r})
 worker = OnnxsimWorker()
 worker.start()
@@ -201,7 +200,7 @@ print("done", result.modified, flush=True)
 """
 
 _UNCLOSED_WORKER = """
-from graphfix.passes._onnxsim_worker import OnnxsimWorker
+from graphfix.passes.simplify import OnnxsimWorker
 worker = OnnxsimWorker()
 worker.start()
 print("done", flush=True)

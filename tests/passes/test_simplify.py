@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 import signal
+import sys
 from collections import Counter
 
 import numpy as np
@@ -13,8 +13,16 @@ import onnx.parser
 import pytest
 
 from graphfix.errors import PassError
-from graphfix.passes import _onnxsim_worker as worker_module
-from graphfix.passes.simplify import Simplify, simplify
+from graphfix.passes.simplify import (
+    FOLD_THRESHOLDS,
+    KEEP_WORKER_BELOW,
+    SKIPPED_OPTIMIZERS,
+    WORKER_CODE,
+    OnnxsimWorker,
+    Simplify,
+    simplify,
+    stand_in_names,
+)
 
 FOLD = onnx.parser.parse_model("""
 <ir_version: 8, opset_import: ["" : 17]>
@@ -134,14 +142,13 @@ def test_bounded_attempts_stop_at_the_one_taken(tmp_path) -> None:
     from graphfix.options import DEFAULT_MAX_GROWTH, growth_limit
     from graphfix.passes._onnxsim_worker import Budget, stable_choice
 
-    module = importlib.import_module("graphfix.passes.simplify")
     write_scratch(_copy(EXPAND), tmp_path / "in.onnx")
-    base = {"skipped_optimizers": list(module.SKIPPED_OPTIMIZERS)}
+    base = {"skipped_optimizers": list(SKIPPED_OPTIMIZERS)}
     attempts = [base, *({**base, "tensor_size_threshold": f"{t}B"}
-                        for t in module.FOLD_THRESHOLDS), {**base, "skip_constant_folding": True}]
+                        for t in FOLD_THRESHOLDS), {**base, "skip_constant_folding": True}]
     limit = growth_limit(weight_bytes(EXPAND), DEFAULT_MAX_GROWTH, 2**31 - 1)
     budget = Budget(limit, 0, DEFAULT_MAX_GROWTH)
-    with worker_module.OnnxsimWorker() as worker:
+    with OnnxsimWorker() as worker:
         outputs = worker.simplify(tmp_path, attempts, budget)
     assert not isinstance(outputs, str) and len(outputs) == 2
     assert not outputs[0].fits(limit) and stable_choice(outputs, budget, len(attempts)) == outputs[1]
@@ -162,27 +169,18 @@ _FAILING_WORKERS = {
     "raise": "import sys; sys.modules['torch'] = sys.modules['sympy'] = None\n"
              "import onnxsim\n"
              "def _fail(*args, **kwargs): raise RuntimeError('failure injected for testing')\n"
-             "onnxsim.simplify = _fail\n"
-             "from graphfix.passes._onnxsim_worker import worker_main; worker_main()",
+             "onnxsim.simplify = _fail\n" + WORKER_CODE,
     # the worker dies (as a segfault in onnxsim's C++ would take it).
     "abort": "import os; os.abort()",
 }
 
 
-@pytest.fixture
-def failing_worker(monkeypatch):
-    """Make the onnxsim worker fail the given way (the worker's own entry code is replaced)."""
-    def fail(kind: str) -> None:
-        monkeypatch.setattr(worker_module, "WORKER_CODE", _FAILING_WORKERS[kind])
-
-    return fail
-
-
 @pytest.mark.parametrize("failure", ["raise", "abort"])
-def test_onnxsim_failure_or_crash_skips(failure: str, failing_worker) -> None:
-    failing_worker(failure)
+def test_onnxsim_failure_or_crash_skips(failure: str) -> None:
     model = _copy(FOLD)
-    result = Simplify()(model)
+    # A worker program that fails the given way, in place of the worker's own.
+    with OnnxsimWorker(command=[sys.executable, "-c", _FAILING_WORKERS[failure]]) as worker:
+        result = Simplify(worker=worker)(model)
     assert result.skipped and not result.modified
     assert result.model is model
     assert ("failed" if failure == "raise" else "crashed") in result.skipped
@@ -250,7 +248,7 @@ def test_transformer_encoder_does_not_gain_nodes(ort_run, rng) -> None:
     assert not again.modified and again.model is result.model
 
 
-def test_output_with_more_nodes_is_refused(monkeypatch) -> None:
+def test_output_with_more_nodes_is_refused() -> None:
     # Rule 8's guard on onnxsim's real output: with nothing skipped, onnxsim grows the encoder.
     import onnxsim
 
@@ -260,9 +258,7 @@ def test_output_with_more_nodes_is_refused(monkeypatch) -> None:
     grown, _ = onnxsim.simplify(_copy(model), check_n=0)
     if len(grown.graph.node) <= len(model.graph.node):
         pytest.skip(f"onnxsim {onnxsim.__version__} does not add nodes to the encoder")
-    module = importlib.import_module("graphfix.passes.simplify")
-    monkeypatch.setattr(module, "SKIPPED_OPTIMIZERS", ())
-    result = Simplify()(model)
+    result = Simplify(skipped_optimizers=())(model)
     assert result.skipped is not None and not result.modified
     assert result.model is model
     assert f"{len(model.graph.node)} -> {len(grown.graph.node)}" in result.skipped
@@ -289,11 +285,9 @@ def test_many_small_folds_over_budget_fall_back_to_no_folding(ort_run, rng) -> N
     assert "ConstantOfShape" not in _ops(unbounded.model)
 
 
-def test_skips_when_memory_for_onnxsim_is_not_available(monkeypatch) -> None:
-    simplify_module = importlib.import_module("graphfix.passes.simplify")
-    monkeypatch.setattr(simplify_module, "_available_memory", lambda: 16)
+def test_skips_when_memory_for_onnxsim_is_not_available() -> None:
     model = _copy(FOLD)
-    result = Simplify()(model)
+    result = Simplify(memory_limit=16)(model)
     assert result.model is model and not result.modified
     assert result.skipped is not None and "GiB are available" in result.skipped
 
@@ -337,21 +331,32 @@ def test_worker_is_reused_and_replaced_after_a_crash() -> None:
     assert pass_._worker is None  # leaving the pass stops its worker
 
 
-def test_a_shared_worker_stopped_for_its_memory_starts_again(monkeypatch) -> None:
+def _large_model() -> onnx.ModelProto:
+    """FOLD with an initializer no node reads, just over the size of a model after which a
+    worker is stopped (KEEP_WORKER_BELOW): onnxsim drops it at once."""
+    model = _copy(FOLD)
+    size = KEEP_WORKER_BELOW // 4 + 2**16
+    model.graph.initializer.append(
+        onnx.numpy_helper.from_array(np.full(size, 0.5, np.float32), "unused"))
+    return model
+
+
+def test_a_shared_worker_stopped_for_its_memory_starts_again() -> None:
     # Every job counts as large: the worker is stopped after it, and a shared one (the caller
     # optimizes more models) is started again at once rather than at the next model.
-    monkeypatch.setattr(worker_module, "KEEP_WORKER_BELOW", 0)
-    with worker_module.OnnxsimWorker() as worker:
+    with OnnxsimWorker(stop_above=0) as worker:
         first = worker._process
         assert Simplify(worker=worker)(_copy(FOLD)).modified
         assert first is not None and first.proc.wait(timeout=10) == 0
         second = worker._process
         assert second is not None and second is not first and second.proc.poll() is None
         assert Simplify(worker=worker)(_copy(FOLD)).modified
-    # A pass's own worker is not started again: the pass stops it when the run ends.
-    with Simplify() as pass_:
+    # A pass's own worker is not started again: the pass stops it when the run ends. Its
+    # worker stops after a model over KEEP_WORKER_BELOW bytes (the default of stop_above);
+    # every weight crosses to it (rule 10 off), the large one included.
+    with Simplify(keep_weights_here=False) as pass_:
         own = pass_._worker
-        assert pass_(_copy(FOLD)).modified and own is not None and own._process is None
+        assert pass_(_large_model()).modified and own is not None and own._process is None
 
 
 def test_entering_starts_the_worker_that_the_run_then_uses() -> None:
@@ -419,7 +424,7 @@ def _attention_block() -> onnx.ModelProto:
     return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
 
 
-def test_no_fusion_into_onnx_runtime_contrib_ops(monkeypatch, ort_run, rng) -> None:
+def test_no_fusion_into_onnx_runtime_contrib_ops(ort_run, rng) -> None:
     model = _attention_block()
     result = Simplify()(_copy(model))
     assert {n.domain for n in result.model.graph.node} <= {""}
@@ -427,9 +432,7 @@ def test_no_fusion_into_onnx_runtime_contrib_ops(monkeypatch, ort_run, rng) -> N
     np.testing.assert_allclose(ort_run(result.model, {"x": x})["y"],
                                ort_run(model, {"x": x})["y"], rtol=1e-4, atol=1e-5)
     # The guard behind the skipped optimizers: an output with a runtime's own op is not taken.
-    module = importlib.import_module("graphfix.passes.simplify")
-    monkeypatch.setattr(module, "SKIPPED_OPTIMIZERS", ())
-    guarded = Simplify()(_copy(model))
+    guarded = Simplify(skipped_optimizers=())(_copy(model))
     if guarded.skipped is None:
         pytest.skip("this onnxsim does not fuse the block into com.microsoft Attention")
     assert "com.microsoft::Attention" in guarded.skipped and not guarded.modified
@@ -478,9 +481,8 @@ def _weights_model(rng: np.random.Generator) -> onnx.ModelProto:
 
 
 def test_weights_onnxsim_cannot_use_stay_in_this_process(ort_run, rng) -> None:
-    module = importlib.import_module("graphfix.passes.simplify")
     model = _weights_model(rng)
-    assert module._stand_in_names(model.graph) == ["w", "e"]
+    assert stand_in_names(model.graph) == ["w", "e"]
     result = Simplify()(_copy(model))
     assert result.modified and result.stats["stand_ins"] == 2
     ops = Counter(_ops(result.model))
@@ -503,15 +505,13 @@ def test_weights_onnxsim_cannot_use_stay_in_this_process(ort_run, rng) -> None:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-3)
 
 
-def test_stand_ins_change_nothing_onnxsim_writes(monkeypatch, rng) -> None:
+def test_stand_ins_change_nothing_onnxsim_writes(rng) -> None:
     # The same model with rule 10 off: onnxsim's output is the same graph and tensors.
     from graphfix.passes._compare import same_graph
 
-    module = importlib.import_module("graphfix.passes.simplify")
     model = _weights_model(rng)
     with_stand_ins = Simplify()(_copy(model)).model
-    monkeypatch.setattr(module, "_stand_in_names", lambda graph: [])
-    without = Simplify()(_copy(model)).model
+    without = Simplify(keep_weights_here=False)(_copy(model)).model
     assert same_graph(with_stand_ins.graph, without.graph, names=False)
 
 
@@ -568,7 +568,6 @@ def test_products_of_one_tensor_keep_their_weights_in_view(rng) -> None:
     # transformer's query, key and value projections): those weights must cross.
     from onnx import helper, numpy_helper
 
-    module = importlib.import_module("graphfix.passes.simplify")
     weights = [numpy_helper.from_array(rng.standard_normal((128, 128)).astype(np.float32), n)
                for n in ("q", "k", "o")]
     graph = helper.make_graph(
@@ -578,7 +577,7 @@ def test_products_of_one_tensor_keep_their_weights_in_view(rng) -> None:
          helper.make_node("MatMul", ["s", "o"], ["y"])],
         "qk", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 128])],
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 128])], weights)
-    assert module._stand_in_names(graph) == ["o"]
+    assert stand_in_names(graph) == ["o"]
 
 
 def test_weights_that_cross_unchanged_point_at_their_file_again(tmp_path, rng) -> None:
@@ -608,3 +607,51 @@ def test_weights_that_cross_unchanged_point_at_their_file_again(tmp_path, rng) -
     (out,) = [t for t in result.model.graph.initializer if t.name == "w"]
     assert out.data_location == onnx.TensorProto.EXTERNAL
     np.testing.assert_array_equal(tensor_value(out), w)
+
+
+@pytest.mark.parametrize("options", [
+    {"skipped_optimizers": "fuse_qkv"}, {"skipped_optimizers": [""]},
+    {"skipped_optimizers": 3}, {"memory_limit": 0},
+    {"memory_limit": True}, {"keep_weights_here": 1}, {"fold_batch_norms_here": None}])
+def test_bad_options_of_the_rules(options: dict) -> None:
+    with pytest.raises(PassError):
+        Simplify(**options)
+
+
+@pytest.mark.parametrize("options", [
+    {"command": "python"}, {"command": []}, {"command": ["python", 3]}, {"command": 3},
+    {"stop_above": -1},
+    {"stop_above": 1.5}])
+def test_bad_worker_options(options: dict) -> None:
+    with pytest.raises(PassError):
+        OnnxsimWorker(**options)
+
+
+def test_a_worker_command_that_cannot_run_is_one_error(tmp_path) -> None:
+    worker = OnnxsimWorker(command=[str(tmp_path / "no-such-python"), "-c", WORKER_CODE])
+    with pytest.raises(PassError, match="cannot run"):
+        worker.start()
+
+
+def test_the_runs_of_a_shared_worker_block_use_its_worker_and_their_own_options() -> None:
+    import graphfix
+    from graphfix.passes.simplify import shared_worker
+
+    # A worker that dies at once: a run that uses it reports onnxsim's crash.
+    dying = OnnxsimWorker(command=[sys.executable, "-c", _FAILING_WORKERS["abort"]])
+    with dying, shared_worker(dying):
+        crashed = graphfix.optimize(_copy(FOLD), passes=["simplify"], verify=False)
+    (report,) = crashed.report.passes
+    assert report.skipped is not None and "crashed" in report.skipped
+    # Outside the block, the runs use the worker they used before it (blocks nest).
+    (report,) = graphfix.optimize(_copy(FOLD), passes=["simplify"], verify=False).report.passes
+    assert report.modified and report.skipped is None
+    # The run's own options still configure its pass: nothing is refused without max_growth.
+    with OnnxsimWorker() as worker, shared_worker(worker):
+        result = graphfix.optimize(_copy(EXPAND), passes=["simplify"], verify=False,
+                                   max_growth=None)
+    (report,) = result.report.passes
+    assert report.options["max_growth"] is None and "Expand" not in _ops(result.model)
+    with pytest.raises(PassError):
+        with shared_worker("worker"):  # type: ignore[arg-type]
+            pass
