@@ -24,6 +24,7 @@ import click
 
 import graphfix
 from graphfix import model_io, pipeline, registry
+from graphfix.doctor import diagnose
 from graphfix.errors import GraphfixError, ParityError, UnknownPassError, shown
 from graphfix.options import (
     BenchOptions,
@@ -854,8 +855,6 @@ def _knob_space(knobs: tuple[tuple[str, list[str]], ...]) -> dict[str, list[Any]
 def doctor(provider: str | None, as_json: bool) -> None:
     """Check the environment: versions, which ONNX Runtime providers really load, GPUs,
     CUDA/cuDNN libraries, and each problem with its fix."""
-    from graphfix.doctor import diagnose
-
     found = diagnose(provider=provider)
     _emit(json.dumps(found.to_dict(), indent=2, default=str) if as_json
           else format_doctor(found.to_dict()), product=True)

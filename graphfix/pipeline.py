@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import onnx
 
@@ -46,10 +46,11 @@ from graphfix.options import (
     check_path,
     check_type,
 )
+from graphfix.feeds import check_inputs_agree, feed_files
 from graphfix.report import PassReport, Report, model_facts, op_histogram
-
-if TYPE_CHECKING:
-    from graphfix.validate.parity import ParityResult, ReferenceRun
+from graphfix.validate.bench import benchmark
+from graphfix.validate.bench import require_speedup as check_speedup
+from graphfix.validate.parity import ParityResult, ReferenceRun, check_parity
 
 __all__ = [
     "DEFAULT_PASSES",
@@ -433,7 +434,6 @@ def optimize(
             hint="drop one of them")
     parity = parity or ParityOptions()
     if parity.inputs is not None and run.input_shapes:
-        from graphfix.feeds import check_inputs_agree  # validation sits above
 
         check_inputs_agree(parity.inputs, run.input_shapes)
     bench_options = bench if isinstance(bench, BenchOptions) else (
@@ -636,7 +636,6 @@ class _Job:
         """Parity of ``optimized`` with the original; when it fails, the pipeline again from
         the original with each pass judged by parity, what broke it left out (or, ``strict``,
         a :class:`ParityError` naming the pass). Returns the model to write."""
-        from graphfix.validate.parity import ReferenceRun, check_parity
 
         reference = self.reference = self.reference or ReferenceRun(
             original(), **self.reference_arguments)
@@ -708,7 +707,6 @@ class _Job:
                 logger.warning("%s", verdict.note)
                 self.report.warnings.append(verdict.note)
         if self.verify:
-            from graphfix.validate.parity import ReferenceRun, check_parity
 
             reference = self.reference or ReferenceRun(original(), **self.reference_arguments)
             result = check_parity(None, replacement, reference_run=reference,
@@ -739,7 +737,6 @@ def _bench(
     run: RunOptions,
     require_speedup: float | None,
 ) -> None:
-    from graphfix.validate.bench import benchmark, require_speedup as check_speedup
 
     arguments = options.arguments()
     if "provider" not in arguments and run.provider != "auto":
@@ -781,7 +778,6 @@ def _start_reference(
     run (they are mostly one core of Python and a worker process waiting on each other), or
     None for a model whose weights are too large to hold twice (its reference session is then
     built after the passes, as the only copy of the weights in ONNX Runtime)."""
-    from graphfix.validate.parity import ReferenceRun
 
     if model_io.weight_bytes(original) > OVERLAP_MAX_WEIGHT_BYTES:
         return None
@@ -845,7 +841,6 @@ def _optimize_file(src: str | os.PathLike, dst: str | os.PathLike, external_data
     parity = kwargs.get("parity")
     inputs = parity.inputs if isinstance(parity, ParityOptions) else None
     if inputs is not None:
-        from graphfix.feeds import feed_files  # validation sits above this layer
 
         reads.update(dict.fromkeys(feed_files(inputs), "the inputs file"))
     outputs: dict[str, str | os.PathLike] = {"the optimized model": dst_path}

@@ -35,6 +35,7 @@ from typing import Any
 import onnx
 
 from graphfix.graph import count_nodes, dims, graphs, subgraphs
+from graphfix.model_io import weight_bytes
 
 __all__ = [
     "SCHEMA",
@@ -146,9 +147,7 @@ _MEASURED_SIZE_LIMIT = 64 * 1024 * 1024
 def _serialized_size(model: onnx.ModelProto) -> int:
     """The model's size in bytes: serialized below 64 MiB of weights; above, the weights' bytes
     alone (measuring a large message serializes, hence copies, all of it)."""
-    from graphfix import model_io
-
-    weights = model_io.weight_bytes(model)
+    weights = weight_bytes(model)
     if weights >= _MEASURED_SIZE_LIMIT:
         return weights
     try:

@@ -29,6 +29,7 @@ import onnx
 
 from graphfix import layout
 from graphfix.options import BenchOptions, RunOptions
+from graphfix.validate.bench import benchmark
 
 __all__ = ["GATED_PASSES", "Verdict", "requested_passes", "judge", "unmeasured"]
 
@@ -87,8 +88,6 @@ def judge(
 
 def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, run: RunOptions,
              options: BenchOptions | None) -> Verdict:
-    from graphfix.validate.bench import benchmark
-
     arguments = (options or BenchOptions()).arguments()
     if "provider" not in arguments:
         arguments["provider"] = run.provider

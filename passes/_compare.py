@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import onnx
+
+from graphfix.graph import all_nodes
 
 from graphfix.model_io import same_tensor, tensor_digest
 
@@ -14,10 +16,6 @@ __all__ = ["same_graph", "grown_ops"]
 def grown_ops(model: onnx.ModelProto, reference: onnx.ModelProto) -> str:
     """The op types ``model`` has more of than ``reference`` (every graph and local function),
     as ``"Reshape +20, Gemm +12"``."""
-    from collections import Counter
-
-    from graphfix.graph import all_nodes
-
     def histogram(m: onnx.ModelProto) -> Counter[str]:
         nodes = list(all_nodes(m.graph)) + [n for f in m.functions for n in f.node]
         return Counter(n.op_type for n in nodes)

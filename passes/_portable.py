@@ -37,6 +37,7 @@ import onnx
 from graphfix import graph as graph_layer
 from graphfix.errors import first_line
 from graphfix.graph import STANDARD_DOMAINS, subgraphs
+from graphfix.model_io import skeleton
 
 __all__ = ["Undone", "Unportable", "undo_provider_decisions", "op_types", "element_types"]
 
@@ -210,8 +211,6 @@ def _restore_dropped_casts(optimized: onnx.GraphProto, original: onnx.GraphProto
 def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
     """Element types of the main graph's tensors, by ONNX's type inference alone (value infos
     and weights left out); a model whose types do not agree raises :class:`Unportable`."""
-    from graphfix.model_io import skeleton
-
     bare = skeleton(model)
     for graph in graph_layer.graphs(bare.graph):
         del graph.value_info[:]
