@@ -74,7 +74,8 @@ CUDA, compute nodes left on the CPU provider give a warning.
       "warnings": [str],
       "method": "together"|"alone",             # how the sessions were interleaved (step 4)
       "settings": Settings,                     # the sessions' settings (graphfix.tune/1's)
-      "baseline_settings": Settings|null        # the baseline's, when a baseline ran
+      "baseline_settings": Settings|null,       # the baseline's, when a baseline ran
+      "model_nodes": {"candidate": int, "baseline": int}  # each model's nodes as given
     }
     Stats = {"label": str, "optimization": "all"|"disabled", "median_ms": float,
              "p90_ms": float, "min_ms": float, "mean_ms": float, "runs": int,
@@ -99,6 +100,7 @@ import numpy as np
 import onnx
 
 from graphfix import layout, model_io, precision
+from graphfix.graph import count_nodes
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError
 from graphfix.feeds import load_feeds, make_feeds
@@ -183,6 +185,9 @@ class BenchResult:
     method: str = "together"
     settings: Settings | None = None
     baseline_settings: Settings | None = None
+    # The nodes of each model as given (subgraphs and local functions counted), before ONNX
+    # Runtime's own rewrites: what was compared.
+    model_nodes: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def speedup(self) -> float | None:
@@ -236,6 +241,7 @@ class BenchResult:
             "settings": self.settings.to_dict() if self.settings is not None else None,
             "baseline_settings": (self.baseline_settings.to_dict()
                                   if self.baseline_settings is not None else None),
+            "model_nodes": dict(self.model_nodes),
         }
 
 
@@ -370,6 +376,8 @@ def benchmark(
         placement=placements, warnings=warnings,
         method="together" if measured.together else "alone", settings=settings,
         baseline_settings=other if baseline is not None else None,
+        model_nodes={"candidate": count_nodes(model),
+                     **({"baseline": count_nodes(baseline)} if baseline is not None else {})},
     )
     if result.comparison is not None:
         logger.info("speedup %.3fx [%.3f, %.3f] %s on %s (%d rounds)",

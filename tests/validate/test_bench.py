@@ -260,7 +260,7 @@ def test_to_dict_is_json_serializable_with_the_documented_keys() -> None:
         "dynamic_block_base", "allow_spinning", "input_shapes", "candidate", "baseline",
         "candidate_offline", "baseline_offline", "speedup", "ci_low", "ci_high", "confidence",
         "verdict", "offline_speedup", "both_offline_speedup", "placement", "warnings",
-        "method", "settings", "baseline_settings",
+        "method", "settings", "baseline_settings", "model_nodes",
     } == set(data)
     assert set(data["candidate"]) == {"label", "optimization", "median_ms", "p90_ms", "min_ms",
                                       "mean_ms", "runs", "session_create_ms"}
