@@ -11,14 +11,17 @@ rewrite that inlines a function called twice counts as growth.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, Union
 
 import google.protobuf.message
 import onnx
 
+from graphfix.errors import ValidationInputError
+
 __all__ = [
     "copy_without",
+    "fix_input_shapes",
     "subgraphs",
     "holds_graph",
     "graphs",
@@ -42,9 +45,30 @@ __all__ = [
     "UnknownDims",
     "clear_unknown_dims",
     "forget_declared_shapes",
+    "STANDARD_DOMAINS",
+    "ONNX_DOMAINS",
+    "attribute",
 ]
 
+# The default operator set, ai.onnx, as a node names it ("" or "ai.onnx").
 STANDARD_DOMAINS = ("", "ai.onnx")
+# Every domain ONNX itself defines (ai.onnx and ai.onnx.ml): ops any runtime of the opset has.
+ONNX_DOMAINS = (*STANDARD_DOMAINS, "ai.onnx.ml")
+
+
+def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    """The value of ``node``'s attribute ``name`` as Python holds it (an int, a float, bytes, a
+    list, a TensorProto, a GraphProto), or ``default`` when the node has none."""
+    for item in node.attribute:
+        if item.name == name:
+            # ints and int lists read directly: the transposes' look-ahead reads perm, axis and
+            # axes at every step
+            if item.type == onnx.AttributeProto.INT:
+                return item.i
+            if item.type == onnx.AttributeProto.INTS:
+                return list(item.ints)
+            return onnx.helper.get_attribute_value(item)
+    return default
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
@@ -468,3 +492,45 @@ class Snapshot:
         model.CopyFrom(self._model)
         model.graph.CopyFrom(self._graph)
         model.graph.initializer.extend(self._initializers)
+
+
+def fix_input_shapes(
+    model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]] | None
+) -> list[str]:
+    """Give the named inputs of ``model`` the sizes of ``shapes`` (in place); returns one line
+    per dimension that became static. A name the model does not take, another rank, or a size
+    that contradicts a static one is refused."""
+    if not shapes:
+        return []
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = {v.name: v for v in model.graph.input if v.name not in initializers}
+    lines = []
+    for name, sizes in shapes.items():
+        value = inputs.get(name)
+        if value is None:
+            raise ValidationInputError(
+                f"a shape is given for {name!r}, which the model does not take as input",
+                hint=f"its inputs are {', '.join(map(repr, inputs)) or 'none'}")
+        declared = dims(value)
+        if declared is not None and len(declared) != len(sizes):
+            raise ValidationInputError(
+                f"the shape given for {name!r} has {len(sizes)} dimensions; the input has "
+                f"{len(declared)} ({_format(declared)})")
+        if declared is None or not value.type.HasField("tensor_type"):
+            continue
+        for axis, (dim, size) in enumerate(zip(value.type.tensor_type.shape.dim, sizes)):
+            before = dim_of(dim)
+            if isinstance(before, int):
+                if before != size:
+                    raise ValidationInputError(
+                        f"the shape given for {name!r} has {size} on axis {axis}, where the "
+                        f"input's size is {before} ({_format(declared)})")
+                continue
+            dim.Clear()
+            dim.dim_value = int(size)
+            lines.append(f"dimension {axis} of {name!r} ({before or '?'}) is now static: {size}")
+    return lines
+
+
+def _format(dims: Sequence[Any]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 
 import onnx
 
-from graphfix.graph import STANDARD_DOMAINS
+from graphfix.graph import STANDARD_DOMAINS, attribute
 from graphfix.model_io import skeleton, tensor_value
 from graphfix.shapes import infer_shapes
 
@@ -60,10 +60,6 @@ _BROADCAST = frozenset({
 })
 
 
-def _attr(node: onnx.NodeProto, name: str, default: int) -> int:
-    return next((int(a.i) for a in node.attribute if a.name == name), default)
-
-
 def _ints(node: onnx.NodeProto, name: str) -> list[int] | None:
     attribute = next((a for a in node.attribute if a.name == name), None)
     return list(attribute.ints) if attribute is not None else None
@@ -78,14 +74,14 @@ def _rnn(node: onnx.NodeProto, slot: int, rank: int, weights: Mapping[str, list[
     """Rule 1."""
     w, r = _shape_of(weights, node, 1), _shape_of(weights, node, 2)
     transposed = node.op_type == "DynamicQuantizeLSTM"
-    layout = _attr(node, "layout", 0)
+    layout = attribute(node, "layout", 0)
     if slot == 0 and w is not None and len(w) == 3 and rank == 3:
         return {2: w[1] if transposed else w[2]}
     if slot in (5, 6) and rank == 3:  # initial_h, initial_c
         pins: Pins = {}
         if w is not None and len(w) == 3:
             pins[1 if layout else 0] = w[0]
-        hidden = _attr(node, "hidden_size", 0) or (r[2] if r is not None and len(r) == 3 else 0)
+        hidden = attribute(node, "hidden_size", 0) or (r[2] if r is not None and len(r) == 3 else 0)
         if hidden:
             pins[2] = hidden
         return pins
@@ -99,7 +95,7 @@ def _conv(node: onnx.NodeProto, slot: int, rank: int, weights: Mapping[str, list
         return {}
     if node.op_type == "ConvTranspose":
         return {1: w[0]}
-    return {1: w[1] * _attr(node, "group", 1)}
+    return {1: w[1] * attribute(node, "group", 1)}
 
 
 def _matmul(node: onnx.NodeProto, slot: int, rank: int, weights: Mapping[str, list[int]]) -> Pins:
@@ -122,7 +118,7 @@ def _gemm(node: onnx.NodeProto, slot: int, rank: int, weights: Mapping[str, list
     other = _shape_of(weights, node, 1 - slot)
     if other is None or len(other) != 2:
         return {}
-    trans_a, trans_b = _attr(node, "transA", 0), _attr(node, "transB", 0)
+    trans_a, trans_b = attribute(node, "transA", 0), attribute(node, "transB", 0)
     if slot == 0:
         inner = other[1] if trans_b else other[0]
         return {0 if trans_a else 1: inner}

@@ -25,6 +25,7 @@ import onnx
 from graphfix.version import __version__
 import graphfix.passes  # noqa: F401 - the pass library registers its passes on import
 from graphfix import graph as graph_layer
+from graphfix.graph import fix_input_shapes
 from graphfix import layout, model_io, registry
 from graphfix import speed_gate as gate
 from graphfix.errors import (
@@ -32,7 +33,6 @@ from graphfix.errors import (
     ParityError,
     PassError,
     ResourceError,
-    ValidationInputError,
     first_line,
 )
 from graphfix.options import (
@@ -142,48 +142,6 @@ def build_passes(
 def _op_delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     delta = {op: after.get(op, 0) - before.get(op, 0) for op in set(before) | set(after)}
     return {op: d for op, d in sorted(delta.items()) if d}
-
-
-def fix_input_shapes(
-    model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]] | None
-) -> list[str]:
-    """Give the named inputs of ``model`` the sizes of ``shapes`` (in place); returns one line
-    per dimension that became static. A name the model does not take, another rank, or a size
-    that contradicts a static one is refused."""
-    if not shapes:
-        return []
-    initializers = {t.name for t in model.graph.initializer}
-    inputs = {v.name: v for v in model.graph.input if v.name not in initializers}
-    lines = []
-    for name, sizes in shapes.items():
-        value = inputs.get(name)
-        if value is None:
-            raise ValidationInputError(
-                f"a shape is given for {name!r}, which the model does not take as input",
-                hint=f"its inputs are {', '.join(map(repr, inputs)) or 'none'}")
-        declared = graph_layer.dims(value)
-        if declared is not None and len(declared) != len(sizes):
-            raise ValidationInputError(
-                f"the shape given for {name!r} has {len(sizes)} dimensions; the input has "
-                f"{len(declared)} ({_format(declared)})")
-        if declared is None or not value.type.HasField("tensor_type"):
-            continue
-        for axis, (dim, size) in enumerate(zip(value.type.tensor_type.shape.dim, sizes)):
-            before = graph_layer.dim_of(dim)
-            if isinstance(before, int):
-                if before != size:
-                    raise ValidationInputError(
-                        f"the shape given for {name!r} has {size} on axis {axis}, where the "
-                        f"input's size is {before} ({_format(declared)})")
-                continue
-            dim.Clear()
-            dim.dim_value = int(size)
-            lines.append(f"dimension {axis} of {name!r} ({before or '?'}) is now static: {size}")
-    return lines
-
-
-def _format(dims: Sequence[Any]) -> str:
-    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
 @dataclasses.dataclass

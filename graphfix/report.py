@@ -34,7 +34,7 @@ from typing import Any
 
 import onnx
 
-from graphfix.graph import count_nodes, dims, graphs, subgraphs
+from graphfix.graph import STANDARD_DOMAINS, count_nodes, dims, graphs, subgraphs
 from graphfix.model_io import weight_bytes
 
 __all__ = [
@@ -164,7 +164,7 @@ def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
     nodes = [n for body in bodies for g in graphs(body) for n in g.node]
     nodes += [n for f in model.functions for n in f.node]
     for node in nodes:
-        domain = node.domain if node.domain not in ("", "ai.onnx") else ""
+        domain = node.domain if node.domain not in STANDARD_DOMAINS else ""
         counts[f"{domain}::{node.op_type}" if domain else node.op_type] += 1
     return dict(sorted(counts.items()))
 

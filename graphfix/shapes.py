@@ -22,6 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import onnx
 
+from graphfix.graph import attribute
+
 __all__ = ["CONTRIB_SHAPES", "infer_shapes"]
 
 logger = logging.getLogger(__name__)
@@ -33,10 +35,6 @@ ContribRule = Callable[[onnx.NodeProto, Sequence["Shape | None"]], "list[Shape |
 
 _CONTRIB = "com.microsoft"
 _ROUNDS = 8
-
-
-def _attr(node: onnx.NodeProto, name: str, default: int = 0) -> int:
-    return next((int(a.i) for a in node.attribute if a.name == name), default)
 
 
 def _ints(node: onnx.NodeProto, name: str) -> list[int]:
@@ -85,25 +83,25 @@ def _matmul(node: onnx.NodeProto, shapes: Sequence[Shape | None]) -> list[Shape 
 def _fused_matmul(node: onnx.NodeProto, shapes: Sequence[Shape | None]) -> list[Shape | None]:
     """FusedMatMul: MatMul with its operands' last two axes swapped on request."""
     a, b = (list(s) if s is not None else None for s in (shapes[0], shapes[1]))
-    if a is None or b is None or _attr(node, "transBatchA") or _attr(node, "transBatchB"):
+    if a is None or b is None or attribute(node, "transBatchA") or attribute(node, "transBatchB"):
         return [None]
-    if _attr(node, "transA") and len(a) >= 2:
+    if attribute(node, "transA") and len(a) >= 2:
         a[-1], a[-2] = a[-2], a[-1]
-    if _attr(node, "transB") and len(b) >= 2:
+    if attribute(node, "transB") and len(b) >= 2:
         b[-1], b[-2] = b[-2], b[-1]
     return [_matmul_shape(a, b)]
 
 
 def _matmul_nbits(node: onnx.NodeProto, shapes: Sequence[Shape | None]) -> list[Shape | None]:
     """MatMulNBits: A[..., K] times a packed [N, K] weight."""
-    a, n = shapes[0] if shapes else None, _attr(node, "N")
+    a, n = shapes[0] if shapes else None, attribute(node, "N")
     return [list(a[:-1]) + [n] if a is not None and a and n else None]
 
 
 def _lstm(node: onnx.NodeProto, shapes: Sequence[Shape | None]) -> list[Shape | None]:
     """DynamicQuantizeLSTM: LSTM's shapes (layout 0): Y[T, D, B, H], Y_h and Y_c [D, B, H]."""
     x = shapes[0] if shapes else None
-    hidden = _attr(node, "hidden_size")
+    hidden = attribute(node, "hidden_size")
     if x is None or len(x) != 3 or not hidden:
         return [None, None, None]
     directions = 2 if any(a.name == "direction" and a.s == b"bidirectional"

@@ -27,7 +27,7 @@ from typing import Optional
 import numpy as np
 import onnx
 
-from graphfix.graph import STANDARD_DOMAINS, dim_of
+from graphfix.graph import STANDARD_DOMAINS, attribute, dim_of
 from ._expr import Element, Expr, Shape, Value, product
 from graphfix.model_io import tensor_value
 
@@ -51,13 +51,6 @@ _INTS = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorPr
                    onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
                    onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
 _BOOL = onnx.TensorProto.BOOL
-
-
-def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
-    for attr in node.attribute:
-        if attr.name == name:
-            return onnx.helper.get_attribute_value(attr)
-    return default
 
 
 class SymbolicFacts:
@@ -191,7 +184,7 @@ def _shape(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     if shape is None:
         return [_Tensor()]
     rank = len(shape)
-    start, end = int(_attr(node, "start", 0)), int(_attr(node, "end", rank))
+    start, end = int(attribute(node, "start", 0)), int(attribute(node, "end", rank))
     start, end = (min(max(i + rank if i < 0 else i, 0), rank) for i in (start, end))
     dims = shape[start:end]
     return [_Tensor((Expr.of(len(dims)),), tuple(dims), elem_type=onnx.TensorProto.INT64)]
@@ -206,7 +199,7 @@ def _size(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
 
 def _gather(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     data, indices = facts.input(node, 0), facts.input(node, 1)
-    axis = int(_attr(node, "axis", 0))
+    axis = int(attribute(node, "axis", 0))
     index = _ints(indices.value)
     shape = None
     if data.shape is not None and indices.shape is not None:
@@ -221,7 +214,7 @@ def _gather(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
 
 def _unsqueeze(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
-    axes = _ints(facts.input(node, 1).value) if len(node.input) > 1 else _attr(node, "axes")
+    axes = _ints(facts.input(node, 1).value) if len(node.input) > 1 else attribute(node, "axes")
     if axes is None or source.shape is None:
         return [_Tensor()]
     rank = len(source.shape) + len(axes)
@@ -236,7 +229,7 @@ def _unsqueeze(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
 
 def _squeeze(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
-    axes = _ints(facts.input(node, 1).value) if len(node.input) > 1 else _attr(node, "axes")
+    axes = _ints(facts.input(node, 1).value) if len(node.input) > 1 else attribute(node, "axes")
     if source.shape is None:
         return [_Tensor()]
     rank = len(source.shape)
@@ -253,7 +246,7 @@ def _squeeze(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
 def _concat(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     parts = [facts.input(node, i) for i in range(len(node.input))]
     shapes = [p.shape for p in parts]
-    axis = int(_attr(node, "axis", 0))
+    axis = int(attribute(node, "axis", 0))
     shape = None
     if all(s is not None for s in shapes) and shapes and len({len(s) for s in shapes}) == 1:
         rank = len(shapes[0])
@@ -275,7 +268,7 @@ def _slice(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
         axes = _ints(facts.input(node, 3).value) if len(node.input) > 3 and node.input[3] else None
         steps = _ints(facts.input(node, 4).value) if len(node.input) > 4 and node.input[4] else None
     else:
-        starts, ends, axes = (_attr(node, k) for k in ("starts", "ends", "axes"))
+        starts, ends, axes = (attribute(node, k) for k in ("starts", "ends", "axes"))
         steps = None
     if source.shape is None or starts is None or ends is None:
         return [_Tensor()]
@@ -416,7 +409,7 @@ def _where(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
 
 def _cast(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
-    to = int(_attr(node, "to", 0))
+    to = int(attribute(node, "to", 0))
     keeps_value = to in _INTS and source.elem_type in _INTS
     return [_Tensor(source.shape, source.value if keeps_value else None,
                     source.scalar and keeps_value, to)]
@@ -441,7 +434,7 @@ def _constant_of_shape(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tens
     target = facts.input(node, 0).value
     if target is None or any(not isinstance(t, Expr) for t in target):
         return [_Tensor()]
-    fill = _attr(node, "value")
+    fill = attribute(node, "value")
     elem = fill.data_type if isinstance(fill, onnx.TensorProto) else onnx.TensorProto.FLOAT
     value = None
     if isinstance(fill, onnx.TensorProto) and len(target) <= 1 and elem in _INTS | {_BOOL}:
@@ -495,7 +488,7 @@ VALUE_RULES: dict[str, Rule] = {
 
 
 def _constant_node(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
-    value = _attr(node, "value")
+    value = attribute(node, "value")
     if isinstance(value, onnx.TensorProto):
         return [facts._constant(value)]
     return [_Tensor()]

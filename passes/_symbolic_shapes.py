@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import onnx
 
+from graphfix.graph import attribute
+
 from ._expr import Expr, Shape, Value, product
 from ._symbolic import (
     VALUE_RULES,
     Rule,
     SymbolicFacts,
-    _attr,
     _broadcast,
     _div,
     _ints,
@@ -53,7 +54,7 @@ def _reshape_dims(source: Shape, target: Value, allowzero: bool) -> Shape:
 
 def _reshape(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source, target = facts.input(node, 0), facts.input(node, 1)
-    shape = _reshape_dims(source.shape, target.value, bool(_attr(node, "allowzero", 0)))
+    shape = _reshape_dims(source.shape, target.value, bool(attribute(node, "allowzero", 0)))
     value = source.value if source.value is not None and shape is not None and len(shape) <= 1 else None
     return [_Tensor(shape, value, shape == () and value is not None, source.elem_type)]
 
@@ -70,7 +71,7 @@ def _transpose(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     if source.shape is None:
         return [_Tensor()]
-    perm = _attr(node, "perm") or list(reversed(range(len(source.shape))))
+    perm = attribute(node, "perm") or list(reversed(range(len(source.shape))))
     return [_Tensor(tuple(source.shape[p] for p in perm), elem_type=source.elem_type)]  # type: ignore
 
 
@@ -88,8 +89,8 @@ def _gemm(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     a, b = facts.input(node, 0), facts.input(node, 1)
     if a.shape is None or b.shape is None or len(a.shape) != 2 or len(b.shape) != 2:
         return [_Tensor(elem_type=a.elem_type)]
-    rows = a.shape[1] if _attr(node, "transA", 0) else a.shape[0]
-    columns = b.shape[0] if _attr(node, "transB", 0) else b.shape[1]
+    rows = a.shape[1] if attribute(node, "transA", 0) else a.shape[0]
+    columns = b.shape[0] if attribute(node, "transB", 0) else b.shape[1]
     return [_Tensor((rows, columns), elem_type=a.elem_type)]
 
 
@@ -101,15 +102,15 @@ def _split(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     if source.shape is None or not count:
         return [_Tensor(elem_type=source.elem_type) for _ in node.output]
     rank = len(source.shape)
-    axis = int(_attr(node, "axis", 0))
+    axis = int(attribute(node, "axis", 0))
     axis = axis + rank if axis < 0 else axis
     whole = source.shape[axis]
     if len(node.input) > 1 and node.input[1]:
         sizes = _ints(facts.input(node, 1).value)
         parts = [Expr.of(n) for n in sizes] if sizes is not None else None
-    elif _attr(node, "split") is not None:
-        parts = [Expr.of(int(n)) for n in _attr(node, "split")]  # type: ignore[union-attr]
-    elif _attr(node, "num_outputs") is not None and whole.constant is None:
+    elif attribute(node, "split") is not None:
+        parts = [Expr.of(int(n)) for n in attribute(node, "split")]  # type: ignore[union-attr]
+    elif attribute(node, "num_outputs") is not None and whole.constant is None:
         # Opset 18: parts of ceil(size / n), the last one what is left: not provably equal.
         equal = facts._symbol()
         parts = [equal] * (count - 1) + [facts._symbol()]
@@ -129,7 +130,7 @@ def _flatten(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     if source.shape is None:
         return [_Tensor(elem_type=source.elem_type)]
     rank = len(source.shape)
-    axis = int(_attr(node, "axis", 1))
+    axis = int(attribute(node, "axis", 1))
     axis = axis + rank if axis < 0 else axis
     shape = (product(source.shape[:axis]), product(source.shape[axis:]))
     return [_Tensor(shape, elem_type=source.elem_type)]

@@ -45,7 +45,7 @@ import onnx
 from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
-from graphfix.graph import STANDARD_DOMAINS, holds_graph
+from graphfix.graph import STANDARD_DOMAINS, attribute, holds_graph
 from graphfix.model_io import skeleton, tensor_bytes, tensor_digest, tensor_value
 from ._symbolic import Expr, Shape, SymbolicFacts, Value
 from ._symbolic_shapes import RULES
@@ -75,13 +75,6 @@ def _infer(model: onnx.ModelProto) -> onnx.GraphProto | None:
     except Exception as error:  # noqa: BLE001 - onnx raises several types
         logger.debug("fold-shapes: ONNX shape inference failed (%s); own rules only", error)
         return None
-
-
-def _attr(node: onnx.NodeProto, name: str, default: int = 0) -> int:
-    for attr in node.attribute:
-        if attr.name == name:
-            return int(attr.i)
-    return default
 
 
 def _known(value: Value) -> list[int | bool] | None:
@@ -236,7 +229,7 @@ class _Rewriter:
             return False
         source = node.input[0]
         out_shape = self.facts.shape(node.output[0])
-        allowzero = bool(_attr(node, "allowzero"))
+        allowzero = bool(attribute(node, "allowzero"))
         in_shape = self.facts.shape(source)
         if out_shape is not None and in_shape == out_shape:
             return self._drop(node, source)

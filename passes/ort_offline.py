@@ -97,7 +97,7 @@ from graphfix.model_io import (
     tensor_digest,
     weight_bytes,
 )
-from graphfix.graph import count_nodes, subgraphs
+from graphfix.graph import ONNX_DOMAINS, count_nodes, subgraphs
 from ._compare import grown_ops, same_graph
 from ._portable import (
     Unportable,
@@ -112,7 +112,6 @@ __all__ = ["OrtOffline", "ort_offline", "nonstandard_ops"]
 
 logger = logging.getLogger(__name__)
 
-_STANDARD_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 _MODEL_NAME = "optimized.onnx"
 _DATA_NAME = "optimized.onnx.data"
 _EXTERNAL_MIN_BYTES = 1024
@@ -140,7 +139,7 @@ def nonstandard_ops(
     for node in graph.node:
         if (node.domain, node.op_type) in local:
             continue
-        if node.domain not in _STANDARD_DOMAINS or not onnx.defs.has(node.op_type, node.domain):
+        if node.domain not in ONNX_DOMAINS or not onnx.defs.has(node.op_type, node.domain):
             found.add(f"{node.domain or 'ai.onnx'}::{node.op_type}")
     return sorted(found)
 
@@ -163,7 +162,7 @@ def _drop_duplicate_constants(graph: onnx.GraphProto) -> int:
         for sub in subgraphs(node):
             dropped += _drop_duplicate_constants(sub)
         init = initializers.get(node.output[0]) if len(node.output) == 1 else None
-        if init is not None and node.op_type == "Constant" and node.domain in _STANDARD_DOMAINS:
+        if init is not None and node.op_type == "Constant" and node.domain in ONNX_DOMAINS:
             value = next((a.t for a in node.attribute if a.name == "value"), None)
             if value is not None and tensor_digest(value) == tensor_digest(init):
                 dropped += 1

@@ -28,7 +28,7 @@ Rules:
    policy off. What crosses to onnxsim never reaches 2 GB, the weights kept here (rule 10)
    aside.
 4. Dynamic dimensions stay dynamic. ``input_shapes={"x": [1, 3, 224, 224]}`` fixes them
-   (onnxsim's ``overwrite_input_shapes``); every dimension that became static is listed in the
+   (:func:`graphfix.graph.fix_input_shapes`, as a run fixes them); every dimension that became static is listed in the
    warnings and counted in ``dims_fixed``.
 5. ``modified`` compares nodes and initializers canonically (onnxsim renames and reorders); when
    nothing changed the input model is returned untouched. Graph output names are kept, or the
@@ -104,9 +104,15 @@ from typing import Any
 
 import onnx
 
-from graphfix.errors import PassError
+from graphfix.errors import PassError, ValidationInputError
 from graphfix import graph as graph_layer
-from graphfix.graph import STANDARD_DOMAINS, all_nodes, copy_without, count_nodes, graphs
+from graphfix.graph import (
+    STANDARD_DOMAINS,
+    all_nodes,
+    count_nodes,
+    fix_input_shapes,
+    graphs,
+)
 from graphfix.model_io import (
     PROTOBUF_LIMIT,
     has_value,
@@ -118,6 +124,7 @@ from graphfix.model_io import (
     tensor_bytes,
     tensor_sample,
     weight_bytes,
+    weights_as_inputs,
     write_scratch,
 )
 from graphfix.options import (
@@ -375,12 +382,6 @@ class Simplify(Pass):
         # Measured from tensor shapes first: ByteSize() serializes the model and fails past 2 GB.
         if weight_bytes(prepared) - stand_in_bytes >= PROTOBUF_LIMIT:
             return PassResult(model, False, skipped="model over 2 GB: onnxsim cannot serialize it")
-        if self.input_shapes:
-            names = {i.name for i in model.graph.input}
-            unknown = sorted(set(self.input_shapes) - names)
-            if unknown:
-                raise PassError(f"simplify: a shape is given for {', '.join(map(repr, unknown))}, "
-                                f"which the model does not take as input")
         with temporary_folder("simplify") as folder:
             return self._simplify(model, prepared, folder, stand_ins, stand_in_bytes)
 
@@ -388,7 +389,13 @@ class Simplify(Pass):
                   stand_ins: list[str], stand_in_bytes: int) -> PassResult:
         """onnxsim on ``prepared`` (``model`` with rule 11 applied), the ``stand_ins`` of rule 10
         (``stand_in_bytes`` in all) crossing as typed inputs."""
-        crossing = _with_stand_ins(prepared, stand_ins) if stand_ins else prepared
+        crossing = (weights_as_inputs(prepared, stand_ins) if stand_ins or self.input_shapes
+                    else prepared)
+        if self.input_shapes:  # rule 4: the engine's one way to fix an input's sizes
+            try:
+                fix_input_shapes(crossing, self.input_shapes)
+            except ValidationInputError as error:
+                raise PassError(f"simplify: {error}") from None
         # What the model only declares (value_info) does not cross: onnxsim would fold Shape
         # from a stale declaration. graphfix builds on proven shapes only.
         size = write_scratch(crossing, folder / "in.onnx", declared_shapes=False)
@@ -464,8 +471,6 @@ class Simplify(Pass):
             base["perform_optimization"] = False
         if not self.constant_folding:
             base["skip_constant_folding"] = True
-        if self.input_shapes:
-            base["overwrite_input_shapes"] = self.input_shapes
         tensors = stats["tensor_bytes_before"]
         budget = Budget.of(tensors, stand_in_bytes, self.max_growth)
         limit = budget.limit
@@ -606,22 +611,6 @@ def _opaque_read(node: onnx.NodeProto, position: int, computed: set[str],
 def _bytes_of(graph: onnx.GraphProto, names: list[str]) -> int:
     wanted = set(names)
     return sum(tensor_bytes(t) for t in graph.initializer if t.name in wanted)
-
-
-def _with_stand_ins(model: onnx.ModelProto, names: list[str]) -> onnx.ModelProto:
-    """Rule 10: a copy of ``model`` in which the initializers ``names`` are typed graph inputs;
-    no large tensor is copied."""
-    hidden = set(names)
-    light = copy_without(model, frozenset({"graph"}))
-    light.graph.CopyFrom(copy_without(model.graph, frozenset({"initializer", "value_info"})))
-    light.graph.value_info.extend(v for v in model.graph.value_info if v.name not in hidden)
-    for tensor in model.graph.initializer:
-        if tensor.name in hidden:
-            light.graph.input.append(onnx.helper.make_tensor_value_info(
-                tensor.name, tensor.data_type, list(tensor.dims)))
-        else:
-            light.graph.initializer.add().CopyFrom(tensor)
-    return light
 
 
 def _put_back(result: onnx.ModelProto, model: onnx.ModelProto, names: list[str]) -> int:

@@ -24,7 +24,12 @@ reads.
 from __future__ import annotations
 
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, skeleton, write_scratch
-from graphfix.model_io.checking import check_model, checker_problem, runtime_problem
+from graphfix.model_io.checking import (
+    check_model,
+    checker_problem,
+    runtime_problem,
+    weights_as_inputs,
+)
 from graphfix.model_io.loading import (
     LoadedModel,
     ModelSource,
@@ -85,6 +90,7 @@ __all__ = [
     "check_model",
     "checker_problem",
     "runtime_problem",
+    "weights_as_inputs",
     "max_ir_version",
     "ort_session",
     "iter_tensors",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+from collections.abc import Collection
 
 import onnx
 
@@ -62,15 +63,22 @@ def runtime_problem(model: onnx.ModelProto, *, weightless: bool = False) -> str 
     return None
 
 
-def weights_as_inputs(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy of ``model`` whose main-graph initializers of 1 KiB or more (and those whose
-    values stay in their files) are typed graph inputs of their name, type and shape; smaller
-    initializers are copied as they are."""
+def weights_as_inputs(model: onnx.ModelProto,
+                      names: Collection[str] | None = None) -> onnx.ModelProto:
+    """A copy of ``model`` whose main-graph initializers ``names`` are typed graph inputs of
+    their name, type and shape (and their value infos dropped); the other initializers are
+    copied. By default those of 1 KiB or more, and those whose values stay in their files: a
+    model's structure without its weights, which ONNX Runtime loads (the weightless load check)
+    and onnxsim simplifies (simplify's rule 10) as it would the model."""
+    hidden = (set(names) if names is not None else {
+        t.name for t in model.graph.initializer
+        if _lazy_source(t) is not None or tensor_bytes(t) >= _WEIGHTLESS_MIN_BYTES})
     copy = copy_without(model, frozenset({"graph"}))
-    copy.graph.CopyFrom(copy_without(model.graph, frozenset({"initializer"})))
+    copy.graph.CopyFrom(copy_without(model.graph, frozenset({"initializer", "value_info"})))
+    copy.graph.value_info.extend(v for v in model.graph.value_info if v.name not in hidden)
     listed = {value.name for value in copy.graph.input}
     for tensor in model.graph.initializer:
-        if _lazy_source(tensor) is None and tensor_bytes(tensor) < _WEIGHTLESS_MIN_BYTES:
+        if tensor.name not in hidden:
             copy.graph.initializer.append(tensor)
         elif tensor.name not in listed:
             copy.graph.input.append(onnx.helper.make_tensor_value_info(

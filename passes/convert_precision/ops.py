@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 
 import onnx
 
+from graphfix.graph import ONNX_DOMAINS, STANDARD_DOMAINS
+
 __all__ = ["NodePlan", "plan", "RISKY_OPS", "MOVEMENT_OPS", "ATTRIBUTE_TYPED"]
 
 # The start set of the float32 islands: ops known to overflow float16's range (65504) or to
@@ -72,7 +74,6 @@ ATTRIBUTE_TYPED = frozenset({"Cast", "Constant", "ConstantOfShape"})
 _FLOAT = onnx.TensorProto.FLOAT
 _TYPE_STR = {onnx.TensorProto.FLOAT16: "tensor(float16)", onnx.TensorProto.BFLOAT16:
              "tensor(bfloat16)", onnx.TensorProto.FLOAT: "tensor(float)"}
-_STANDARD = ("", "ai.onnx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,8 +118,8 @@ def plan(
     if (node.domain, node.op_type) in local_functions:
         return NodePlan("fixed", reason=f"calls the local function {node.op_type}")
     schema = _schema(node.domain or "", node.op_type, opsets.get(node.domain or "", 0)
-                     if node.domain not in _STANDARD else opsets.get("", opsets.get("ai.onnx", 0)))
-    if node.domain in _STANDARD and node.op_type in ATTRIBUTE_TYPED:
+                     if node.domain not in STANDARD_DOMAINS else opsets.get("", opsets.get("ai.onnx", 0)))
+    if node.domain in STANDARD_DOMAINS and node.op_type in ATTRIBUTE_TYPED:
         if float_outputs and schema is not None and _TYPE_STR[low] not in schema.constraints.get(
                 schema.outputs[0][0], frozenset({schema.outputs[0][0]})):
             name = _TYPE_STR[low].removeprefix("tensor(").removesuffix(")")
@@ -186,7 +187,7 @@ def _from_schema(node: onnx.NodeProto, schema: _Schema, float_inputs: Sequence[i
                         reason=f"the schema of {node.op_type}-{schema.version} allows no {name}")
     return NodePlan("lowerable", tuple(sorted(low_in)), tuple(sorted(low_out)),
                     tuple(sorted(free)), movement=node.op_type in MOVEMENT_OPS
-                    and (node.domain or "") in _STANDARD)
+                    and (node.domain or "") in STANDARD_DOMAINS)
 
 
 def _formal(formals: tuple[tuple[str, bool], ...], index: int) -> str | None:
@@ -199,7 +200,7 @@ def _formal(formals: tuple[tuple[str, bool], ...], index: int) -> str | None:
 
 @functools.cache
 def _schema(domain: str, op_type: str, version: int) -> _Schema | None:
-    if domain in _STANDARD or domain == "ai.onnx.ml":
+    if domain in ONNX_DOMAINS:
         try:
             found = onnx.defs.get_schema(op_type, version, domain)
         except onnx.defs.SchemaError:
@@ -230,7 +231,7 @@ def _runtime_schemas() -> dict[tuple[str, str, int], _Schema]:
     schemas: dict[tuple[str, str, int], _Schema] = {}
     for found in runtime.get_all_operator_schema():
         variadic = type(found).FormalParameterOption.Variadic
-        if found.domain in _STANDARD:
+        if found.domain in STANDARD_DOMAINS:
             continue
         schemas[(found.domain, found.name, found.since_version)] = _Schema(
             tuple((f.typeStr, f.option == variadic) for f in found.inputs),

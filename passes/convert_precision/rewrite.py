@@ -315,7 +315,7 @@ def emulate(analysis: Analysis, low: frozenset[int], *, io_low: bool = False
     for position in sorted(low):
         node = graph.node[position]
         plan = analysis.plans[position]
-        if node.op_type in ("Constant", "ConstantOfShape") and node.domain in ("", "ai.onnx"):
+        if node.op_type in ("Constant", "ConstantOfShape") and node.domain in graph_layer.STANDARD_DOMAINS:
             _round_constant(node, analysis.low)
             continue
         for slot in plan.low_outputs:

@@ -112,7 +112,7 @@ from graphfix.options import RunOptions
 from .boundary import channels_first
 from .facts import infer
 from .loops import lift_scan_transposes, scan_outputs
-from .ops import DEFAULT_DOMAINS, is_transpose
+from .ops import STANDARD_DOMAINS, is_transpose
 from .edits import Stats
 from .rewrite import Rewriter
 from graphfix.registry import Fallback, Pass, PassResult, register
@@ -178,7 +178,7 @@ class EliminateTransposes(Pass):
             outputs_as_nchw=self.outputs_as_nchw))]
 
     def call(self, model: onnx.ModelProto) -> PassResult:
-        opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 0)
+        opset = next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 0)
         before = _count_transposes(model.graph)
         stats = Stats()
         warnings = channels_first(model, self.inputs_as_nchw, self.outputs_as_nchw)

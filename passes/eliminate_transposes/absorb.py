@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 
 from .facts import Facts, Shape
-from .ops import DEFAULT_DOMAINS, attr
+from .ops import STANDARD_DOMAINS, attr
 from .perm import Perm
 
 __all__ = ["Absorb", "absorber", "flattens_into_weights"]
@@ -31,7 +31,7 @@ _ABSORBERS = frozenset({"Flatten", "Reshape", "Shape", "Size", "CastLike"})
 
 def absorber(facts: Facts, node: onnx.NodeProto, source: str, perm: Perm) -> Absorb | None:
     """Rule 7: whether ``node``, reading ``T(perm)`` as ``source``, can take it in."""
-    if node.op_type not in _ABSORBERS or node.domain not in DEFAULT_DOMAINS:
+    if node.op_type not in _ABSORBERS or node.domain not in STANDARD_DOMAINS:
         return None
     if node.op_type == "CastLike":
         # Rule 7c: CastLike reads only the element type of its second input.
@@ -72,7 +72,7 @@ def flattens_into_weights(facts: Facts, node: onnx.NodeProto, source: str, perm:
 def _weights_rows(facts: Facts, user: onnx.NodeProto, flat: str) -> int | None:
     """The number of rows of the constant weights a MatMul/Gemm multiplies ``flat`` by (the
     columns of a ``transB`` Gemm's), or None when it is no such product."""
-    if user.domain not in DEFAULT_DOMAINS or user.op_type not in ("MatMul", "Gemm"):
+    if user.domain not in STANDARD_DOMAINS or user.op_type not in ("MatMul", "Gemm"):
         return None
     if len(user.input) < 2 or user.input[0] != flat or user.input[1] == flat:
         return None

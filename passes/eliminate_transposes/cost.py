@@ -30,7 +30,7 @@ from .facts import CHAIN_DEPTH, Facts, shape_bounds
 from .absorb import Absorb, absorber
 from .handlers import HANDLERS, Plan
 from .nodes import NodeTable
-from .ops import DEFAULT_DOMAINS, is_transpose
+from .ops import STANDARD_DOMAINS, is_transpose
 from .perm import (
     Perm,
     compose,
@@ -235,7 +235,7 @@ class Lookahead:
             if not self.index.only_reader(current, reader) or current in self.index.implicit:
                 return None
             producer = self.index.producer.get(current)
-            if producer is None or producer.domain not in DEFAULT_DOMAINS:
+            if producer is None or producer.domain not in STANDARD_DOMAINS:
                 return None
             if is_transpose(producer):
                 return producer if self.facts.transpose_perm(producer) == perm else None
@@ -367,7 +367,7 @@ class Lookahead:
         return settled(-sum(1 for node in gone.values() if is_transpose(node)), -len(gone))
 
     def _plan(self, node: onnx.NodeProto, source: str, perm: Perm) -> Plan | None:
-        info = HANDLERS.get(node.op_type) if node.domain in DEFAULT_DOMAINS else None
+        info = HANDLERS.get(node.op_type) if node.domain in STANDARD_DOMAINS else None
         if info is None:
             logger.debug("barrier %s (%s): no handler for %s::%s", node.name, source,
                          node.domain or "ai.onnx", node.op_type)
@@ -464,7 +464,7 @@ class Lookahead:
         if len(users) != 1 or name in self.index.outputs or name in self.index.implicit:
             return None
         (user,) = users
-        info = HANDLERS.get(user.op_type) if user.domain in DEFAULT_DOMAINS else None
+        info = HANDLERS.get(user.op_type) if user.domain in STANDARD_DOMAINS else None
         if info is None or not info.elementwise or info.variadic:
             return None
         if len(user.output) != 1 or holds_graph(user):

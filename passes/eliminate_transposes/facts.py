@@ -18,7 +18,7 @@ from graphfix.graph import Index, dim_of, subgraphs
 from .nodes import NodeTable
 from .ops import (
     BROADCAST_BINARY,
-    DEFAULT_DOMAINS,
+    STANDARD_DOMAINS,
     ELEMENTWISE_UNARY,
     KEEPS_FIRST_DIM,
     SAME_RANK,
@@ -180,9 +180,9 @@ def infer(model: onnx.ModelProto) -> ShapeFacts:
         else:
             graph.initializer.add(name=init.name, data_type=init.data_type, dims=init.dims)
     outputs = {o.name for o in model.graph.output}
-    opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 0)
+    opset = next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 0)
     for node in model.graph.node:
-        if node.op_type in SHAPE_ONLY and node.domain in DEFAULT_DOMAINS and (
+        if node.op_type in SHAPE_ONLY and node.domain in STANDARD_DOMAINS and (
             node.output and node.output[0] not in outputs
         ):
             value = fold_shape_only(node, opset, small.get)
@@ -229,7 +229,7 @@ class Facts:
             # needs the value; None when the external data was never loaded.
             return model_io.tensor_value(self.initializers[name])
         node = self.index.producer.get(name)
-        if node is None or node.domain not in DEFAULT_DOMAINS:
+        if node is None or node.domain not in STANDARD_DOMAINS:
             return None
         if node.op_type in SHAPE_ONLY:
             if name not in self._folded:
@@ -253,7 +253,7 @@ class Facts:
         """Whether ``node``, the producer of ``name``, goes once nothing reads ``name``: a
         Transpose, a Constant, a shape-only op of constants, or shape math (what a rewrite
         leaves unread of a computed Reshape target)."""
-        return node.domain in DEFAULT_DOMAINS and (
+        return node.domain in STANDARD_DOMAINS and (
             node.op_type in ("Transpose", "Constant")
             or node.op_type in SHAPE_ONLY and self.const_value(name) is not None
             or node.op_type in SHAPE_MATH and len(node.output) == 1
@@ -291,7 +291,7 @@ class Facts:
             return value.ndim
         # Shape inference left it blank (an axes input a converter computed): derived from the
         # producer's inputs, ``depth`` producers up at most.
-        if node is None or node.domain not in DEFAULT_DOMAINS or depth <= 0:
+        if node is None or node.domain not in STANDARD_DOMAINS or depth <= 0:
             return None
         if node.op_type in SAME_RANK and node.input and node.input[0]:
             return self.rank(node.input[0], depth - 1)
@@ -361,7 +361,7 @@ class Facts:
             shape = self.shape(name)
             node = self.index.producer.get(name)
             if not shape or shape[0] is not None or node is None or not node.input or (
-                node.domain not in DEFAULT_DOMAINS
+                node.domain not in STANDARD_DOMAINS
             ):
                 return name
             upstream = self._keeps_batch_from(node, shape)
@@ -459,7 +459,7 @@ class Facts:
                 return None
             return [int(v) for v in value.reshape(-1)]
         node = self.index.producer.get(name)
-        if node is None or depth <= 0 or node.domain not in DEFAULT_DOMAINS or not node.input:
+        if node is None or depth <= 0 or node.domain not in STANDARD_DOMAINS or not node.input:
             return None
         op = node.op_type
         if op == "Shape":

@@ -18,7 +18,7 @@ import logging
 import onnx
 
 from graphfix.graph import Names, defined_names, outer_refs, subgraphs
-from .ops import DEFAULT_DOMAINS, attr, is_transpose
+from .ops import STANDARD_DOMAINS, attr, is_transpose
 
 __all__ = ["scan_outputs", "lift_scan_transposes"]
 
@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 def scan_outputs(node: onnx.NodeProto, opset: int) -> dict[int, int]:
     """A Loop's or Scan's scan outputs that stack along the iteration axis: body output position
     -> the node's output position (``opset``: the default domain's)."""
-    if node.domain not in DEFAULT_DOMAINS or node.op_type not in ("Loop", "Scan"):
+    if node.domain not in STANDARD_DOMAINS or node.op_type not in ("Loop", "Scan"):
         return {}
     body = next((a.g for a in node.attribute if a.name == "body"), None)
     if body is None:

@@ -6,8 +6,11 @@ from typing import Any
 
 import onnx
 
+from graphfix.graph import STANDARD_DOMAINS
+from graphfix.graph import attribute as attr
+
 __all__ = [
-    "DEFAULT_DOMAINS",
+    "STANDARD_DOMAINS",
     "ELEMENTWISE_UNARY",
     "BROADCAST_BINARY",
     "REDUCE_OPS",
@@ -21,7 +24,6 @@ __all__ = [
     "is_transpose",
 ]
 
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 ELEMENTWISE_UNARY = frozenset({
     "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BitwiseNot", "Cast", "CastLike",
@@ -63,19 +65,6 @@ SAME_RANK = frozenset({
 })
 
 
-def attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
-    """An attribute's value (ints and int lists read directly: the cost check reads perm, axis
-    and axes at every step), or ``default``."""
-    for item in node.attribute:
-        if item.name == name:
-            if item.type == onnx.AttributeProto.INT:
-                return item.i
-            if item.type == onnx.AttributeProto.INTS:
-                return list(item.ints)
-            return onnx.helper.get_attribute_value(item)
-    return default
-
-
 def set_attr(node: onnx.NodeProto, name: str, value: Any) -> None:
     for i, item in enumerate(node.attribute):
         if item.name == name:
@@ -85,4 +74,4 @@ def set_attr(node: onnx.NodeProto, name: str, value: Any) -> None:
 
 
 def is_transpose(node: onnx.NodeProto | None) -> bool:
-    return node is not None and node.op_type == "Transpose" and node.domain in DEFAULT_DOMAINS
+    return node is not None and node.op_type == "Transpose" and node.domain in STANDARD_DOMAINS

@@ -42,7 +42,7 @@ from .absorb import Absorb
 from .handlers import Plan
 from .nodes import NodeTable
 from .ops import (
-    DEFAULT_DOMAINS,
+    STANDARD_DOMAINS,
     attr,
     is_transpose,
     set_attr,
@@ -229,7 +229,7 @@ class Rewriter:
         weights) that only this Transpose reads: ``q`` is stored transposed and a per-axis
         ``axis`` moves to where ``p`` puts it; the Transpose goes."""
         dq = self.index.producer.get(node.input[0])
-        if dq is None or dq.op_type != "DequantizeLinear" or dq.domain not in DEFAULT_DOMAINS:
+        if dq is None or dq.op_type != "DequantizeLinear" or dq.domain not in STANDARD_DOMAINS:
             return False
         out = dq.output[0]
         if attr(dq, "block_size", 0) or self.facts.constant_nodes or (
@@ -336,7 +336,7 @@ class Rewriter:
         source = node.input[0]
         unsqueeze = self.index.producer.get(source)
         if unsqueeze is None or unsqueeze.op_type != "Unsqueeze" or (
-            unsqueeze.domain not in DEFAULT_DOMAINS
+            unsqueeze.domain not in STANDARD_DOMAINS
         ) or not self.index.only_reader(source, node) or source in self.index.implicit:
             return False
         axes = self.facts.axes_of(unsqueeze)

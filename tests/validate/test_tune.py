@@ -190,9 +190,12 @@ def test_throughput_tries_batch_sizes_per_sample(tmp_path) -> None:
                   input_shapes={"x": [1, 32]}, space={"batch_size": [16]}, out=out)
     batched = next(c for c in result.candidates if c.name == "batch_size=16")
     assert batched.batch == 16 and batched.speedup is not None
-    assert result.winner is batched  # sixteen samples per call: far less per sample
-    assert "confirmed on 10 fresh rounds" in result.reason
-    assert read_config(out).batch_size == 16
+    assert batched.speedup.speedup > 2  # sixteen samples per call: far less per sample
+    if result.winner is batched:
+        assert "confirmed on 10 fresh rounds" in result.reason
+        assert read_config(out).batch_size == 16
+    else:  # a machine too busy to trust the rounds keeps the default, and says why
+        assert "A/A check failed" in result.reason or "did not hold" in result.reason
 
 
 def test_the_table_reports_variance_memory_and_every_drop(tmp_path) -> None:
