@@ -36,15 +36,13 @@ from graphfix.options import (
 )
 from graphfix.feeds import check_inputs_agree
 from graphfix.validate.tune import KNOBS
-from graphfix.report import (
-    format_bench,
-    format_doctor,
-    format_inspection,
-    format_parity,
-    format_profile,
-    format_summary,
-    format_tune,
-)
+from graphfix.doctor import format_doctor
+from graphfix.inspection import format_inspection
+from graphfix.report import format_summary
+from graphfix.validate.bench import format_bench
+from graphfix.validate.parity import format_parity
+from graphfix.validate.profile import format_profile
+from graphfix.validate.tune import format_tune
 
 __all__ = ["main", "cli"]
 

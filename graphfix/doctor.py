@@ -66,8 +66,7 @@ __all__ = [
     "GpuInfo",
     "Problem",
     "DoctorReport",
-    "diagnose",
-]
+    "diagnose", "format_doctor"]
 
 logger = logging.getLogger(__name__)
 
@@ -337,3 +336,33 @@ def _provider_problems(
         problems.append(Problem("tensorrt", "the installed onnxruntime has no TensorRT provider",
                                 "pip install onnxruntime-gpu"))
     return problems
+
+
+# --------------------------------------------------------------------------------------------
+# For a terminal
+
+
+def format_doctor(found: dict[str, Any]) -> str:
+    """The environment check (``DoctorReport.to_dict()``) for a terminal."""
+    lines = ["versions: " + ", ".join(
+        f"{k} {v or 'missing'}" for k, v in found["versions"].items())]
+    lines.append(f"onnxruntime from: {found.get('onnxruntime_distribution') or '?'}"
+                 + (f" (built for CUDA {found['onnxruntime_cuda_version']})"
+                    if found.get("onnxruntime_cuda_version") else ""))
+    lines.append(f"highest IR version ORT loads: {found.get('max_ir_version')}")
+    for key, status in found["providers"].items():
+        state = "loads" if status["loadable"] else (
+            "listed but does not load" if status["available"] else "not available")
+        lines.append(f"provider {key}: {state}"
+                     + (f" ({status['error']})" if status.get("error") and not status["loadable"]
+                        else ""))
+    for library in found.get("libraries", []):
+        lines.append(f"library {library['name']} ({library['role']}): "
+                     + (library.get("path") or "found" if library["found"] else "missing"))
+    for gpu in found.get("gpus", []):
+        lines.append(f"GPU {gpu['name']}, {gpu.get('memory_total_mib')} MiB, "
+                     f"driver {gpu.get('driver_version')}")
+    for problem in found.get("problems", []):
+        lines.append(f"problem ({problem['provider']}): {problem['what']}\n  fix: {problem['fix']}")
+    lines.append("ok" if found.get("ok") else f"not usable: {found.get('requested') or 'cpu'}")
+    return "\n".join(lines)

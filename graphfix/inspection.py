@@ -19,7 +19,7 @@ import graphfix.passes  # noqa: F401 - the pass library registers its passes on 
 from graphfix import model_io, registry
 from graphfix.report import ModelFacts, model_facts
 
-__all__ = ["Inspection", "inspect", "STRUCTURAL_PASSES"]
+__all__ = ["Inspection", "inspect", "STRUCTURAL_PASSES", "format_inspection"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,3 +90,39 @@ def inspect(model: model_io.ModelSource) -> Inspection:
         working.CopyFrom(loaded.model)
     return Inspection(str(loaded.path) if loaded.path else None, facts, warnings,
                       _would_change(working))
+
+
+# --------------------------------------------------------------------------------------------
+# For a terminal
+
+
+def format_inspection(found: dict[str, Any]) -> str:
+    """``graphfix inspect``'s text, from :meth:`graphfix.inspection.Inspection.to_dict`."""
+    lines = [str(found["model"])]
+    opsets = ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in found["opsets"].items())
+    lines.append(f"  IR {found['ir_version']}, opsets: {opsets}, "
+                 f"producer: {found['producer'] or '?'}")
+    lines.append(f"  size: {found['size_bytes']} bytes"
+                 f"{' (external data)' if found['external_data'] else ''}, "
+                 f"{found['nodes']} nodes, {found['initializers']} initializers, "
+                 f"{found['subgraphs']} subgraphs")
+    listed = set(found["initializer_input_names"])
+    for kind, tensors in (("input", [t for t in found["inputs"] if t["name"] not in listed]),
+                          ("output", found["outputs"])):
+        for t in tensors:
+            shape = "?" if t["shape"] is None else "[" + ", ".join(
+                "?" if d is None else str(d) for d in t["shape"]) + "]"
+            note = (f" ({t['unknown_written_as']} read as an unknown size)"
+                    if t.get("unknown_written_as") is not None else "")
+            lines.append(f"  {kind:6} {t['name']}: {t['dtype']}{shape}{note}")
+    ops = ", ".join(f"{op} {n}" for op, n in sorted(found["op_histogram"].items(),
+                                                      key=lambda kv: (-kv[1], kv[0])))
+    lines.append(f"  ops: {ops or 'none'}")
+    lines.append(f"  Transposes: {found['transposes']}")
+    lines.append(f"  initializers listed as inputs: {found['initializer_inputs']}")
+    if found["dynamic_dims"]:
+        lines.append(f"  dynamic dimensions: {', '.join(found['dynamic_dims'])}")
+    lines += [f"  warning: {w}" for w in found["warnings"]]
+    lines.append("graphfix would (structural passes; run `graphfix optimize` for the rest):")
+    lines += [f"  {name}: {change}" for name, change in found["would_change"].items()]
+    return "\n".join(lines)

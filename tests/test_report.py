@@ -7,7 +7,8 @@ import json
 import onnx
 
 import graphfix
-from graphfix.report import SCHEMA, format_inspection, format_summary, model_facts, op_histogram
+from graphfix.inspection import format_inspection
+from graphfix.report import SCHEMA, format_summary, model_facts, op_histogram
 from graphfix.models.sample import SAMPLE_PATH
 
 FUNCTION_MODEL = """

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path

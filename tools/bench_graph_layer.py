@@ -15,10 +15,8 @@ Needs the ``tools`` extra (onnx-graphsurgeon is not a graphfix dependency).
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import onnx
 

@@ -41,7 +41,7 @@ import onnx
 
 import graphfix
 from graphfix import model_io
-from graphfix.report import format_tune
+from graphfix.validate.tune import format_tune
 from graphfix.validate.bench import feeds_by_model
 from graphfix.validate.session_config import SessionConfig
 from graphfix.validate.stats import SLOWER, bootstrap_speedup

@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import onnx
 
 import graphfix
 from graphfix.graph import all_nodes

@@ -127,6 +127,7 @@ from graphfix.validate.timing import (
     parse_profile,
     profile,
 )
+from graphfix.report import num, table
 
 __all__ = [
     "FASTER",
@@ -146,8 +147,7 @@ __all__ = [
     "session_settings",
     "settings_from_config",
     "feeds_by_model",
-    "read_feeds",
-]
+    "read_feeds", "format_bench"]
 
 logger = logging.getLogger(__name__)
 
@@ -509,3 +509,53 @@ def _placements(
                 hint="CUDA graphs need the whole model on CUDA; benchmark without cuda_graph",
             )
     return placements, outputs, warnings
+
+
+# --------------------------------------------------------------------------------------------
+# For a terminal
+
+
+def format_bench(bench: dict[str, Any], name: str, other: str | None) -> str:
+    """A benchmark (``BenchResult.to_dict()``) as a latency table and the speedup line."""
+    labels = {"candidate": name, "baseline": other or "baseline",
+              "candidate_offline": f"{name} (ORT opt off)",
+              "baseline_offline": f"{other or 'baseline'} (ORT opt off)"}
+    rows = []
+    for key, label in labels.items():
+        stats = bench.get(key)
+        if stats:
+            rows.append([label, f"{stats['median_ms']:.3f}", f"{stats['p90_ms']:.3f}",
+                         f"{stats['min_ms']:.3f}", f"{stats['session_create_ms']:.0f}"])
+    lines = table(rows, ["model", "median ms", "p90 ms", "min ms", "session ms"])
+    lines.append(
+        f"provider {bench['provider']} ({', '.join(bench['session_providers'])}), "
+        f"{bench['threads']} thread(s), {bench['warmup']} warm-up + {bench['runs']} rounds"
+        + (" (one session alive at a time: threads spin)"
+           if bench.get("method") == "alone" else "")
+    )
+    if bench.get("speedup") is not None:
+        lines.append(
+            f"speedup {num(bench['speedup'])}x, {bench['confidence']:.0%} interval "
+            f"[{num(bench['ci_low'])}, {num(bench['ci_high'])}]: {bench['verdict']}"
+        )
+    offline = bench.get("offline_speedup")
+    if offline:
+        lines.append(
+            f"{name} with ORT optimizations off vs {other or 'baseline'} under ORT defaults: "
+            f"{num(offline['speedup'])}x [{num(offline['ci_low'])}, "
+            f"{num(offline['ci_high'])}]: {offline['verdict']}"
+        )
+    both = bench.get("both_offline_speedup")
+    if both:
+        lines.append(
+            f"both with ORT optimizations off: {num(both['speedup'])}x "
+            f"[{num(both['ci_low'])}, {num(both['ci_high'])}]: {both['verdict']}"
+        )
+    for label, placement in bench.get("placement", {}).items():
+        nodes = ", ".join(f"{p.replace('ExecutionProvider', '')} {n}"
+                          for p, n in placement.get("nodes", {}).items())
+        if nodes:
+            lines.append(f"placement {labels.get(label, label)}: {nodes}, "
+                         f"Memcpy {placement.get('memcpy_nodes', 0)}")
+    lines += [f"warning: {w}" for w in bench.get("warnings", [])]
+    return "\n".join(lines)

@@ -55,6 +55,7 @@ from graphfix.options import DEVICES, PROVIDERS, Tolerance, check_provider, defa
 from graphfix.providers import resolve_provider, session_providers
 from graphfix import feeds as feeds_module
 from graphfix.feeds import Feeds
+from graphfix.report import num, percent, table
 
 __all__ = [
     "OutputParity",
@@ -62,8 +63,7 @@ __all__ = [
     "ReferenceOutputs",
     "ReferenceRun",
     "check_parity",
-    "compare_output",
-]
+    "compare_output", "format_parity"]
 
 logger = logging.getLogger(__name__)
 
@@ -690,3 +690,35 @@ def _shapes(feed: Feeds) -> str:
 
 def _dtype_name(value: Any) -> str:
     return "sequence" if isinstance(value, list) else str(np.asarray(value).dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# For a terminal
+
+
+def format_parity(parity: dict[str, Any]) -> str:
+    """The outputs of a parity check (``ParityResult.to_dict()``) as a table, then the verdict."""
+    rows = []
+    for o in parity.get("outputs", []):
+        rows.append([
+            o["name"],
+            f"{o['dtype']}{o['shape'] if o.get('shape') is not None else ''}",
+            num(o.get("max_abs_error")),
+            num(o.get("max_rel_error")),
+            num(o.get("cosine")) if o.get("cosine") is not None else "-",
+            percent(o.get("tolerance_used")),
+            "ok" if o["passed"] else "FAIL",
+        ])
+    lines = table(rows, ["output", "type", "max abs", "max rel", "cosine", "of tol", ""]) if rows else []
+    for index, run in enumerate(parity.get("runs", [])):
+        shapes = ", ".join(f"{name} {desc}" for name, desc in run.items())
+        lines.append(f"run {index}: {shapes or 'no inputs'}")
+    lines += [f"note: {note}" for note in parity.get("notes", [])]
+    if parity.get("problem"):
+        lines.append(f"problem: {parity['problem']}")
+    for o in parity.get("outputs", []):
+        if not o["passed"]:
+            lines.append(f"{o['name']}: {o['reason']}")
+    verdict = "parity holds" if parity.get("passed") else "parity FAILED"
+    lines.append(f"{verdict} ({parity.get('seconds', 0):.1f}s on {parity.get('provider')})")
+    return "\n".join(lines)

@@ -99,9 +99,10 @@ from graphfix.validate.timing import (
     open_session,
     ort_version,
 )
+from graphfix.report import size_text, table
 
 __all__ = ["OBJECTIVES", "Knob", "KNOBS", "Facts", "Candidate", "TuneResult", "tune",
-           "choose", "facts_of"]
+           "choose", "facts_of", "format_tune"]
 
 logger = logging.getLogger(__name__)
 
@@ -705,3 +706,44 @@ def _measured(default: Candidate, winner: Candidate, statistic: str) -> dict[str
 def _versions() -> dict[str, str]:
     """The runtime the settings were measured on (they may not carry over to another)."""
     return {"onnxruntime": ort_version()}
+
+
+# --------------------------------------------------------------------------------------------
+# For a terminal
+
+
+def format_tune(data: dict[str, Any]) -> str:
+    """A tuning run (``TuneResult.to_dict()``): the candidates' table, the decision, the
+    configuration and the Python snippet."""
+    per = " per sample" if data["objective"] == "throughput" else ""
+    rows = []
+    for c in data["candidates"]:
+        s = c.get("speedup")
+        measured = c["median_ms"] is not None
+        rows.append([
+            c["name"][:40], c["status"],
+            f"{c['median_ms']:.3f}" if measured else "-",
+            f"{c['p90_ms']:.3f}" if measured else "-",
+            f"{c['p99_ms']:.3f}" if measured else "-",
+            f"{c['cv']:.2f}" if measured else "-",
+            size_text(c["peak_bytes"]) if c.get("peak_bytes") is not None else "-",
+            f"{s['speedup']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]" if s else "-",
+            str(c["rounds"]),
+        ])
+    lines = [f"provider {data['provider']}, objective {data['objective']}, "
+             f"{data['calls_per_block']} calls per block after {data['warmup_per_block']} "
+             f"warm-up, one session alive at a time ({data['seconds']:.1f} s of a "
+             f"{data['budget_s']:g} s budget)"]
+    lines += table(rows, ["candidate", "status", f"median ms{per}", "p90", "p99", "cv",
+                           "peak mem", "speedup vs default", "rounds"])
+    for c in data["candidates"]:
+        if c["reason"] and c["status"] in ("dropped", "not applicable"):
+            lines.append(f"  {c['name']}: {c['status']}: {c['reason']}")
+    aa = data.get("aa")
+    if aa:
+        lines.append(f"A/A (the default against itself): {aa['speedup']:.3f}x "
+                     f"[{aa['ci_low']:.3f}, {aa['ci_high']:.3f}]: {aa['verdict']}")
+    lines.append(f"winner: {data['winner']}: {data['reason']}")
+    lines += [f"warning: {w}" for w in data.get("warnings", [])]
+    lines += ["", "in your code:", data["snippet"].rstrip()]
+    return "\n".join(lines)

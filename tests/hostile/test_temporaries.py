@@ -160,6 +160,7 @@ def test_an_abandoned_staging_folder_is_swept_by_a_report_write(gf):
     outcome = gf.invoke("optimize", "m.onnx", "out.onnx", "--report", "reports/r.json")
     assert outcome.code == 0, outcome.describe()
     assert sorted(os.listdir(gf.folder / "reports")) == ["r.json"]
+    assert not staging.exists()
 
 
 def test_a_live_staging_folder_is_left_alone(gf):

@@ -108,9 +108,10 @@ from graphfix.validate.timing import (
     default_threads,
     measure_runs,
 )
+from graphfix.report import size_text, table
 
 __all__ = ["SCHEMA", "ProfileResult", "ModelProfile", "Accounting", "Finding", "KINDS",
-           "profile", "files_read"]
+           "profile", "files_read", "format_profile"]
 
 logger = logging.getLogger(__name__)
 
@@ -416,3 +417,87 @@ def _trial_arm(label: str, trial: Trial, model: onnx.ModelProto,
         return Arm(label, Config(label, fixed, changed.optimization), changed, feed), batch
     except (TypeError, ValueError) as err:
         raise BenchmarkError(first_line(err)) from None
+
+
+# --------------------------------------------------------------------------------------------
+# For a terminal
+
+
+def _profile_head(profile: dict[str, Any]) -> list[str]:
+    a = profile["accounting"]
+    setup = f"session set-up {a['session_create_ms']:.1f} ms"
+    return [
+        f"{profile['name']}: median {a['latency_ms']:.3f} ms, p99 {a['p99_ms']:.3f} ms; "
+        f"with ORT's profiler {a['profiled_ms']:.3f} ms ({a['profiler_overhead']:.2f}x); {setup}",
+        f"  node times account for {a['accounted']:.1%} of a call (framework overhead "
+        f"{a['framework_ms']:.3f} ms); layout/dtype glue {a['glue_share']:.1%}, compute "
+        f"{a['compute_share']:.1%}"
+        + (f"; Memcpy {a['memcpy_nodes']} node(s), {size_text(a['memcpy_bytes'])}/call"
+           if a["memcpy_nodes"] else "")
+        + (f"; {a['cpu_nodes']} node(s) on the CPU provider ({a['cpu_ms']:.3f} ms)"
+           if a["cpu_nodes"] else ""),
+    ]
+
+
+def _findings_lines(findings: list[dict[str, Any]]) -> list[str]:
+    if not findings:
+        return ["  none: nothing in this run supports a finding"]
+    lines = []
+    for index, found in enumerate(findings, 1):
+        lines.append(f"  {index}. {found['kind']}: {found['reason']}")
+        lines.append(f"     fix: {found['fix']}")
+        measured = found.get("measured")
+        if measured:
+            what = "" if measured["statistic"] == "median" else f" {measured['statistic']}"
+            lines.append(
+                f"     measured here: {measured['speedup']:.2f}x [{measured['ci_low']:.2f}, "
+                f"{measured['ci_high']:.2f}] {measured['verdict']} ({what.strip() or 'median'} "
+                f"{measured['baseline_ms']:.3f} -> {measured['candidate_ms']:.3f} ms)")
+        if found.get("note"):
+            lines.append(f"     note: {found['note']}")
+    return lines
+
+
+def format_profile(data: dict[str, Any], top: int = 10) -> str:
+    """A profile (``ProfileResult.to_dict()``) for a terminal: accounting, the op types and
+    the slowest nodes, the comparison with the other model, and the ranked findings."""
+    settings = data["settings"]["session_options"]
+    threads = settings["intra_op_num_threads"] or "ORT's default"
+    lines = [f"provider {data['provider']}, {threads} thread(s), {data['warmup']} warm-up + "
+             f"{data['runs']} timed calls"]
+    model, other = data["model"], data.get("other")
+    lines += _profile_head(model)
+    if other:
+        lines += _profile_head(other)
+        c = data.get("comparison")
+        if c:
+            lines.append(f"{model['name']} vs {other['name']}: {c['speedup']:.3f}x "
+                         f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]: {c['verdict']}")
+        rows = [[row["op_type"], str(row["model_count"]), f"{row['model_ms']:.3f}",
+                 str(row["other_count"]), f"{row['other_ms']:.3f}", f"{row['delta_ms']:+.3f}"]
+                for row in data["moved"][:top]]
+        lines += ["", "where the time moved (ms per call):"]
+        lines += table(rows, ["op type", "nodes", model["name"][:24], "nodes",
+                               other["name"][:24], "change"])
+    else:
+        rows = [[row["op_type"], str(row["count"]), f"{row['ms']:.3f}", f"{row['share']:.1%}",
+                 ",".join(p.replace("ExecutionProvider", "") for p in row["providers"])]
+                for row in model["op_types"][:top]]
+        lines += ["", "op types (ms per call):"]
+        lines += table(rows, ["op type", "nodes", "ms", "share", "provider"])
+    rows = []
+    for node in model["nodes"][:top]:
+        shapes = ", ".join(f"{t}{d}" for s in node["output_shapes"] for t, d in s.items())
+        rows.append([node["name"][:40], node["op_type"], f"{node['ms']:.3f}",
+                     f"{node['share']:.1%}", shapes[:36],
+                     ", ".join(node["stands_for"])[:40]])
+    lines += ["", f"slowest nodes of {model['name']}:"]
+    lines += table(rows, ["node", "op type", "ms", "share", "output", "stands for"])
+    lines += ["", "findings, most worth doing first:"]
+    lines += _findings_lines(data["findings"])
+    if other:
+        lines += [f"findings for {other['name']}:"]
+        lines += _findings_lines(data.get("other_findings", []))
+    lines += [f"warning: {w}" for w in data.get("warnings", [])]
+    lines.append(f"({data['seconds']:.1f}s)")
+    return "\n".join(lines)
