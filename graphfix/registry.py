@@ -4,7 +4,7 @@ A pass is a class registered under a kebab-case name::
 
     @register("eliminate-transposes")
     class EliminateTransposes(Pass):
-        \"\"\"Push NHWC transposes through layout-agnostic ops until they cancel.\"\"\"
+        \"\"\"Cancel, compose, fold and push Transposes through layout-agnostic ops (NHWC clean-up).\"\"\"
 
         def __init__(self, *, keep_reduction_order: bool = False) -> None: ...
         def call(self, model: onnx.ModelProto) -> PassResult: ...

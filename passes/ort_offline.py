@@ -269,7 +269,7 @@ class OrtOffline(Pass):
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         stats: dict[str, Any] = {
-            "nodes_before": len(model.graph.node),
+            "nodes_before": count_nodes(model),
             "initializers_before": len(model.graph.initializer),
         }
         try:
@@ -305,7 +305,7 @@ class OrtOffline(Pass):
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
         stats.update(
-            nodes_after=len(optimized.graph.node),
+            nodes_after=count_nodes(optimized),
             initializers_after=len(optimized.graph.initializer),
             contrib_ops=sum(1 for n in optimized.graph.node
                             if f"{n.domain or 'ai.onnx'}::{n.op_type}" in contrib),

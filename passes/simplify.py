@@ -404,7 +404,7 @@ class Simplify(Pass):
         # into 0.0): the optimizers that would do it here do not run.
         self._zero_signs = (signed_zero_twins(crossing), inexact_zero_nops(crossing))
         stats: dict[str, int] = {
-            "nodes_before": len(model.graph.node),
+            "nodes_before": count_nodes(model),
             "initializers_before": len(model.graph.initializer),
             "tensor_bytes_before": weight_bytes(model),
             "stand_ins": len(stand_ins),
@@ -444,7 +444,7 @@ class Simplify(Pass):
         # says about itself stays the original's.
         del result.metadata_props[:]
         result.metadata_props.extend(model.metadata_props)
-        stats.update(nodes_after=len(result.graph.node),
+        stats.update(nodes_after=count_nodes(result),
                      initializers_after=len(result.graph.initializer), bytes_after=result_size,
                      tensor_bytes_after=weight_bytes(result))
         return PassResult(result, True, stats=stats, warnings=warnings)

@@ -211,7 +211,7 @@ def test_keep_reduction_order_keeps_the_transpose_before_the_pool(tmp_path) -> N
         assert ops.count("Transpose") == transposes, ops
         options = [p["options"] for p in json.loads(report.read_text())["passes"]
                    if p["name"] == "eliminate-transposes"]
-        assert all(o["reorder_reductions"] is not bool(flag) for o in options)
+        assert all(o["keep_reduction_order"] is bool(flag) for o in options)
 
 
 def _nhwc_conv(tmp_path):

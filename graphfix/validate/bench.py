@@ -64,8 +64,8 @@ CUDA, compute nodes left on the CPU provider give a warning.
       "threads": int, "warmup": int, "runs": int, "seed": int,
       "cuda_graph": bool, "dynamic_block_base": int|null, "allow_spinning": bool,
       "input_shapes": {input name: [int]},      # the shapes that were fed
-      "candidate": Stats, "baseline": Stats|null,
-      "candidate_offline": Stats|null, "baseline_offline": Stats|null,   # offline=True
+      "candidate": LatencyStats, "baseline": LatencyStats|null,
+      "candidate_offline": LatencyStats|null, "baseline_offline": LatencyStats|null,   # offline=True
       "speedup": float|null, "ci_low": float|null, "ci_high": float|null,
       "confidence": float, "verdict": "faster"|"slower"|"no significant difference"|null,
       "offline_speedup": Comparison|null,       # baseline (ORT defaults) vs candidate_offline
@@ -77,7 +77,7 @@ CUDA, compute nodes left on the CPU provider give a warning.
       "baseline_settings": Settings|null,       # the baseline's, when a baseline ran
       "model_nodes": {"candidate": int, "baseline": int}  # each model's nodes as given
     }
-    Stats = {"label": str, "optimization": "all"|"disabled", "median_ms": float,
+    LatencyStats = {"label": str, "optimization": "all"|"disabled", "median_ms": float,
              "p90_ms": float, "min_ms": float, "mean_ms": float, "runs": int,
              "session_create_ms": float}
     Comparison = {"speedup": float, "ci_low": float, "ci_high": float,
@@ -110,7 +110,7 @@ from graphfix.validate.stats import (
     NO_DIFFERENCE,
     SLOWER,
     Comparison,
-    Stats,
+    LatencyStats,
     bootstrap_speedup,
     summarize,
     verdict,
@@ -133,7 +133,7 @@ __all__ = [
     "FASTER",
     "SLOWER",
     "NO_DIFFERENCE",
-    "Stats",
+    "LatencyStats",
     "Comparison",
     "Placement",
     "BenchResult",
@@ -170,10 +170,10 @@ class BenchResult:
     dynamic_block_base: int | None
     allow_spinning: bool
     input_shapes: dict[str, list[int]]
-    candidate: Stats
-    baseline: Stats | None = None
-    candidate_offline: Stats | None = None
-    baseline_offline: Stats | None = None
+    candidate: LatencyStats
+    baseline: LatencyStats | None = None
+    candidate_offline: LatencyStats | None = None
+    baseline_offline: LatencyStats | None = None
     comparison: Comparison | None = None
     offline_comparison: Comparison | None = None
     # Both models with ORT's optimizations off (deployments that load pre-optimized models).
@@ -206,7 +206,7 @@ class BenchResult:
         return self.comparison.verdict if self.comparison else None
 
     def to_dict(self) -> dict[str, Any]:
-        def stats(value: Stats | None) -> dict[str, Any] | None:
+        def stats(value: LatencyStats | None) -> dict[str, Any] | None:
             return value.to_dict() if value is not None else None
 
         return {

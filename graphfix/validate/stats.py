@@ -23,7 +23,7 @@ __all__ = [
     "SLOWER",
     "NO_DIFFERENCE",
     "STATISTICS",
-    "Stats",
+    "LatencyStats",
     "Comparison",
     "Speedup",
     "summarize",
@@ -40,7 +40,7 @@ STATISTICS: dict[str, float] = {"median": 0.5, "p90": 0.9, "p99": 0.99}
 
 
 @dataclasses.dataclass
-class Stats:
+class LatencyStats:
     """Per-call latency of one session, in milliseconds."""
 
     label: str
@@ -93,12 +93,12 @@ class Speedup(Comparison):
                 f"{self.verdict}")
 
 
-def summarize(label: str, optimization: str, times_ms: Sequence[float], create_ms: float) -> Stats:
+def summarize(label: str, optimization: str, times_ms: Sequence[float], create_ms: float) -> LatencyStats:
     """Median, p90, min and mean of one session's per-call times."""
     times = np.asarray(times_ms, dtype=np.float64).ravel()
     if times.size == 0:
         raise BenchmarkError(f"no timed runs for {label}", hint="use runs >= 1")
-    return Stats(
+    return LatencyStats(
         label=label,
         optimization=optimization,
         median_ms=float(np.median(times)),

@@ -47,7 +47,7 @@ from graphfix.errors import (
 )
 from graphfix.graph import all_nodes
 from graphfix.options import DEVICES, PROVIDERS, check_provider
-from graphfix.validate.stats import Stats, summarize
+from graphfix.validate.stats import LatencyStats, summarize
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -453,7 +453,7 @@ class Measurement:
         """Every timed call of ``label``, in order."""
         return [t for block in self.times[label] for t in block]
 
-    def stats(self, label: str, optimization: str, *, scale: float = 1.0) -> Stats:
+    def stats(self, label: str, optimization: str, *, scale: float = 1.0) -> LatencyStats:
         """Median, p90, min and mean of ``label``'s calls (each divided by ``scale``)."""
         created = self.created_ms[label]
         return summarize(label, optimization, [t / scale for t in self.calls(label)],

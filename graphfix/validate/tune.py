@@ -101,7 +101,7 @@ from graphfix.validate.timing import (
 )
 from graphfix.report import size_text, table
 
-__all__ = ["OBJECTIVES", "Knob", "KNOBS", "Facts", "Candidate", "TuneResult", "tune",
+__all__ = ["OBJECTIVES", "Knob", "KNOBS", "Workload", "Candidate", "TuneResult", "tune",
            "choose", "facts_of", "format_tune"]
 
 logger = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ _COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Attention", "L
 
 
 @dataclasses.dataclass(frozen=True)
-class Facts:
+class Workload:
     """What the knobs' applicability reads: the model's shape and the machine."""
 
     provider: str
@@ -140,7 +140,7 @@ class Facts:
     dynamic_batch: bool
 
 
-def _always(facts: Facts) -> str | None:
+def _always(facts: Workload) -> str | None:
     return None
 
 
@@ -161,9 +161,9 @@ class Knob:
     name: str
     provider: str
     changes_numerics: bool
-    values: Callable[[Facts], tuple[Any, ...]]
+    values: Callable[[Workload], tuple[Any, ...]]
     apply: Callable[[Settings, int, Any], tuple[Settings, int]]
-    applies: Callable[[Facts], str | None] = _always
+    applies: Callable[[Workload], str | None] = _always
     parse: Callable[[str], Any] = str
 
 
@@ -179,29 +179,29 @@ def _cuda_option(name: str) -> Callable[[Settings, int, Any], tuple[Settings, in
     return apply
 
 
-def _branchy(facts: Facts) -> str | None:
+def _branchy(facts: Workload) -> str | None:
     return None if facts.width >= 2 else "the graph is a chain: no branches to run in parallel"
 
 
-def _threaded(facts: Facts) -> str | None:
+def _threaded(facts: Workload) -> str | None:
     return None if facts.cores > 1 else "one core: no thread pool to split work for"
 
 
-def _conv(facts: Facts) -> str | None:
+def _conv(facts: Workload) -> str | None:
     return None if facts.has_conv else "no convolution in the model"
 
 
-def _conv1d(facts: Facts) -> str | None:
+def _conv1d(facts: Workload) -> str | None:
     return None if facts.has_conv1d else "no 1-D convolution in the model"
 
 
-def _graphable(facts: Facts) -> str | None:
+def _graphable(facts: Workload) -> str | None:
     if facts.control_flow:
         return "control flow (If/Loop/Scan) cannot be captured"
     return None if facts.static_inputs else "dynamic input shapes (fix them with input_shapes)"
 
 
-def _batched(facts: Facts) -> str | None:
+def _batched(facts: Workload) -> str | None:
     if facts.objective != "throughput":
         return "batch sizes are tried for the throughput objective"
     return None if facts.dynamic_batch else "the batch dimension is fixed"
@@ -243,7 +243,7 @@ _BY_NAME = {knob.name: knob for knob in KNOBS}
 
 
 def facts_of(model: onnx.ModelProto, *, provider: str, objective: str,
-             input_shapes: Mapping[str, Sequence[int]] | None) -> Facts:
+             input_shapes: Mapping[str, Sequence[int]] | None) -> Workload:
     nodes = list(all_nodes(model.graph))
     conv1d = False
     shapes = {init.name: len(init.dims) for init in model.graph.initializer}
@@ -252,7 +252,7 @@ def facts_of(model: onnx.ModelProto, *, provider: str, objective: str,
             conv1d = True
     specs = input_specs(model)
     pinned = set(input_shapes or {})
-    return Facts(
+    return Workload(
         provider=provider, objective=objective, cores=default_threads(),
         width=_width(model.graph), has_conv=any(n.op_type in _CONV for n in nodes),
         has_conv1d=conv1d, control_flow=any(n.op_type in _CONTROL_FLOW for n in nodes),
@@ -322,7 +322,7 @@ class Candidate:
         }
 
 
-def _candidates(facts: Facts, default: Settings,
+def _candidates(facts: Workload, default: Settings,
                 space: Mapping[str, Sequence[Any]] | None) -> list[Candidate]:
     """The default, its A/A copy, and one candidate per applicable knob value (``space``
     restricts the knobs and their values; a knob named there is tried whatever the model)."""

@@ -88,7 +88,7 @@ logged at DEBUG. If/Loop/Scan bodies are optimized as graphs of their own; a val
 enclosing scope is never rewired or removed under the body that reads it.
 
 Sum-like reductions (ReduceSum, ReduceMean, ReduceL2, ..., rules 4g and 7b) add in memory order,
-so after a push the float result can differ in the last bits; ``reorder_reductions=False``
+so after a push the float result can differ in the last bits; ``keep_reduction_order=True``
 makes them barriers and keeps every output bit-identical. Every other rewrite only moves data.
 
 Layers, each importing only those before it: :mod:`.perm` (permutation algebra), :mod:`.ops`
@@ -113,7 +113,7 @@ from .boundary import channels_first
 from .facts import infer
 from .loops import lift_scan_transposes, scan_outputs
 from .ops import STANDARD_DOMAINS, is_transpose
-from .edits import Stats
+from .edits import RewriteCounts
 from .rewrite import Rewriter
 from graphfix.registry import Fallback, Pass, PassResult, register
 
@@ -137,9 +137,10 @@ class EliminateTransposes(Pass):
     """Cancel, compose, fold and push Transposes through layout-agnostic ops (NHWC clean-up).
 
     Options:
-        reorder_reductions: push through sum-like reductions (ReduceSum, ReduceMean, ReduceL2,
-            ...), whose float results may then differ in the last bits because elements are
-            added in another order. False keeps every output bit-identical.
+        keep_reduction_order: do not push through sum-like reductions (ReduceSum, ReduceMean,
+            ReduceL2, ...), whose float results would then differ in the last bits because
+            elements are added in another order: every output stays bit-identical, at the cost
+            of the Transposes those reductions hold (``--keep-reduction-order``).
         inputs_as_nchw: names of channels-last graph inputs (``[N, ..., C]``, rank 3 or more) to
             declare channels-first (``[N, C, ...]``): a signature change, made on request only.
             The converter's Transpose after such an input then cancels. Recorded in the model's
@@ -151,36 +152,36 @@ class EliminateTransposes(Pass):
     def __init__(
         self,
         *,
-        reorder_reductions: bool = True,
+        keep_reduction_order: bool = False,
         inputs_as_nchw: Sequence[str] = (),
         outputs_as_nchw: Sequence[str] = (),
     ) -> None:
-        if not isinstance(reorder_reductions, bool):
+        if not isinstance(keep_reduction_order, bool):
             raise PassError(
-                f"reorder_reductions must be a bool, got {type(reorder_reductions).__name__}"
+                f"keep_reduction_order must be a bool, got {type(keep_reduction_order).__name__}"
             )
-        self.reorder_reductions = reorder_reductions
+        self.keep_reduction_order = keep_reduction_order
         self.inputs_as_nchw = _names_option("inputs_as_nchw", inputs_as_nchw)
         self.outputs_as_nchw = _names_option("outputs_as_nchw", outputs_as_nchw)
 
     @classmethod
     def configured(cls, run: RunOptions) -> EliminateTransposes:
-        return cls(reorder_reductions=not run.keep_reduction_order,
+        return cls(keep_reduction_order=run.keep_reduction_order,
                    inputs_as_nchw=run.inputs_as_nchw, outputs_as_nchw=run.outputs_as_nchw)
 
     def fallbacks(self) -> list[Fallback]:
         # Pushing a Transpose through a sum-like reduction reorders a float sum: the one rewrite
         # of this pass whose result is not bit-identical.
-        if not self.reorder_reductions:
+        if self.keep_reduction_order:
             return []
         return [Fallback("reordering reductions", EliminateTransposes(
-            reorder_reductions=False, inputs_as_nchw=self.inputs_as_nchw,
+            keep_reduction_order=True, inputs_as_nchw=self.inputs_as_nchw,
             outputs_as_nchw=self.outputs_as_nchw))]
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         opset = next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 0)
         before = _count_transposes(model.graph)
-        stats = Stats()
+        stats = RewriteCounts()
         warnings = channels_first(model, self.inputs_as_nchw, self.outputs_as_nchw)
         modified = bool(warnings)
         if _count_transposes(model.graph):
@@ -200,7 +201,7 @@ class EliminateTransposes(Pass):
                 stats.lifted_out_of_loops += lifted
                 rewriter = Rewriter(graph, opset=opset, ir_version=model.ir_version,
                                     names=names, inferred=inferred, stats=stats,
-                                    keep_reduction_order=not self.reorder_reductions,
+                                    keep_reduction_order=self.keep_reduction_order,
                                     liftable=liftable)
                 rewriter.run()
                 return changed or bool(lifted) or rewriter.modified
@@ -224,12 +225,12 @@ class EliminateTransposes(Pass):
 def eliminate_transposes(
     model: onnx.ModelProto,
     *,
-    reorder_reductions: bool = True,
+    keep_reduction_order: bool = False,
     inputs_as_nchw: Sequence[str] = (),
     outputs_as_nchw: Sequence[str] = (),
 ) -> onnx.ModelProto:
     """Function twin of :class:`EliminateTransposes`: rewrites ``model`` in place, returns it."""
     return EliminateTransposes(
-        reorder_reductions=reorder_reductions, inputs_as_nchw=inputs_as_nchw,
+        keep_reduction_order=keep_reduction_order, inputs_as_nchw=inputs_as_nchw,
         outputs_as_nchw=outputs_as_nchw,
     )(model).model

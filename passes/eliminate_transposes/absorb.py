@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 import onnx
 
-from .facts import Facts, Shape
+from .facts import GraphFacts, Shape
 from .ops import STANDARD_DOMAINS, attr
 from .perm import Perm
 
@@ -29,7 +29,7 @@ class Absorb:
 _ABSORBERS = frozenset({"Flatten", "Reshape", "Shape", "Size", "CastLike"})
 
 
-def absorber(facts: Facts, node: onnx.NodeProto, source: str, perm: Perm) -> Absorb | None:
+def absorber(facts: GraphFacts, node: onnx.NodeProto, source: str, perm: Perm) -> Absorb | None:
     """Rule 7: whether ``node``, reading ``T(perm)`` as ``source``, can take it in."""
     if node.op_type not in _ABSORBERS or node.domain not in STANDARD_DOMAINS:
         return None
@@ -47,7 +47,7 @@ def absorber(facts: Facts, node: onnx.NodeProto, source: str, perm: Perm) -> Abs
     return None
 
 
-def flattens_into_weights(facts: Facts, node: onnx.NodeProto, source: str, perm: Perm) -> bool:
+def flattens_into_weights(facts: GraphFacts, node: onnx.NodeProto, source: str, perm: Perm) -> bool:
     """Rule 7b: ``node`` flattens ``source`` to ``[batch, features]`` and only MatMul/Gemm
     with constant weights read the result."""
     shape = facts.shape(source)
@@ -69,7 +69,7 @@ def flattens_into_weights(facts: Facts, node: onnx.NodeProto, source: str, perm:
     return all(_weights_rows(facts, user, out) == features for user in users)
 
 
-def _weights_rows(facts: Facts, user: onnx.NodeProto, flat: str) -> int | None:
+def _weights_rows(facts: GraphFacts, user: onnx.NodeProto, flat: str) -> int | None:
     """The number of rows of the constant weights a MatMul/Gemm multiplies ``flat`` by (the
     columns of a ``transB`` Gemm's), or None when it is no such product."""
     if user.domain not in STANDARD_DOMAINS or user.op_type not in ("MatMul", "Gemm"):
@@ -89,7 +89,7 @@ def _weights_rows(facts: Facts, user: onnx.NodeProto, flat: str) -> int | None:
     return None if shape is None or len(shape) != 2 else shape[side]
 
 
-def _reshapes_to(facts: Facts, node: onnx.NodeProto, shape: Shape, features: int) -> bool:
+def _reshapes_to(facts: GraphFacts, node: onnx.NodeProto, shape: Shape, features: int) -> bool:
     """Whether Reshape ``node`` of a tensor of ``shape`` gives ``[shape[0], features]``."""
     target = "allowzero" if attr(node, "allowzero", 0) else facts.reshape_target(node, shape)
     if isinstance(target, list):

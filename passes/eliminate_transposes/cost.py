@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 
 from graphfix.graph import holds_graph
-from .facts import CHAIN_DEPTH, Facts, shape_bounds
+from .facts import CHAIN_DEPTH, GraphFacts, shape_bounds
 from .absorb import Absorb, absorber
 from .handlers import HANDLERS, Plan
 from .nodes import NodeTable
@@ -158,7 +158,7 @@ class Lookahead:
     outputs whose Transpose moves out of the loop (rule 8), ``whole_shapes`` the tensors whose
     whole ``Shape`` rule 7a already reads. Lifetime: one decision."""
 
-    def __init__(self, facts: Facts, pushes: Pushes, origin: str,
+    def __init__(self, facts: GraphFacts, pushes: Pushes, origin: str,
                  liftable: frozenset[str] = frozenset(),
                  whole_shapes: frozenset[str] = frozenset()) -> None:
         self.facts = facts
@@ -341,7 +341,7 @@ class Lookahead:
 
     def freed(self, group: _Group) -> Tally:
         """The nodes (and Transposes) the edits drop once the reads the push releases are gone:
-        a producer nothing reads any more goes when :meth:`Facts.droppable` says so, and so
+        a producer nothing reads any more goes when :meth:`GraphFacts.droppable` says so, and so
         on up the graph."""
         if not group.released:
             return Tally()
@@ -482,7 +482,7 @@ def _gathers(shape: onnx.NodeProto, perm: Perm) -> bool:
     return list(perm[start:end]) != list(range(start, end))
 
 
-def operand_route(facts: Facts, name: str, perm: Perm, pushed: str, lower_rank: bool) -> str:
+def operand_route(facts: GraphFacts, name: str, perm: Perm, pushed: str, lower_rank: bool) -> str:
     """How operand ``name`` of a node that ``T(perm)`` (written as ``pushed``) moves past is
     brought into the untransposed layout (case 4b), for the look-ahead and the edits alike:
     ``scalar`` (as it is), ``producer`` (it is ``T(perm)(z)``: z), ``sibling`` (an existing
@@ -531,7 +531,7 @@ def keeps_order(perm: Perm, rank: int) -> bool:
     return positions == sorted(positions)
 
 
-def sibling_transpose(facts: Facts, name: str, perm: Perm, exclude: str) -> onnx.NodeProto | None:
+def sibling_transpose(facts: GraphFacts, name: str, perm: Perm, exclude: str) -> onnx.NodeProto | None:
     """A Transpose(perm) that already reads ``name`` (its output can be shared)."""
     for user in facts.index.readers(name):
         if is_transpose(user) and user.output[0] != exclude and (

@@ -16,16 +16,16 @@ from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
 from graphfix.graph import Index, Names
-from .facts import Facts, ShapeFacts
+from .facts import GraphFacts, ShapeFacts
 from .nodes import NodeTable, Worklist
 from .ops import set_attr
 from .perm import Perm
 
-__all__ = ["Stats", "Initializers", "Edits"]
+__all__ = ["RewriteCounts", "Initializers", "Edits"]
 
 
 @dataclasses.dataclass
-class Stats:
+class RewriteCounts:
     folded_into_constants: int = 0
     pushed_through: int = 0
     converted_to_reshape: int = 0
@@ -71,7 +71,7 @@ class Edits:
     the facts and the worklist of Transposes. Lifetime: one graph's rewrite."""
 
     def __init__(self, graph: onnx.GraphProto, *, opset: int, ir_version: int, names: Names,
-                 inferred: ShapeFacts, stats: Stats, keep_reduction_order: bool) -> None:
+                 inferred: ShapeFacts, stats: RewriteCounts, keep_reduction_order: bool) -> None:
         self.graph = graph
         self.opset = opset
         self.names = names
@@ -80,7 +80,7 @@ class Edits:
         self.nodes = NodeTable(graph.node)
         self.index = Index(graph, list(self.nodes))
         self.initializers = Initializers(graph)
-        self.facts = Facts(self.index, self.nodes, self.initializers.live, opset, inferred,
+        self.facts = GraphFacts(self.index, self.nodes, self.initializers.live, opset, inferred,
                            keep_reduction_order=keep_reduction_order, ir_version=ir_version)
         self.worklist = Worklist(self.nodes)
 

@@ -30,7 +30,7 @@ from .ops import (
 from .perm import Perm, normalize_axes
 from graphfix.shapes import infer_shapes
 
-__all__ = ["Facts", "ShapeFacts", "infer", "fold_shape_only", "squeeze_axes", "shape_bounds",
+__all__ = ["GraphFacts", "ShapeFacts", "infer", "fold_shape_only", "squeeze_axes", "shape_bounds",
            "Entry"]
 
 logger = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ def infer(model: onnx.ModelProto) -> ShapeFacts:
     return facts
 
 
-class Facts:
+class GraphFacts:
     """Constants, ranks and shapes of one graph's tensors, as the rewrite leaves the graph, and
     the permutation of each Transpose (by node key). Lifetime: one graph's rewrite."""
 

@@ -20,7 +20,7 @@ from typing import Any, Union
 import numpy as np
 import onnx
 
-from .facts import Facts, Shape
+from .facts import GraphFacts, Shape
 from .ops import (
     BROADCAST_BINARY,
     ELEMENTWISE_UNARY,
@@ -57,7 +57,7 @@ class Plan:
     gather: dict[int, list[int]] = dataclasses.field(default_factory=dict)
 
 
-Handler = Callable[[Facts, onnx.NodeProto, Perm, str], Union[Plan, str]]
+Handler = Callable[[GraphFacts, onnx.NodeProto, Perm, str], Union[Plan, str]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,14 +72,14 @@ class HandlerInfo:
 
 
 # ---------------------------------------------------------------- case 4a, 4b, 4c
-def unary(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def unary(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4a; Dropout's mask has the data's shape, so it gets the same permutation.
     if source in node.input[1:] and node.input[0] != source:
         return "the Transpose reaches an input that is not the data (CastLike's type)"
     return Plan(out_perms=[perm] * len(node.output), data_slots=(0,))
 
 
-def broadcast(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def broadcast(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4b. Pre-opset-7 style explicit broadcasting is not remapped.
     if attr(node, "broadcast") is not None or attr(node, "axis") is not None:
         return "legacy broadcast attributes"
@@ -88,7 +88,7 @@ def broadcast(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Pl
         out_perms=[perm], data_slots=slots, unsqueeze=_lower_ranks(facts, node, slots, perm))
 
 
-def _lower_ranks(facts: Facts, node: onnx.NodeProto, slots: tuple[int, ...],
+def _lower_ranks(facts: GraphFacts, node: onnx.NodeProto, slots: tuple[int, ...],
                  perm: Perm) -> dict[int, list[int]]:
     """Case 4b: non-constant operands of lower rank (not scalars), aligned by broadcasting's
     rule (their axes are the trailing ones) before they are untransposed."""
@@ -100,7 +100,7 @@ def _lower_ranks(facts: Facts, node: onnx.NodeProto, slots: tuple[int, ...],
     return out
 
 
-def operands(facts: Facts, node: onnx.NodeProto, slots: tuple[int, ...], perm: Perm,
+def operands(facts: GraphFacts, node: onnx.NodeProto, slots: tuple[int, ...], perm: Perm,
              source: str, *, same_rank: bool) -> str | None:
     """Why the operands in ``slots`` cannot be brought into the untransposed layout."""
     rank = len(perm)
@@ -118,7 +118,7 @@ def operands(facts: Facts, node: onnx.NodeProto, slots: tuple[int, ...], perm: P
     return None
 
 
-def concat(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def concat(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4c.
     axes = normalize_axes([attr(node, "axis", 0)], len(perm))
     if axes is None:
@@ -128,7 +128,7 @@ def concat(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan 
         out_perms=[perm], data_slots=slots, attrs={"axis": perm[axes[0]]})
 
 
-def split(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def split(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4c.
     axes = normalize_axes([attr(node, "axis", 0)], len(perm))
     if axes is None:
@@ -138,7 +138,7 @@ def split(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan |
 
 
 # ---------------------------------------------------------------- case 4d, 4e
-def pad(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def pad(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4d.
     rank = len(perm)
     plan = Plan(out_perms=[perm], data_slots=(0,))
@@ -173,7 +173,7 @@ def pad(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | s
     return plan
 
 
-def slice_(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def slice_(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4e.
     rank = len(perm)
     plan = Plan(out_perms=[perm], data_slots=(0,))
@@ -207,7 +207,7 @@ def slice_(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan 
 
 
 # ---------------------------------------------------------------- case 4f, 4g
-def _reduce_axes(facts: Facts, node: onnx.NodeProto, rank: int, from_input: bool
+def _reduce_axes(facts: GraphFacts, node: onnx.NodeProto, rank: int, from_input: bool
                  ) -> list[int] | None | str:
     """The axes a Reduce or Arg op reduces (None: it is the identity), or why unknown."""
     if node.op_type in ("ArgMax", "ArgMin"):
@@ -228,7 +228,7 @@ def _reduce_axes(facts: Facts, node: onnx.NodeProto, rank: int, from_input: bool
     return normalize_axes(raw, rank) or "axes out of range"
 
 
-def reduce(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def reduce(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4f.
     rank = len(perm)
     if node.op_type in ORDER_SENSITIVE_REDUCE and facts.keep_reduction_order:
@@ -255,7 +255,7 @@ def reduce(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan 
     return plan
 
 
-def softmax(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def softmax(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4g.
     rank = len(perm)
     axes = normalize_axes([attr(node, "axis", -1 if facts.opset >= 13 else 1)], rank)
@@ -286,7 +286,7 @@ def _keeps_row_order(shape: Shape | None, perm: Perm, axis: int) -> bool:
 
 
 # ---------------------------------------------------------------- case 4h
-def squeeze(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def squeeze(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4h.
     rank = len(perm)
     raw = facts.axes_of(node)
@@ -313,7 +313,7 @@ def squeeze(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan
     return plan
 
 
-def unsqueeze(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def unsqueeze(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4h: the new axes keep their positions; the old axes are permuted among the rest.
     raw = facts.axes_of(node)
     if isinstance(raw, str):
@@ -327,7 +327,7 @@ def unsqueeze(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Pl
 
 
 # ---------------------------------------------------------------- case 4i, 4k
-def quantize(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def quantize(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4i.
     if attr(node, "block_size", 0):
         return "blocked quantization: scale would need the permutation too"
@@ -345,7 +345,7 @@ def quantize(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Pla
     return plan
 
 
-def tile(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def tile(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4k: repeats[i] applies to axis perm[i] of the source.
     if len(node.input) < 2 or node.input[1] == source:
         return "no repeats"
@@ -363,7 +363,7 @@ def tile(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | 
     return Plan(out_perms=[perm], data_slots=(0,), const_inputs={1: moved})
 
 
-def resize(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def resize(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4l: nearest-neighbour resizing picks each output index from its own axis alone.
     if attr(node, "mode", b"nearest") != b"nearest":
         # ONNX Runtime's CPU kernels take linear and cubic only with the resized axes in set
@@ -395,7 +395,7 @@ def resize(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan 
     return plan
 
 
-def _permute_per_axis_input(facts: Facts, name: str, perm: Perm, halves: int, slot: int,
+def _permute_per_axis_input(facts: GraphFacts, name: str, perm: Perm, halves: int, slot: int,
                             plan: Plan) -> str | None:
     """Case 4l: a 1-D input with ``halves`` values per axis (roi has a begin and an end half)
     in the untransposed order: a constant rewritten, a run-time value reordered by a Gather."""
@@ -414,7 +414,7 @@ def _permute_per_axis_input(facts: Facts, name: str, perm: Perm, halves: int, sl
     return None
 
 
-def cumsum(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def cumsum(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4k: the running sum keeps its order along the axis, wherever the axis lies.
     axis = facts.const_value(node.input[1]) if len(node.input) > 1 else None
     if axis is None or axis.size != 1 or node.input[1] == source:
@@ -426,7 +426,7 @@ def cumsum(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan 
                 const_inputs={1: np.array(perm[axes[0]], dtype=axis.dtype).reshape(axis.shape)})
 
 
-def gather(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def gather(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4k: Gather along one axis of the data with 0-D or 1-D indices.
     if node.input[0] != source or source in node.input[1:]:
         return "gathers with the transposed tensor as indices"
@@ -441,7 +441,7 @@ def gather(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan 
 
 
 # ---------------------------------------------------------------- case 4j
-def reshape(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
+def reshape(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4j.
     if node.input[0] != source or source in node.input[1:]:
         return "reads the transposed tensor as its shape"
@@ -475,7 +475,7 @@ def reshape(facts: Facts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan
     return _split_merge(facts, shape, target, perm, offset)
 
 
-def _split_merge(facts: Facts, shape: Shape, target: list[int | None], perm: Perm,
+def _split_merge(facts: GraphFacts, shape: Shape, target: list[int | None], perm: Perm,
                  offset: int) -> Plan | str:
     """Case 4j proper: a Reshape that only splits and merges whole axes."""
     static_in = [int(d) for d in shape[offset:]]  # type: ignore[arg-type]
@@ -501,7 +501,7 @@ def _split_merge(facts: Facts, shape: Shape, target: list[int | None], perm: Per
     return _reshape_plan(facts, tuple(out_perm), new_target)
 
 
-def _reshape_plan(facts: Facts, out_perm: Perm, target: list[int]) -> Plan:
+def _reshape_plan(facts: GraphFacts, out_perm: Perm, target: list[int]) -> Plan:
     """Case 4j's plan: the Reshape gets ``target`` (attribute before opset 5, else input)."""
     plan = Plan(out_perms=[out_perm], data_slots=(0,))
     if facts.opset < 5:

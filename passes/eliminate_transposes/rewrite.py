@@ -36,7 +36,7 @@ from .cost import (
     sibling_transpose,
     untransposed_constant,
 )
-from .edits import Edits, Stats
+from .edits import Edits, RewriteCounts
 from .facts import ShapeFacts, shape_bounds
 from .absorb import Absorb
 from .handlers import Plan
@@ -133,7 +133,7 @@ class Rewriter:
     """Rules 1-7 on one graph: the rules' decisions; the state is in the objects it holds."""
 
     def __init__(self, graph: onnx.GraphProto, *, opset: int, ir_version: int, names: Names,
-                 inferred: ShapeFacts, stats: Stats, keep_reduction_order: bool,
+                 inferred: ShapeFacts, stats: RewriteCounts, keep_reduction_order: bool,
                  liftable: frozenset[str] = frozenset()) -> None:
         self.edits = Edits(graph, opset=opset, ir_version=ir_version, names=names,
                            inferred=inferred, stats=stats,

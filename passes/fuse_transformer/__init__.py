@@ -39,6 +39,7 @@ import numpy as np
 import onnx
 
 from graphfix.errors import PassError
+from graphfix.graph import count_nodes
 from graphfix.model_io import load_external_values
 from graphfix.options import PROVIDERS, RunOptions
 from .._measuring import (
@@ -213,7 +214,7 @@ class FuseTransformer(Pass):
                 notes: list[str]) -> PassResult:
         import onnxruntime as ort
 
-        before = len(model.graph.node)
+        before = count_nodes(model)
         described = f"{kind}" + (f", {heads} heads, hidden size {hidden}"
                                  if heads and counts.get("Attention") or
                                  counts.get("MultiHeadAttention") else "")
@@ -231,7 +232,7 @@ class FuseTransformer(Pass):
         warning = (f"the model is tied to ONNX Runtime {ort.__version__} "
                    f"({PROVIDERS[self.provider]}): contrib ops "
                    f"{', '.join(sorted(counts))}")
-        stats = {"nodes_before": before, "nodes_after": len(model.graph.node),
+        stats = {"nodes_before": before, "nodes_after": count_nodes(model),
                  "fused_nodes": sum(counts.values()),
                  "attention_fused": sum(counts.get(op, 0) for op in _ATTENTION),
                  "num_heads": heads or 0, "hidden_size": hidden or 0}

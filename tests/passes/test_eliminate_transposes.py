@@ -229,7 +229,7 @@ def test_nhwc_cnn_ends_without_interior_transposes(opset, ort_run, rng):
 
 def test_nhwc_cnn_bit_exact_without_reordered_reductions(ort_run, rng):
     model = _nhwc_cnn(13, batch="N")
-    result = optimize(model, ort_run, rng, reorder_reductions=False, dims={"N": 2})
+    result = optimize(model, ort_run, rng, keep_reduction_order=True, dims={"N": 2})
     assert result.stats["transposes_after"] < result.stats["transposes_before"]
 
 
@@ -290,4 +290,4 @@ def test_value_info_of_rewired_tensors_stays_consistent(ort_run, rng):
 @pytest.mark.parametrize("bad", [1, "yes", None])
 def test_options_validated(bad):
     with pytest.raises(PassError):
-        EliminateTransposes(reorder_reductions=bad)
+        EliminateTransposes(keep_reduction_order=bad)

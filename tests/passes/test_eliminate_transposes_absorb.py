@@ -140,7 +140,7 @@ def test_7b_gemm_trans_b_reorders_the_weight_columns(ort_run, rng):
 def test_7b_flatten_negative(case, ort_run, rng):
     flatten, extra, options = "Flatten (t)", None, {}
     if case == "exact":
-        options = {"reorder_reductions": False}
+        options = {"keep_reduction_order": True}
     elif case == "not a flatten":
         flatten, extra = "Reshape (t, shape)", {"shape": np.array([-1, 12], np.int64)}
     model = flatten_head(flatten, rng, weights=(12, 7) if case == "not a flatten" else (60, 7),

@@ -82,7 +82,7 @@ RULE_4F = [
     # The Transpose before ReduceMean stays; those after the reductions only move size-1 dims.
     pytest.param(ORDER_SENSITIVE, expect(
         ["Transpose", "ReduceMean", "ReduceMin", "Reshape", "Reshape"], opset=13, exact=True,
-        options={"reorder_reductions": False}), id="4f-negative-sum-like-kept-for-exactness"),
+        options={"keep_reduction_order": True}), id="4f-negative-sum-like-kept-for-exactness"),
 ]
 
 
@@ -125,14 +125,14 @@ RULE_4G = [
               exact=False) for op in ("Softmax", "LogSoftmax")),
     *(softmax(f"4g-{op}-opset11-row-reordered-kept-for-exactness", op, [0, 3, 1, 2], 1,
               {"Transpose": 2}, opset=11, exact=True, modified=False,
-              options={"reorder_reductions": False}) for op in ("Softmax", "LogSoftmax")),
+              options={"keep_reduction_order": True}) for op in ("Softmax", "LogSoftmax")),
     softmax("4g-Softmax-opset11-row-reordered-axis2-pushes", "Softmax", [0, 1, 3, 2], 2,
             ["Softmax"], opset=11),
     # The leading axes permuted among themselves, the row untouched: exact either way.
     softmax("4g-Softmax-opset11-leading-block-pushes", "Softmax", [1, 0, 2, 3], 2, ["Softmax"],
             opset=11, exact=True),
     softmax("4g-LogSoftmax-opset11-leading-block-pushes-exactly", "LogSoftmax", [1, 0, 2, 3], 2,
-            ["LogSoftmax"], opset=11, exact=True, options={"reorder_reductions": False}),
+            ["LogSoftmax"], opset=11, exact=True, options={"keep_reduction_order": True}),
     softmax("4g-Softmax-opset11-both-blocks-reordered", "Softmax", [1, 0, 3, 2], 2,
             ["Softmax"], opset=11),
     # A permutation that mixes the leading and the trailing axes is a barrier.
@@ -152,7 +152,7 @@ RULE_4G = [
     *(pytest.param(
         SOFTMAX_SIZE_ONE.format(op=op, perm=[0, 1, 3, 2], inverse=[0, 1, 3, 2], axis=1),
         expect([op], opset=11, exact=True, pinned={"x": HARDMAX_TIE_SIZE_ONE},
-               options={"reorder_reductions": False}),
+               options={"keep_reduction_order": True}),
         id=f"4g-{op}-opset11-size-one-axis-moves-in-the-row") for op in (
             "Softmax", "LogSoftmax", "Hardmax")),
 ]

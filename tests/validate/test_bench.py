@@ -19,7 +19,7 @@ from graphfix.validate.bench import (
     SLOWER,
     BenchResult,
     Comparison,
-    Stats,
+    LatencyStats,
     benchmark,
     bootstrap_speedup,
     parse_profile,
@@ -61,7 +61,7 @@ g (float[4] x, bool c) => (float[4] y) {
 
 
 def _result(comparison: Comparison | None) -> BenchResult:
-    stats = Stats("candidate", "all", 1.0, 1.2, 0.9, 1.05, 5, 3.0)
+    stats = LatencyStats("candidate", "all", 1.0, 1.2, 0.9, 1.05, 5, 3.0)
     return BenchResult(
         provider="cpu", session_providers=["CPUExecutionProvider"], threads=1, warmup=1,
         runs=5, seed=0, cuda_graph=False, dynamic_block_base=None, allow_spinning=False,

@@ -22,7 +22,7 @@ from graphfix.validate.tune import (
     KNOBS,
     OBJECTIVES,
     Candidate,
-    Facts,
+    Workload,
     choose,
     facts_of,
     tune,
@@ -54,7 +54,7 @@ def _mobilenet() -> onnx.ModelProto:
     return mobilenetv2_nhwc(image_size=32, width=0.35, num_classes=10, dynamic_batch=False)
 
 
-FACTS = Facts(provider="cpu", objective="latency", cores=4, width=1, has_conv=False,
+FACTS = Workload(provider="cpu", objective="latency", cores=4, width=1, has_conv=False,
               has_conv1d=False, control_flow=False, static_inputs=True, dynamic_batch=False)
 
 

@@ -49,7 +49,7 @@ Method
       "findings": [Finding], "other_findings": [Finding],
       "seconds": float, "warnings": [str]
     }
-    ModelProfile = {"label", "name", "stats": Stats, "profiled": Stats (profiler on),
+    ModelProfile = {"label", "name", "stats": LatencyStats, "profiled": LatencyStats (profiler on),
       "accounting": {"latency_ms", "p99_ms", "profiled_ms", "profiler_overhead", "run_ms",
                      "nodes_ms", "accounted", "framework_ms", "glue_ms", "glue_share",
                      "compute_share", "memcpy_nodes", "memcpy_bytes", "cpu_nodes", "cpu_ms",

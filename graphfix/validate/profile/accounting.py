@@ -28,7 +28,7 @@ from graphfix.validate.profile.trace import (
     per_run_node_ms,
     read_runs,
 )
-from graphfix.validate.stats import Stats
+from graphfix.validate.stats import LatencyStats
 from graphfix.validate.timing import Measurement, Placement, parse_profile
 
 __all__ = ["Accounting", "ModelProfile", "account"]
@@ -68,8 +68,8 @@ class ModelProfile:
 
     label: str
     name: str
-    stats: Stats                 # profiler off
-    profiled: Stats              # profiler on
+    stats: LatencyStats                 # profiler off
+    profiled: LatencyStats              # profiler on
     accounting: Accounting
     nodes: list[NodeTime]
     op_types: list[OpTypeTime]
