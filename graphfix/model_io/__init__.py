@@ -19,6 +19,10 @@ A model file is read only when it is a regular file under protobuf's 2 GiB limit
 device is refused before a byte is read, without blocking); an output path is checked before
 anything runs: a folder (``.``, a trailing slash), a folder graphfix cannot write to, a file it
 reads.
+
+The package's face is the names below. A submodule's ``__all__`` lists what it gives this face;
+its other public names (``lazy_tensors``, ``write_model``, ...) are shared between the
+submodules only, and a leading underscore keeps a name inside its own file.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ from graphfix.graph import graphs
 from graphfix.graph import copy_without
 from graphfix.model_io.encoding import skeleton
 from graphfix.model_io.runtime import max_ir_version
-from graphfix.model_io.sessions import _temporary_model_file, ort_session
-from graphfix.model_io.tensors import _inline_bytes, _lazy_source, _lazy_tensors, tensor_bytes
+from graphfix.model_io.sessions import temporary_model_file, ort_session
+from graphfix.model_io.tensors import inline_bytes, lazy_source, lazy_tensors, tensor_bytes
 
 __all__ = ["check_model", "checker_problem", "runtime_problem", "weights_as_inputs"]
 
@@ -33,10 +33,10 @@ def checker_problem(model: onnx.ModelProto, *, full_check: bool = True) -> str |
     checked from there (from a file the checker reads no external data), so nothing large is
     copied, serialized or read."""
     try:
-        if not _lazy_tensors(model) and _inline_bytes(model) < _CHECK_INLINE_BYTES:
+        if not lazy_tensors(model) and inline_bytes(model) < _CHECK_INLINE_BYTES:
             onnx.checker.check_model(model, full_check=full_check)
         else:
-            with _temporary_model_file(model, lazy="hole") as path:
+            with temporary_model_file(model, lazy="hole") as path:
                 onnx.checker.check_model(str(path), full_check=full_check)
     except _CHECKER_ERRORS as err:
         return " ".join(first_line(err, limit=2000).split("==> Context")[0].split())
@@ -72,7 +72,7 @@ def weights_as_inputs(model: onnx.ModelProto,
     and onnxsim simplifies (simplify's rule 10) as it would the model."""
     hidden = (set(names) if names is not None else {
         t.name for t in model.graph.initializer
-        if _lazy_source(t) is not None or tensor_bytes(t) >= _WEIGHTLESS_MIN_BYTES})
+        if lazy_source(t) is not None or tensor_bytes(t) >= _WEIGHTLESS_MIN_BYTES})
     copy = copy_without(model, frozenset({"graph"}))
     copy.graph.CopyFrom(copy_without(model.graph, frozenset({"initializer", "value_info"})))
     copy.graph.value_info.extend(v for v in model.graph.value_info if v.name not in hidden)

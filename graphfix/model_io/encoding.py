@@ -27,7 +27,7 @@ from graphfix.model_io.runtime import ir_capped
 from graphfix.model_io.tensors import (
     _DATA_FIELDS,
     _LITTLE_ENDIAN,
-    _lazy_source,
+    lazy_source,
     _nbytes,
     _plain_dtype,
     _point_at,
@@ -116,7 +116,7 @@ _TENSOR_ATTRIBUTES = frozenset({
 
 
 @dataclasses.dataclass
-class _Encoder:
+class Encoder:
     """Encodes a model into pieces; large inline tensors go to ``data_file`` when there is one.
 
     ``lazy`` says what becomes of tensors whose weights stay in a checked source file:
@@ -185,7 +185,7 @@ class _Encoder:
 
     def _inline(self, tensor: onnx.TensorProto) -> list[_Piece]:
         """``tensor`` with its bytes in the model."""
-        source = _lazy_source(tensor)
+        source = lazy_source(tensor)
         if source is None:
             if tensor.data_location == onnx.TensorProto.EXTERNAL:
                 return self.tensor(tensor)  # never loaded: refused there
@@ -240,7 +240,7 @@ class _Encoder:
         return pieces
 
     def tensor(self, tensor: onnx.TensorProto) -> list[_Piece]:
-        source = _lazy_source(tensor)
+        source = lazy_source(tensor)
         if source is None and tensor.data_location == onnx.TensorProto.EXTERNAL:
             raise ModelSaveError(
                 f"tensor {tensor.name!r} still refers to external data that was never loaded",
@@ -363,7 +363,7 @@ def _write_pieces(f: BinaryIO, pieces: list[_Piece]) -> None:
             f.write(_piece_bytes(piece))
 
 
-def _write_model(
+def write_model(
     model: onnx.ModelProto,
     path: Path,
     *,
@@ -383,7 +383,7 @@ def _write_model(
         wrote_data = False
         if external:
             with open(data_path, "w+b", buffering=0) as data_file:
-                encoder = _Encoder(lazy=lazy, data_file=data_file, data_name=data_name,
+                encoder = Encoder(lazy=lazy, data_file=data_file, data_name=data_name,
                                    without=without)
                 pieces = encoder.model(model)
                 wrote_data = encoder.finish()
@@ -392,7 +392,7 @@ def _write_model(
             if not wrote_data:
                 data_path.unlink()
         else:
-            pieces = _Encoder(lazy="inline", without=without).model(model)
+            pieces = Encoder(lazy="inline", without=without).model(model)
         if sum(_piece_size(p) for p in pieces) > PROTOBUF_LIMIT:
             raise ModelSaveError(
                 f"{path.name}: the model is over 2 GB and cannot be written as a single file",
@@ -417,7 +417,7 @@ def write_scratch(model: onnx.ModelProto, path: str | os.PathLike, *,
     path = Path(path)
     data_path = path.with_name(path.name + ".data")
     try:
-        _write_model(model, path, data_path=data_path, data_name=data_path.name, external=True,
+        write_model(model, path, data_path=data_path, data_name=data_path.name, external=True,
                      durable=False,
                      without=frozenset() if declared_shapes else DECLARED_SHAPES)
     except OSError as err:

@@ -25,7 +25,7 @@ from graphfix.model_io.tensors import (
     load_external_values,
     vet,
     _declared_nbytes,
-    _external_tensors,
+    external_tensors,
     _point_at,
 )
 
@@ -321,7 +321,7 @@ def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> L
     """Load a model and report where it came from. See :func:`load`."""
     if isinstance(source, onnx.ModelProto):
         _check_text(source, "the model")
-        return LoadedModel(source, external_data=bool(_external_tensors(source)), owned=False)
+        return LoadedModel(source, external_data=bool(external_tensors(source)), owned=False)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
         model = _parse(data, "the given bytes")
@@ -339,7 +339,7 @@ def load_with_info(source: ModelSource, *, load_external_data: bool = True) -> L
     _check_text(model, shown(path))
     size = len(data)
     del data
-    external = _external_tensors(model)
+    external = external_tensors(model)
     sources, data_bytes = _external_sources(path, external)
     for tensor, target, offset, length in sources:
         _point_at(tensor, str(target), offset, length)

@@ -12,9 +12,9 @@ import numpy as np
 import onnx
 
 from graphfix.graph import graphs
-from graphfix.model_io.encoding import DECLARED_SHAPES, _Encoder, _write_model
+from graphfix.model_io.encoding import DECLARED_SHAPES, Encoder, write_model
 from graphfix.model_io.runtime import ir_capped
-from graphfix.model_io.tensors import _external_tensors, _inline_bytes, _lazy_tensors
+from graphfix.model_io.tensors import external_tensors, inline_bytes, lazy_tensors
 from graphfix.model_io.files import os_failure
 from graphfix.model_io.folders import release, temporary_folder_path
 
@@ -81,9 +81,9 @@ def ort_session(
         ort.GraphOptimizationLevel, level_name, ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     )
     with ir_capped(model):
-        size = _inline_bytes(model)
-        external = _external_tensors(model)
-        lazy = _lazy_tensors(model)
+        size = inline_bytes(model)
+        external = external_tensors(model)
+        lazy = lazy_tensors(model)
         folders = {path.parent for _, path, _, _ in lazy}
         if size < _SESSION_BYTES_LIMIT and len(lazy) == len(external) and len(folders) <= 1:
             # The graph goes as bytes; the main graph's large weights held in memory are lent
@@ -94,7 +94,7 @@ def ort_session(
             # Only weights some node reads are lent: ORT drops an initializer nothing reads when
             # it resolves the graph, then fails to find it to put a lent weight in ("Failed to
             # find existing initializer"); such a tensor goes inline instead.
-            encoder = _Encoder(lazy="refer", folder=next(iter(folders), None), memory=memory,
+            encoder = Encoder(lazy="refer", folder=next(iter(folders), None), memory=memory,
                                lendable=_read_names(model),
                                without=frozenset() if declared_shapes else DECLARED_SHAPES)
             payload = encoder.serialize(model)
@@ -108,7 +108,7 @@ def ort_session(
             # ORT reads those weights where they are for the session's whole life.
             session._graphfix_lent_weights = (memory, values)  # type: ignore[attr-defined]
             return session
-        with _temporary_model_file(model, lazy="copy", declared_shapes=declared_shapes) as path:
+        with temporary_model_file(model, lazy="copy", declared_shapes=declared_shapes) as path:
             return ort.InferenceSession(str(path), options, providers=list(providers),
                                         disabled_optimizers=list(disabled_optimizers))
 
@@ -123,7 +123,7 @@ def _read_names(model: onnx.ModelProto) -> frozenset[str]:
 
 
 @contextlib.contextmanager
-def _temporary_model_file(model: onnx.ModelProto, *, lazy: str,
+def temporary_model_file(model: onnx.ModelProto, *, lazy: str,
                           declared_shapes: bool = True) -> Iterator[Path]:
     # ONNX Runtime may map the data file for the session's life: where an open file cannot be
     # removed (Windows), the folder is left to the system's temporary-file cleanup.
@@ -131,7 +131,7 @@ def _temporary_model_file(model: onnx.ModelProto, *, lazy: str,
     try:
         path = folder / "model.onnx"
         try:
-            _write_model(model, path, data_path=path.parent / "model.onnx.data",
+            write_model(model, path, data_path=path.parent / "model.onnx.data",
                          data_name="model.onnx.data", external=True, lazy=lazy, durable=False,
                          without=frozenset() if declared_shapes else DECLARED_SHAPES)
         except OSError as err:

@@ -78,7 +78,7 @@ def _node_tensors(nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.TensorProto]
                     yield from iter_tensors(subgraph)
 
 
-def _external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
+def external_tensors(model: onnx.ModelProto) -> list[onnx.TensorProto]:
     return [t for t in iter_tensors(model) if t.data_location == onnx.TensorProto.EXTERNAL]
 
 
@@ -99,7 +99,7 @@ def vetted_record(path: Path) -> FileRecord | None:
     return _VETTED.get(str(path))
 
 
-def _lazy_source(tensor: onnx.TensorProto) -> tuple[Path, int, int] | None:
+def lazy_source(tensor: onnx.TensorProto) -> tuple[Path, int, int] | None:
     """(file, offset, length) of a tensor whose weights stay in a file :func:`load` checked."""
     if tensor.data_location != onnx.TensorProto.EXTERNAL:
         return None
@@ -116,10 +116,10 @@ def _lazy_source(tensor: onnx.TensorProto) -> tuple[Path, int, int] | None:
     return Path(location), offset, length
 
 
-def _lazy_tensors(model: onnx.ModelProto) -> list[tuple[onnx.TensorProto, Path, int, int]]:
+def lazy_tensors(model: onnx.ModelProto) -> list[tuple[onnx.TensorProto, Path, int, int]]:
     found = []
     for tensor in iter_tensors(model):
-        source = _lazy_source(tensor)
+        source = lazy_source(tensor)
         if source is not None:
             found.append((tensor, *source))
     return found
@@ -127,7 +127,7 @@ def _lazy_tensors(model: onnx.ModelProto) -> list[tuple[onnx.TensorProto, Path, 
 
 def data_files(model: onnx.ModelProto) -> list[Path]:
     """The data files the weights of ``model`` are read from (those :func:`load` checked)."""
-    return sorted({path for _, path, _, _ in _lazy_tensors(model)})
+    return sorted({path for _, path, _, _ in lazy_tensors(model)})
 
 
 def _read_into(path: Path, offset: int, buffer: memoryview) -> None:
@@ -189,7 +189,7 @@ def tensor_value(tensor: onnx.TensorProto) -> np.ndarray | None:
     was never loaded (its location is not one graphfix checked)."""
     if tensor.data_location != onnx.TensorProto.EXTERNAL:
         return numpy_helper.to_array(tensor)
-    source = _lazy_source(tensor)
+    source = lazy_source(tensor)
     if source is None:
         return None
     path, offset, length = source
@@ -230,7 +230,7 @@ def tensor_sample(tensor: onnx.TensorProto, stretches: int = 16, width: int = 64
     included, from memory or from the checked file its weights stay in (only those bytes are
     read there): tensors whose samples differ hold different values. None for values held in
     typed fields or never loaded."""
-    source = _lazy_source(tensor)
+    source = lazy_source(tensor)
     if source is None:
         if tensor.data_location == onnx.TensorProto.EXTERNAL or not tensor.HasField("raw_data"):
             return None
@@ -266,7 +266,7 @@ def same_tensor(a: onnx.TensorProto, b: onnx.TensorProto) -> bool:
     inline = onnx.TensorProto.EXTERNAL not in (a.data_location, b.data_location)
     if inline and a.HasField("raw_data") and b.HasField("raw_data"):
         return a.raw_data == b.raw_data
-    source_a, source_b = _lazy_source(a), _lazy_source(b)
+    source_a, source_b = lazy_source(a), lazy_source(b)
     if source_a is not None and source_a == source_b:
         return True
     # Raw bytes in memory against a file's: compared directly, nothing hashed.
@@ -279,13 +279,13 @@ def same_tensor(a: onnx.TensorProto, b: onnx.TensorProto) -> bool:
 
 def has_value(tensor: onnx.TensorProto) -> bool:
     """Whether :func:`tensor_value` can give ``tensor``'s value (inline, or in a checked file)."""
-    return tensor.data_location != onnx.TensorProto.EXTERNAL or _lazy_source(tensor) is not None
+    return tensor.data_location != onnx.TensorProto.EXTERNAL or lazy_source(tensor) is not None
 
 
 def load_external_values(model: onnx.ModelProto) -> int:
     """Read every tensor whose weights stay in a checked data file into ``model`` (in place);
     returns how many were read. For code that needs every weight in memory (onnxsim, say)."""
-    lazy = _lazy_tensors(model)
+    lazy = lazy_tensors(model)
     for tensor, path, offset, length in lazy:
         data = _read_range(path, offset, length)
         del tensor.external_data[:]
@@ -323,7 +323,7 @@ def _nbytes(tensor: onnx.TensorProto) -> int:
     ``ByteSize()`` is used: with protobuf's upb backend both copy the data (ByteSize serializes
     the message to measure it)."""
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
-        source = _lazy_source(tensor)
+        source = lazy_source(tensor)
         if source is not None:
             return source[2]
     size = _declared_nbytes(tensor)
@@ -343,7 +343,7 @@ def weight_bytes(model: onnx.ModelProto) -> int:
     return sum(_nbytes(t) for t in iter_tensors(model))
 
 
-def _inline_bytes(model: onnx.ModelProto) -> int:
+def inline_bytes(model: onnx.ModelProto) -> int:
     """The bytes of the tensors ``model`` holds in memory."""
     return sum(
         _nbytes(t) for t in iter_tensors(model)

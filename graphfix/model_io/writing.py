@@ -16,11 +16,11 @@ from typing import Union
 import onnx
 
 from graphfix.errors import ModelLoadError, ModelSaveError, shown
-from graphfix.model_io.encoding import PROTOBUF_LIMIT, _write_model
+from graphfix.model_io.encoding import PROTOBUF_LIMIT, write_model
 from graphfix.model_io.files import open_logs, os_failure
 from graphfix.model_io.folders import STAGING_PREFIX, owned_folder, release, sweep
 from graphfix.model_io.references import referrers, refers
-from graphfix.model_io.tensors import _lazy_tensors, vetted_record, weight_bytes
+from graphfix.model_io.tensors import lazy_tensors, vetted_record, weight_bytes
 from graphfix.options import check_path, check_type
 
 __all__ = ["WrittenModel", "save", "write_text", "check_outputs", "check_data_file",
@@ -256,7 +256,7 @@ def save(
     target = output_path(path, "the model")
     folder = target.parent
     data_path = folder / f"{target.name}.data"
-    sources = sorted({p for _, p, _, _ in _lazy_tensors(model)})
+    sources = sorted({p for _, p, _, _ in lazy_tensors(model)})
     external = _needs_external(model) if external_data is None else external_data
     if external_data is False and _needs_external(model):
         raise ModelSaveError(
@@ -324,7 +324,7 @@ def _write_pending(
     stage = _stage(folder, stages)
     staged_model, staged_data = stage / "model.onnx", stage / "model.onnx.data"
     # The model records the data file's final name.
-    wrote_data = _write_model(model, staged_model, data_path=staged_data, data_name=data_name,
+    wrote_data = write_model(model, staged_model, data_path=staged_data, data_name=data_name,
                               external=external)
     if wrote_data:
         pending.append((staged_data, folder / data_name))
