@@ -9,7 +9,15 @@ lose the difference, and a model whose outputs depend on it then computes someth
 2. dropping ``x + 0.0`` (onnxsim's ``eliminate_nop_with_unit``, ONNX Runtime's
    ``NoopElimination``): ``-0.0 + 0.0`` is 0.0, so the Add is no no-op when ``x`` can be -0.0;
    likewise ``x - (-0.0)``. ``x + (-0.0)``, ``x - 0.0``, ``x * 1`` and ``x / 1`` are exact.
-   :func:`inexact_zero_nops` says when a model holds such an Add or Sub.
+   The two results are equal as numbers, so dropping such an Add changes what the model
+   computes only where the sign of a zero decides a value further on: a divisor (Div,
+   Reciprocal: +inf or -inf), the base of a Pow whose exponent may be negative, and what
+   graphfix cannot see into (an op of another domain, a local function, a subgraph).
+   :func:`inexact_zero_nops` says when a model holds such an Add or Sub whose result's sign
+   of zero can reach one of those, following it through the ops that carry a sign of zero and
+   stopping at those that cannot (Exp, Softmax, an Add of a constant with no zero, a
+   comparison, a Cast to a type with no signed zero, ...). Exporters' zero biases (a freshly
+   initialised model) are the common case, and there the sign never matters.
 
 The passes that hand a model to those tools turn the rewrite off for a model where it matters,
 and only there.
@@ -23,7 +31,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from graphfix.graph import graphs
+from graphfix.graph import STANDARD_DOMAINS, graphs, subgraphs
+from graphfix.graph import reads as node_reads
 from graphfix.model_io import tensor_value
 
 __all__ = ["signed_zero_twins", "inexact_zero_nops"]
@@ -61,7 +70,7 @@ def _attribute_tensor(attr: onnx.AttributeProto) -> onnx.TensorProto | None:
     return None
 
 
-def _as_numbers(value: np.ndarray, data_type: int) -> np.ndarray:
+def _as_numbers(value: np.ndarray) -> np.ndarray:
     """``value`` with every zero as +0.0 (bfloat16 held as its bits: a zero is any pattern with
     no bit but the sign's)."""
     if value.dtype.kind == "f":
@@ -96,7 +105,7 @@ def signed_zero_twins(model: onnx.ModelProto) -> bool:
         if value is None:
             continue
         key = (tensor.data_type, tuple(tensor.dims),
-               _as_numbers(value, tensor.data_type).tobytes())
+               _as_numbers(value).tobytes())
         if seen.setdefault(key, value.tobytes()) != value.tobytes():
             return True
     return False
@@ -104,21 +113,104 @@ def signed_zero_twins(model: onnx.ModelProto) -> bool:
 
 def inexact_zero_nops(model: onnx.ModelProto) -> bool:
     """Rule 2: whether ``model`` adds a constant holding +0.0 to something, or subtracts one
-    holding -0.0, with every other element zero too (what a tool would take for a no-op)."""
+    holding -0.0, with every other element zero too (what a tool would take for a no-op), where
+    the sign of the result's zeros can reach a value it decides (a divisor, a Pow's base,
+    something graphfix cannot see into)."""
     constants = _constants(model)
+    local = {(f.domain, f.name) for f in model.functions}
     for body in graphs(model.graph):
-        for node in body.node:
-            if node.op_type not in ("Add", "Sub") or len(node.input) != 2:
-                continue
-            positions = (0, 1) if node.op_type == "Add" else (1,)
-            for position in positions:
-                tensor = constants.get(node.input[position])
-                if tensor is None or np.prod(tensor.dims, dtype=np.int64) > _SMALL:
-                    continue
-                value = tensor_value(tensor)
-                if value is None or np.any(_as_numbers(value, tensor.data_type) != 0):
-                    continue
-                positive, negative = _signs(value)
-                if (positive if node.op_type == "Add" else negative):
-                    return True
+        origins = [node.output[0] for node in body.node if node.output
+                   and _inexact_nop(node, constants)]
+        if not origins:
+            continue
+        if body is not model.graph:
+            return True  # what leaves a body through its outputs is not followed
+        if _sign_reaches_a_use(body, set(origins), constants, local):
+            return True
     return False
+
+
+def _inexact_nop(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto]) -> bool:
+    if node.op_type not in ("Add", "Sub") or len(node.input) != 2 or (
+            node.domain not in STANDARD_DOMAINS):
+        return False
+    positions = (0, 1) if node.op_type == "Add" else (1,)
+    for position in positions:
+        value = _small_value(constants.get(node.input[position]))
+        if value is None or np.any(_as_numbers(value) != 0):
+            continue
+        positive, negative = _signs(value)
+        if (positive if node.op_type == "Add" else negative):
+            return True
+    return False
+
+
+def _small_value(tensor: onnx.TensorProto | None) -> np.ndarray | None:
+    if tensor is None or np.prod(tensor.dims, dtype=np.int64) > _SMALL:
+        return None
+    return tensor_value(tensor)
+
+
+# Ops whose outputs hold no zero whose sign follows an input's (or no float at all).
+_SIGN_STOPS = frozenset({
+    "Exp", "Softmax", "LogSoftmax", "Sigmoid", "Cos", "Cosh", "Softplus", "Log",
+    "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+    "IsNaN", "IsInf", "Shape", "Size", "ArgMax", "ArgMin", "NonZero",
+})
+_FLOAT_TYPES = _FLOATS
+
+
+def _sign_reaches_a_use(graph: onnx.GraphProto, tainted: set[str],
+                        constants: dict[str, onnx.TensorProto],
+                        local: set[tuple[str, str]]) -> bool:
+    """Whether a zero's sign from ``tainted`` reaches, in ``graph``, an input whose value it
+    decides. Followed to a fixed point, so the graph's node order does not matter."""
+    changed = True
+    while changed:
+        changed = False
+        for node in graph.node:
+            read = node_reads(node)
+            hit = [i for i, name in enumerate(node.input) if name in tainted]
+            if not hit and not any(name in tainted for name in read):
+                continue
+            if _decided_by_sign(node, hit, constants, local):
+                return True
+            if _carries_sign(node, hit, constants):
+                new = {name for name in node.output if name and name not in tainted}
+                if new:
+                    tainted |= new
+                    changed = True
+    return False
+
+
+def _decided_by_sign(node: onnx.NodeProto, hit: list[int],
+                     constants: dict[str, onnx.TensorProto],
+                     local: set[tuple[str, str]]) -> bool:
+    if node.domain not in STANDARD_DOMAINS or (node.domain, node.op_type) in local:
+        return True
+    if any(True for _ in subgraphs(node)):
+        return True
+    if node.op_type == "Div":
+        return 1 in hit
+    if node.op_type == "Reciprocal":
+        return True
+    if node.op_type == "Pow" and 0 in hit:
+        exponent = _small_value(constants.get(node.input[1])) if len(node.input) > 1 else None
+        return exponent is None or exponent.dtype.kind != "f" or not bool(np.all(exponent > 0))
+    return False
+
+
+def _carries_sign(node: onnx.NodeProto, hit: list[int],
+                  constants: dict[str, onnx.TensorProto]) -> bool:
+    if node.op_type in _SIGN_STOPS:
+        return False
+    if node.op_type == "Pow":
+        return 0 in hit  # x ** -0.0 is x ** 0.0
+    if node.op_type == "Cast":
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        return to in _FLOAT_TYPES
+    if node.op_type in ("Add", "Sub") and len(hit) == 1 and len(node.input) == 2:
+        # x + c, with no zero in the constant c, is c's value whatever x's zero's sign
+        value = _small_value(constants.get(node.input[1 - hit[0]]))
+        return value is None or bool(np.any(_as_numbers(value) == 0))
+    return True

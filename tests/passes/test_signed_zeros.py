@@ -1,0 +1,94 @@
+"""``x + 0.0`` is no no-op when ``x`` is -0.0, yet the two results are equal as numbers: the
+passes that hand a model to onnxsim or ONNX Runtime let them drop such an Add only where the
+sign of a zero cannot decide a value further on (a divisor, a Pow's base, what graphfix cannot
+see into). Each case runs with ``x`` = 0, so that ``Neg(x)`` is -0.0 and a wrongly dropped Add
+shows as an infinity of the other sign."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx.parser
+import onnxruntime as ort
+import pytest
+
+from graphfix.passes.ort_offline import ort_offline
+from graphfix.passes.simplify import simplify
+
+_HEAD = '<ir_version: 8, opset_import: ["" : 17]>\n'
+
+
+def _model(body: str, constants: str = "") -> onnx.ModelProto:
+    return onnx.parser.parse_model(_HEAD + f"""
+    g (float[4] x) => (float[4] y) <float zero = {{0.0}}, float one = {{1.0}},
+                                     float eps = {{0.001}}, float two = {{2.0}}{constants}> {{
+        n = Neg (x)
+        s = Add (n, zero)
+        {body}
+    }}""")
+
+
+# The sign of s's zeros decides y: the Add stays.
+DECIDED = {
+    "divisor": "y = Div (one, s)",
+    "reciprocal": "y = Reciprocal (s)",
+    "through-relu-into-a-divisor": "r = Relu (s)\n y = Div (one, r)",
+    "through-a-cast": "c = Cast <to = 11> (s)\n d = Reciprocal (c)\n y = Cast <to = 1> (d)",
+    "pow-base-negative-exponent": "y = Pow (s, m)",
+    "pow-base-computed-exponent": "e = Add (x, two)\n y = Pow (s, e)",
+    "into-an-if": """c = ReduceSum <keepdims = 0> (x)
+        k = Greater (c, one)
+        y = If (k) <then_branch = t () => (float[4] a) { a = Div (one, s) },
+                    else_branch = f () => (float[4] b) { b = Reciprocal (s) }>""",
+}
+
+# The sign of s's zeros decides nothing: the Add may go.
+UNDECIDED = {
+    "relu": "y = Relu (s)",
+    "dividend": "y = Div (s, two)",
+    "eps-then-divisor": "t = Add (s, eps)\n y = Div (one, t)",
+    "exp-then-divisor": "t = Exp (s)\n y = Div (one, t)",
+    "square-then-pow-base": "t = Pow (s, two)\n u = Add (t, eps)\n y = Div (one, u)",
+    "comparison": "c = Less (s, one)\n y = Where (c, one, two)",
+}
+
+
+def _run(model: onnx.ModelProto) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": np.zeros(4, np.float32)})[0]
+
+
+def _adds(model: onnx.ModelProto) -> int:
+    return sum(1 for g in [model.graph] for n in g.node if n.op_type == "Add"
+               and n.input[1] == "zero")
+
+
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    return out
+
+
+PASSES = {"simplify": simplify, "ort-offline": ort_offline}
+
+
+@pytest.mark.parametrize("pass_name", PASSES)
+@pytest.mark.parametrize("case", DECIDED)
+def test_an_add_of_zero_whose_sign_decides_a_value_stays(case, pass_name) -> None:
+    model = _model(DECIDED[case], ", float m = {-1.0}")
+    expected = _run(model)
+    result = PASSES[pass_name](_copy(model))
+    got = _run(result)
+    assert np.array_equal(np.signbit(got), np.signbit(expected)), (got, expected)
+    np.testing.assert_array_equal(got, expected)
+    assert _adds(result) == 1
+
+
+@pytest.mark.parametrize("pass_name", PASSES)
+@pytest.mark.parametrize("case", UNDECIDED)
+def test_an_add_of_zero_whose_sign_decides_nothing_is_dropped(case, pass_name) -> None:
+    model = _model(UNDECIDED[case])
+    expected = _run(model)
+    result = PASSES[pass_name](_copy(model))
+    np.testing.assert_array_equal(_run(result), expected)  # equal as numbers
+    assert _adds(result) == 0
