@@ -13,8 +13,8 @@ over bench's, and the findings with what each measured fix bought.
 
 Expectations checked and printed at the end: a model with initializers listed as inputs gets
 ``initializer-inputs`` with a measured speedup; a converter's NHWC model (name ending in
-``_nhwc`` or ``raw``) gets ``nhwc-transposes``; ``--float64`` adds a float64 export of a small
-torch MLP (needs torch) and expects ``float64``; a model named in ``--clean`` expects no finding
+``_nhwc``, or ``keras_..._raw``) gets ``nhwc-transposes``; ``--float64`` adds a float64 export
+of a small torch MLP (needs torch) and expects ``float64``; a model named in ``--clean`` expects no finding
 but those this run's measurements earned (a latency tail on a busy machine, a batch size that
 pays per sample).
 """
@@ -93,7 +93,9 @@ def _expect(row: dict[str, Any], model: onnx.ModelProto, clean: set[str]) -> lis
         if found is None or found["measured"] is None:
             problems.append("initializer-inputs missing or not measured")
     stem = row["model"][:-5]
-    if stem.endswith("_nhwc") or stem.endswith("raw"):
+    # A converter's channels-last model: the corpus's ``*_nhwc`` and tf2onnx's raw Keras exports
+    # (``keras_*_raw``); the world corpus's ``*_fp16_raw`` are PyTorch exports, channels-first.
+    if stem.endswith("_nhwc") or (stem.startswith("keras_") and stem.endswith("_raw")):
         if "nhwc-transposes" not in kinds:
             problems.append("nhwc-transposes missing")
     if "float64" in stem and "float64" not in kinds:
