@@ -17,7 +17,8 @@ import onnx
 
 import graphfix.passes  # noqa: F401 - the pass library registers its passes on import
 from graphfix import model_io, registry
-from graphfix.report import ModelFacts, model_facts
+from graphfix.facts import model_facts
+from graphfix.report import ModelFacts
 
 __all__ = ["Inspection", "inspect", "STRUCTURAL_PASSES", "format_inspection"]
 

@@ -46,8 +46,9 @@ from graphfix.options import (
     check_path,
     check_type,
 )
+from graphfix.facts import model_facts, op_histogram
 from graphfix.feeds import check_inputs_agree, feed_files
-from graphfix.report import PassReport, Report, model_facts, op_histogram
+from graphfix.report import PassReport, Report
 from graphfix.validate.bench import benchmark
 from graphfix.validate.bench import require_speedup as check_speedup
 from graphfix.validate.parity import ParityResult, ReferenceRun, check_parity

@@ -12,7 +12,8 @@ lose the difference, and a model whose outputs depend on it then computes someth
    The two results are equal as numbers, so dropping such an Add changes what the model
    computes only where the sign of a zero decides a value further on: a divisor (Div,
    Reciprocal: +inf or -inf), the base of a Pow whose exponent may be negative, and what
-   graphfix cannot see into (an op of another domain, a local function, a subgraph).
+   graphfix cannot see into (an op of another domain, a local function, a subgraph, and what
+   leaves a subgraph through its outputs).
    :func:`inexact_zero_nops` says when a model holds such an Add or Sub whose result's sign
    of zero can reach one of those, following it through the ops that carry a sign of zero and
    stopping at those that cannot (Exp, Softmax, an Add of a constant with no zero, a
@@ -123,9 +124,10 @@ def inexact_zero_nops(model: onnx.ModelProto) -> bool:
                    and _inexact_nop(node, constants)]
         if not origins:
             continue
-        if body is not model.graph:
-            return True  # what leaves a body through its outputs is not followed
-        if _sign_reaches_a_use(body, set(origins), constants, local):
+        # What leaves a subgraph through its outputs (a loop's carried state, a branch's
+        # result) is not followed further: reaching one counts as reaching a use.
+        leaves = set() if body is model.graph else {v.name for v in body.output}
+        if _sign_reaches_a_use(body, set(origins), constants, local, leaves):
             return True
     return False
 
@@ -162,11 +164,14 @@ _FLOAT_TYPES = _FLOATS
 
 def _sign_reaches_a_use(graph: onnx.GraphProto, tainted: set[str],
                         constants: dict[str, onnx.TensorProto],
-                        local: set[tuple[str, str]]) -> bool:
+                        local: set[tuple[str, str]], leaves: set[str]) -> bool:
     """Whether a zero's sign from ``tainted`` reaches, in ``graph``, an input whose value it
-    decides. Followed to a fixed point, so the graph's node order does not matter."""
+    decides, or one of ``leaves`` (names whose readers are not followed). Followed to a fixed
+    point, so the graph's node order does not matter."""
     changed = True
     while changed:
+        if tainted & leaves:
+            return True
         changed = False
         for node in graph.node:
             read = node_reads(node)
@@ -180,7 +185,7 @@ def _sign_reaches_a_use(graph: onnx.GraphProto, tainted: set[str],
                 if new:
                     tainted |= new
                     changed = True
-    return False
+    return bool(tainted & leaves)
 
 
 def _decided_by_sign(node: onnx.NodeProto, hit: list[int],

@@ -8,7 +8,8 @@ import onnx
 
 import graphfix
 from graphfix.inspection import format_inspection
-from graphfix.report import SCHEMA, format_summary, model_facts, op_histogram
+from graphfix.facts import model_facts, op_histogram
+from graphfix.report import SCHEMA, format_summary
 from graphfix.models.sample import SAMPLE_PATH
 
 FUNCTION_MODEL = """

@@ -140,7 +140,7 @@ def _feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
 
 def _nonstandard(model: onnx.ModelProto) -> int:
     """Nodes outside the standard ONNX domains (contrib ops tie a model to one runtime)."""
-    from graphfix.report import graphs
+    from graphfix.graph import graphs
 
     return sum(
         node.domain not in _STANDARD_DOMAINS for graph in graphs(model.graph) for node in graph.node

@@ -26,7 +26,7 @@ import onnx
 
 import graphfix
 from graphfix import model_io
-from graphfix.report import op_histogram
+from graphfix.facts import op_histogram
 
 __all__ = ["ORDERS", "main", "run_orders"]
 

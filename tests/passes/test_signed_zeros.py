@@ -12,6 +12,7 @@ import onnx.parser
 import onnxruntime as ort
 import pytest
 
+from graphfix.passes._zeros import inexact_zero_nops
 from graphfix.passes.ort_offline import ort_offline
 from graphfix.passes.simplify import simplify
 
@@ -92,3 +93,47 @@ def test_an_add_of_zero_whose_sign_decides_nothing_is_dropped(case, pass_name) -
     result = PASSES[pass_name](_copy(model))
     np.testing.assert_array_equal(_run(result), expected)  # equal as numbers
     assert _adds(result) == 0
+
+
+def _branch_model(then_body: str, after: str = "y = Identity (r)") -> onnx.ModelProto:
+    """The Add of zero inside an If's then-branch (taken: x is all zeros), its zero a Constant
+    of the branch, reading the outer graph's Neg(x); the else-branch gives twos."""
+    return onnx.parser.parse_model(_HEAD + f"""
+    g (float[4] x) => (float[4] y) <float one = {{1.0}}, float two = {{2.0}},
+                                     int64[1] four = {{4}}> {{
+        n = Neg (x)
+        c = ReduceSum <keepdims = 0> (x)
+        k = LessOrEqual (c, one)
+        r = If (k) <then_branch = t () => (float[4] a) {{
+                        z = Constant <value = float {{0.0}}> ()
+                        s = Add (n, z)
+                        {then_body} }},
+                    else_branch = f () => (float[4] b) {{ b = Expand (two, four) }}>
+        {after}
+    }}""")
+
+
+# In a subgraph: decided inside the body, or leaving it (its readers outside are not followed).
+DECIDED_IN_A_BRANCH = {
+    "divisor-in-the-body": ("a = Div (one, s)", "y = Identity (r)"),
+    "leaves-the-body-into-a-divisor": ("a = Identity (s)", "y = Div (one, r)"),
+}
+
+
+@pytest.mark.parametrize("pass_name", PASSES)
+@pytest.mark.parametrize("case", DECIDED_IN_A_BRANCH)
+def test_in_a_subgraph_an_add_of_zero_whose_sign_decides_a_value_stays(case, pass_name) -> None:
+    model = _branch_model(*DECIDED_IN_A_BRANCH[case])
+    expected = _run(model)
+    assert np.isinf(expected).all()
+    got = _run(PASSES[pass_name](_copy(model)))
+    assert np.array_equal(np.signbit(got), np.signbit(expected)), (got, expected)
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_in_a_subgraph_an_add_of_zero_whose_sign_decides_nothing_is_not_protected() -> None:
+    decided = _branch_model("a = Div (one, s)")
+    undecided = _branch_model("e = Exp (s)\n a = Div (one, e)")
+    assert inexact_zero_nops(decided) and not inexact_zero_nops(undecided)
+    for run in PASSES.values():
+        np.testing.assert_array_equal(_run(run(_copy(undecided))), _run(undecided))
