@@ -42,6 +42,7 @@ from graphfix.report import format_summary
 from graphfix.validate.bench import format_bench
 from graphfix.validate.parity import format_parity
 from graphfix.validate.profile import format_profile
+from graphfix.validate.timing import thread_limit
 from graphfix.validate.tune import format_tune
 
 __all__ = ["main", "cli"]
@@ -208,20 +209,23 @@ class _Tolerance(click.ParamType):
 
 
 class _Number(click.ParamType):
-    """A finite float >= ``low``, or exactly 0 when ``zero`` says what 0 means."""
+    """A finite float >= ``low`` (> ``low`` when ``strict``), or exactly 0 when ``zero`` says
+    what 0 means."""
 
     name = "X"
 
-    def __init__(self, low: float, zero: bool = False) -> None:
-        self.low, self.zero = low, zero
+    def __init__(self, low: float, zero: bool = False, *, strict: bool = False) -> None:
+        self.low, self.zero, self.strict = low, zero, strict
 
     def convert(self, value: Any, param: Any, ctx: Any) -> float:
         try:
             number = float(value)
         except (TypeError, ValueError):
             self.fail(f"{value!r} is not a number", param, ctx)
-        if not math.isfinite(number) or (number < self.low and not (self.zero and number == 0)):
-            allowed = f"a number >= {self.low:g}" + (" (or 0)" if self.zero else "")
+        low = number <= self.low if self.strict else number < self.low
+        if not math.isfinite(number) or (low and not (self.zero and number == 0)):
+            allowed = (f"a number {'>' if self.strict else '>='} {self.low:g}"
+                       + (" (or 0)" if self.zero else ""))
             self.fail(f"{value!r}: expected {allowed}", param, ctx)
         return number
 
@@ -466,6 +470,20 @@ def _check_conflicts(ctx: click.Context, command: click.Command, args: list[str]
     if any(t.startswith("*:") for t in tolerances) and ({"atol", "rtol"} & set(given)):
         raise click.UsageError("--tol '*:...' and --atol/--rtol both set the tolerance of every "
                                "output; give one", ctx)
+    if "passes_" in given and not _names(tuple(str(v) for v in given["passes_"])):
+        raise click.UsageError("--passes names no pass; give at least one (`graphfix passes` "
+                               "lists them), or leave --passes out for the default pipeline", ctx)
+    if "io_types" in given and "precision" not in given and any(
+            v != "fp32" for v in given["io_types"]):
+        raise click.UsageError("--io-types lowers the signature with the compute: it needs "
+                               "--precision", ctx)
+    session_flags = [flag(n) for n in ("threads", "dynamic_block_base", "cuda_graph")
+                     if n in given]
+    if "config" in given and session_flags:
+        raise click.UsageError(f"--config sets the session, and {session_flags[0]} sets it "
+                               "too; give one (or edit the configuration)", ctx)
+    if "cuda_graph" in given and "cpu" in (given.get("provider") or []):
+        raise click.UsageError("--cuda-graph replays on the GPU: it needs --provider cuda", ctx)
     if "passes_" in given and "skip" in given:
         listed = set(_names(tuple(str(v) for v in given["passes_"])))
         for skipped in _names(tuple(str(v) for v in given["skip"])):
@@ -571,7 +589,7 @@ _MODEL_PATH = click.Path(readable=False, path_type=Path)
 @_parity_flags
 @click.option("--bench", is_flag=True,
               help="Measure the speedup over the original under ORT defaults.")
-@click.option("--require-speedup", type=_Number(0.0), metavar="R",
+@click.option("--require-speedup", type=_Number(0.0, strict=True), metavar="R",
               help="Write the model only when the speedup's confidence interval clears R "
                    "(implies --bench).")
 @_verbosity
@@ -660,7 +678,8 @@ def check(reference: Path, candidate: Path, input_shape: tuple[tuple[str, list[i
               help="Compare with OTHER (the speedup is OTHER's time over MODEL's).")
 @click.option("--provider", type=click.Choice(["auto", "cpu", "cuda"]),
               help="auto (default): CUDA when it really loads, else CPU.")
-@click.option("--threads", type=click.IntRange(min=1), help="Intra-op threads (default: "
+@click.option("--threads", type=click.IntRange(min=1, max=thread_limit()),
+              help="Intra-op threads (default: "
               "physical cores).")
 @click.option("--warmup", type=click.IntRange(min=0), help="Warm-up rounds (default 10).")
 @click.option("--runs", type=click.IntRange(min=1), help="Timed rounds (default 50).")
@@ -713,13 +732,13 @@ def bench(model: Path, baseline: Path | None, input_shape: tuple[tuple[str, list
           format_bench(result.to_dict(), model.name, other), product=True)
 
 
-@cli.command()
+@cli.command(cls=_RecordArgs)
 @click.argument("model", type=_MODEL_PATH)
 @click.option("--vs", "other", type=_MODEL_PATH, metavar="OTHER",
               help="Profile OTHER beside MODEL: op types matched, where the time moved.")
 @click.option("--provider", type=click.Choice(["auto", "cpu", "cuda"]),
               help="auto (default): CUDA when it really loads, else CPU.")
-@click.option("--threads", type=click.IntRange(min=1),
+@click.option("--threads", type=click.IntRange(min=1, max=thread_limit()),
               help="Intra-op threads (default: physical cores).")
 @click.option("--warmup", type=click.IntRange(min=0), help="Warm-up calls (default 10).")
 @click.option("--runs", type=click.IntRange(min=1), help="Timed calls (default 50).")
@@ -782,7 +801,7 @@ class _Knob(click.ParamType):
         return name.strip(), parts
 
 
-@cli.command()
+@cli.command(cls=_RecordArgs)
 @click.argument("model", type=_MODEL_PATH)
 @click.option("--provider", type=click.Choice(["auto", "cpu", "cuda"]),
               help="auto (default): CUDA when it really loads, else CPU.")

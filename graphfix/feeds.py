@@ -599,11 +599,32 @@ def load_feeds(path: PathLike, model: onnx.ModelProto | None = None) -> list[Fee
         sets = [_read_pb_folder(folder, specs,
                                 shown(folder) if len(folders) > 1 else shown(path))
                 for folder in folders]
+    sets = [text_as_str(feeds, where=shown(path)) for feeds in sets]
     if specs is not None:
         for index, feeds in enumerate(sets):
             where = shown(path) + (f" (set {index})" if len(sets) > 1 else "")
             check_feeds(specs, feeds, where=where)
     return sets
+
+
+def text_as_str(feeds: Feeds, *, where: str = "inputs") -> dict[str, Any]:
+    """``feeds`` with text held as bytes (numpy's ``S`` arrays, object arrays of bytes) decoded
+    as UTF-8 into strings: ONNX Runtime's Python binding reads a string tensor from ``str``
+    items only (it fails on ``S`` arrays and feeds ``b'a'`` as the text "b'a'")."""
+    out = dict(feeds)
+    for name, value in feeds.items():
+        array = value if isinstance(value, np.ndarray) else None
+        if array is None or not (array.dtype.kind == "S" or (
+                array.dtype == object and any(isinstance(v, bytes) for v in array.flat))):
+            continue
+        try:
+            out[name] = np.array([v.decode("utf-8") if isinstance(v, bytes) else v
+                                  for v in array.flat], dtype=object).reshape(array.shape)
+        except UnicodeDecodeError as err:
+            raise ValidationInputError(
+                f"{where}: {name!r} holds bytes that are not UTF-8 text ({err.reason} at byte "
+                f"{err.start}); ONNX Runtime takes string inputs as text") from None
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -48,6 +48,7 @@ __all__ = [
     "STANDARD_DOMAINS",
     "ONNX_DOMAINS",
     "attribute",
+    "is_random",
 ]
 
 # The default operator set, ai.onnx, as a node names it ("" or "ai.onnx").
@@ -69,6 +70,27 @@ def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
                 return list(item.ints)
             return onnx.helper.get_attribute_value(item)
     return default
+
+
+# Ops that draw random numbers: two of them with the same inputs are not one value.
+_RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
+                         "RandomUniformLike", "Bernoulli", "Multinomial"})
+# ONNX Runtime's training dropouts: random whenever they run.
+_RANDOM_CONTRIB = frozenset({"BiasDropout", "BitmaskDropout", "BitmaskBiasDropout"})
+
+
+def is_random(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` may draw random numbers: the Random* ops, Bernoulli, Multinomial, and a
+    Dropout that may run in training mode (given a ``training_mode`` input, whatever its value,
+    or before opset 7 with ``is_test`` 0); ONNX Runtime's training dropouts."""
+    if node.domain in STANDARD_DOMAINS:
+        if node.op_type in _RANDOM_OPS:
+            return True
+        if node.op_type == "Dropout":
+            return (len(node.input) > 2 and bool(node.input[2])) or attribute(
+                node, "is_test", 1) == 0
+        return False
+    return node.domain == "com.microsoft" and node.op_type in _RANDOM_CONTRIB
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:

@@ -188,6 +188,8 @@ def format_summary(report: Report) -> str:
         detail = ""
         if parity.get("problem"):
             detail = f" ({parity['problem']})"
+        elif worst and worst.get("max_abs_error") is None:  # strings, booleans: exact
+            detail = f" (worst output {worst['name']!r}: equal, compared exactly)"
         elif worst:
             detail = (
                 f" (worst output {worst['name']!r}: max abs error "

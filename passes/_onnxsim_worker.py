@@ -41,7 +41,8 @@ from types import TracebackType
 from typing import Any, NamedTuple, Union
 
 from graphfix.errors import PassError
-from graphfix.model_io import PROTOBUF_LIMIT, release, temporary_folder_path, weight_bytes
+from graphfix.model_io import (PROTOBUF_LIMIT, release, temporary_folder_path, temporary_root,
+                               weight_bytes)
 from graphfix.options import growth_limit
 
 __all__ = ["OnnxsimWorker", "Outcome", "Output", "Budget", "stable_choice", "KEEP_WORKER_BELOW",
@@ -191,10 +192,12 @@ class _Process:
 
     def __init__(self, command: Sequence[str]) -> None:
         self.folder = temporary_folder_path("onnxsim")
+        # The worker runs in its folder: a relative TMPDIR would name another folder there.
+        env = {**os.environ, "TMPDIR": str(temporary_root())} if os.environ.get("TMPDIR") else None
         try:
             with open(self.folder / "start.log", "wb") as log:
                 self.proc = subprocess.Popen(
-                    list(command),
+                    list(command), env=env,
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=self.folder,
                 )
         except BaseException as error:  # a signal while starting too: the folder goes

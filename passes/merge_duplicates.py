@@ -9,8 +9,9 @@ Rules:
 1. Two nodes with the same domain, op type, inputs (in order) and attributes compute the same
    outputs: the later one goes and its readers read the earlier one's outputs. Merging cascades:
    nodes that become duplicates because their inputs were merged are merged too.
-2. Ops whose outputs are random (RandomNormal, RandomUniform, Bernoulli, Multinomial, and their
-   ``Like`` forms) and nodes holding subgraphs are never merged.
+2. Ops whose outputs are random (:func:`graphfix.graph.is_random`: RandomNormal, RandomUniform,
+   Bernoulli, Multinomial, their ``Like`` forms, a Dropout that may run in training mode) and
+   nodes holding subgraphs are never merged.
 3. A node whose outputs are graph outputs is never the one that goes (a graph output keeps its
    producer); the earlier node may be.
 """
@@ -22,15 +23,13 @@ import logging
 import onnx
 
 from graphfix import graph as graph_layer
-from graphfix.graph import holds_graph
+from graphfix.graph import holds_graph, is_random
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["MergeDuplicates", "merge_duplicates"]
 
 logger = logging.getLogger(__name__)
 
-_RANDOM = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
-                     "Bernoulli", "Multinomial"})
 
 
 def _key(node: onnx.NodeProto) -> tuple[object, ...]:
@@ -47,7 +46,7 @@ def _merge_graph(graph: onnx.GraphProto) -> int:
     merged = 0
     for node in graph.node:
         graph_layer.rename_reads(node, rename)
-        if node.op_type in _RANDOM or holds_graph(node):
+        if is_random(node) or holds_graph(node):
             kept.append(node)
             continue
         key = _key(node)

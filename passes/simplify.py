@@ -82,7 +82,9 @@ Rules:
     without its merging of equal constants (``eliminate_duplicate_initializer``,
     ``eliminate_common_subexpression``), which would make them one; an ``Add`` of 0.0 (or a
     ``Sub`` of -0.0), which turns -0.0 into 0.0, makes it run without
-    ``eliminate_nop_with_unit``, which would drop it (:mod:`._zeros`).
+    ``eliminate_nop_with_unit``, which would drop it (:mod:`._zeros`). A random op (a Dropout
+    in training mode, RandomNormal, ...) makes it run without
+    ``eliminate_common_subexpression``: two draws with the same inputs are not one value.
 13. Parts that can be left out (:meth:`Simplify.fallbacks`): onnxsim's graph optimizers
     (``optimizers=False``: shape inference, constant folding and dead-code elimination only)
     and its constant folding (``constant_folding=False``). When the pass's output breaks parity
@@ -112,6 +114,7 @@ from graphfix.graph import (
     count_nodes,
     fix_input_shapes,
     graphs,
+    is_random,
 )
 from graphfix.model_io import (
     PROTOBUF_LIMIT,
@@ -169,6 +172,7 @@ SKIPPED_OPTIMIZERS: tuple[str, ...] = (_BATCHED_GEMM, "fuse_attention", "fuse_gq
 # one that drops x + 0 (wrong for x = -0.0: -0.0 + 0.0 is 0.0).
 _MERGING_OPTIMIZERS = ("eliminate_duplicate_initializer", "eliminate_common_subexpression")
 _UNIT_OPTIMIZER = "eliminate_nop_with_unit"
+_CSE_OPTIMIZER = "eliminate_common_subexpression"
 # Rule 3: the per-tensor folding thresholds tried when folding everything grows too much.
 FOLD_THRESHOLDS = (GROWTH_ALLOWANCE, GROWTH_ALLOWANCE // 4, GROWTH_ALLOWANCE // 16, 1024)
 # Rule 9: the onnxsim worker's peak memory, in multiples of the serialized model.
@@ -323,6 +327,7 @@ class Simplify(Pass):
         self._shared = worker  # the caller's, kept across passes and runs
         self._own: OnnxsimWorker | None = None
         self._zero_signs = (False, False)  # rule 12, for the model being simplified
+        self._random = False  # rule 12: random ops are never merged
 
     @classmethod
     def configured(cls, run: RunOptions) -> Simplify:
@@ -403,6 +408,9 @@ class Simplify(Pass):
         # two tensors: x / 0.0 is +inf, x / -0.0 is -inf) and drops x + 0.0 (which turns -0.0
         # into 0.0): the optimizers that would do it here do not run.
         self._zero_signs = (signed_zero_twins(crossing), inexact_zero_nops(crossing))
+        # Two random ops with the same inputs are two draws: onnxsim's common-subexpression
+        # elimination would make them one.
+        self._random = any(is_random(node) for node in all_nodes(crossing.graph))
         stats: dict[str, int] = {
             "nodes_before": count_nodes(model),
             "initializers_before": len(model.graph.initializer),
@@ -464,7 +472,8 @@ class Simplify(Pass):
                         f"model kept")
         twins, nops = self._zero_signs
         skipped = [*self.skipped_optimizers, *(_MERGING_OPTIMIZERS if twins else ()),
-                   *((_UNIT_OPTIMIZER,) if nops else ())]
+                   *((_UNIT_OPTIMIZER,) if nops else ()),
+                   *((_CSE_OPTIMIZER,) if self._random and not twins else ())]
         base: dict[str, Any] = {"tensor_size_threshold": f"{_FOLD_CAP}B",
                                 "skipped_optimizers": skipped}
         if not self.optimizers:  # rule 13

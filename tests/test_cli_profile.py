@@ -71,7 +71,8 @@ def test_bench_config_applies_the_settings(tmp_path) -> None:
     data = json.loads(result.output)
     assert data["dynamic_block_base"] == 4 and data["threads"] == 1
     clash = invoke("bench", SAMPLE_PATH, "--config", path, "--threads", "2", "--runs", "2")
-    assert clash.exit_code == 1 and "configuration" in clash.output
+    # Two options that set the session: a usage error (exit 2), as every contradiction is.
+    assert clash.exit_code == 2 and "--config sets the session" in clash.output
 
 
 def test_tune_prints_the_table_writes_the_config_and_bench_rechecks_it(tmp_path) -> None:

@@ -86,7 +86,9 @@ def temporary_root() -> Path:
             raise ResourceError(f"TMPDIR cannot hold graphfix's temporary files ({reason}): "
                                 f"TMPDIR={shown(wanted)}",
                                 hint="point TMPDIR at a writable folder with room, or unset it")
-        return Path(wanted)
+        # Absolute and normalized: the onnxsim worker runs in a folder of its own, and the
+        # folders made here are told from the files a run reads by their paths.
+        return Path(os.path.abspath(wanted))
     return Path(tempfile.gettempdir())
 
 

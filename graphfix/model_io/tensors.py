@@ -214,11 +214,14 @@ def tensor_digest(tensor: onnx.TensorProto) -> bytes:
     if tensor.data_location != onnx.TensorProto.EXTERNAL and tensor.HasField("raw_data"):
         digest.update(b"raw:" + tensor.raw_data)
         return digest.digest()
+    if tensor.data_type == onnx.TensorProto.STRING:  # bytes as the model holds them
+        digest.update(b"strings:")
+        for item in tensor.string_data:
+            digest.update(len(item).to_bytes(8, "little") + item)
+        return digest.digest()
     value = tensor_value(tensor)
     if value is None:
         digest.update(b"at:" + str(sorted((e.key, e.value) for e in tensor.external_data)).encode())
-    elif value.dtype == object:
-        digest.update(b"strings:" + b"\0".join(bytes(v) for v in value.reshape(-1)))
     else:
         digest.update(b"raw:" + np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<"),
                                                                   copy=False).tobytes())

@@ -103,7 +103,8 @@ from graphfix import layout, model_io, precision
 from graphfix.graph import count_nodes
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError
-from graphfix.feeds import load_feeds, make_feeds
+from graphfix.feeds import load_feeds
+from graphfix.validate.parity import generated_feeds
 from graphfix.validate.session_config import SessionConfig, read_config
 from graphfix.validate.stats import (
     FASTER,
@@ -274,9 +275,9 @@ def require_speedup(result: BenchResult, ratio: float) -> None:
 def _make_feeds(
     model: onnx.ModelProto, *, seed: int, input_shapes: Mapping[str, Sequence[int]] | None
 ) -> dict[str, np.ndarray]:
-    """One set of generated inputs (see :mod:`graphfix.feeds`): dynamic dimensions at
-    their first size unless ``input_shapes`` fixes them."""
-    return make_feeds(model, seed=seed, runs=1, input_shapes=input_shapes)[0]
+    """One set of generated inputs (see :mod:`graphfix.feeds`): dynamic dimensions at the
+    first sizes of parity's ladders the model runs at, unless ``input_shapes`` fixes them."""
+    return generated_feeds(model, seed=seed, input_shapes=input_shapes)
 
 
 # --------------------------------------------------------------------------------------------

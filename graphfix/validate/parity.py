@@ -51,7 +51,9 @@ from graphfix import layout as layout_module
 from graphfix import model_io
 from graphfix import precision as precision_module
 from graphfix.errors import ProviderUnavailableError, ValidationInputError, first_line
-from graphfix.options import DEVICES, PROVIDERS, Tolerance, check_provider, default_tolerance
+from graphfix.graph import all_nodes, is_random
+from graphfix.options import (DEVICES, PROVIDERS, OptionError, Tolerance, check_count,
+                              check_provider, default_tolerance)
 from graphfix.providers import resolve_provider, session_providers
 from graphfix import feeds as feeds_module
 from graphfix.feeds import Feeds
@@ -63,6 +65,7 @@ __all__ = [
     "ReferenceOutputs",
     "ReferenceRun",
     "check_parity",
+    "generated_feeds",
     "compare_output", "format_parity"]
 
 logger = logging.getLogger(__name__)
@@ -340,6 +343,9 @@ class ReferenceRun:
         name: str = "original",
     ) -> None:
         check_provider(provider, allowed=DEVICES, what="parity's provider")
+        check_count("check_parity", "runs", runs)
+        if feeds is not None and not isinstance(feeds, Mapping) and len(feeds) == 0:
+            raise OptionError("check_parity(): feeds is an empty list: nothing would be compared")
         if provider == "cuda":  # refused, naming what is missing, when CUDA does not load
             resolve_provider("cuda")
         self.name = name
@@ -352,11 +358,15 @@ class ReferenceRun:
             raise ProviderUnavailableError(
                 f"ONNX Runtime did not keep the CUDA provider for the {name}",
                 hint="`graphfix doctor --provider cuda` shows why")
+        # Random ops (a Dropout in training mode, RandomNormal, ...): the original is run
+        # twice on the first inputs, and parity is refused when the two runs differ.
+        self._random = sorted({n.op_type for n in all_nodes(reference.graph) if is_random(n)})
         self.layout = layout_module.read(reference)
         self._specs = feeds_module.input_specs(reference)
         self._given: list[Feeds] | None = None
         if feeds is not None:
-            self._given = [dict(feeds)] if isinstance(feeds, Mapping) else [dict(f) for f in feeds]
+            given = [feeds] if isinstance(feeds, Mapping) else list(feeds)
+            self._given = [feeds_module.text_as_str(f, where="feeds") for f in given]
         elif inputs is not None:
             self._given = feeds_module.load_feeds(inputs, reference)
         if self._given is not None:
@@ -416,6 +426,8 @@ class ReferenceRun:
                 done.append(_generated_run(
                     session, self._specs, run, self._seed, self._input_shapes, notes, self.name
                 ))
+        if self._random and done:
+            _check_repeatable(session, done[0], self._random, self.name)
         # Released before the candidate's session is built: one model's weights in ONNX
         # Runtime at a time (a large model's weights are most of the run's memory).
         del session
@@ -658,6 +670,20 @@ def _generated_run(
     )
 
 
+def generated_feeds(model: onnx.ModelProto, *, seed: int = 0,
+                    input_shapes: Mapping[str, Sequence[int]] | None = None,
+                    name: str = "model") -> Feeds:
+    """One set of generated inputs that ``model`` accepts: with dynamic sizes, the first sizes
+    of parity's ladders that ONNX Runtime runs it at (an audio front end needs hundreds of
+    samples, a U-Net multiples of 32), tried on a session with optimizations off."""
+    specs = feeds_module.input_specs(model)
+    if not any(s.dynamic for s in specs if s.name not in (input_shapes or {})):
+        return feeds_module.make_feed_set(specs, 0, seed=seed, input_shapes=input_shapes)
+    session = _session(model, ["CPUExecutionProvider"], name)
+    feed, _ = _generated_run(session, specs, 0, seed, input_shapes, [], name)
+    return feed
+
+
 def _run_reference(session: Any, feed: Feeds, _: Any) -> list[Any]:
     try:
         return session.run(None, _for(session, feed))
@@ -666,6 +692,24 @@ def _run_reference(session: Any, feed: Feeds, _: Any) -> list[Any]:
             f"ONNX Runtime cannot run the original model on the given inputs: {first_line(err)}",
             hint="check the inputs against `graphfix inspect`",
         ) from None
+
+
+def _check_repeatable(session: Any, first: tuple[Feeds, list[Any]], random: list[str],
+                      name: str) -> None:
+    """Run the model with random ops again on its first inputs; refuse when an output changed
+    (no rewrite can be judged against a model that does not repeat itself)."""
+    feed, outputs = first
+    again = _run_reference(session, feed, None)
+    for before, after in zip(outputs, again):
+        before, after = np.asarray(before), np.asarray(after)
+        same = (np.array_equal(before, after, equal_nan=True) if before.dtype.kind in "fc"
+                else np.array_equal(before, after))
+        if not same:
+            raise ValidationInputError(
+                f"the {name}'s outputs change from run to run on the same inputs (random ops: "
+                f"{', '.join(random)}): parity cannot judge a rewrite of it",
+                hint="optimize it without the check (--no-verify, verify=False), or export it "
+                     "in inference mode")
 
 
 def _for(session: Any, feed: Feeds) -> Feeds:

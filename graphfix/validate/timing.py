@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["Placement", "Config", "Settings", "Arm", "Measurement", "EXECUTION_MODES",
            "OPTIMIZATION_LEVELS", "ALONE_ROUNDS", "open_session", "profile", "parse_profile",
            "Timer", "measure", "measure_runs",
-           "check_cuda_graph", "check_feeds", "graph_inputs", "default_threads",
+           "check_cuda_graph", "check_feeds", "graph_inputs", "default_threads", "thread_limit",
            "ort_version", "Progress"]
 
 logger = logging.getLogger(__name__)
@@ -161,6 +161,11 @@ class Settings:
             self.dynamic_block_base is not None and self.dynamic_block_base < 1
         ):
             raise BenchmarkError("threads must be >= 0 and dynamic_block_base >= 1")
+        most = thread_limit()
+        if max(self.threads, self.inter_op_threads) > most:
+            raise BenchmarkError(
+                f"{max(self.threads, self.inter_op_threads)} threads: at most {most} here (four "
+                "per logical core; ONNX Runtime would start them all)")
         options = {str(k): str(v) for k, v in dict(self.cuda_options).items()}
         if "enable_cuda_graph" in options:
             raise BenchmarkError("CUDA graphs are the cuda_graph setting, not a CUDA option")
@@ -625,6 +630,11 @@ def _peak_memory() -> Iterator[Callable[[], int | None]]:
 
 # --------------------------------------------------------------------------------------------
 # Environment
+
+
+def thread_limit() -> int:
+    """The most threads a session may be given here: four per logical core (at least 16)."""
+    return max(16, 4 * (os.cpu_count() or 1))
 
 
 def default_threads() -> int:

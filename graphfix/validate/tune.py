@@ -98,6 +98,7 @@ from graphfix.validate.timing import (
     measure,
     open_session,
     ort_version,
+    thread_limit,
 )
 from graphfix.report import size_text, table
 
@@ -167,6 +168,13 @@ class Knob:
     parse: Callable[[str], Any] = str
 
 
+def _thread_count(text: str) -> int:
+    count = int(text)
+    if not 1 <= count <= thread_limit():
+        raise ValueError(f"{count} threads: expected 1 to {thread_limit()} here")
+    return count
+
+
 def _setting(field: str, **also: Any) -> Callable[[Settings, int, Any], tuple[Settings, int]]:
     return lambda settings, batch, value: (settings.replace(**{field: value}, **also), batch)
 
@@ -209,7 +217,7 @@ def _batched(facts: Workload) -> str | None:
 
 KNOBS: tuple[Knob, ...] = (
     Knob("intra_op_threads", "cpu", False, lambda f: tuple(range(1, f.cores + 1)),
-         _setting("threads"), parse=int),
+         _setting("threads"), parse=_thread_count),
     Knob("execution_mode", "cpu", False, lambda f: ("parallel",),
          _setting("execution_mode", inter_op_threads=0), _branchy),
     Knob("allow_spinning", "cpu", False, lambda f: (False,), _setting("allow_spinning"),

@@ -157,3 +157,21 @@ def test_a_mixed_path_and_bytes_model_pair_works(gf):
     gf.model()
     data = (gf.folder / "m.onnx").read_bytes()
     assert graphfix.check_parity(data, Path(gf.folder / "m.onnx")).passed
+
+
+@pytest.mark.parametrize("options", [{"runs": 0}, {"runs": -1}, {"runs": 1.5}, {"feeds": []}],
+                         ids=["no-runs", "negative-runs", "float-runs", "no-feeds"])
+def test_check_parity_refuses_to_compare_nothing(gf, model, options):
+    """A check that compares no input set would pass whatever the candidate computes."""
+    wrong = graphfix.load(gf.folder / "m.onnx")
+    wrong.graph.node[1].op_type = "Sub"
+    _refused(gf, lambda: graphfix.check_parity(model, wrong, **options),
+             "feeds" if "feeds" in options else "runs")
+
+
+def test_tune_drops_a_thread_count_past_the_limit(gf):
+    gf.model()
+    result = graphfix.tune(gf.folder / "m.onnx", budget=1, space={"intra_op_threads": [99999]})
+    dropped = [c for c in result.candidates if c.name == "intra_op_threads=99999"]
+    assert dropped and dropped[0].status == "dropped" and "at most" in dropped[0].reason
+    assert result.kept_default

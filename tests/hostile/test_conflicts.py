@@ -117,3 +117,41 @@ def test_an_option_no_pass_uses_is_said(gf, dynamic):
                         "--ort-level", "all")
     assert outcome.code == 0, outcome.describe()
     assert "ort_level (--ort-level) has no effect" in outcome.stderr, outcome.describe()
+
+
+# Found by a hostile round on cases this suite had not seen: option values and combinations
+# the library refuses are usage errors on the command line too (exit 2), for every command.
+MORE_USAGE = {
+    "require-speedup-zero": (["optimize", "m.onnx", "out.onnx", "--require-speedup", "0"],
+                             "> 0"),
+    "io-types-without-precision": (["optimize", "m.onnx", "out.onnx", "--io-types", "fp16"],
+                                   "needs --precision"),
+    "empty-passes": (["optimize", "m.onnx", "out.onnx", "--passes", ""], "names no pass"),
+    "comma-passes": (["optimize", "m.onnx", "out.onnx", "--passes", ","], "names no pass"),
+    "cuda-graph-on-cpu": (["bench", "m.onnx", "--provider", "cpu", "--cuda-graph"],
+                          "needs --provider cuda"),
+    "threads-past-the-limit": (["bench", "m.onnx", "--threads", "99999"], "range"),
+    "profile-threads-past-the-limit": (["profile", "m.onnx", "--threads", "99999"], "range"),
+    "thread-knob-past-the-limit": (["tune", "m.onnx", "--knob", "intra_op_threads=99999"],
+                                   "99999 threads"),
+    "profile-two-threads": (["profile", "m.onnx", "--threads", "1", "--threads", "2"],
+                            "contradict"),
+    "tune-two-budgets": (["tune", "m.onnx", "--budget", "1", "--budget", "2"], "contradict"),
+    "bench-config-and-threads": (["bench", "m.onnx", "--config", "cfg.json", "--threads", "1"],
+                                 "--config sets the session"),
+    "bench-config-and-block-base": (["bench", "m.onnx", "--config", "cfg.json",
+                                     "--dynamic-block-base", "4"], "--config sets the session"),
+    "profile-config-and-threads": (["profile", "m.onnx", "--config", "cfg.json", "--threads",
+                                    "1"], "--config sets the session"),
+}
+
+
+@pytest.mark.parametrize("case", list(MORE_USAGE))
+def test_values_and_combinations_the_library_refuses_are_usage_errors(gf, dynamic, case):
+    # Imported here: tools/hostile_tally.py runs this module against older trees too.
+    from graphfix.validate.session_config import SessionConfig
+    from graphfix.validate.timing import Settings
+
+    SessionConfig(Settings.ort_defaults("cpu")).write(gf.folder / "cfg.json")
+    args, match = MORE_USAGE[case]
+    gf.usage_error(*args, match=match)

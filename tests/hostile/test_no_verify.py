@@ -257,3 +257,43 @@ def test_no_verify_keeps_ieee_special_values(gf, case):
     got = gf.ort_outputs(gf.folder / "out.onnx", {"x": x})["y"]
     np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
     np.testing.assert_array_equal(got, want)
+
+
+# Random ops (found by a hostile round): two draws with the same inputs are two values. A
+# Dropout in training mode draws a mask; x - x with two masks is not 0.
+RANDOM = {
+    "dropout-training": """
+    g (float[64] x) => (float[64] y) <float r = {0.5}, bool t = {1}> {
+        a = Dropout (x, r, t)
+        b = Dropout (x, r, t)
+        y = Sub (a, b)
+    }""",
+    "random-normal-like": """
+    g (float[64] x) => (float[64] y) {
+        a = RandomNormalLike (x)
+        b = RandomNormalLike (x)
+        y = Sub (a, b)
+    }""",
+}
+
+
+@pytest.mark.parametrize("pipeline", list(PIPELINES))
+@pytest.mark.parametrize("case", list(RANDOM))
+def test_no_verify_keeps_every_random_draw(gf, case, pipeline):
+    import numpy as np
+
+    gf.model(onnx.parser.parse_model(f"{_HEAD}\n{RANDOM[case]}"))
+    outcome = gf.invoke("optimize", "m.onnx", "out.onnx", "--no-verify", *PIPELINES[pipeline])
+    gf._common(outcome)
+    assert outcome.code == 0, outcome.describe()
+    written = onnx.load(gf.folder / "out.onnx")
+    draws = [n for n in written.graph.node if n.op_type in ("Dropout", "RandomNormalLike")]
+    assert len(draws) == 2, outcome.describe()
+    y = gf.ort_outputs(gf.folder / "out.onnx", {"x": np.ones(64, np.float32)})["y"]
+    assert np.any(y != 0)
+
+
+@pytest.mark.parametrize("case", list(RANDOM))
+def test_parity_refuses_a_model_that_does_not_repeat_itself(gf, case):
+    gf.model(onnx.parser.parse_model(f"{_HEAD}\n{RANDOM[case]}"))
+    gf.refused("optimize", "m.onnx", "out.onnx", match="change from run to run")

@@ -185,3 +185,19 @@ def test_a_file_size_limit_above_everything_is_no_problem(gf):
     gf.assert_same_function(gf.folder / "m.onnx", gf.folder / "out.onnx")
     x = np.ones((1, 64), np.float32)
     assert gf.ort_outputs(gf.folder / "out.onnx", {"x": x})["y"].shape == (1, 64)
+
+
+@pytest.mark.parametrize("relative", ["tmp", ".", "./sub/../tmp"])
+def test_a_relative_tmpdir_is_taken_from_the_working_folder(gf, relative):
+    """Found by a hostile round: the onnxsim worker runs in a folder of its own, and a relative
+    TMPDIR named another folder there (simplify was left out as "onnxsim crashed")."""
+    gf.model()
+    (gf.folder / "tmp").mkdir()
+    (gf.folder / "sub").mkdir()
+    outcome = gf.process("optimize", "m.onnx", "out.onnx", env={"TMPDIR": relative})
+    text = outcome.describe()
+    assert outcome.code == 0 and "warning" not in outcome.stderr, text
+    assert "Traceback" not in outcome.stderr, text
+    assert str(gf.folder / "out.onnx") in outcome.added, text
+    left = [p for p in outcome.added if "graphfix-" in p or ".graphfix" in p]
+    assert left == [], text

@@ -377,3 +377,18 @@ def test_cuda_graph_constraints_are_checked_before_any_session() -> None:
         timing.check_cuda_graph({"candidate": _model(dynamic=True)}, None, feeds_given=False)
     timing.check_cuda_graph({"candidate": _model(dynamic=True)}, {"x": [1, 16]},
                             feeds_given=False)
+
+
+def test_generated_inputs_are_sized_as_the_model_needs() -> None:
+    """An audio front end (a 1-D convolution of kernel 400) rejects the first sizes of the
+    ladders; bench (and profile and tune, which share its inputs) feed the first size it runs
+    at, as parity does, instead of failing on the first try."""
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 1, T] x) => (float[1, 1, U] y) <float[1, 1, 400] w = {0.1}> {
+        y = Conv <strides = [160]> (x, w)
+    }""")
+    model.graph.initializer[0].CopyFrom(onnx.numpy_helper.from_array(
+        np.full((1, 1, 400), 0.01, np.float32), "w"))
+    result = bench.benchmark(model, runs=2, warmup=0, provider="cpu")
+    assert result.candidate.median_ms > 0
