@@ -12,8 +12,9 @@ lose the difference, and a model whose outputs depend on it then computes someth
    The two results are equal as numbers, so dropping such an Add changes what the model
    computes only where the sign of a zero decides a value further on: a divisor (Div,
    Reciprocal: +inf or -inf), the base of a Pow whose exponent may be negative, and what
-   graphfix cannot see into (an op of another domain, a local function, a subgraph, and what
-   leaves a subgraph through its outputs).
+   graphfix cannot see into (an op of another domain, a local function, a subgraph the value
+   enters, what leaves a Scan). What leaves a Loop body is followed into its next iteration
+   and past the Loop, what leaves an If branch past the If.
    :func:`inexact_zero_nops` says when a model holds such an Add or Sub whose result's sign
    of zero can reach one of those, following it through the ops that carry a sign of zero and
    stopping at those that cannot (Exp, Softmax, an Add of a constant with no zero, a
@@ -27,6 +28,7 @@ and only there.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 import numpy as np
 import onnx
@@ -119,17 +121,59 @@ def inexact_zero_nops(model: onnx.ModelProto) -> bool:
     something graphfix cannot see into)."""
     constants = _constants(model)
     local = {(f.domain, f.name) for f in model.functions}
-    for body in graphs(model.graph):
+    for body, holders in _bodies(model.graph):
         origins = [node.output[0] for node in body.node if node.output
                    and _inexact_nop(node, constants)]
-        if not origins:
-            continue
-        # What leaves a subgraph through its outputs (a loop's carried state, a branch's
-        # result) is not followed further: reaching one counts as reaching a use.
-        leaves = set() if body is model.graph else {v.name for v in body.output}
-        if _sign_reaches_a_use(body, set(origins), constants, local, leaves):
+        if origins and _sign_escapes(body, set(origins), constants, local, list(holders)):
             return True
     return False
+
+
+_Holders = tuple[tuple[onnx.GraphProto, onnx.NodeProto], ...]
+
+
+def _bodies(graph: onnx.GraphProto, holders: _Holders = ()
+            ) -> Iterator[tuple[onnx.GraphProto, _Holders]]:
+    """Every graph, with the graphs and nodes that hold it, outermost first (carried along
+    the walk: protobuf gives a new wrapper, hence a new id(), at every access)."""
+    yield graph, holders
+    for node in graph.node:
+        for sub in subgraphs(node):
+            yield from _bodies(sub, (*holders, (graph, node)))
+
+
+def _sign_escapes(body: onnx.GraphProto, tainted: set[str],
+                  constants: dict[str, onnx.TensorProto], local: set[tuple[str, str]],
+                  holders: list[tuple[onnx.GraphProto, onnx.NodeProto]]) -> bool:
+    """Whether a zero's sign from ``tainted`` in ``body`` reaches a value it decides, in the
+    body or past it: a Loop body's carried outputs are its inputs in the next iteration and
+    the Loop's outputs after the last; an If branch's outputs are the If's outputs. What leaves
+    any other subgraph (Scan's) counts as reaching a use."""
+    while True:
+        if _sign_reaches_a_use(body, tainted, constants, local):
+            return True
+        if not holders:
+            return False  # the main graph's outputs are the model's results
+        graph, node = holders[-1]
+        leaving = [i for i, value in enumerate(body.output) if value.name in tainted]
+        if not leaving:
+            return False
+        if node.op_type == "Loop":  # outputs: condition, carried values, scan outputs
+            carried = len(node.input) - 2
+            again = {body.input[i + 1].name for i in leaving
+                     if 1 <= i <= carried and i + 1 < len(body.input)}
+            if not again <= tainted:
+                tainted |= again
+                continue
+            outer = {node.output[i - 1] for i in leaving if 1 <= i <= len(node.output)}
+        elif node.op_type == "If":
+            outer = {node.output[i] for i in leaving if i < len(node.output)}
+        else:
+            return True
+        outer.discard("")
+        body, tainted, holders = graph, outer, holders[:-1]
+        if not tainted:
+            return False
 
 
 def _inexact_nop(node: onnx.NodeProto, constants: dict[str, onnx.TensorProto]) -> bool:
@@ -164,14 +208,12 @@ _FLOAT_TYPES = _FLOATS
 
 def _sign_reaches_a_use(graph: onnx.GraphProto, tainted: set[str],
                         constants: dict[str, onnx.TensorProto],
-                        local: set[tuple[str, str]], leaves: set[str]) -> bool:
+                        local: set[tuple[str, str]]) -> bool:
     """Whether a zero's sign from ``tainted`` reaches, in ``graph``, an input whose value it
-    decides, or one of ``leaves`` (names whose readers are not followed). Followed to a fixed
-    point, so the graph's node order does not matter."""
+    decides; ``tainted`` grows by every name it reaches. Followed to a fixed point, so the
+    graph's node order does not matter."""
     changed = True
     while changed:
-        if tainted & leaves:
-            return True
         changed = False
         for node in graph.node:
             read = node_reads(node)
@@ -185,7 +227,7 @@ def _sign_reaches_a_use(graph: onnx.GraphProto, tainted: set[str],
                 if new:
                     tainted |= new
                     changed = True
-    return bool(tainted & leaves)
+    return False
 
 
 def _decided_by_sign(node: onnx.NodeProto, hit: list[int],

@@ -137,3 +137,48 @@ def test_in_a_subgraph_an_add_of_zero_whose_sign_decides_nothing_is_not_protecte
     assert inexact_zero_nops(decided) and not inexact_zero_nops(undecided)
     for run in PASSES.values():
         np.testing.assert_array_equal(_run(run(_copy(undecided))), _run(undecided))
+
+
+def _loop_model(body: str, after: str) -> onnx.ModelProto:
+    """Two iterations of a Loop carrying v (from Neg(x), -0.0 for x = 0) through an Add of a
+    zero constant of the body; ``after`` reads the final v (and the scan output d, when the
+    body makes one)."""
+    scan = ", float[4] d" if "d = " in body else ""
+    return onnx.parser.parse_model(_HEAD + f"""
+    g (float[4] x) => (float[4] y) <float one = {{1.0}}, int64 two = {{2}}, bool yes = {{1}}> {{
+        n = Neg (x)
+        {"v, ds" if scan else "v"} = Loop (two, yes, n) <body = b (int64 i, bool c, float[4] w)
+                                 => (bool co, float[4] wo{scan}) {{
+            z = Constant <value = float {{0.0}}> ()
+            co = Identity (c)
+            {body}
+        }}>
+        {after}
+    }}""")
+
+
+LOOPS = {
+    # decided past the loop: its final value is a divisor
+    "carried-into-a-divisor": ("wo = Add (w, z)", "y = Div (one, v)", True),
+    # decided in the next iteration: the carried sum is a divisor there
+    "divisor-next-iteration": ("wo = Add (w, z)\n d = Div (one, w)",
+                               "t = Gather <axis = 0> (ds, one_index)\n y = Identity (t)", True),
+    # not decided: what leaves the loop goes through Exp
+    "carried-into-exp": ("wo = Add (w, z)", "e = Exp (v)\n y = Div (one, e)", False),
+}
+
+
+@pytest.mark.parametrize("case", LOOPS)
+def test_a_loop_is_followed_into_its_next_iteration_and_past_it(case) -> None:
+    body, after, decided = LOOPS[case]
+    model = _loop_model(body, after)
+    if "one_index" in after:
+        model.graph.initializer.append(onnx.helper.make_tensor(
+            "one_index", onnx.TensorProto.INT64, [], [1]))
+    onnx.checker.check_model(model, full_check=True)
+    assert inexact_zero_nops(model) is decided
+    expected = _run(model)
+    for run in PASSES.values():
+        got = _run(run(_copy(model)))
+        assert np.array_equal(np.signbit(got), np.signbit(expected)), (case, got, expected)
+        np.testing.assert_array_equal(got, expected)
