@@ -48,11 +48,10 @@ def one_onnxsim_worker():
     life build their Simplify passes themselves and get workers of their own. A graphfix
     without shared workers (an older tree that tools/hostile_tally.py measures) runs each
     pipeline with its own."""
-    from graphfix.passes import simplify
-
-    shared_worker = getattr(simplify, "shared_worker", None)
-    if shared_worker is None:
+    try:
+        from graphfix.passes.simplify import OnnxsimWorker, shared_worker
+    except ImportError:
         yield None
         return
-    with simplify.OnnxsimWorker() as worker, shared_worker(worker):
+    with OnnxsimWorker() as worker, shared_worker(worker):
         yield worker
