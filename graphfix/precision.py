@@ -109,16 +109,16 @@ def to_candidate(feed: Mapping[str, Any], candidate: onnx.ModelProto) -> dict[st
 def from_candidate(feed: Mapping[str, Any], candidate: onnx.ModelProto) -> dict[str, Any]:
     """The candidate's inputs in the original's types (for a baseline fed the same values)."""
     record = read(candidate)
-    if record is None or not record.io_inputs:
-        return dict(feed)
-    return {name: np.asarray(value).astype(numpy_dtype(record.io_inputs[name]))
-            if name in record.io_inputs else value for name, value in feed.items()}
+    return _in_types(feed, record.io_inputs if record is not None else {})
 
 
 def to_reference(outputs: Mapping[str, Any], candidate: onnx.ModelProto) -> dict[str, Any]:
     """The candidate's outputs in the original's types."""
     record = read(candidate)
-    if record is None or not record.io_outputs:
-        return dict(outputs)
-    return {name: np.asarray(value).astype(numpy_dtype(record.io_outputs[name]))
-            if name in record.io_outputs else value for name, value in outputs.items()}
+    return _in_types(outputs, record.io_outputs if record is not None else {})
+
+
+def _in_types(values: Mapping[str, Any], types: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with those named in ``types`` cast to the element type given there."""
+    return {name: np.asarray(value).astype(numpy_dtype(types[name])) if name in types else value
+            for name, value in values.items()}

@@ -25,7 +25,6 @@ import argparse
 import json
 import logging
 import sys
-import tempfile
 import time
 import warnings
 from collections import Counter
@@ -40,6 +39,7 @@ from graphfix.model_io import load_external_values
 from graphfix.passes._measuring import make_feeds, run_outputs, tolerance_used
 from graphfix.passes.fuse_transformer import FuseTransformer
 from graphfix.passes.fuse_transformer.heads import model_type, read_heads
+from precision_peers import run_olive
 
 MODELS = {"bert_legacy": 128, "bert_dynamo": 128, "distilbert_legacy": 128,
           "distilbert_dynamo": 128, "gpt2_legacy": 128, "gpt2_dynamo": 128,
@@ -91,24 +91,9 @@ def _ort(model: onnx.ModelProto, kind: str, heads: int, hidden: int) -> onnx.Mod
 
 
 def _olive(model: onnx.ModelProto, kind: str, heads: int, hidden: int) -> onnx.ModelProto:
-    from olive.workflows import run as olive_run
-
-    with tempfile.TemporaryDirectory() as folder:
-        source = Path(folder) / "model.onnx"
-        onnx.save(model, source)
-        olive_run({
-            "input_model": {"type": "ONNXModel", "model_path": str(source)},
-            "systems": {"local": {"type": "LocalSystem", "accelerators": [
-                {"device": "cpu", "execution_providers": ["CPUExecutionProvider"]}]}},
-            "passes": {"fuse": {"type": "OrtTransformersOptimization", "model_type": kind,
-                                "num_heads": heads, "hidden_size": hidden, "opt_level": 0}},
-            "host": "local", "target": "local", "log_severity_level": 3,
-            "output_dir": str(Path(folder) / "out"), "cache_dir": str(Path(folder) / "cache"),
-        })
-        found = sorted((Path(folder) / "out").rglob("*.onnx"))
-        if not found:
-            raise RuntimeError("Olive wrote no model")
-        return onnx.load(found[0])
+    return run_olive(model, {"fuse": {"type": "OrtTransformersOptimization", "model_type": kind,
+                                      "num_heads": heads, "hidden_size": hidden,
+                                      "opt_level": 0}})
 
 
 def _run(tool: str, model: onnx.ModelProto, kind: str, hidden: int,

@@ -92,7 +92,8 @@ def _onnxslim(model: onnx.ModelProto, feeds: list[dict[str, Any]]) -> onnx.Model
     return onnxslim.slim(model, dtype="fp16")
 
 
-def _olive(model: onnx.ModelProto, feeds: list[dict[str, Any]]) -> onnx.ModelProto:
+def run_olive(model: onnx.ModelProto, passes: dict[str, Any]) -> onnx.ModelProto:
+    """``model`` through Olive's ``passes`` (its workflow config's ``passes``) on the CPU."""
     from olive.workflows import run as olive_run
 
     with tempfile.TemporaryDirectory() as folder:
@@ -102,7 +103,7 @@ def _olive(model: onnx.ModelProto, feeds: list[dict[str, Any]]) -> onnx.ModelPro
             "input_model": {"type": "ONNXModel", "model_path": str(source)},
             "systems": {"local": {"type": "LocalSystem", "accelerators": [
                 {"device": "cpu", "execution_providers": ["CPUExecutionProvider"]}]}},
-            "passes": {"fp16": {"type": "OnnxFloatToFloat16", "keep_io_types": True}},
+            "passes": passes,
             "host": "local", "target": "local", "log_severity_level": 3,
             "output_dir": str(Path(folder) / "out"), "cache_dir": str(Path(folder) / "cache"),
         })
@@ -110,6 +111,10 @@ def _olive(model: onnx.ModelProto, feeds: list[dict[str, Any]]) -> onnx.ModelPro
         if not found:
             raise RuntimeError("Olive wrote no model")
         return onnx.load(found[0])
+
+
+def _olive(model: onnx.ModelProto, feeds: list[dict[str, Any]]) -> onnx.ModelProto:
+    return run_olive(model, {"fp16": {"type": "OnnxFloatToFloat16", "keep_io_types": True}})
 
 
 def _ort(model: onnx.ModelProto, feeds: list[dict[str, Any]]) -> onnx.ModelProto:

@@ -40,6 +40,7 @@ from graphfix.model_io.loading import (
     load,
     load_with_info,
     model_argument,
+    named_model,
 )
 from graphfix.model_io.runtime import max_ir_version
 from graphfix.model_io.sessions import ort_session
@@ -90,6 +91,7 @@ __all__ = [
     "load",
     "load_with_info",
     "model_argument",
+    "named_model",
     "save",
     "check_model",
     "checker_problem",

@@ -29,7 +29,8 @@ from graphfix.model_io.tensors import (
     _point_at,
 )
 
-__all__ = ["ModelSource", "LoadedModel", "load", "load_with_info", "model_argument"]
+__all__ = ["ModelSource", "LoadedModel", "load", "load_with_info", "model_argument",
+           "named_model"]
 
 logger = logging.getLogger(__name__)
 
@@ -359,6 +360,14 @@ def model_argument(value: object, name: str, function: str) -> onnx.ModelProto:
         return load(value, load_external_data=False)
     raise OptionError(f"{function}(): {name} must be an onnx.ModelProto, a path or the bytes "
                       f"of a model, got {type(value).__name__}")
+
+
+def named_model(value: object, name: str, function: str, fallback: str
+                ) -> tuple[onnx.ModelProto, str]:
+    """:func:`model_argument`, with the name reports show: a path's file name, else
+    ``fallback`` (a model given in memory)."""
+    model = model_argument(value, name, function)
+    return model, (Path(value).name if isinstance(value, (str, os.PathLike)) else fallback)
 
 
 def load(source: ModelSource, *, load_external_data: bool = True) -> onnx.ModelProto:

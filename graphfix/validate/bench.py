@@ -103,7 +103,7 @@ from graphfix import layout, model_io, precision
 from graphfix.graph import count_nodes
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError
-from graphfix.feeds import load_feeds
+from graphfix.feeds import load_feeds, make_feeds, text_as_str
 from graphfix.validate.parity import generated_feeds
 from graphfix.validate.session_config import SessionConfig, read_config
 from graphfix.validate.stats import (
@@ -464,10 +464,12 @@ def feeds_by_model(
     if feeds is None:
         feeds = _make_feeds(model, seed=seed, input_shapes=input_shapes)
         if baseline is not None:
-            # The baseline may list more inputs (an IR-3 model's initializers, say).
-            extra = _make_feeds(baseline, seed=seed, input_shapes=input_shapes)
+            # The baseline may list more inputs (an IR-3 model's initializers, say, of fixed
+            # shapes): generated as they are, with no session to find sizes the model takes.
+            extra = make_feeds(baseline, seed=seed, runs=1, input_shapes=input_shapes)[0]
             feeds = {**extra, **feeds}
-    arrays = {name: np.asarray(value) for name, value in feeds.items()}
+    arrays = text_as_str({name: np.asarray(value) for name, value in feeds.items()},
+                         where="feeds")
     by_model = {"candidate": arrays}
     if baseline is not None:
         by_model["baseline"] = layout.from_candidate(

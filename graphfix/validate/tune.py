@@ -62,7 +62,6 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -499,13 +498,6 @@ def choose(default: Candidate, aa: Comparison | None, candidates: Sequence[Candi
                   + (" per sample" if objective == "throughput" else ""))
 
 
-def _load(model: onnx.ModelProto | str | os.PathLike[str], fallback: str
-          ) -> tuple[onnx.ModelProto, str]:
-    if isinstance(model, onnx.ModelProto):
-        return model, fallback
-    return model_io.load(model, load_external_data=False), Path(model).name
-
-
 def tune(
     model: onnx.ModelProto | str | os.PathLike[str],
     *,
@@ -539,7 +531,7 @@ def tune(
                              hint=f"use one of {', '.join(OBJECTIVES)}")
     if not budget > 0:
         raise BenchmarkError(f"the budget must be > 0 seconds, got {budget!r}")
-    proto, model_name = _load(model, name)
+    proto, model_name = model_io.named_model(model, "model", "tune", name)
     reads = files_read((model, proto), inputs)
     if out is not None:
         model_io.check_outputs({"the configuration": out}, reads)

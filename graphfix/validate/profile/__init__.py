@@ -186,13 +186,6 @@ class ProfileResult:
         model_io.write_text(path, render_page(self.to_dict()), protect=protect)
 
 
-def _load(model: onnx.ModelProto | str | os.PathLike[str], fallback: str
-          ) -> tuple[onnx.ModelProto, str]:
-    if isinstance(model, onnx.ModelProto):
-        return model, fallback
-    return model_io.load(model, load_external_data=False), Path(model).name
-
-
 def profile(
     model: onnx.ModelProto | str | os.PathLike[str],
     *,
@@ -227,8 +220,9 @@ def profile(
     started = time.perf_counter()
     if runs < 1 or warmup < 0:
         raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
-    main, main_name = _load(model, names[0])
-    other, other_name = (_load(vs, names[1]) if vs is not None else (None, ""))
+    main, main_name = model_io.named_model(model, "model", "profile", names[0])
+    other, other_name = (model_io.named_model(vs, "vs", "profile", names[1]) if vs is not None
+                         else (None, ""))
     # Files to write are checked before anything is measured: never one graphfix reads.
     reads = files_read((model, main), (vs, other), inputs, config)
     model_io.check_outputs({role: path for role, path in (("the trace", trace),
