@@ -363,8 +363,8 @@ def _try(findings: list[Finding], model: onnx.ModelProto, feeds: Mapping[str, np
     try:
         trials = measure_runs(arms, warmup=min(warmup, rounds), runs=rounds,
                               progress=progress, step="try fixes")
-    except GraphfixError as err:
-        warnings.append(f"the fixes could not be measured: {err}")
+    except Exception as err:  # noqa: BLE001 - ONNX Runtime's own errors too: findings stand
+        warnings.append(f"the fixes could not be measured: {first_line(err)}")
         return
     for candidate in candidates:
         statistic = candidate.finding.trial.statistic if candidate.finding.trial else "median"
@@ -407,6 +407,13 @@ def _trial_arm(label: str, trial: Trial, model: onnx.ModelProto,
                    if spec.dims and not isinstance(spec.dims[0], int)}
         feed = {name: (np.concatenate([value] * batch, axis=0) if name in dynamic else value)
                 for name, value in feeds.items()}
+        # A leading dynamic axis is not always a batch (a graph net's node list, a segment
+        # vector): a size the model refuses is no trial.
+        try:
+            model_io.ort_session(fixed).run(None, feed)
+        except Exception as err:  # noqa: BLE001 - ONNX Runtime raises several types
+            raise BenchmarkError(f"the model does not run at {batch}x its leading dynamic "
+                                 f"axis: {first_line(err)}") from None
     try:
         return Arm(label, Config(label, fixed, changed.optimization), changed, feed), batch
     except (TypeError, ValueError) as err:

@@ -110,8 +110,24 @@ def read_runs(events: Sequence[Mapping[str, Any]], timed: int) -> TracedRuns:
             nodes[index].append(event)
     init = [float(e.get("dur", 0)) / 1e3 for e in events
             if e.get("cat") == "Session" and e.get("name") == "session_initialization"]
-    return TracedRuns([float(e.get("dur", 0)) / 1e3 for e in runs], nodes,
-                      init[0] if init else None)
+    return TracedRuns([float(e.get("dur", 0)) / 1e3 for e in runs],
+                      [_without_containers(run) for run in nodes], init[0] if init else None)
+
+
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
+def _within(inner: Mapping[str, Any], outer: Mapping[str, Any]) -> bool:
+    start, end = float(outer.get("ts", 0)), float(outer.get("ts", 0)) + float(outer.get("dur", 0))
+    return inner is not outer and start <= float(inner.get("ts", 0)) <= end
+
+
+def _without_containers(run: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """A run's node events less each If, Loop or Scan whose subgraph's nodes are events of
+    their own within its span: its time is theirs, and counting both would count it twice."""
+    return [event for event in run
+            if (event.get("args") or {}).get("op_name") not in _CONTROL_FLOW
+            or not any(_within(other, event) for other in run)]
 
 
 def _shapes(value: Any) -> list[dict[str, list[int]]]:
