@@ -27,7 +27,9 @@ Method
    default's (paired bootstrap over the rounds they shared) is eliminated and the rest get
    three more rounds, while the budget (``budget`` seconds, from the start) allows, judged from
    the last rung's seconds per candidate and round; the last one standing is topped up to ten
-   rounds. The default and the A/A copy run in every rung.
+   rounds. After every rung, a challenger whose interval lies wholly below 1.0 (significantly
+   slower than the default) is eliminated, whatever its rank: no objective can pick it; when
+   none is left, the search ends there. The default and the A/A copy run in every rung.
 4. Combination. When knobs of different names each have a value significantly faster than the
    default, their best values together are one more candidate, measured (budget allowing) in
    a last rung with the default and the best single change.
@@ -573,6 +575,9 @@ def tune(
     warnings: list[str] = []
     cost = run_rung([default, copy, *challengers], RUNG_ROUNDS)  # s per arm and round
     while challengers:
+        challengers = _drop_slower(challengers, rung)
+        if not challengers:
+            break
         if len(challengers) > 1:
             ranked = sorted(challengers, key=lambda c: -(c.speedup.speedup if c.speedup else 0.0))
             keep = ranked[: max(1, len(challengers) // 2)]
@@ -640,6 +645,22 @@ def tune(
         config.write(out, protect=reads)
     logger.info("tune: %s (%s)", winner.name, reason)
     return result
+
+
+def _drop_slower(challengers: list[Candidate], rung: int) -> list[Candidate]:
+    """Eliminate each challenger whose interval against the default lies wholly below 1.0:
+    the evidence a winner needs, turned the other way; no objective can pick it (``memory``
+    too refuses a significantly slower candidate), so its rounds are not spent."""
+    kept = []
+    for c in challengers:
+        if c.speedup is not None and c.speedup.verdict == SLOWER:
+            c.status = "eliminated"
+            c.reason = (f"significantly slower than the default after rung {rung}: "
+                        f"{c.speedup.speedup:.3f}x [{c.speedup.ci_low:.3f}, "
+                        f"{c.speedup.ci_high:.3f}]")
+        else:
+            kept.append(c)
+    return kept
 
 
 def _confirm(winner: Candidate, default: Candidate, copy: Candidate,
@@ -737,7 +758,7 @@ def format_tune(data: dict[str, Any]) -> str:
     lines += table(rows, ["candidate", "status", f"median ms{per}", "p90", "p99", "cv",
                            "peak mem", "speedup vs default", "rounds"])
     for c in data["candidates"]:
-        if c["reason"] and c["status"] in ("dropped", "not applicable"):
+        if c["reason"] and c["status"] in ("dropped", "not applicable", "eliminated"):
             lines.append(f"  {c['name']}: {c['status']}: {c['reason']}")
     aa = data.get("aa")
     if aa:

@@ -22,6 +22,7 @@ from graphfix.validate.tune import (
     KNOBS,
     OBJECTIVES,
     Candidate,
+    RUNG_ROUNDS,
     Workload,
     choose,
     facts_of,
@@ -166,10 +167,14 @@ def test_choose_for_memory_takes_the_leanest_that_is_not_slower() -> None:
 def test_a_setting_that_is_slower_for_sure_is_not_chosen() -> None:
     # With ORT's graph optimizations off, MobileNetV2 runs its converter's Transposes and no
     # fused or NCHWc convolution: several times slower on any machine.
-    result = tune(_mobilenet(), provider="cpu", budget=5,
+    # The budget would top it up to ten rounds; being significantly slower ends its search
+    # after the first rung, and with no challenger left, the search itself.
+    result = tune(_mobilenet(), provider="cpu", budget=60,
                   space={"optimization": ["disabled"]})
     slow = next(c for c in result.candidates if c.name == "optimization=disabled")
-    assert slow.status == "measured" and slow.speedup is not None
+    assert slow.status == "eliminated" and slow.speedup is not None
+    assert "significantly slower" in slow.reason
+    assert len(slow.times) == RUNG_ROUNDS
     assert slow.speedup.ci_high < 1.0
     assert result.winner.name != slow.name and result.kept_default
     assert result.config.settings == Settings.ort_defaults("cpu")
