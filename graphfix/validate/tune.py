@@ -27,9 +27,11 @@ Method
    default's (paired bootstrap over the rounds they shared) is eliminated and the rest get
    three more rounds, while the budget (``budget`` seconds, from the start) allows, judged from
    the last rung's seconds per candidate and round; the last one standing is topped up to ten
-   rounds. After every rung, a challenger whose interval lies wholly below 1.0 (significantly
-   slower than the default) is eliminated, whatever its rank: no objective can pick it; when
-   none is left, the search ends there. The default and the A/A copy run in every rung.
+   rounds, and, while it is ahead of the default but its interval still holds 1.0, on up to
+   thirty, three rounds at a time (the budget goes where the decision is still open). After
+   every rung, a challenger whose interval lies wholly below 1.0 (slower than the default) is
+   eliminated whatever its rank, since no objective can pick it; when none is left, the search
+   ends there. The default and the A/A copy run in every rung.
 4. Combination. When knobs of different names each have a value significantly faster than the
    default, their best values together are one more candidate, measured (budget allowing) in
    a last rung with the default and the best single change.
@@ -115,6 +117,7 @@ _QUANTILE = {"median": 0.5, "p99": 0.99}
 BLOCK_SECONDS = 0.15
 RUNG_ROUNDS = 3
 FINAL_ROUNDS = 10
+LEADER_ROUNDS = 30  # the most rounds an undecided leader gets while the budget allows
 BLOCK_WARMUP = 3
 LEANER = 0.95  # a memory winner's peak is at most this share of the default's
 _CONV = frozenset({"Conv", "ConvTranspose", "FusedConv", "NhwcConv", "QLinearConv"})
@@ -588,8 +591,9 @@ def tune(
             challengers = keep
         arms = len(challengers) + 2
         affordable = int((deadline - time.perf_counter()) / (cost * arms))
-        wanted = (RUNG_ROUNDS if len(challengers) > 1
-                  else FINAL_ROUNDS - len(challengers[0].times))
+        wanted = _rounds_wanted(challengers)
+        if wanted < 1:
+            break
         rounds = min(wanted, affordable)
         if rounds < 1:
             have = len(challengers[0].times)
@@ -597,13 +601,11 @@ def tune(
                 warnings.append(f"the budget ran out with {len(challengers)} candidates still in "
                                 f"the running after {have} rounds each; a larger budget narrows "
                                 "them down and their intervals")
-            elif wanted > 0:
+            elif have < FINAL_ROUNDS:
                 warnings.append(f"the budget ran out with {have} rounds for the last candidate "
                                 f"standing (aim: {FINAL_ROUNDS}); its interval is wider for it")
             break
         cost = run_rung([default, copy, *challengers], rounds)
-        if len(challengers) == 1 and len(challengers[0].times) >= FINAL_ROUNDS:
-            break
     combined = _combination(default, [c for c in candidates if c.status == "measured"])
     if combined is not None:
         best = max((c for c in challengers if c.speedup), key=lambda c: c.speedup.speedup,
@@ -647,15 +649,34 @@ def tune(
     return result
 
 
+def _rounds_wanted(challengers: list[Candidate]) -> int:
+    """The rounds the next rung asks for: a rung while several are in the running; the last
+    one standing up to :data:`FINAL_ROUNDS`, and on, a rung at a time up to
+    :data:`LEADER_ROUNDS`, while it is ahead of the default but its interval still holds 1.0
+    (the budget is spent where the decision is open, not where it is taken)."""
+    if len(challengers) > 1:
+        return RUNG_ROUNDS
+    last = challengers[0]
+    have = len(last.times)
+    if have < FINAL_ROUNDS:
+        return FINAL_ROUNDS - have
+    s = last.speedup
+    if s is not None and s.verdict == NO_DIFFERENCE and s.speedup > 1.0:
+        return max(0, min(RUNG_ROUNDS, LEADER_ROUNDS - have))
+    return 0
+
+
 def _drop_slower(challengers: list[Candidate], rung: int) -> list[Candidate]:
     """Eliminate each challenger whose interval against the default lies wholly below 1.0:
-    the evidence a winner needs, turned the other way; no objective can pick it (``memory``
-    too refuses a significantly slower candidate), so its rounds are not spent."""
+    no objective picks a slower candidate (``memory`` refuses one too), so its rounds are not
+    spent. After the first rung's three rounds the interval is a screen (every round showed it
+    slower), like the halving's ranking, not the evidence a winner needs: a winner is held to
+    ten rounds and ten fresh ones."""
     kept = []
     for c in challengers:
         if c.speedup is not None and c.speedup.verdict == SLOWER:
             c.status = "eliminated"
-            c.reason = (f"significantly slower than the default after rung {rung}: "
+            c.reason = (f"slower than the default after rung {rung} ({len(c.times)} rounds): "
                         f"{c.speedup.speedup:.3f}x [{c.speedup.ci_low:.3f}, "
                         f"{c.speedup.ci_high:.3f}]")
         else:

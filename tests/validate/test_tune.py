@@ -173,7 +173,7 @@ def test_a_setting_that_is_slower_for_sure_is_not_chosen() -> None:
                   space={"optimization": ["disabled"]})
     slow = next(c for c in result.candidates if c.name == "optimization=disabled")
     assert slow.status == "eliminated" and slow.speedup is not None
-    assert "significantly slower" in slow.reason
+    assert "slower than the default" in slow.reason
     assert len(slow.times) == RUNG_ROUNDS
     assert slow.speedup.ci_high < 1.0
     assert result.winner.name != slow.name and result.kept_default
@@ -277,3 +277,23 @@ def test_cuda_default_is_session_run_without_binding() -> None:
     assert not default.io_binding and not default.cuda_graph
     result = tune(_mlp(), provider="cuda", budget=5, space={"io_binding": [True]})
     assert result.provider == "cuda"
+
+
+def test_an_undecided_leader_gets_more_rounds_and_a_decided_one_none() -> None:
+    from graphfix.validate.stats import Comparison
+    from graphfix.validate.tune import FINAL_ROUNDS, LEADER_ROUNDS, _rounds_wanted
+
+    def leader(rounds: int, low: float, high: float, verdict: str) -> Candidate:
+        c = Candidate("x", Settings.ort_defaults("cpu"))
+        c.times = {(0, i): [1.0] for i in range(rounds)}
+        c.speedup = Comparison((low + high) / 2, low, high, 0.95, verdict)
+        return c
+
+    assert _rounds_wanted([leader(3, 0.9, 1.2, "no significant difference")] * 2) == RUNG_ROUNDS
+    assert _rounds_wanted([leader(3, 1.1, 1.2, "faster")]) == FINAL_ROUNDS - 3
+    assert _rounds_wanted([leader(10, 0.97, 1.2, "no significant difference")]) == RUNG_ROUNDS
+    assert _rounds_wanted([leader(LEADER_ROUNDS - 1, 0.97, 1.2,
+                                  "no significant difference")]) == 1
+    assert _rounds_wanted([leader(LEADER_ROUNDS, 0.97, 1.2, "no significant difference")]) == 0
+    assert _rounds_wanted([leader(10, 1.05, 1.2, "faster")]) == 0       # decided
+    assert _rounds_wanted([leader(10, 0.8, 1.1, "no significant difference")]) == 0  # behind
