@@ -29,23 +29,26 @@ Method
    the last rung's seconds per candidate and round; the last one standing is topped up to ten
    rounds, and, while it is ahead of the default but its interval still holds 1.0, on up to
    thirty, three rounds at a time (the budget goes where the decision is still open). After
-   every rung, a challenger whose interval lies wholly below 1.0 (slower than the default) is
-   eliminated whatever its rank, since no objective can pick it; when none is left, the search
-   ends there. The default and the A/A copy run in every rung.
+   every rung, a challenger that can no longer be picked is eliminated whatever its rank:
+   for the speed objectives one behind the default (its point estimate at or under 1.0), for
+   ``memory`` one significantly slower; when none is left, the search ends there (on a model
+   where ONNX Runtime's defaults are best, after the first rung). The default and the A/A
+   copy run in every rung.
 4. Combination. When knobs of different names each have a value significantly faster than the
    default, their best values together are one more candidate, measured (budget allowing) in
    a last rung with the default and the best single change.
-5. The decision. The A/A copy must show no significant difference from the default, else the
-   machine is too noisy for this budget and the default is kept. The winner is the candidate
-   with the best point estimate among those whose interval against the default clears 1.0
-   (``latency``: median; ``p99``: 99th percentile; ``throughput``: median time per sample);
-   when none does, the default is kept, and the result says so. ``memory`` picks the candidate
-   with the smallest peak memory (at least 5% under the default's) whose median is not
-   significantly slower.
+5. The decision. The winner is the candidate with the best point estimate among those whose
+   interval against the default clears 1.0 (``latency``: median; ``p99``: 99th percentile;
+   ``throughput``: median time per sample); when none does, the default is kept, and the
+   result says so. ``memory`` picks the candidate with the smallest peak memory (at least 5%
+   under the default's) whose median is not significantly slower. A winner also needs the A/A
+   copy to show no significant difference from the default, else the machine is too noisy to
+   trust the ratio and the default is kept (keeping the default needs no A/A).
 6. Confirmation. Picking the best of many intervals flatters the pick (the winner's curse), so
-   the winner, the default and the A/A copy get ten fresh rounds (whatever the budget), and the
-   decision of step 5 is taken again on those rounds alone: a winner that does not hold there
-   is not recommended. The reported speedup is the confirmation's.
+   the leader of the search (even one whose A/A failed there: a noisy stretch must not hide a
+   real gain), the default and the A/A copy get ten fresh rounds (whatever the budget), and
+   the decision of step 5, A/A included, is taken again on those rounds alone: a winner that
+   does not hold there is not recommended. The reported speedup is the confirmation's.
 
 ``TuneResult.to_dict()`` (schema ``graphfix.tune-result/1``)::
 
@@ -472,31 +475,34 @@ def _compare(default: Candidate, candidate: Candidate, statistic: str, *, confid
 
 
 def choose(default: Candidate, aa: Comparison | None, candidates: Sequence[Candidate],
-           objective: str) -> tuple[Candidate, str]:
-    """The winner and why (see the module docstring, step 5): a candidate only when the A/A
-    check held and its interval against the default clears 1.0 (memory: leaner and not
-    slower)."""
-    if aa is None or aa.verdict != NO_DIFFERENCE:
+           objective: str, *, check_aa: bool = True) -> tuple[Candidate, str]:
+    """The winner and why (see the module docstring, step 5): a candidate only when its
+    interval against the default clears 1.0 (memory: leaner and not slower) and the A/A check
+    held. Keeping the default needs no A/A check: it is what the user has already.
+    ``check_aa=False`` names the candidate the rounds point to, for a confirmation to judge."""
+    measured = [c for c in candidates if c.status == "measured" and c.speedup is not None]
+    if objective == "memory":
+        base = np.median(default.peaks) if default.peaks else None
+        found = [c for c in measured if c.peaks and base and c.speedup.verdict != SLOWER
+                 and np.median(c.peaks) <= LEANER * base]
+        if not found:
+            return default, ("no candidate used 5% less memory than the default without being "
+                             "significantly slower; the default is kept")
+    else:
+        found = [c for c in measured if c.speedup.verdict == FASTER]
+        if not found:
+            return default, ("no candidate was significantly faster than the default (no "
+                             "interval cleared 1.0); the default is kept")
+    if check_aa and (aa is None or aa.verdict != NO_DIFFERENCE):
         shown = f"{aa.speedup:.3f}x [{aa.ci_low:.3f}, {aa.ci_high:.3f}]" if aa else "not measured"
         return default, (f"the A/A check failed (the default against itself: {shown}): the "
                          "machine is too noisy for this budget to tell settings apart; the "
                          "default is kept")
-    measured = [c for c in candidates if c.status == "measured" and c.speedup is not None]
     if objective == "memory":
-        base = np.median(default.peaks) if default.peaks else None
-        lean = [c for c in measured if c.peaks and base and c.speedup.verdict != SLOWER
-                and np.median(c.peaks) <= LEANER * base]
-        if not lean:
-            return default, ("no candidate used 5% less memory than the default without being "
-                             "significantly slower; the default is kept")
-        best = min(lean, key=lambda c: (np.median(c.peaks), -c.speedup.speedup))
+        best = min(found, key=lambda c: (np.median(c.peaks), -c.speedup.speedup))
         return best, (f"{best.name} peaks at {np.median(best.peaks) / 2**20:.1f} MiB against the "
                       f"default's {base / 2**20:.1f} MiB, at {best.speedup.speedup:.3f}x the speed")
-    faster = [c for c in measured if c.speedup.verdict == FASTER]
-    if not faster:
-        return default, ("no candidate was significantly faster than the default (no interval "
-                         "cleared 1.0); the default is kept")
-    best = max(faster, key=lambda c: c.speedup.speedup)
+    best = max(found, key=lambda c: c.speedup.speedup)
     s = best.speedup
     return best, (f"{best.name} is {s.speedup:.3f}x the default [{s.ci_low:.3f}, "
                   f"{s.ci_high:.3f}] on the {_STATISTIC[objective]}"
@@ -578,7 +584,7 @@ def tune(
     warnings: list[str] = []
     cost = run_rung([default, copy, *challengers], RUNG_ROUNDS)  # s per arm and round
     while challengers:
-        challengers = _drop_slower(challengers, rung)
+        challengers = _screen(challengers, rung, objective)
         if not challengers:
             break
         if len(challengers) > 1:
@@ -623,8 +629,11 @@ def tune(
                          min(FINAL_ROUNDS, affordable))
     aa = compare(copy)
     winner, reason = choose(default, aa, candidates[2:], objective)
-    if winner is not default:
-        winner, reason, aa = _confirm(winner, default, copy, run_rung, rung, objective,
+    leader, _ = choose(default, aa, candidates[2:], objective, check_aa=False)
+    if leader is not default:
+        # A search whose A/A failed still names a leader: the fresh rounds, with an A/A of
+        # their own, decide (a noisy stretch of the search does not hide a real gain).
+        winner, reason, aa = _confirm(leader, default, copy, run_rung, rung, objective,
                                       statistic, confidence, resamples, seed)
     if time.perf_counter() - started > 1.2 * budget:
         warnings.append(f"the search took {time.perf_counter() - started:.0f} s for a budget of "
@@ -666,19 +675,23 @@ def _rounds_wanted(challengers: list[Candidate]) -> int:
     return 0
 
 
-def _drop_slower(challengers: list[Candidate], rung: int) -> list[Candidate]:
-    """Eliminate each challenger whose interval against the default lies wholly below 1.0:
-    no objective picks a slower candidate (``memory`` refuses one too), so its rounds are not
-    spent. After the first rung's three rounds the interval is a screen (every round showed it
-    slower), like the halving's ranking, not the evidence a winner needs: a winner is held to
-    ten rounds and ten fresh ones."""
+def _screen(challengers: list[Candidate], rung: int, objective: str) -> list[Candidate]:
+    """Eliminate each challenger that can no longer be picked, whatever its rank: for the
+    speed objectives, one behind the default (a point estimate at or under 1.0: a winner must
+    clear 1.0 with its whole interval); for ``memory``, one whose interval lies wholly below
+    1.0 (significantly slower). Like the halving's ranking this is a screen after as few as
+    three rounds, not the evidence a winner needs: a winner is held to ten rounds, and then
+    to ten fresh ones."""
     kept = []
     for c in challengers:
-        if c.speedup is not None and c.speedup.verdict == SLOWER:
+        s = c.speedup
+        out = s is not None and (s.verdict == SLOWER if objective == "memory"
+                                 else s.speedup <= 1.0)
+        if out:
             c.status = "eliminated"
-            c.reason = (f"slower than the default after rung {rung} ({len(c.times)} rounds): "
-                        f"{c.speedup.speedup:.3f}x [{c.speedup.ci_low:.3f}, "
-                        f"{c.speedup.ci_high:.3f}]")
+            c.reason = (f"{'slower than' if s.verdict == SLOWER else 'behind'} the default "
+                        f"after rung {rung} ({len(c.times)} rounds): {s.speedup:.3f}x "
+                        f"[{s.ci_low:.3f}, {s.ci_high:.3f}]")
         else:
             kept.append(c)
     return kept
