@@ -510,3 +510,30 @@ def test_large_model_memory_stays_below_the_weights(tmp_path):
     assert m["written"]["large.opt.onnx.data"] >= m["weight_bytes"]
     assert m["written"]["large.opt.onnx"] < 2**20
     assert m["ratio"] <= 1.2, f"peak RSS {m['ratio']:.2f}x the weight bytes"
+
+
+def test_nodes_are_written_in_runs_that_keep_their_order_and_content():
+    # Plain nodes are written together; a subgraph or a large tensor attribute (which the
+    # encoder may send to a data file) breaks the run: the model read back is the same.
+    from graphfix.model_io.encoding import Encoder
+
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[4] x, bool c) => (float[4] y) {
+        a = Relu (x)
+        k = Constant <value = float[4] {1, 2, 3, 4}> ()
+        b = Add (a, k)
+        d = If (c) <then_branch = t () => (float[4] o) { o = Neg (b) },
+                    else_branch = e () => (float[4] o) { o = Abs (b) }>
+        big = Constant <value = float[512] {""" + ", ".join(["0.5"] * 512) + """}> ()
+        s = Slice (big, start, end)
+        y = Mul (d, s)
+    }""")
+    model.graph.initializer.extend([onnx.numpy_helper.from_array(np.array([0], np.int64), "start"),
+                                    onnx.numpy_helper.from_array(np.array([4], np.int64), "end")])
+    for lazy in ("inline", "refer"):
+        read = onnx.ModelProto.FromString(Encoder(lazy=lazy).serialize(model))
+        assert read == model
+    x = np.array([-1, 2, -3, 4], np.float32)
+    out = model_io.ort_session(model).run(None, {"x": x, "c": np.array(True)})[0]
+    np.testing.assert_allclose(out, -(np.maximum(x, 0) + [1, 2, 3, 4]) * 0.5)
