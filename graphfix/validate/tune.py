@@ -27,13 +27,11 @@ Method
    default's (paired bootstrap over the rounds they shared) is eliminated and the rest get
    three more rounds, while the budget (``budget`` seconds, from the start) allows, judged from
    the last rung's seconds per candidate and round; the last one standing is topped up to ten
-   rounds, and, while it is ahead of the default but its interval still holds 1.0, on up to
-   thirty, three rounds at a time (the budget goes where the decision is still open). After
-   every rung, a challenger that can no longer be picked is eliminated whatever its rank:
-   for the speed objectives one behind the default (its point estimate at or under 1.0), for
-   ``memory`` one significantly slower; when none is left, the search ends there (on a model
-   where ONNX Runtime's defaults are best, after the first rung). The default and the A/A
-   copy run in every rung.
+   rounds. After every rung, a challenger that can no longer be picked is eliminated whatever
+   its rank: for the speed objectives one behind the default (its point estimate at or under
+   1.0), for ``memory`` one significantly slower; when none is left, the search ends there
+   (on a model where ONNX Runtime's defaults are best, after the first rung). The default and
+   the A/A copy run in every rung.
 4. Combination. When knobs of different names each have a value significantly faster than the
    default, their best values together are one more candidate, measured (budget allowing) in
    a last rung with the default and the best single change.
@@ -44,11 +42,12 @@ Method
    under the default's) whose median is not significantly slower. A winner also needs the A/A
    copy to show no significant difference from the default, else the machine is too noisy to
    trust the ratio and the default is kept (keeping the default needs no A/A).
-6. Confirmation. Picking the best of many intervals flatters the pick (the winner's curse), so
-   the leader of the search (even one whose A/A failed there: a noisy stretch must not hide a
-   real gain), the default and the A/A copy get ten fresh rounds (whatever the budget), and
-   the decision of step 5, A/A included, is taken again on those rounds alone: a winner that
-   does not hold there is not recommended. The reported speedup is the confirmation's.
+6. Confirmation. Picking the best of many intervals flatters the pick (the winner's curse), and
+   the search's rounds, a dozen sessions each, are wide; so the leader of the search (the
+   winner of step 5 whatever the A/A, else the candidate furthest ahead of the default), the
+   default and the A/A copy get ten fresh rounds (whatever the budget), and the decision of
+   step 5, A/A included, is taken again on those rounds alone: a winner that does not hold
+   there is not recommended. The reported speedup is the confirmation's.
 
 ``TuneResult.to_dict()`` (schema ``graphfix.tune-result/1``)::
 
@@ -120,7 +119,6 @@ _QUANTILE = {"median": 0.5, "p99": 0.99}
 BLOCK_SECONDS = 0.15
 RUNG_ROUNDS = 3
 FINAL_ROUNDS = 10
-LEADER_ROUNDS = 30  # the most rounds an undecided leader gets while the budget allows
 BLOCK_WARMUP = 3
 LEANER = 0.95  # a memory winner's peak is at most this share of the default's
 _CONV = frozenset({"Conv", "ConvTranspose", "FusedConv", "NhwcConv", "QLinearConv"})
@@ -629,10 +627,10 @@ def tune(
                          min(FINAL_ROUNDS, affordable))
     aa = compare(copy)
     winner, reason = choose(default, aa, candidates[2:], objective)
-    leader, _ = choose(default, aa, candidates[2:], objective, check_aa=False)
-    if leader is not default:
-        # A search whose A/A failed still names a leader: the fresh rounds, with an A/A of
-        # their own, decide (a noisy stretch of the search does not hide a real gain).
+    leader = _leader(default, aa, candidates[2:], objective)
+    if leader is not None:
+        # The fresh rounds, with an A/A of their own, decide: a noisy stretch of the search
+        # neither makes a winner nor hides a real gain.
         winner, reason, aa = _confirm(leader, default, copy, run_rung, rung, objective,
                                       statistic, confidence, resamples, seed)
     if time.perf_counter() - started > 1.2 * budget:
@@ -659,20 +657,28 @@ def tune(
 
 
 def _rounds_wanted(challengers: list[Candidate]) -> int:
-    """The rounds the next rung asks for: a rung while several are in the running; the last
-    one standing up to :data:`FINAL_ROUNDS`, and on, a rung at a time up to
-    :data:`LEADER_ROUNDS`, while it is ahead of the default but its interval still holds 1.0
-    (the budget is spent where the decision is open, not where it is taken)."""
+    """The rounds the next rung asks for: a rung while several are in the running, and the
+    last one standing up to :data:`FINAL_ROUNDS`."""
     if len(challengers) > 1:
         return RUNG_ROUNDS
-    last = challengers[0]
-    have = len(last.times)
-    if have < FINAL_ROUNDS:
-        return FINAL_ROUNDS - have
-    s = last.speedup
-    if s is not None and s.verdict == NO_DIFFERENCE and s.speedup > 1.0:
-        return max(0, min(RUNG_ROUNDS, LEADER_ROUNDS - have))
-    return 0
+    return max(0, FINAL_ROUNDS - len(challengers[0].times))
+
+
+def _leader(default: Candidate, aa: Comparison | None, candidates: Sequence[Candidate],
+            objective: str) -> Candidate | None:
+    """The candidate the search points to, for the confirmation to judge: the winner
+    :func:`choose` would take whatever the A/A; else, for the speed objectives, the measured
+    candidate furthest ahead of the default (a point estimate over 1.0) whose interval the
+    search's rounds left open. The search's rounds mix up to a dozen sessions each, so their
+    intervals are wide; the confirmation's rounds time three, back to back."""
+    found, _ = choose(default, aa, candidates, objective, check_aa=False)
+    if found is not default:
+        return found
+    if objective == "memory":
+        return None
+    ahead = [c for c in candidates if c.status == "measured" and c.speedup is not None
+             and c.speedup.speedup > 1.0 and c.speedup.verdict != SLOWER]
+    return max(ahead, key=lambda c: c.speedup.speedup, default=None)
 
 
 def _screen(challengers: list[Candidate], rung: int, objective: str) -> list[Candidate]:

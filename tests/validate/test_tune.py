@@ -151,6 +151,22 @@ def test_choose_keeps_the_default_when_nothing_clears_one_or_the_aa_fails() -> N
     assert winner is default and "no candidate was significantly faster" in reason
 
 
+def test_the_confirmation_judges_the_candidate_furthest_ahead_even_when_undecided() -> None:
+    from graphfix.validate.tune import _leader
+
+    rng = np.random.default_rng(3)
+    default = _candidate("default", 1.0, rng, rounds=3)
+    aa = _compared(default, _candidate("copy", 1.0, rng, rounds=3)).speedup
+    behind = _compared(default, _candidate("behind", 1.3, rng, rounds=3))
+    ahead = _compared(default, _candidate("ahead", 0.97, rng, rounds=3))
+    ahead.speedup = dataclasses.replace(ahead.speedup, ci_low=0.9, ci_high=1.2,
+                                        verdict="no significant difference")
+    assert choose(default, aa, [behind, ahead], "latency")[0] is default
+    assert _leader(default, aa, [behind, ahead], "latency") is ahead
+    assert _leader(default, aa, [behind], "latency") is None
+    assert _leader(default, aa, [behind, ahead], "memory") is None  # no leaner candidate
+
+
 def test_choose_for_memory_takes_the_leanest_that_is_not_slower() -> None:
     rng = np.random.default_rng(2)
     default = _candidate("default", 1.0, rng, peak=1000)
@@ -280,23 +296,3 @@ def test_cuda_default_is_session_run_without_binding() -> None:
     assert not default.io_binding and not default.cuda_graph
     result = tune(_mlp(), provider="cuda", budget=5, space={"io_binding": [True]})
     assert result.provider == "cuda"
-
-
-def test_an_undecided_leader_gets_more_rounds_and_a_decided_one_none() -> None:
-    from graphfix.validate.stats import Comparison
-    from graphfix.validate.tune import FINAL_ROUNDS, LEADER_ROUNDS, _rounds_wanted
-
-    def leader(rounds: int, low: float, high: float, verdict: str) -> Candidate:
-        c = Candidate("x", Settings.ort_defaults("cpu"))
-        c.times = {(0, i): [1.0] for i in range(rounds)}
-        c.speedup = Comparison((low + high) / 2, low, high, 0.95, verdict)
-        return c
-
-    assert _rounds_wanted([leader(3, 0.9, 1.2, "no significant difference")] * 2) == RUNG_ROUNDS
-    assert _rounds_wanted([leader(3, 1.1, 1.2, "faster")]) == FINAL_ROUNDS - 3
-    assert _rounds_wanted([leader(10, 0.97, 1.2, "no significant difference")]) == RUNG_ROUNDS
-    assert _rounds_wanted([leader(LEADER_ROUNDS - 1, 0.97, 1.2,
-                                  "no significant difference")]) == 1
-    assert _rounds_wanted([leader(LEADER_ROUNDS, 0.97, 1.2, "no significant difference")]) == 0
-    assert _rounds_wanted([leader(10, 1.05, 1.2, "faster")]) == 0       # decided
-    assert _rounds_wanted([leader(10, 0.8, 1.1, "no significant difference")]) == 0  # behind
