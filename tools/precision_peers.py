@@ -1,6 +1,7 @@
 """float16 by graphfix and by its anchors, side by side on the same models, same machine.
 
     python tools/precision_peers.py WORLD [--only NAME ...] [--json out.json] [--bench-runs N]
+                                          [--repeat N]
 
 For each model of the world corpus (``python tools/world_corpus.py WORLD``), each tool lowers
 the float32 original to float16 with float32 inputs and outputs:
@@ -21,7 +22,10 @@ units of parity's float16 tolerance (``|d| / (1e-2 * RMS(ref) + 1e-2 * |ref|)``,
 ``nan``/``inf`` when NaN or Inf appears). Printed per model and tool: the worst output's
 error, whether every output is within tolerance, the Casts between float types in the result
 (island borders and the signature's; the exporter's Casts of integers are not counted), the
-tool's wall time.
+tool's wall time (with ``--repeat N``, the median of N runs, the tools in rotating order).
+The last lines compare graphfix with ``auto_convert_mixed_precision`` where both are within
+tolerance: Casts (and the signature's Casts, one per float32 input and output, which any
+fully lowered model with a float32 signature needs) and time.
 graphfix's bfloat16 is reported as its estimate (ONNX Runtime's CPU provider has no bfloat16
 kernels). With ``--bench-runs N`` each model's graphfix float16 result is timed against the
 original under ONNX Runtime's defaults on the CPU (interleaved rounds, bootstrap interval).
@@ -170,6 +174,23 @@ def _casts(model: onnx.ModelProto) -> int:
                != types.get(n.input[0]))
 
 
+def signature_casts(model: onnx.ModelProto) -> int:
+    """The Casts a fully lowered model with a float32 signature needs at least: one per float32
+    input some node reads, one per float32 output."""
+    read = {name for node in model.graph.node for name in node.input}
+    floats = [i for i in model.graph.input if i.type.tensor_type.elem_type
+              == onnx.TensorProto.FLOAT and i.name in read]
+    return len(floats) + sum(1 for o in model.graph.output
+                             if o.type.tensor_type.elem_type == onnx.TensorProto.FLOAT)
+
+
+def _timed(tool: str, original: onnx.ModelProto, feeds: list[dict[str, Any]]
+           ) -> tuple[onnx.ModelProto, float]:
+    started = time.perf_counter()
+    lowered = TOOLS[tool](_copy(original), feeds)
+    return lowered, time.perf_counter() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("world", type=Path)
@@ -177,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", nargs="*", default=list(TOOLS))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--bench-runs", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run the tools this many times per model, in rotating order, and "
+                             "report the median time (the tools interleaved in one process)")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
@@ -192,25 +216,38 @@ def main(argv: list[str] | None = None) -> int:
         load_external_values(original)
         feeds = make_feeds(original, seed=0, runs=None, input_shapes=None)
         reference = run_outputs(original, feeds, [o.name for o in original.graph.output])
+        floor = signature_casts(original)
+        times: dict[str, list[float]] = {tool: [] for tool in args.tools}
+        results: dict[str, Any] = {}
+        for repeat in range(max(1, args.repeat)):
+            shift = repeat % len(args.tools)
+            for tool in args.tools[shift:] + args.tools[:shift]:
+                if isinstance(results.get(tool), Exception):
+                    continue
+                started = time.perf_counter()
+                try:
+                    results[tool], seconds = _timed(tool, original, feeds)
+                except Exception as err:  # noqa: BLE001 - a tool that fails on a model
+                    results[tool], seconds = err, time.perf_counter() - started
+                times[tool].append(seconds)
         for tool in args.tools:
-            started = time.perf_counter()
-            try:
-                lowered = TOOLS[tool](_copy(original), feeds)
-                seconds = time.perf_counter() - started
+            lowered, seconds = results[tool], float(np.median(times[tool]))
+            if isinstance(lowered, Exception):
+                error, casts = math.inf, -1
+                note = f"failed: {type(lowered).__name__}: {str(lowered).splitlines()[0][:70]}"
+                lowered = None
+            else:
                 error, note = _error(reference, lowered, feeds)
                 casts = _casts(lowered)
-            except Exception as err:  # noqa: BLE001 - a tool that fails on a model
-                seconds, error, casts = time.perf_counter() - started, math.inf, -1
-                note = f"failed: {type(err).__name__}: {str(err).splitlines()[0][:70]}"
-                lowered = None
             row = {"model": name, "tool": tool, "error": error, "ok": error <= 1.0,
-                   "casts": casts, "seconds": round(seconds, 2), "note": note}
+                   "casts": casts, "signature_casts": floor, "seconds": round(seconds, 3),
+                   "runs": len(times[tool]), "note": note}
             if tool == "graphfix" and lowered is not None and args.bench_runs:
                 row["cpu"] = _bench(lowered, original, args.bench_runs)
                 note = (note + f" cpu {row['cpu']}").strip()
             rows.append(row)
             print(f"{name:28} {tool:9} {error:8.3g} {'yes' if error <= 1.0 else 'NO':>3} "
-                  f"{casts:5d} {seconds:7.2f}  {note}", flush=True)
+                  f"{casts:5d} {seconds:7.3f}  {note}", flush=True)
         bf16 = ConvertPrecision(precision="bf16", feeds=feeds)(_copy(original))
         estimate = max(bf16.details.get("estimated_error", {"": math.inf}).values(),
                        key=lambda v: math.inf if v == "inf" else v)
@@ -221,7 +258,32 @@ def main(argv: list[str] | None = None) -> int:
               + (f" skipped: {bf16.skipped}" if bf16.skipped else ""), flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, default=str))
+    _summary(rows)
     return 0
+
+
+def _summary(rows: list[dict[str, Any]]) -> None:
+    """graphfix against auto_convert_mixed_precision: Casts at equal error, and time."""
+    by = {(r["model"], r["tool"]): r for r in rows if "casts" in r}
+    models = sorted({m for m, t in by if t == "graphfix"})
+    ours = [by[(m, "graphfix")] for m in models]
+    floor = sum(r["ok"] and r["casts"] <= r["signature_casts"] for r in ours)
+    print(f"graphfix within tolerance on {sum(r['ok'] for r in ours)}/{len(ours)}; at the "
+          f"signature's Casts (one per float32 input and output) or under on {floor}")
+    both = [m for m in models if (m, "cc-auto") in by and by[(m, "cc-auto")]["ok"]
+            and by[(m, "graphfix")]["ok"]]
+    if both:
+        fewer = sum(by[(m, "graphfix")]["casts"] < by[(m, "cc-auto")]["casts"] for m in both)
+        equal = sum(by[(m, "graphfix")]["casts"] == by[(m, "cc-auto")]["casts"] for m in both)
+        at_floor = sum(by[(m, "cc-auto")]["casts"] <= by[(m, "cc-auto")]["signature_casts"]
+                       for m in both)
+        quicker = sum(by[(m, "graphfix")]["seconds"] <= by[(m, "cc-auto")]["seconds"]
+                      for m in both)
+        ratios = [by[(m, "graphfix")]["seconds"] / by[(m, "cc-auto")]["seconds"] for m in both]
+        print(f"where auto_convert_mixed_precision works ({len(both)} models): fewer Casts on "
+              f"{fewer}, as many on {equal} (cc-auto at the signature's Casts on {at_floor}); "
+              f"in at most its time on {quicker} (time ratio median {np.median(ratios):.2f}x, "
+              f"at most {max(ratios):.2f}x)")
 
 
 def _bench(lowered: onnx.ModelProto, original: onnx.ModelProto, runs: int) -> str:

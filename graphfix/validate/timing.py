@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -566,14 +567,17 @@ def _measure_alone(arms: Sequence[Arm], result: Measurement, warmup: int, rounds
     peaks: dict[str, list[int]] = {arm.label: [] for arm in arms}
     for index in range(rounds):
         for arm in _rotated(list(arms), index):
-            with _peak_memory() as peak:
+            with _peak_memory(collect=False) as peak:
                 timer = _open(arm, result)
+                session = weakref.ref(timer.session)
                 for _ in range(warmup):
                     timer()
                 result.times[arm.label].append([timer() for _ in range(calls)])
                 used = peak()
             _close(arm, timer, result)
             del timer
+            if session() is not None:  # held by a cycle: collect it before the next opens
+                gc.collect()
             if used is not None:
                 peaks[arm.label].append(used)
         if progress is not None:
@@ -597,20 +601,23 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
-def _release_freed_memory() -> None:
-    """Collect garbage and hand freed heap back to the kernel (glibc keeps it otherwise, and a
-    later session reusing it would look as if it needed nothing)."""
-    gc.collect()
+def _release_freed_memory(*, collect: bool = True) -> None:
+    """Collect garbage (unless ``collect`` is false: a full collection of a large heap costs
+    milliseconds, and a caller that saw its session freed has nothing to collect) and hand
+    freed heap back to the kernel (glibc keeps it otherwise, and a later session reusing it
+    would look as if it needed nothing)."""
+    if collect:
+        gc.collect()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 @contextlib.contextmanager
-def _peak_memory() -> Iterator[Callable[[], int | None]]:
+def _peak_memory(*, collect: bool = True) -> Iterator[Callable[[], int | None]]:
     """Yields a function that returns the bytes the resident set grew to above its size at
     the start (Linux: the high-water mark reset through ``/proc/self/clear_refs``); None where
-    the kernel does not tell."""
-    _release_freed_memory()
+    the kernel does not tell. ``collect``: collect garbage first."""
+    _release_freed_memory(collect=collect)
     start = _status_kib("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as refs:

@@ -26,12 +26,12 @@ Method
    budget). Then, rung after rung, the half whose objective statistic compares worst with the
    default's (paired bootstrap over the rounds they shared) is eliminated and the rest get
    three more rounds, while the budget (``budget`` seconds, from the start) allows, judged from
-   the last rung's seconds per candidate and round; the last one standing is topped up to ten
-   rounds. After every rung, a challenger that can no longer be picked is eliminated whatever
-   its rank: for the speed objectives one behind the default (its point estimate at or under
-   1.0), for ``memory`` one significantly slower; when none is left, the search ends there
-   (on a model where ONNX Runtime's defaults are best, after the first rung). The default and
-   the A/A copy run in every rung.
+   the last rung's seconds per candidate and round, until one is left. After every rung, a
+   challenger that can no longer be picked is eliminated whatever its rank: for the speed
+   objectives one behind the default (its point estimate at or under 1.0), for ``memory`` one
+   significantly slower; when none is left, the search ends there (on a model where ONNX
+   Runtime's defaults are best, after the first rung). The default and the A/A copy run in
+   every rung.
 4. Combination. When knobs of different names each have a value significantly faster than the
    default, their best values together are one more candidate, measured (budget allowing) in
    a last rung with the default and the best single change.
@@ -593,21 +593,15 @@ def tune(
                 c.reason = (f"halving after rung {rung}: "
                             + (f"{c.speedup.speedup:.3f}x the default" if c.speedup else ""))
             challengers = keep
-        arms = len(challengers) + 2
-        affordable = int((deadline - time.perf_counter()) / (cost * arms))
-        wanted = _rounds_wanted(challengers)
-        if wanted < 1:
+        if len(challengers) == 1:  # the confirmation's fresh rounds judge it
             break
-        rounds = min(wanted, affordable)
+        arms = len(challengers) + 2
+        rounds = min(RUNG_ROUNDS, int((deadline - time.perf_counter()) / (cost * arms)))
         if rounds < 1:
-            have = len(challengers[0].times)
-            if len(challengers) > 1:
-                warnings.append(f"the budget ran out with {len(challengers)} candidates still in "
-                                f"the running after {have} rounds each; a larger budget narrows "
-                                "them down and their intervals")
-            elif have < FINAL_ROUNDS:
-                warnings.append(f"the budget ran out with {have} rounds for the last candidate "
-                                f"standing (aim: {FINAL_ROUNDS}); its interval is wider for it")
+            warnings.append(f"the budget ran out with {len(challengers)} candidates still in "
+                            f"the running after {len(challengers[0].times)} rounds each; the "
+                            "one furthest ahead went to the confirmation, a larger budget "
+                            "narrows them down")
             break
         cost = run_rung([default, copy, *challengers], rounds)
     combined = _combination(default, [c for c in candidates if c.status == "measured"])
@@ -654,14 +648,6 @@ def tune(
         config.write(out, protect=reads)
     logger.info("tune: %s (%s)", winner.name, reason)
     return result
-
-
-def _rounds_wanted(challengers: list[Candidate]) -> int:
-    """The rounds the next rung asks for: a rung while several are in the running, and the
-    last one standing up to :data:`FINAL_ROUNDS`."""
-    if len(challengers) > 1:
-        return RUNG_ROUNDS
-    return max(0, FINAL_ROUNDS - len(challengers[0].times))
 
 
 def _leader(default: Candidate, aa: Comparison | None, candidates: Sequence[Candidate],
