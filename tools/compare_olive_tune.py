@@ -2,6 +2,10 @@
 
     python tools/compare_olive_tune.py MODEL... [--budget 60] [--rounds 10] [--skip-olive]
                                        [--input-shape NAME:DIMS ...] [--json out.json]
+    python tools/compare_olive_tune.py --from-json out.json...   (the table of earlier runs)
+
+A folder given as MODEL stands for its ``*.onnx`` files; a model that fails is reported and
+the run goes on; the JSON is written after every model.
 
 Per model, in this one process:
 
@@ -177,14 +181,26 @@ def _print(row: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("models", nargs="+", type=Path)
+    parser.add_argument("models", nargs="*", type=Path)
     parser.add_argument("--budget", type=float, default=60.0)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--skip-olive", action="store_true")
     parser.add_argument("--input-shape", action="append", default=[],
                         help="NAME:1x128 (applies to every model that has the input)")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--from-json", type=Path, nargs="+",
+                        help="print the table and the acceptance lines of earlier runs' JSON "
+                             "files (the models are then not measured)")
     args = parser.parse_args(argv)
+    if args.from_json:
+        rows, failed = [], []
+        for path in args.from_json:
+            data = json.loads(path.read_text())
+            rows += data["rows"]
+            failed += data["failed"]
+        _table(rows)
+        _summary(rows, failed)
+        return 0
     shapes = {}
     for spec in args.input_shape:
         name, _, dims = spec.rpartition(":")
@@ -217,6 +233,30 @@ def _models(given: list[Path]) -> list[Path]:
     for path in given:
         found += sorted(path.glob("*.onnx")) if path.is_dir() else [path]
     return found
+
+
+def _table(rows: list[dict[str, Any]]) -> None:
+    """One markdown row per model: both choices, both search times, the re-check and the side
+    by side."""
+    def shown(c: dict[str, Any] | None) -> str:
+        return f"{c['speedup']:.2f}x [{c['ci_low']:.2f}, {c['ci_high']:.2f}]" if c else "-"
+
+    print("| model | default ms | tune's choice | tune s | Olive's choice | Olive s | re-check "
+          "tune/default | side by side tune/Olive |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        olive = r.get("olive")
+        if olive:
+            o = olive["session_options"]
+            choice = (f"intra {o['intra_op_num_threads']}, inter {o['inter_op_num_threads']}, "
+                      f"{o['execution_mode']}, {o['graph_optimization_level']}")
+        else:
+            choice = "no model" if "olive_error" in r else "-"
+        print(f"| {r['model'].removesuffix('.onnx')} | {r['medians_ms']['default']:.3f} | "
+              f"{r['tune']['winner']} | {r['tune_s']:.1f} | {choice} | " + (
+              f"{r['olive_s']:.1f} | " if "olive_s" in r else "- | ") + (
+              f"{shown(r['recheck'])} | "
+              f"{shown(r['speedups'].get('tune/olive'))} |"))
 
 
 def _summary(rows: list[dict[str, Any]], failed: list[dict[str, Any]]) -> None:
