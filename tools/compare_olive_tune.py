@@ -273,7 +273,9 @@ def _summary(rows: list[dict[str, Any]], failed: list[dict[str, Any]]) -> None:
             if any((c.get("speedup") or {}).get("verdict") == "faster"
                    for c in r["tune"]["candidates"][2:])
             or r["speedups"].get("olive/default", {}).get("verdict") == "faster"]
-    won = sum(r["speedups"]["tune/default"]["verdict"] == "faster" for r in room)
+    # The default kept is no gain, whatever its side by side against itself shows.
+    won = sum(r["tune"]["winner"] != "default"
+              and r["speedups"]["tune/default"]["verdict"] == "faster" for r in room)
     print(f"models: {len(rows)} measured, {len(failed)} failed"
           + "".join(f"\n  {f['model']}: {f['error']}" for f in failed))
     print(f"tune's winner not slower than ORT's defaults (bench --config re-check): "
