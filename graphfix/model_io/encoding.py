@@ -238,7 +238,7 @@ class Encoder:
         return True
 
     def node(self, node: onnx.NodeProto) -> list[_Piece]:
-        if not any(a.type in _TENSOR_ATTRIBUTES for a in node.attribute):
+        if self._as_is(node):
             return [node]
         pieces: list[_Piece] = [copy_without(node, frozenset({"attribute"})).SerializeToString()]
         for attr in node.attribute:

@@ -620,9 +620,10 @@ def tune(
                 run_rung([default, copy, combined, *([best] if best else [])],
                          min(FINAL_ROUNDS, affordable))
     aa = compare(copy)
-    winner, reason = choose(default, aa, candidates[2:], objective)
     leader = _leader(default, aa, candidates[2:], objective)
-    if leader is not None:
+    if leader is None:  # the default is kept, and choose says why
+        winner, reason = choose(default, aa, candidates[2:], objective)
+    else:
         # The fresh rounds, with an A/A of their own, decide: a noisy stretch of the search
         # neither makes a winner nor hides a real gain.
         winner, reason, aa = _confirm(leader, default, copy, run_rung, rung, objective,
@@ -672,8 +673,7 @@ def _screen(challengers: list[Candidate], rung: int, objective: str) -> list[Can
     speed objectives, one behind the default (a point estimate at or under 1.0: a winner must
     clear 1.0 with its whole interval); for ``memory``, one whose interval lies wholly below
     1.0 (significantly slower). Like the halving's ranking this is a screen after as few as
-    three rounds, not the evidence a winner needs: a winner is held to ten rounds, and then
-    to ten fresh ones."""
+    three rounds, not the evidence a winner needs: a winner is held to ten fresh rounds."""
     kept = []
     for c in challengers:
         s = c.speedup
