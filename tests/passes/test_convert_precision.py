@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 import pytest
@@ -286,3 +288,34 @@ def test_speed_gate_writes_without_a_rewrite_that_is_slower():
     assert [v.kept for v in verdicts] == [False] and verdicts[0].verdict == "slower"
     assert replacement is fast
     assert "written without it" in verdicts[0].note and "--provider cuda" in verdicts[0].note
+
+
+def _used_in_float64(reference, candidate, atol, rtol):
+    r, c = np.asarray(reference, np.float64), np.asarray(candidate, np.float64)
+    scale = float(np.sqrt(np.mean(r * r))) or 1.0
+    floor = 4 * float(np.finfo(np.float32).eps)
+    return float(np.max(np.abs(c - r) / (max(atol * scale, floor) + rtol * np.abs(r))))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_the_error_measure_holds_whatever_the_magnitude(dtype):
+    """The pass's error measure (parity's formula) is computed in float32 for float32 values;
+    it must give float64's answer, also where float32 overflows on the way (an attention
+    mask's -1.7e38, values whose difference passes float32's range)."""
+    rng = np.random.default_rng(0)
+    ordinary = rng.standard_normal((4, 64)).astype(dtype)
+    cases = [(ordinary, ordinary + dtype(1e-3)), (ordinary, ordinary * dtype(1.5))]
+    if dtype != np.float16:
+        peak = float(np.finfo(np.float32).max) / 2
+        mask = np.array([-peak, 1.0, 2.0, 3.0], dtype=dtype)
+        cases += [(mask, mask + np.array([0, 0.5, 0, 0], dtype=dtype)),
+                  (np.array([peak, -peak], dtype=dtype), np.array([-peak, peak], dtype=dtype))]
+    for reference, candidate in cases:
+        used = tolerance_used(reference, candidate, 1e-2, 1e-2)
+        assert math.isfinite(used)
+        assert used == pytest.approx(_used_in_float64(reference, candidate, 1e-2, 1e-2),
+                                     rel=1e-5, abs=1e-30)
+    nan = ordinary.copy()
+    nan[0, 0] = np.nan
+    assert tolerance_used(ordinary, nan, 1e-2, 1e-2) == math.inf
+    assert tolerance_used(nan, nan, 1e-2, 1e-2) == 0.0
