@@ -21,7 +21,7 @@ Rules:
    through lowered nodes, so that parity judges them at the lowered type's tolerance.
 6. A float16 result is run on ONNX Runtime before it is returned, and its outputs compared with
    the original's: a model that does not load or misses the bar is not returned (the pass
-   skips and says why). That run measures the search's first assignment too. bfloat16 has no kernels on ONNX Runtime's CPU provider: its result is
+   skips and says why). bfloat16 has no kernels on ONNX Runtime's CPU provider: its result is
    checked by onnx's checker and by the estimate alone.
 7. A model that already carries a ``graphfix.precision`` record is left alone (a second run
    would measure against the lowered model, not the float32 original).
@@ -49,13 +49,12 @@ from .analysis import FLOAT, Analysis
 from .._measuring import make_feeds, run_outputs, tolerance, tolerance_used
 from .measure import (
     MAX_ROUNDS,
-    Measured,
     OUTPUT_BUDGET,
     Search,
     SearchResult,
     tensor_types,
 )
-from .rewrite import LowerStats, lower
+from .rewrite import lower
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["ConvertPrecision", "convert_precision", "PRECISIONS", "Island"]
@@ -143,41 +142,32 @@ class ConvertPrecision(Pass):
         bar = tolerance(dtype)
         search = Search(analysis, feeds, bar, io_low=io_low, max_rounds=self.max_rounds)
         forced = self._forced(analysis)
-        # float16's first assignment is measured on the lowered model itself, run on ONNX
-        # Runtime (Rule 6's check, done once): where it holds, no emulation is built or run.
-        tried: dict[frozenset[int], tuple[onnx.ModelProto, LowerStats, float]] = {}
-
-        def trial(low_set: frozenset[int]) -> Measured | None:
-            lowered = self._lowered(analysis, low_set, io_low, dtype)
-            if checker_problem(lowered[0], full_check=True):
-                return None  # the final check below says what is wrong
-            outputs = self._run_lowered(lowered[0], search, feeds, bar)
-            if isinstance(outputs, str):
-                return None  # the emulation goes on; the final check says why
-            tried[low_set] = (*lowered, max(outputs.values(), default=0.0))
-            return Measured({}, outputs)
-
-        result = search.run(forced, trial=trial if low == onnx.TensorProto.FLOAT16 else None)
+        result = search.run(forced)
         if result.failed:
             reason = f"kept float32: {result.failed}"
             logger.warning("convert-precision: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason,
                               stats={"rounds": result.rounds})
-        checked: float | str | None
-        if result.low in tried:
-            lowered, stats, checked = tried[result.low]
-        else:
-            lowered, stats = self._lowered(analysis, result.low, io_low, dtype)
-            problem = checker_problem(lowered, full_check=True)
-            if problem:
-                reason = f"the lowered model is invalid ({problem}); model kept"
-                logger.warning("convert-precision: %s", reason)
-                return PassResult(model, False, warnings=[reason], skipped=reason)
-            checked = self._check_run(lowered, search, feeds, bar, low)
+        lowered = _copy(model)
+        lowered_analysis = dataclasses.replace(
+            analysis, model=lowered, initializers={t.name: t for t in lowered.graph.initializer})
+        stats = lower(lowered_analysis, result.low, io_low=io_low)
+        outputs = self._lowered_outputs(analysis, result.low, io_low)
+        precision_record.write(lowered, precision_record.PrecisionRecord(
+            dtype=dtype, outputs={name: dtype for name in outputs},
+            io_inputs={n: "float32" for n in analysis.inputs
+                       if io_low and analysis.types.get(n) == FLOAT},
+            io_outputs={n: "float32" for n in analysis.outputs
+                        if io_low and analysis.types.get(n) == FLOAT}))
+        problem = checker_problem(lowered, full_check=True)
+        if problem:
+            reason = f"the lowered model is invalid ({problem}); model kept"
+            logger.warning("convert-precision: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason)
+        checked = self._check_run(lowered, search, feeds, bar, low)
         if isinstance(checked, str):
             logger.warning("convert-precision: %s", checked)
             return PassResult(model, False, warnings=[checked], skipped=checked)
-        outputs = self._lowered_outputs(analysis, result.low, io_low)
         islands = islands_of(analysis, result)
         _replace(model, lowered)
         lowered_count = sum(1 for p in result.low if not analysis.plans[p].movement)
@@ -221,43 +211,6 @@ class ConvertPrecision(Pass):
         return [name for name in analysis.outputs if analysis.types.get(name) == FLOAT and (
             io_low or analysis.ancestors([name]) & low)]
 
-    def _lowered(self, analysis: Analysis, low: frozenset[int], io_low: bool, dtype: str
-                 ) -> tuple[onnx.ModelProto, LowerStats]:
-        """A copy of the model with ``low`` lowered and its ``graphfix.precision`` record."""
-        lowered = _copy(analysis.model)
-        lowered_analysis = dataclasses.replace(
-            analysis, model=lowered, initializers={t.name: t for t in lowered.graph.initializer})
-        stats = lower(lowered_analysis, low, io_low=io_low)
-        outputs = self._lowered_outputs(analysis, low, io_low)
-        precision_record.write(lowered, precision_record.PrecisionRecord(
-            dtype=dtype, outputs={name: dtype for name in outputs},
-            io_inputs={n: "float32" for n in analysis.inputs
-                       if io_low and analysis.types.get(n) == FLOAT},
-            io_outputs={n: "float32" for n in analysis.outputs
-                        if io_low and analysis.types.get(n) == FLOAT}))
-        return lowered, stats
-
-    @staticmethod
-    def _run_lowered(lowered: onnx.ModelProto, search: Search,
-                     feeds: Sequence[Mapping[str, np.ndarray]], bar: tuple[float, float]
-                     ) -> dict[str, float] | str:
-        """Each output's error of the lowered model run on ONNX Runtime (worst input set), in
-        tolerance units; or why ONNX Runtime cannot run it."""
-        try:
-            runs = run_outputs(lowered, [precision_record.to_candidate(f, lowered)
-                                         for f in feeds],
-                               [o.name for o in lowered.graph.output])
-        except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
-            text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            return f"ONNX Runtime cannot run the lowered model ({text}); model kept"
-        errors = {name: 0.0 for name in search.analysis.outputs}
-        for reference, run in zip(search.reference, runs):
-            for name, value in precision_record.to_reference(run, lowered).items():
-                if name in reference:
-                    errors[name] = max(errors.get(name, 0.0),
-                                       tolerance_used(reference[name], value, *bar))
-        return errors
-
     def _check_run(self, lowered: onnx.ModelProto, search: Search,
                    feeds: Sequence[Mapping[str, np.ndarray]], bar: tuple[float, float],
                    low: int) -> float | str | None:
@@ -265,10 +218,18 @@ class ConvertPrecision(Pass):
         it is not taken; None where it cannot run here (bfloat16)."""
         if low == onnx.TensorProto.BFLOAT16:
             return None
-        errors = self._run_lowered(lowered, search, feeds, bar)
-        if isinstance(errors, str):
-            return errors
-        worst = max(errors.values(), default=0.0)
+        try:
+            runs = run_outputs(lowered, [precision_record.to_candidate(f, lowered)
+                                         for f in feeds],
+                               [o.name for o in lowered.graph.output])
+        except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
+            text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            return f"ONNX Runtime cannot run the lowered model ({text}); model kept"
+        worst = 0.0
+        for reference, run in zip(search.reference, runs):
+            for name, value in precision_record.to_reference(run, lowered).items():
+                if name in reference:
+                    worst = max(worst, tolerance_used(reference[name], value, *bar))
         if worst > 1.0:
             return (f"the lowered model's outputs reach {worst:.3g}x the tolerance on ONNX "
                     f"Runtime where the estimate said {OUTPUT_BUDGET:g}x at most; model kept")

@@ -14,12 +14,6 @@ here is that same quantity, measured on float32 graphs with ONNX Runtime (optimi
 - each node's own error: :func:`~rewrite.shadow` runs a copy of every node that computes on
   its inputs rounded from the original's exact values, its outputs rounded.
 
-For float16 the first assignment is measured on the lowered model itself, run on ONNX Runtime
-(the check every float16 result gets before it is returned, done once): on the CPU that is the
-same quantity, with ORT's few float16 kernels computing in float16 where it has them. Where the
-outputs hold there, no emulated graph is built or run; where they do not, the emulation traces
-the error back as below.
-
 Errors are in units of the lowered type's parity tolerance, as parity measures an output
 (``|cand - ref| / (atol * RMS(ref) + rtol * |ref|)``, worst element; NaN or Inf appearing is
 infinite). What this leaves out is arithmetic inside an op done in float16 (sums of float16
@@ -53,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -176,12 +170,8 @@ class Search:
                                  f"tolerance"
         return kept
 
-    def run(self, forced: Mapping[int, str] | None = None, *,
-            trial: Callable[[frozenset[int]], Measured | None] | None = None) -> SearchResult:
-        """The search; ``forced`` nodes stay float32 from the start, with their reason.
-        ``trial`` measures the first assignment's outputs another way (the lowered model run on
-        ONNX Runtime) in place of the emulation, or returns None to leave it to the emulation;
-        the emulation traces an error back whatever the trial found."""
+    def run(self, forced: Mapping[int, str] | None = None) -> SearchResult:
+        """The search; ``forced`` nodes stay float32 from the start, with their reason."""
         self.measure_local([p for p in self.analysis.compute_nodes()
                             if self.analysis.node(p).op_type in ops.RISKY_OPS])
         kept = {**self.start(), **(forced or {})}
@@ -193,8 +183,7 @@ class Search:
         for round_index in range(1, self.max_rounds + 1):
             low = self.analysis.resolve(frozenset(compute - set(kept)), io_low=self.io_low,
                                         pinned=pinned)
-            tried = trial(low) if trial is not None and round_index == 1 else None
-            measured = tried if tried is not None else self.measure(low)
+            measured = self.measure(low)
             failing = measured.failing(self.budget)
             logger.debug("convert-precision round %d: %d nodes lowered, %d kept; failing: %s",
                          round_index, len(low), len(kept), failing)
