@@ -22,8 +22,9 @@ Method
    knobs, so every candidate is measured alone (:func:`graphfix.validate.timing.measure`): each
    round opens each candidate in turn (the order rotating), warms it up, times a block of
    calls (about 150 ms) and closes it; its peak memory is read for that opening.
-3. Successive halving. Every candidate gets a first rung of three rounds (whatever the
-   budget). Then, rung after rung, the half whose objective statistic compares worst with the
+3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget
+   (up to six where rounds are cheap: a twentieth of the budget, fixed before they start).
+   Then, rung after rung, the half whose objective statistic compares worst with the
    default's (paired bootstrap over the rounds they shared) is eliminated and the rest get
    three more rounds, while the budget (``budget`` seconds, from the start) allows, judged from
    the last rung's seconds per candidate and round, until one is left. After every rung, a
@@ -119,6 +120,8 @@ _QUANTILE = {"median": 0.5, "p99": 0.99}
 BLOCK_SECONDS = 0.15
 RUNG_ROUNDS = 3
 FINAL_ROUNDS = 10
+MOST_FIRST_ROUNDS = 6
+FIRST_RUNG_SHARE = 0.05  # of the budget, that a cheap model's first rung may use
 BLOCK_WARMUP = 3
 LEANER = 0.95  # a memory winner's peak is at most this share of the default's
 _CONV = frozenset({"Conv", "ConvTranspose", "FusedConv", "NhwcConv", "QLinearConv"})
@@ -396,12 +399,18 @@ def _run_once(model: onnx.ModelProto, candidate: Candidate, feeds: Mapping[str, 
 
 
 def _check_numerics(model: onnx.ModelProto, candidates: list[Candidate],
-                    feeds: Mapping[str, np.ndarray]) -> None:
+                    feeds: Mapping[str, np.ndarray], *, every: bool = False) -> None:
     """Drop each numerics-changing candidate whose outputs differ from the default session's
-    beyond parity's tolerances, and each candidate that does not open or run."""
+    beyond parity's tolerances, and each candidate that does not open or run. Only those that
+    may not (numerics, batch sizes, the CUDA provider's options) are opened unless ``every``:
+    a CPU session option is opened by the first rung, and should one fail there, tune checks
+    them all and measures the rung again."""
     reference = _run_once(model, candidates[0], feeds)
     for candidate in candidates[2:]:
         if not candidate.alive:
+            continue
+        if not (every or candidate.numerics or candidate.batch != 1
+                or candidate.settings.provider != "cpu"):
             continue
         try:
             outputs = _run_once(model, candidate, _batched_feeds(model, feeds, candidate.batch))
@@ -553,7 +562,7 @@ def tune(
     candidates = _candidates(facts, default_settings, space)
     _check_numerics(proto, candidates, feed)
     default, copy = candidates[0], candidates[1]
-    calls, warmup = _block_size(proto, default, feed)
+    calls, warmup, round_cost = _block_size(proto, default, feed)
     statistic = _STATISTIC[objective]
     compare = lambda c: _compare(default, c, statistic, confidence=confidence,  # noqa: E731
                                  resamples=resamples, seed=seed)
@@ -580,7 +589,13 @@ def tune(
     challengers = [c for c in candidates[2:] if c.alive]
     deadline = started + budget
     warnings: list[str] = []
-    cost = run_rung([default, copy, *challengers], RUNG_ROUNDS)  # s per arm and round
+    first = _first_rounds(len(challengers) + 2, round_cost, budget)
+    try:
+        cost = run_rung([default, copy, *challengers], first)  # s per arm and round
+    except BenchmarkError:  # a CPU session option that does not open or run: drop it, again
+        _check_numerics(proto, candidates, feed, every=True)
+        challengers = [c for c in challengers if c.alive]
+        cost = run_rung([default, copy, *challengers], first)
     while challengers:
         challengers = _screen(challengers, rung, objective)
         if not challengers:
@@ -711,13 +726,26 @@ def _confirm(winner: Candidate, default: Candidate, copy: Candidate,
 
 
 def _block_size(model: onnx.ModelProto, default: Candidate, feeds: Mapping[str, np.ndarray]
-                ) -> tuple[int, int]:
-    """Calls per block (about :data:`BLOCK_SECONDS`) from a short run of the default."""
+                ) -> tuple[int, int, float]:
+    """Calls per block (about :data:`BLOCK_SECONDS`) from a short run of the default, and
+    what one arm's round will cost, in seconds (opening the session and the calls)."""
     probe = measure([Arm("probe", Config("probe", model, default.settings.optimization),
                          default.settings, feeds)], warmup=BLOCK_WARMUP, rounds=1, calls=3,
                     together=False)
     median = float(np.median(probe.calls("probe"))) / 1e3
-    return int(min(50, max(3, round(BLOCK_SECONDS / max(median, 1e-5))))), BLOCK_WARMUP
+    calls = int(min(50, max(3, round(BLOCK_SECONDS / max(median, 1e-5)))))
+    opening = float(np.median(probe.created_ms["probe"])) / 1e3
+    return calls, BLOCK_WARMUP, opening + (calls + BLOCK_WARMUP) * median
+
+
+def _first_rounds(arms: int, cost: float, budget: float) -> int:
+    """The first rung's rounds: :data:`RUNG_ROUNDS`, or up to :data:`MOST_FIRST_ROUNDS` where
+    the rung's ``arms`` cost little (``cost``: seconds per arm and round) next to the budget.
+    On a sub-millisecond model opening the session is most of a round's cost, and its blocks
+    vary most from one opening to the next (a core slowed for a moment slows a one-thread
+    session twice over): three rounds rank such candidates by chance, and more are cheap."""
+    affordable = int(FIRST_RUNG_SHARE * budget / (arms * max(cost, 1e-6)))
+    return max(RUNG_ROUNDS, min(MOST_FIRST_ROUNDS, affordable))
 
 
 def _combination(default: Candidate, measured: list[Candidate]) -> Candidate | None:
