@@ -54,7 +54,7 @@ from .measure import (
     SearchResult,
     tensor_types,
 )
-from .rewrite import lower
+from .rewrite import expose, lower
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["ConvertPrecision", "convert_precision", "PRECISIONS", "Island"]
@@ -66,6 +66,9 @@ PRECISIONS: dict[str, tuple[int, str]] = {
     "fp16": (onnx.TensorProto.FLOAT16, "float16"),
     "bf16": (onnx.TensorProto.BFLOAT16, "bfloat16"),
 }
+# Searches again after the lowered model missed the bar on ONNX Runtime, each without the
+# nodes where the error traced on ORT's own run starts.
+RUNTIME_RETRIES = 3
 
 
 @dataclasses.dataclass
@@ -142,32 +145,45 @@ class ConvertPrecision(Pass):
         bar = tolerance(dtype)
         search = Search(analysis, feeds, bar, io_low=io_low, max_rounds=self.max_rounds)
         forced = self._forced(analysis)
-        result = search.run(forced)
-        if result.failed:
-            reason = f"kept float32: {result.failed}"
-            logger.warning("convert-precision: %s", reason)
-            return PassResult(model, False, warnings=[reason], skipped=reason,
-                              stats={"rounds": result.rounds})
-        lowered = _copy(model)
-        lowered_analysis = dataclasses.replace(
-            analysis, model=lowered, initializers={t.name: t for t in lowered.graph.initializer})
-        stats = lower(lowered_analysis, result.low, io_low=io_low)
-        outputs = self._lowered_outputs(analysis, result.low, io_low)
-        precision_record.write(lowered, precision_record.PrecisionRecord(
-            dtype=dtype, outputs={name: dtype for name in outputs},
-            io_inputs={n: "float32" for n in analysis.inputs
-                       if io_low and analysis.types.get(n) == FLOAT},
-            io_outputs={n: "float32" for n in analysis.outputs
-                        if io_low and analysis.types.get(n) == FLOAT}))
-        problem = checker_problem(lowered, full_check=True)
-        if problem:
-            reason = f"the lowered model is invalid ({problem}); model kept"
-            logger.warning("convert-precision: %s", reason)
-            return PassResult(model, False, warnings=[reason], skipped=reason)
-        checked = self._check_run(lowered, search, feeds, bar, low)
-        if isinstance(checked, str):
-            logger.warning("convert-precision: %s", checked)
-            return PassResult(model, False, warnings=[checked], skipped=checked)
+        for attempt in range(RUNTIME_RETRIES + 1):
+            result = search.run(forced)
+            if result.failed:
+                reason = f"kept float32: {result.failed}"
+                logger.warning("convert-precision: %s", reason)
+                return PassResult(model, False, warnings=[reason], skipped=reason,
+                                  stats={"rounds": result.rounds})
+            lowered = _copy(model)
+            lowered_analysis = dataclasses.replace(
+                analysis, model=lowered,
+                initializers={t.name: t for t in lowered.graph.initializer})
+            stats = lower(lowered_analysis, result.low, io_low=io_low)
+            outputs = self._lowered_outputs(analysis, result.low, io_low)
+            precision_record.write(lowered, precision_record.PrecisionRecord(
+                dtype=dtype, outputs={name: dtype for name in outputs},
+                io_inputs={n: "float32" for n in analysis.inputs
+                           if io_low and analysis.types.get(n) == FLOAT},
+                io_outputs={n: "float32" for n in analysis.outputs
+                            if io_low and analysis.types.get(n) == FLOAT}))
+            problem = checker_problem(lowered, full_check=True)
+            if problem:
+                reason = f"the lowered model is invalid ({problem}); model kept"
+                logger.warning("convert-precision: %s", reason)
+                return PassResult(model, False, warnings=[reason], skipped=reason)
+            checked, refusal = self._check_run(lowered, search, feeds, bar, low)
+            if refusal is None:
+                break
+            # ONNX Runtime computed something the emulation did not (a float16 kernel of its
+            # own): trace the error back on what it computed, and search again without those.
+            blamed = {} if checked is None or attempt == RUNTIME_RETRIES else {
+                p: why for p, why in self._traced_on_runtime(lowered, search, feeds,
+                                                             result.low).items()
+                if p not in forced}
+            if not blamed:
+                logger.warning("convert-precision: %s", refusal)
+                return PassResult(model, False, warnings=[refusal], skipped=refusal)
+            logger.info("convert-precision: %s; %d node(s) go back to float32", refusal,
+                        len(blamed))
+            forced.update(blamed)
         islands = islands_of(analysis, result)
         _replace(model, lowered)
         lowered_count = sum(1 for p in result.low if not analysis.plans[p].movement)
@@ -213,27 +229,43 @@ class ConvertPrecision(Pass):
 
     def _check_run(self, lowered: onnx.ModelProto, search: Search,
                    feeds: Sequence[Mapping[str, np.ndarray]], bar: tuple[float, float],
-                   low: int) -> float | str | None:
-        """Rule 6: the worst output's error of the lowered model run on ONNX Runtime, or why
-        it is not taken; None where it cannot run here (bfloat16)."""
+                   low: int) -> tuple[float | None, str | None]:
+        """Rule 6: the worst output's error of the lowered model run on ONNX Runtime (None
+        where it cannot run here: bfloat16, or a model ORT refuses), and why the model is not
+        taken (None when it is)."""
         if low == onnx.TensorProto.BFLOAT16:
-            return None
+            return None, None
         try:
             runs = run_outputs(lowered, [precision_record.to_candidate(f, lowered)
                                          for f in feeds],
                                [o.name for o in lowered.graph.output])
         except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
             text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            return f"ONNX Runtime cannot run the lowered model ({text}); model kept"
+            return None, f"ONNX Runtime cannot run the lowered model ({text}); model kept"
         worst = 0.0
         for reference, run in zip(search.reference, runs):
             for name, value in precision_record.to_reference(run, lowered).items():
                 if name in reference:
                     worst = max(worst, tolerance_used(reference[name], value, *bar))
         if worst > 1.0:
-            return (f"the lowered model's outputs reach {worst:.3g}x the tolerance on ONNX "
-                    f"Runtime where the estimate said {OUTPUT_BUDGET:g}x at most; model kept")
-        return worst
+            return worst, (f"the lowered model's outputs reach {worst:.3g}x the tolerance on "
+                           f"ONNX Runtime where the estimate said {OUTPUT_BUDGET:g}x at most; "
+                           "model kept")
+        return worst, None
+
+    @staticmethod
+    def _traced_on_runtime(lowered: onnx.ModelProto, search: Search,
+                           feeds: Sequence[Mapping[str, np.ndarray]], low: frozenset[int]
+                           ) -> dict[int, str]:
+        """The nodes where the lowered model's error starts on ONNX Runtime: its float
+        tensors (by the original's names) exposed and traced back as the search traces the
+        emulation's."""
+        exposed = _copy(lowered)
+        names = expose(exposed, search.tensors)
+        runs = run_outputs(exposed, [precision_record.to_candidate(f, exposed) for f in feeds],
+                           names)
+        return search.blame_runs([precision_record.to_reference(run, exposed) for run in runs],
+                                 low)
 
 
 def islands_of(analysis: Analysis, result: SearchResult) -> list[Island]:

@@ -198,14 +198,11 @@ class Analysis:
             return "low"
         return "float"
 
-    def float_tensors(self) -> list[str]:
-        """Main-graph float32 tensors that nodes write, in topological order."""
-        names = []
-        for position in self.order:
-            for name in self.node(position).output:
-                if name and self.types.get(name) == FLOAT:
-                    names.append(name)
-        return names
+    def tensors(self) -> list[str]:
+        """Main-graph tensors of any known tensor type that nodes write, in topological
+        order (integer indices too: a float16 rounding can move them)."""
+        return [name for position in self.order for name in self.node(position).output
+                if name and name in self.types]
 
     def ancestors(self, names: Sequence[str]) -> set[int]:
         """Nodes whose outputs ``names`` depend on."""

@@ -101,7 +101,9 @@ class Search:
         self.analysis, self.feeds = analysis, list(feeds)
         self.atol, self.rtol = tolerance
         self.io_low, self.budget, self.max_rounds = io_low, budget, max_rounds
-        self.tensors = analysis.float_tensors()
+        # What an error is traced through: float tensors, and integer ones (indices a float16
+        # rounding moved) to follow back to the floats they come from.
+        self.tensors = analysis.tensors()
         # The original's values on each input set: its outputs, and every float tensor once
         # an assignment fails and its error is traced (``_full``).
         self.reference: list[dict[str, np.ndarray]] = []
@@ -210,6 +212,25 @@ class Search:
         return SearchResult(frozenset(), kept, measured, self.max_rounds, self.local,
                             failed=reason)
 
+    def blame_runs(self, runs: Sequence[Mapping[str, np.ndarray]], low: frozenset[int]
+                   ) -> dict[int, str]:
+        """Step 2 on values computed elsewhere: ``runs`` holds, per input set, the tensors
+        (:meth:`Analysis.tensors`, integers too) of the model lowered by ``low`` as ONNX
+        Runtime computed them, by the original's names; the nodes where their error starts go
+        back to float32. An integer tensor that differs (a float16 rounding moved an index
+        across an integer) is followed back to the float values it came from."""
+        self._reference_tensors()
+        errors: dict[str, float] = {}
+        for reference, run in zip(self.reference, runs):
+            for name, value in run.items():
+                if name in reference:
+                    error = tolerance_used(reference[name], value, self.atol, self.rtol)
+                    errors[name] = max(errors.get(name, 0.0), error)
+        measured = Measured(errors, {name: errors.get(name, 0.0)
+                                     for name in self.analysis.outputs})
+        return {position: f"on ONNX Runtime's run: {why}" for position, why in
+                self.blame(measured, measured.failing(self.budget), low).items()}
+
     def blame(self, measured: Measured, failing: Sequence[str], low: frozenset[int]
               ) -> dict[int, str]:
         """Step 2: the nodes to put back in float32, with why."""
@@ -221,6 +242,18 @@ class Search:
                 if origin in low and origin in compute:
                     blamed.setdefault(origin, f"output {output!r} was {_fmt(error)} of the "
                                               f"tolerance; its error starts here")
+                    continue
+                node = self.analysis.node(origin)
+                floats = [n for n in node.input if n and self.analysis.types.get(n) == FLOAT]
+                if floats and not any(self.analysis.types.get(n) == FLOAT
+                                      for n in node.output if n):
+                    # Discrete values (indices, a mask) computed from floats: a rounding moves
+                    # them across an integer, so what computes those floats stays exact.
+                    for position in sorted(self.analysis.ancestors(floats) & low & compute):
+                        blamed.setdefault(position, f"output {output!r} was {_fmt(error)} of "
+                                                    f"the tolerance; float16 rounding here "
+                                                    f"changes the discrete values "
+                                                    f"{self._label(origin)} computes")
                     continue
                 for position in self._lowered_sources(origin, low, compute):
                     blamed.setdefault(position, f"output {output!r} was {_fmt(error)} of the "
@@ -254,8 +287,7 @@ class Search:
             seen.add(name)
             position = analysis.producer[name][0]
             node = analysis.node(position)
-            bad = [n for n in node.input if n and analysis.types.get(n) == FLOAT
-                   and measured.errors.get(n, 0.0) > self.budget]
+            bad = [n for n in node.input if n and measured.errors.get(n, 0.0) > self.budget]
             if bad:
                 stack += bad
             else:

@@ -319,3 +319,35 @@ def test_the_error_measure_holds_whatever_the_magnitude(dtype):
     nan[0, 0] = np.nan
     assert tolerance_used(ordinary, nan, 1e-2, 1e-2) == math.inf
     assert tolerance_used(nan, nan, 1e-2, 1e-2) == 0.0
+
+
+def test_floats_that_become_indices_stay_exact(rng):
+    """T5's relative-position buckets: positions go through Div, Log and Mul in float and are
+    cast to indices. A float16 rounding moves some across an integer and the Gather picks
+    another row; the error is traced through the integer indices back to the floats that make
+    them, which stay float32, while the MatMul is lowered."""
+    n = 256
+    body = """
+    g (float[1,256] x, int64[1,256] p) => (float[1,256] y) {
+        f = Cast<to=1>(p)
+        d = Div(f, C)
+        l = Log(d)
+        m = Mul(l, K)
+        i = Cast<to=7>(m)
+        b = Gather(T, i)
+        h = MatMul(x, W)
+        y = Add(h, b)
+    }"""
+    model = parse(body, C=np.array(7.0, np.float32), K=np.array(3.3, np.float32),
+                  T=(rng.standard_normal(64) * 10).astype(np.float32),
+                  W=(rng.standard_normal((n, n)) / 16).astype(np.float32))
+    feeds = [{"x": rng.standard_normal((1, n)).astype(np.float32),
+              "p": np.arange(8, 8 + n, dtype=np.int64)[None]}]
+    out, result = lowered(copy(model), feeds=feeds)
+    assert result.modified
+    assert types(out)["W"] == FP16
+    why = " ".join(line for island in result.details["islands"] for line in island["why"])
+    assert "discrete values" in why
+    float32 = {op for island in result.details["islands"] for op in island["ops"]}
+    assert {"Div", "Log", "Mul"} <= float32
+    assert check_parity(model, out, feeds=feeds).passed
