@@ -31,8 +31,9 @@ Method
    challenger that can no longer be picked is eliminated whatever its rank: for the speed
    objectives one behind the default (its point estimate at or under 1.0), for ``memory`` one
    significantly slower; when none is left, the search ends there (on a model where ONNX
-   Runtime's defaults are best, after the first rung). The default and the A/A copy run in
-   every rung.
+   Runtime's defaults are best, after the first rung). The default runs in every rung, the
+   A/A copy in the first (the table's check of the method) and in the confirmation, whose A/A
+   is the one a decision rests on.
 4. Combination. When knobs of different names each have a value significantly faster than the
    default, their best values together are one more candidate, measured (budget allowing) in
    a last rung with the default and the best single change.
@@ -41,8 +42,10 @@ Method
    ``throughput``: median time per sample); when none does, the default is kept, and the
    result says so. ``memory`` picks the candidate with the smallest peak memory (at least 5%
    under the default's) whose median is not significantly slower. A winner also needs the A/A
-   copy to show no significant difference from the default, else the machine is too noisy to
-   trust the ratio and the default is kept (keeping the default needs no A/A).
+   copy to show no significant difference from the default; where it does show one, a ratio
+   may carry that much bias, and a speed winner's whole interval must clear the A/A's
+   farthest end (``max(high, 1/low)``), else the machine is too noisy to trust the ratio and
+   the default is kept (keeping the default needs no A/A).
 6. Confirmation. Picking the best of many intervals flatters the pick (the winner's curse), and
    the search's rounds, a dozen sessions each, are wide; so the leader of the search (the
    winner of step 5 whatever the A/A, else the candidate furthest ahead of the default), the
@@ -500,11 +503,21 @@ def choose(default: Candidate, aa: Comparison | None, candidates: Sequence[Candi
         if not found:
             return default, ("no candidate was significantly faster than the default (no "
                              "interval cleared 1.0); the default is kept")
+    spread = ""
     if check_aa and (aa is None or aa.verdict != NO_DIFFERENCE):
         shown = f"{aa.speedup:.3f}x [{aa.ci_low:.3f}, {aa.ci_high:.3f}]" if aa else "not measured"
-        return default, (f"the A/A check failed (the default against itself: {shown}): the "
-                         "machine is too noisy for this budget to tell settings apart; the "
-                         "default is kept")
+        # The default against itself came out apart: a ratio may carry that much bias, so a
+        # speed winner must clear it (its whole interval beyond the A/A's farthest end).
+        band = max(aa.ci_high, 1.0 / aa.ci_low) if aa is not None and aa.ci_low > 0 else None
+        clear = [c for c in found if band is not None and objective != "memory"
+                 and c.speedup.ci_low > band]
+        if not clear:
+            return default, (f"the A/A check failed (the default against itself: {shown}): "
+                             "the machine is too noisy for this budget to tell settings "
+                             "apart; the default is kept")
+        found = clear
+        spread = (f", clearing the spread of the default against itself ({shown}, up to "
+                  f"{band:.3f}x)")
     if objective == "memory":
         best = min(found, key=lambda c: (np.median(c.peaks), -c.speedup.speedup))
         return best, (f"{best.name} peaks at {np.median(best.peaks) / 2**20:.1f} MiB against the "
@@ -513,7 +526,7 @@ def choose(default: Candidate, aa: Comparison | None, candidates: Sequence[Candi
     s = best.speedup
     return best, (f"{best.name} is {s.speedup:.3f}x the default [{s.ci_low:.3f}, "
                   f"{s.ci_high:.3f}] on the {_STATISTIC[objective]}"
-                  + (" per sample" if objective == "throughput" else ""))
+                  + (" per sample" if objective == "throughput" else "") + spread)
 
 
 def tune(
@@ -610,7 +623,7 @@ def tune(
             challengers = keep
         if len(challengers) == 1:  # the confirmation's fresh rounds judge it
             break
-        arms = len(challengers) + 2
+        arms = len(challengers) + 1
         rounds = min(RUNG_ROUNDS, int((deadline - time.perf_counter()) / (cost * arms)))
         if rounds < 1:
             warnings.append(f"the budget ran out with {len(challengers)} candidates still in "
@@ -618,12 +631,12 @@ def tune(
                             "one furthest ahead went to the confirmation, a larger budget "
                             "narrows them down")
             break
-        cost = run_rung([default, copy, *challengers], rounds)
+        cost = run_rung([default, *challengers], rounds)
     combined = _combination(default, [c for c in candidates if c.status == "measured"])
     if combined is not None:
         best = max((c for c in challengers if c.speedup), key=lambda c: c.speedup.speedup,
                    default=None)
-        arms = 3 + (best is not None)
+        arms = 2 + (best is not None)
         affordable = int((deadline - time.perf_counter()) / (cost * arms))
         candidates.append(combined)
         if affordable < RUNG_ROUNDS:
@@ -632,7 +645,7 @@ def tune(
         else:
             _check_numerics(proto, [default, copy, combined], feed)
             if combined.alive:
-                run_rung([default, copy, combined, *([best] if best else [])],
+                run_rung([default, combined, *([best] if best else [])],
                          min(FINAL_ROUNDS, affordable))
     aa = compare(copy)
     leader = _leader(default, aa, candidates[2:], objective)

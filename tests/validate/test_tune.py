@@ -143,10 +143,15 @@ def test_choose_keeps_the_default_when_nothing_clears_one_or_the_aa_fails() -> N
     aa = _compared(default, _candidate("copy", 1.0, rng)).speedup
     winner, reason = choose(default, aa, [same], "latency")
     assert winner is default and "default is kept" in reason
-    fast = _compared(default, _candidate("fast", 0.5, rng))
+    fast = _compared(default, _candidate("fast", 0.8, rng))
     broken = _compared(default, _candidate("copy", 0.7, rng)).speedup  # A/A "faster"
     winner, reason = choose(default, broken, [fast], "latency")
     assert winner is default and "A/A check failed" in reason
+    # A gain beyond the A/A's spread stands: the ratio's bias cannot exceed what the default
+    # against itself showed.
+    far = _compared(default, _candidate("far", 0.5, rng))
+    winner, reason = choose(default, broken, [fast, far], "latency")
+    assert winner is far and "clearing the spread" in reason
     # Keeping the default needs no A/A: the reason names what was measured, not the noise.
     winner, reason = choose(default, broken, [same], "latency")
     assert winner is default and "no candidate was significantly faster" in reason
