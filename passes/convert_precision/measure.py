@@ -37,8 +37,13 @@ The search
    float32 node there (it amplifies the rounding of its inputs) sends the nearest lowered
    nodes that compute its inputs back instead. Measure again.
    When an error builds up over many nodes it has no single origin: while a round does not
-   lower the worst output's error by a tenth, the lowered ancestors of the failing outputs
-   with the largest own error go back too, one, then two, four, ... per round.
+   lower the worst output's error by a tenth, or tracing finds no origin not already float32,
+   the lowered ancestors of the failing outputs with the largest own error go back too, two,
+   then four, eight, ... per round.
+   The error is traced through integer tensors too: indices computed from floats (T5's
+   relative-position buckets) move when a rounding crosses an integer, and the lowered nodes
+   that compute those floats go back together. A lowered node that only moves values (an
+   embedding's Gather) where an error starts goes back with its weights.
 3. After :data:`MAX_ROUNDS` rounds, or when no node is left to blame, the search gives up.
 """
 
@@ -198,10 +203,11 @@ class Search:
             # largest own error go back too, twice as many each round.
             stalled = stalled + 1 if previous is not None and worst > 0.9 * previous else 0
             previous = worst
-            blamed = self.blame(measured, failing, low)
-            if stalled:
+            blamed = {p: why for p, why in self.blame(measured, failing, low).items()
+                      if p not in kept}
+            if stalled or not blamed:  # no single origin left to trace: by own error
                 self.measure_local(self.analysis.compute_nodes())
-                blamed.update(self.ranked(failing, low, 2 ** stalled, measured))
+                blamed.update(self.ranked(failing, low, 2 ** max(stalled, 1), measured))
             blamed = {p: why for p, why in blamed.items() if p not in kept}
             if not blamed:
                 break
@@ -245,6 +251,13 @@ class Search:
                     continue
                 node = self.analysis.node(origin)
                 floats = [n for n in node.input if n and self.analysis.types.get(n) == FLOAT]
+                if origin in low and any(n in self.analysis.initializers for n in floats):
+                    # A lowered node that only moves values (an embedding's Gather): the error
+                    # starts at its rounded weights, which stay float32 with it.
+                    blamed.setdefault(origin, f"output {output!r} was {_fmt(error)} of the "
+                                              f"tolerance; its error starts at the rounded "
+                                              f"weights this node reads")
+                    continue
                 if floats and not any(self.analysis.types.get(n) == FLOAT
                                       for n in node.output if n):
                     # Discrete values (indices, a mask) computed from floats: a rounding moves
@@ -310,8 +323,11 @@ class Search:
             if current in low and current in compute:
                 found.add(current)
             elif current in low:  # a lowered movement node: look through it
-                stack += [analysis.producer[n][0] for n in analysis.node(current).input
-                          if n in analysis.producer and analysis.types.get(n) == FLOAT]
+                inputs = [n for n in analysis.node(current).input
+                          if n and analysis.types.get(n) == FLOAT]
+                if any(n in analysis.initializers for n in inputs):
+                    found.add(current)  # it moves rounded weights (an embedding's Gather)
+                stack += [analysis.producer[n][0] for n in inputs if n in analysis.producer]
         return found
 
     def _label(self, position: int) -> str:

@@ -351,3 +351,26 @@ def test_floats_that_become_indices_stay_exact(rng):
     float32 = {op for island in result.details["islands"] for op in island["ops"]}
     assert {"Div", "Log", "Mul"} <= float32
     assert check_parity(model, out, feeds=feeds).passed
+
+
+def test_an_embedding_whose_rounded_rows_matter_stays_float32(rng):
+    """Rows near 1000 minus 1000: float16's spacing there (0.5) is larger than what is left.
+    The subtraction goes back first, then the Gather that moves the rounded rows, with its
+    table; the MatMul beside them stays lowered."""
+    body = """
+    g (int64[1] i, float[1,64] x) => (float[1,64] y) {
+        e = Gather(T, i)
+        d = Sub(e, C)
+        h = MatMul(x, W)
+        y = Add(h, d)
+    }"""
+    model = parse(body, T=(1000 + rng.uniform(-1, 1, (32, 64)) * 0.1).astype(np.float32),
+                  C=np.array(1000.0, np.float32), W=weights(rng, 64, 64))
+    feeds = [{"i": np.array([5], dtype=np.int64),
+              "x": rng.standard_normal((1, 64)).astype(np.float32)}]
+    out, result = lowered(copy(model), feeds=feeds)
+    assert result.modified
+    assert types(out)["T"] == onnx.TensorProto.FLOAT and types(out)["W"] == FP16
+    float32 = {op for island in result.details["islands"] for op in island["ops"]}
+    assert {"Gather", "Sub"} <= float32
+    assert check_parity(model, out, feeds=feeds).passed
