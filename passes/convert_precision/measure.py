@@ -155,15 +155,18 @@ class Search:
             self._reference_tensors()
         model = emulate(self.analysis, low, io_low=self.io_low)
         names = expose(model, self.tensors if tensors else [])
-        runs = run_outputs(model, self.feeds, names)
+        return self._against_reference(run_outputs(model, self.feeds, names))
+
+    def _against_reference(self, runs: Sequence[Mapping[str, np.ndarray]]) -> Measured:
+        """Each tensor's error in ``runs`` (one per input set; worst set) against the
+        original's values."""
         errors: dict[str, float] = {}
         for reference, run in zip(self.reference, runs):
             for name, value in run.items():
                 if name in reference:
                     error = tolerance_used(reference[name], value, self.atol, self.rtol)
                     errors[name] = max(errors.get(name, 0.0), error)
-        outputs = {name: errors.get(name, 0.0) for name in self.analysis.outputs}
-        return Measured(errors, outputs)
+        return Measured(errors, {name: errors.get(name, 0.0) for name in self.analysis.outputs})
 
     def start(self) -> dict[int, str]:
         """Step 1: the nodes of risky op types whose own error keeps them float32."""
@@ -226,14 +229,7 @@ class Search:
         back to float32. An integer tensor that differs (a float16 rounding moved an index
         across an integer) is followed back to the float values it came from."""
         self._reference_tensors()
-        errors: dict[str, float] = {}
-        for reference, run in zip(self.reference, runs):
-            for name, value in run.items():
-                if name in reference:
-                    error = tolerance_used(reference[name], value, self.atol, self.rtol)
-                    errors[name] = max(errors.get(name, 0.0), error)
-        measured = Measured(errors, {name: errors.get(name, 0.0)
-                                     for name in self.analysis.outputs})
+        measured = self._against_reference(runs)
         return {position: f"on ONNX Runtime's run: {why}" for position, why in
                 self.blame(measured, measured.failing(self.budget), low).items()}
 
