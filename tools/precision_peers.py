@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("world", type=Path)
     parser.add_argument("--only", nargs="*")
-    parser.add_argument("--tools", nargs="*", default=list(TOOLS))
+    parser.add_argument("--tools", nargs="*", default=list(TOOLS), choices=list(TOOLS))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--bench-runs", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=1,

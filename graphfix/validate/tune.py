@@ -408,13 +408,13 @@ def _check_numerics(model: onnx.ModelProto, candidates: list[Candidate],
     may not (numerics, batch sizes, the CUDA provider's options) are opened unless ``every``:
     a CPU session option is opened by the first rung, and should one fail there, tune checks
     them all and measures the rung again."""
-    reference = _run_once(model, candidates[0], feeds)
-    for candidate in candidates[2:]:
-        if not candidate.alive:
-            continue
-        if not (every or candidate.numerics or candidate.batch != 1
-                or candidate.settings.provider != "cpu"):
-            continue
+    checked = [c for c in candidates[2:] if c.alive and (
+        every or c.numerics or c.batch != 1 or c.settings.provider != "cpu")]
+    if not checked:
+        return
+    reference = _run_once(model, candidates[0], feeds) if any(
+        c.numerics and c.batch == 1 for c in checked) else {}
+    for candidate in checked:
         try:
             outputs = _run_once(model, candidate, _batched_feeds(model, feeds, candidate.batch))
         except GraphfixError as err:

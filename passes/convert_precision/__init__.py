@@ -48,7 +48,7 @@ from graphfix.errors import GraphfixError, PassError
 from graphfix.model_io import checker_problem
 from graphfix.options import RunOptions
 from .analysis import FLOAT, Analysis
-from .._measuring import make_feeds, run_outputs, tolerance, tolerance_used
+from .._measuring import make_feeds, run_outputs, tolerance
 from .measure import (
     MAX_ROUNDS,
     OUTPUT_BUDGET,
@@ -56,7 +56,7 @@ from .measure import (
     SearchResult,
     tensor_types,
 )
-from .rewrite import expose, lower
+from .rewrite import LowerStats, expose, lower
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["ConvertPrecision", "convert_precision", "PRECISIONS", "Island"]
@@ -154,28 +154,17 @@ class ConvertPrecision(Pass):
                 logger.warning("convert-precision: %s", reason)
                 return PassResult(model, False, warnings=[reason], skipped=reason,
                                   stats={"rounds": result.rounds})
-            lowered = _copy(model)
-            lowered_analysis = dataclasses.replace(
-                analysis, model=lowered,
-                initializers={t.name: t for t in lowered.graph.initializer})
-            stats = lower(lowered_analysis, result.low, io_low=io_low)
-            outputs = self._lowered_outputs(analysis, result.low, io_low)
-            precision_record.write(lowered, precision_record.PrecisionRecord(
-                dtype=dtype, outputs={name: dtype for name in outputs},
-                io_inputs={n: "float32" for n in analysis.inputs
-                           if io_low and analysis.types.get(n) == FLOAT},
-                io_outputs={n: "float32" for n in analysis.outputs
-                            if io_low and analysis.types.get(n) == FLOAT}))
+            lowered, stats = self._lowered(analysis, result.low, io_low, dtype)
             problem = checker_problem(lowered, full_check=True)
             if problem:
                 reason = f"the lowered model is invalid ({problem}); model kept"
                 logger.warning("convert-precision: %s", reason)
                 return PassResult(model, False, warnings=[reason], skipped=reason)
-            checked, refusal = self._check_run(lowered, search, feeds, bar, low)
+            checked, refusal = self._check_run(lowered, search, feeds, low)
             if refusal is None:
                 break
-            # ONNX Runtime computed something the emulation did not (a float16 kernel of its
-            # own): trace the error back on what it computed, and search again without those.
+            # ONNX Runtime computed something the emulation did not: trace the error back on
+            # what it computed, and search again without those nodes.
             blamed = {} if checked is None or attempt == RUNTIME_RETRIES else {
                 p: why for p, why in self._traced_on_runtime(lowered, search, feeds,
                                                              result.low).items()
@@ -210,7 +199,8 @@ class ConvertPrecision(Pass):
         return PassResult(model, True, stats=pass_stats, warnings=warnings,
                           details={"precision": dtype,
                                    "islands": [island.to_dict() for island in islands],
-                                   "lowered_outputs": sorted(outputs),
+                                   "lowered_outputs": sorted(self._lowered_outputs(
+                                       analysis, result.low, io_low)),
                                    "estimated_error": {k: _round(v) for k, v in
                                                        result.measured.outputs.items()}
                                    if result.measured else {}})
@@ -229,26 +219,36 @@ class ConvertPrecision(Pass):
         return [name for name in analysis.outputs if analysis.types.get(name) == FLOAT and (
             io_low or analysis.ancestors([name]) & low)]
 
+    def _lowered(self, analysis: Analysis, low: frozenset[int], io_low: bool, dtype: str
+                 ) -> tuple[onnx.ModelProto, LowerStats]:
+        """A copy of the model with ``low`` lowered and its ``graphfix.precision`` record."""
+        lowered = _copy(analysis.model)
+        stats = lower(dataclasses.replace(
+            analysis, model=lowered, initializers={t.name: t for t in lowered.graph.initializer}),
+            low, io_low=io_low)
+        outputs = self._lowered_outputs(analysis, low, io_low)
+        precision_record.write(lowered, precision_record.PrecisionRecord(
+            dtype=dtype, outputs={name: dtype for name in outputs},
+            io_inputs={n: "float32" for n in analysis.inputs
+                       if io_low and analysis.types.get(n) == FLOAT},
+            io_outputs={n: "float32" for n in analysis.outputs
+                        if io_low and analysis.types.get(n) == FLOAT}))
+        return lowered, stats
+
     def _check_run(self, lowered: onnx.ModelProto, search: Search,
-                   feeds: Sequence[Mapping[str, np.ndarray]], bar: tuple[float, float],
-                   low: int) -> tuple[float | None, str | None]:
+                   feeds: Sequence[Mapping[str, np.ndarray]], low: int
+                   ) -> tuple[float | None, str | None]:
         """Rule 6: the worst output's error of the lowered model run on ONNX Runtime (None
         where it cannot run here: bfloat16, or a model ORT refuses), and why the model is not
         taken (None when it is)."""
         if low == onnx.TensorProto.BFLOAT16:
             return None, None
         try:
-            runs = run_outputs(lowered, [precision_record.to_candidate(f, lowered)
-                                         for f in feeds],
-                               [o.name for o in lowered.graph.output])
+            runs = _run_lowered(lowered, feeds, [o.name for o in lowered.graph.output])
         except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
             text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             return None, f"ONNX Runtime cannot run the lowered model ({text}); model kept"
-        worst = 0.0
-        for reference, run in zip(search.reference, runs):
-            for name, value in precision_record.to_reference(run, lowered).items():
-                if name in reference:
-                    worst = max(worst, tolerance_used(reference[name], value, *bar))
+        worst = max(search.errors_of(runs).outputs.values(), default=0.0)
         if worst > 1.0:
             return worst, (f"the lowered model's outputs reach {worst:.3g}x the tolerance on "
                            f"ONNX Runtime where the estimate said {OUTPUT_BUDGET:g}x at most; "
@@ -263,14 +263,20 @@ class ConvertPrecision(Pass):
         the original's names, integers too) exposed and traced back as the search traces the
         emulation's; none when ORT cannot run it so exposed."""
         exposed = _copy(lowered)
-        names = expose(exposed, search.tensors)
         try:
-            runs = run_outputs(exposed, [precision_record.to_candidate(f, exposed)
-                                         for f in feeds], names)
+            runs = _run_lowered(exposed, feeds, expose(exposed, search.tensors))
         except Exception:  # noqa: BLE001 - ORT refuses in many ways: nothing traced
             return {}
-        return search.blame_runs([precision_record.to_reference(run, exposed) for run in runs],
-                                 low)
+        return search.blame_runs(runs, low)
+
+
+def _run_lowered(lowered: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]],
+                 names: Sequence[str]) -> list[dict[str, np.ndarray]]:
+    """``names`` of the lowered model on ONNX Runtime, its float16 signature (``io_types``)
+    fed and read in the original's types."""
+    runs = run_outputs(lowered, [precision_record.to_candidate(f, lowered) for f in feeds],
+                       names)
+    return [precision_record.to_reference(run, lowered) for run in runs]
 
 
 def islands_of(analysis: Analysis, result: SearchResult) -> list[Island]:

@@ -155,9 +155,9 @@ class Search:
             self._reference_tensors()
         model = emulate(self.analysis, low, io_low=self.io_low)
         names = expose(model, self.tensors if tensors else [])
-        return self._against_reference(run_outputs(model, self.feeds, names))
+        return self.errors_of(run_outputs(model, self.feeds, names))
 
-    def _against_reference(self, runs: Sequence[Mapping[str, np.ndarray]]) -> Measured:
+    def errors_of(self, runs: Sequence[Mapping[str, np.ndarray]]) -> Measured:
         """Each tensor's error in ``runs`` (one per input set; worst set) against the
         original's values."""
         errors: dict[str, float] = {}
@@ -211,7 +211,6 @@ class Search:
             if stalled or not blamed:  # no single origin left to trace: by own error
                 self.measure_local(self.analysis.compute_nodes())
                 blamed.update(self.ranked(failing, low, 2 ** max(stalled, 1), measured))
-            blamed = {p: why for p, why in blamed.items() if p not in kept}
             if not blamed:
                 break
             kept.update(blamed)
@@ -229,7 +228,7 @@ class Search:
         back to float32. An integer tensor that differs (a float16 rounding moved an index
         across an integer) is followed back to the float values it came from."""
         self._reference_tensors()
-        measured = self._against_reference(runs)
+        measured = self.errors_of(runs)
         return {position: f"on ONNX Runtime's run: {why}" for position, why in
                 self.blame(measured, measured.failing(self.budget), low).items()}
 
@@ -247,7 +246,7 @@ class Search:
                     continue
                 node = self.analysis.node(origin)
                 floats = [n for n in node.input if n and self.analysis.types.get(n) == FLOAT]
-                if origin in low and any(n in self.analysis.initializers for n in floats):
+                if origin in low and self._moves_weights(origin):
                     # A lowered node that only moves values (an embedding's Gather): the error
                     # starts at its rounded weights, which stay float32 with it.
                     blamed.setdefault(origin, f"output {output!r} was {_fmt(error)} of the "
@@ -319,12 +318,17 @@ class Search:
             if current in low and current in compute:
                 found.add(current)
             elif current in low:  # a lowered movement node: look through it
-                inputs = [n for n in analysis.node(current).input
-                          if n and analysis.types.get(n) == FLOAT]
-                if any(n in analysis.initializers for n in inputs):
-                    found.add(current)  # it moves rounded weights (an embedding's Gather)
-                stack += [analysis.producer[n][0] for n in inputs if n in analysis.producer]
+                if self._moves_weights(current):
+                    found.add(current)  # and it goes back itself with its weights
+                stack += [analysis.producer[n][0] for n in analysis.node(current).input
+                          if n in analysis.producer and analysis.types.get(n) == FLOAT]
         return found
+
+    def _moves_weights(self, position: int) -> bool:
+        """Whether the node reads a float weight (an embedding's Gather): lowered, it moves
+        rounded values that only its going back to float32 restores."""
+        return any(self.analysis.types.get(n) == FLOAT and n in self.analysis.initializers
+                   for n in self.analysis.node(position).input if n)
 
     def _label(self, position: int) -> str:
         node = self.analysis.node(position)
