@@ -397,6 +397,26 @@ def test_ort_session_borrows_weights_held_in_memory():
     np.testing.assert_allclose(session.run(None, {"x": x})[0], expected, rtol=1e-4, atol=1e-5)
 
 
+def test_ort_rewritten_is_onnx_runtimes_own_copy_opened_without_rewriting(tmp_path, monkeypatch):
+    # ORT's rewritten copy, opened with its rewrites off, computes bit for bit what the model
+    # computes at that level (the same kernels), and the rewriting leaves no file behind.
+    from graphfix.models.nhwc import mobilenetv2_nhwc
+
+    model = mobilenetv2_nhwc(image_size=32, width=0.35, num_classes=10, dynamic_batch=False)
+    before = model.SerializeToString()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    data, session = model_io.ort_rewritten(model, optimization="all")
+    assert os.listdir(tmp_path) == [] and model.SerializeToString() == before
+    rewritten = onnx.load_from_string(data)
+    assert len(rewritten.graph.node) < len(model.graph.node)  # ORT's fusions are in the copy
+    x = np.random.default_rng(0).standard_normal((1, 32, 32, 3)).astype(np.float32)
+    name = model.graph.input[0].name
+    copy = model_io.ort_session(data, optimization="disabled")
+    np.testing.assert_array_equal(copy.run(None, {name: x})[0], session.run(None, {name: x})[0])
+    fresh = model_io.ort_session(model, optimization="all")
+    np.testing.assert_array_equal(copy.run(None, {name: x})[0], fresh.run(None, {name: x})[0])
+
+
 def test_check_model_on_weights_left_in_files(tmp_path):
     src, _ = write_external(tmp_path / "src")
     lazy = model_io.load(src, load_external_data=False)

@@ -11,7 +11,9 @@
   source files are copied file to file, in chunks; the model in memory is never changed
   (:mod:`.writing`, :mod:`.encoding`);
 - :func:`ort_session` opens an ONNX Runtime session on an in-memory model of any size, weights in
-  their source files included, without reading them into Python (:mod:`.sessions`);
+  their source files included, without reading them into Python, and :func:`ort_rewritten`
+  gives ONNX Runtime's own rewritten copy of a model, for sessions opened many times
+  (:mod:`.sessions`);
 - :func:`check_model` runs onnx.checker without reading the weights and refuses what neither
   onnx nor ONNX Runtime can use (:mod:`.checking`).
 
@@ -43,7 +45,7 @@ from graphfix.model_io.loading import (
     named_model,
 )
 from graphfix.model_io.runtime import max_ir_version
-from graphfix.model_io.sessions import ort_session
+from graphfix.model_io.sessions import ort_rewritten, ort_session
 from graphfix.model_io.tensors import (
     data_files,
     has_value,
@@ -99,6 +101,7 @@ __all__ = [
     "weights_as_inputs",
     "max_ir_version",
     "ort_session",
+    "ort_rewritten",
     "iter_tensors",
     "tensor_value",
     "has_value",

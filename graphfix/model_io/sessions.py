@@ -16,12 +16,12 @@ from graphfix.model_io.encoding import DECLARED_SHAPES, Encoder, write_model
 from graphfix.model_io.runtime import ir_capped
 from graphfix.model_io.tensors import external_tensors, inline_bytes, lazy_tensors
 from graphfix.model_io.files import os_failure
-from graphfix.model_io.folders import release, temporary_folder_path
+from graphfix.model_io.folders import release, temporary_folder, temporary_folder_path
 
 if TYPE_CHECKING:
     import onnxruntime
 
-__all__ = ["ort_session", "ort_log_level"]
+__all__ = ["ort_session", "ort_log_level", "ort_rewritten"]
 
 
 def ort_log_level() -> int:
@@ -49,7 +49,7 @@ _LEVELS = {
 
 
 def ort_session(
-    model: onnx.ModelProto,
+    model: onnx.ModelProto | bytes,
     *,
     optimization: str = "disabled",
     providers: Sequence[str | tuple[str, dict]] = ("CPUExecutionProvider",),
@@ -67,7 +67,9 @@ def ort_session(
     alive with the session) and weights that stay in their files are read there by ONNX Runtime
     (the folder is set in ``options``). A model holding more than ``_SESSION_BYTES_LIMIT`` of
     weights in memory, or weights in several folders, goes through a temporary folder with
-    external data, which ONNX Runtime maps instead of copying.
+    external data, which ONNX Runtime maps instead of copying. ``bytes`` are a whole model
+    as ONNX Runtime reads it (weights inline, as :func:`ort_rewritten` gives them) and go to
+    ONNX Runtime as they are.
     """
     import onnxruntime as ort
 
@@ -80,6 +82,9 @@ def ort_session(
     options.graph_optimization_level = getattr(
         ort.GraphOptimizationLevel, level_name, ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     )
+    if isinstance(model, bytes):
+        return ort.InferenceSession(model, options, providers=list(providers),
+                                    disabled_optimizers=list(disabled_optimizers))
     with ir_capped(model):
         size = inline_bytes(model)
         external = external_tensors(model)
@@ -111,6 +116,28 @@ def ort_session(
         with temporary_model_file(model, lazy="copy", declared_shapes=declared_shapes) as path:
             return ort.InferenceSession(str(path), options, providers=list(providers),
                                         disabled_optimizers=list(disabled_optimizers))
+
+
+def ort_rewritten(model: onnx.ModelProto, *, optimization: str,
+                  providers: Sequence[str | tuple[str, dict]] = ("CPUExecutionProvider",),
+                  options: onnxruntime.SessionOptions | None = None,
+                  ) -> tuple[bytes, onnxruntime.InferenceSession]:
+    """``model`` as ONNX Runtime rewrites it at ``optimization`` for ``providers``, serialized
+    with its weights inline, and the session that rewrote it (``options`` are its session
+    options). A session opened on these bytes with the optimizations off holds the same
+    kernels and opens in about half the time (ORT's rewrites are not redone, and the model is
+    not encoded again): for a model opened many times. The rewritten model may hold kernels
+    for this machine's CPU only (NCHWc), so it is for this process, never for a file a user
+    keeps. Weights must fit one protobuf message (2 GiB)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions() if options is None else options
+    with temporary_folder("rewritten") as folder:
+        path = folder / "model.onnx"
+        options.optimized_model_filepath = str(path)
+        session = ort_session(model, optimization=optimization, providers=providers,
+                              options=options)
+        return path.read_bytes(), session
 
 
 def _read_names(model: onnx.ModelProto) -> frozenset[str]:

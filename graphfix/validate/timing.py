@@ -104,8 +104,12 @@ class Placement:
 
 @dataclasses.dataclass
 class Config:
+    """A model and the graph optimization level its sessions open at. ``model`` may be the
+    serialized bytes of ONNX Runtime's own rewritten copy
+    (:func:`graphfix.model_io.ort_rewritten`), then opened at "disabled"."""
+
     label: str
-    model: onnx.ModelProto
+    model: onnx.ModelProto | bytes
     optimization: str
 
     @property

@@ -21,7 +21,12 @@ Method
    session's spinning threads take the cores the timed one needs), and spinning is one of the
    knobs, so every candidate is measured alone (:func:`graphfix.validate.timing.measure`): each
    round opens each candidate in turn (the order rotating), warms it up, times a block of
-   calls (about 150 ms) and closes it; its peak memory is read for that opening.
+   calls (about 150 ms) and closes it; its peak memory is read for that opening. On the CPU
+   provider, the sessions open ONNX Runtime's own rewritten copy of the model at the
+   candidate's optimization level, with the rewrites off: the same kernels (the copy is used
+   only where it computes bit for bit what the model does), in about half the opening time,
+   which is most of a round's cost on a sub-millisecond model. The memory objective opens
+   the model itself, since a deployment's peak includes the rewriting.
 3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget
    (up to six where rounds are cheap: a twentieth of the budget, fixed before they start).
    Then, rung after rung, the half whose objective statistic compares worst with the
@@ -127,6 +132,7 @@ MOST_FIRST_ROUNDS = 6
 FIRST_RUNG_SHARE = 0.05  # of the budget, that a cheap model's first rung may use
 BLOCK_WARMUP = 3
 LEANER = 0.95  # a memory winner's peak is at most this share of the default's
+REWRITE_LIMIT = 256 * 2**20  # weight bytes up to which the timed sessions open ORT's own copy
 _CONV = frozenset({"Conv", "ConvTranspose", "FusedConv", "NhwcConv", "QLinearConv"})
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 _COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Attention", "LSTM", "GRU",
@@ -430,6 +436,59 @@ def _check_numerics(model: onnx.ModelProto, candidates: list[Candidate],
                 break
 
 
+class _Configs:
+    """What a candidate's timed sessions open: with ``rewrite``, for a model whose weights fit
+    :data:`REWRITE_LIMIT`, ONNX Runtime's own rewritten copy of the model at the candidate's
+    optimization level (:func:`graphfix.model_io.ort_rewritten`), opened with the rewrites
+    off. Its sessions hold the same kernels and open in about half the time, and on a
+    sub-millisecond model opening is most of a round's cost. Each level's copy is made once
+    and used only when it computes bit for bit what the model computes at that level (one
+    run each on the search's inputs); otherwise, and for a batch size other than 1, the
+    model itself is opened at the level. Without ``rewrite`` (the CUDA provider; the memory
+    objective, whose peaks include the opening's own work) the model itself, always."""
+
+    def __init__(self, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *,
+                 rewrite: bool) -> None:
+        self.model, self.feeds = model, feeds
+        self.rewrite = rewrite and model_io.weight_bytes(model) <= REWRITE_LIMIT
+        self.copies: dict[str, bytes | None] = {}
+
+    def __call__(self, candidate: Candidate) -> Config:
+        level = candidate.settings.optimization
+        if self.rewrite and candidate.batch == 1:
+            if level not in self.copies:
+                self.copies[level] = self._copy(level)
+            if self.copies[level] is not None:
+                return Config(candidate.name, self.copies[level], "disabled")
+        return Config(candidate.name, self.model, level)
+
+    def _copy(self, level: str) -> bytes | None:
+        try:
+            data, session = model_io.ort_rewritten(self.model, optimization=level)
+            names = [o.name for o in session.get_outputs()]
+            expected = session.run(names, check_feeds("the model", session, self.feeds))
+            del session
+            copy, _ = open_session(Config("rewritten", data, "disabled"),
+                                   Settings.ort_defaults("cpu"))
+            got = copy.run(names, check_feeds("the rewritten model", copy, self.feeds))
+        except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
+            logger.debug("tune: no rewritten copy at %s: %s", level, first_line(err))
+            return None
+        if all(_identical(a, b) for a, b in zip(expected, got)):
+            return data
+        logger.debug("tune: the rewritten copy at %s computes otherwise; not used", level)
+        return None
+
+
+def _identical(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.dtype.kind in "fc":
+        return bool(np.array_equal(a, b, equal_nan=True))
+    return bool(np.array_equal(a, b))
+
+
 # --------------------------------------------------------------------------------------------
 # The search
 
@@ -575,7 +634,8 @@ def tune(
     candidates = _candidates(facts, default_settings, space)
     _check_numerics(proto, candidates, feed)
     default, copy = candidates[0], candidates[1]
-    calls, warmup, round_cost = _block_size(proto, default, feed)
+    configs = _Configs(proto, feed, rewrite=used == "cpu" and objective != "memory")
+    calls, warmup, round_cost = _block_size(configs, default, feed)
     statistic = _STATISTIC[objective]
     compare = lambda c: _compare(default, c, statistic, confidence=confidence,  # noqa: E731
                                  resamples=resamples, seed=seed)
@@ -585,8 +645,8 @@ def tune(
         """Measure ``alive`` for ``rounds`` more rounds; the seconds per arm and round."""
         nonlocal rung
         began = time.perf_counter()
-        arms = [Arm(c.name, Config(c.name, proto, c.settings.optimization), c.settings,
-                    _batched_feeds(proto, feed, c.batch)) for c in alive]
+        arms = [Arm(c.name, configs(c), c.settings, _batched_feeds(proto, feed, c.batch))
+                for c in alive]
         measured = measure(arms, warmup=warmup, rounds=rounds, calls=calls, together=False,
                            progress=progress, step=f"tune rung {rung + 1}")
         for c in alive:
@@ -738,13 +798,13 @@ def _confirm(winner: Candidate, default: Candidate, copy: Candidate,
                      f"rounds ({shown}: {reason}); the default is kept"), aa
 
 
-def _block_size(model: onnx.ModelProto, default: Candidate, feeds: Mapping[str, np.ndarray]
+def _block_size(configs: _Configs, default: Candidate, feeds: Mapping[str, np.ndarray]
                 ) -> tuple[int, int, float]:
     """Calls per block (about :data:`BLOCK_SECONDS`) from a short run of the default, and
     what one arm's round will cost, in seconds (opening the session and the calls)."""
-    probe = measure([Arm("probe", Config("probe", model, default.settings.optimization),
-                         default.settings, feeds)], warmup=BLOCK_WARMUP, rounds=1, calls=3,
-                    together=False)
+    config = dataclasses.replace(configs(default), label="probe")
+    probe = measure([Arm("probe", config, default.settings, feeds)], warmup=BLOCK_WARMUP,
+                    rounds=1, calls=3, together=False)
     median = float(np.median(probe.calls("probe"))) / 1e3
     calls = int(min(50, max(3, round(BLOCK_SECONDS / max(median, 1e-5)))))
     opening = float(np.median(probe.created_ms["probe"])) / 1e3

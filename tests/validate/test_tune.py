@@ -241,6 +241,61 @@ def test_a_session_option_onnx_runtime_refuses_is_dropped_with_its_error() -> No
     assert arena.status in ("measured", "eliminated") and arena.speedup is not None
 
 
+def _cast_pair_read_by_a_branch() -> onnx.ModelProto:
+    # ORT (1.31) drops the lossless float -> double -> float Cast pair while the If branches
+    # still read its result: the rewritten copy it writes does not load.
+    h = onnx.helper
+    then = h.make_graph([h.make_node("Neg", ["c"], ["t"])], "then", [],
+                        [h.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [2])])
+    other = h.make_graph([h.make_node("Abs", ["c"], ["e"])], "else", [],
+                         [h.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [2])])
+    graph = h.make_graph(
+        [h.make_node("Cast", ["x"], ["d"], to=onnx.TensorProto.DOUBLE),
+         h.make_node("Cast", ["d"], ["c"], to=onnx.TensorProto.FLOAT),
+         h.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)],
+        "g",
+        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2]),
+         h.make_tensor_value_info("cond", onnx.TensorProto.BOOL, [])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
+    )
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+
+
+def test_timed_sessions_open_onnx_runtimes_rewritten_copy_only_where_it_computes_the_same(
+) -> None:
+    from graphfix import model_io
+    from graphfix.validate.tune import _Configs
+
+    default = Candidate("default", Settings.ort_defaults("cpu"), status="default")
+    basic = Candidate("optimization=basic", Settings.ort_defaults("cpu").replace(
+        optimization="basic"))
+    model = _mobilenet()
+    feeds = {model.graph.input[0].name: np.ones((1, 32, 32, 3), np.float32)}
+    configs = _Configs(model, feeds, rewrite=True)
+    for candidate in (default, basic):
+        config = configs(candidate)
+        assert isinstance(config.model, bytes) and config.optimization == "disabled"
+        assert config.label == candidate.name
+    assert configs(default).model is configs(default).model  # each level's copy made once
+    assert configs(default).model != configs(basic).model
+    # the memory objective's peaks include the opening's work: the model itself, always
+    kept = _Configs(model, feeds, rewrite=False)(default)
+    assert kept.model is model and kept.optimization == "all"
+    # a copy ORT writes wrong is not used: the model itself is opened at the level
+    odd = _cast_pair_read_by_a_branch()
+    odd_feeds = {"x": np.array([1.0, -2.0], np.float32), "cond": np.array(True)}
+    data, _ = model_io.ort_rewritten(odd, optimization="all")
+    try:
+        loads = model_io.ort_session(data).run(None, odd_feeds) is not None
+    except Exception:  # noqa: BLE001 - ORT's own refusal of its own copy
+        loads = False
+    config = _Configs(odd, odd_feeds, rewrite=True)(default)
+    if loads:  # a later ORT may keep the pair: then its copy computes the same
+        assert isinstance(config.model, bytes)
+    else:
+        assert config.model is odd and config.optimization == "all"
+
+
 def test_the_table_reports_variance_memory_and_every_drop(tmp_path) -> None:
     result = tune(_mlp(), provider="cpu", budget=5,
                   space={"execution_mode": ["parallel"], "cpu_arena": [False]})
