@@ -84,11 +84,13 @@ def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[
 
 
 def session(model: onnx.ModelProto) -> Any:
-    """A CPU session on ``model`` with ONNX Runtime's optimizations off."""
+    """A CPU session on ``model`` with ONNX Runtime's optimizations off, for a run or two:
+    no weight is prepacked for faster later calls (that costs more than it saves here)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.disable_prepacking", "1")
     return ort_session(model, optimization="disabled", options=options)
 
 

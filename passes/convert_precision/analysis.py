@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import onnx
 
 from graphfix import graph as graph_layer
@@ -50,6 +51,9 @@ class Analysis:
     initializers: dict[str, onnx.TensorProto]
     order: list[int]  # positions, in topological order
     read_by_bodies: frozenset[str] = frozenset()  # tensors If/Loop/Scan bodies read
+    # A weight's values in the lowered type and how many saturated, by name: every round's
+    # emulation and the lowering read them (a copy of the analysis shares the dict).
+    rounded: dict[str, tuple[np.ndarray, int]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def build(cls, model: onnx.ModelProto, types: Mapping[str, int], *, low: int) -> Analysis:

@@ -61,14 +61,18 @@ def _tensor(name: str, value: np.ndarray, low: int) -> onnx.TensorProto:
     return numpy_helper.from_array(value, name)
 
 
-def _rounded_tensor(tensor: onnx.TensorProto, name: str, low: int, *, back: bool
+def _rounded_tensor(analysis: Analysis, tensor: onnx.TensorProto, name: str, *, back: bool
                     ) -> tuple[onnx.TensorProto, int]:
-    """``tensor`` rounded to ``low``, named ``name``: stored in ``low``, or (``back``) rounded
-    and stored as float32 again."""
-    value = tensor_value(tensor)
-    if value is None:
-        raise ValueError(f"the weights of {tensor.name!r} cannot be read")
-    rounded, saturated = round_array(value, low)
+    """Weight ``tensor`` rounded to the analysis's lowered type, named ``name``: stored in
+    that type, or (``back``) rounded and stored as float32 again. Each weight is rounded
+    once (``analysis.rounded``)."""
+    low = analysis.low
+    if tensor.name not in analysis.rounded:
+        value = tensor_value(tensor)
+        if value is None:
+            raise ValueError(f"the weights of {tensor.name!r} cannot be read")
+        analysis.rounded[tensor.name] = round_array(value, low)
+    rounded, saturated = analysis.rounded[tensor.name]
     if back:
         return numpy_helper.from_array(rounded.astype(np.float32), name), saturated
     return _tensor(name, rounded, low), saturated
@@ -202,13 +206,13 @@ def _convert_initializer(analysis: Analysis, name: str, target: int, in_place: b
                          names: graph_layer.Names, stats: LowerStats) -> str:
     tensor = analysis.initializers[name]
     if in_place:
-        rounded, saturated = _rounded_tensor(tensor, name, target, back=False)
+        rounded, saturated = _rounded_tensor(analysis, tensor, name, back=False)
         tensor.CopyFrom(rounded)
         stats.weights_converted += 1
         stats.values_saturated += saturated
         return name
     copy_name = names.fresh(f"{name}_{_SHORT[target]}")
-    rounded, saturated = _rounded_tensor(tensor, copy_name, target, back=False)
+    rounded, saturated = _rounded_tensor(analysis, tensor, copy_name, back=False)
     analysis.model.graph.initializer.append(rounded)
     stats.weights_copied += 1
     stats.values_saturated += saturated
@@ -269,8 +273,8 @@ class _Rounder:
         if name not in self.made:
             if name in self.analysis.initializers:
                 target = self.names.fresh(f"{name}_r")
-                tensor, _ = _rounded_tensor(self.analysis.initializers[name], target,
-                                            self.analysis.low, back=True)
+                tensor, _ = _rounded_tensor(self.analysis, self.analysis.initializers[name],
+                                            target, back=True)
                 self.graph.initializer.append(tensor)
             else:
                 target = self.round_trip(name, _place(self.analysis, name))
