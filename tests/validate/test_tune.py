@@ -173,6 +173,49 @@ def test_the_confirmation_judges_the_candidate_furthest_ahead_even_when_undecide
     assert _leader(default, aa, [behind, ahead], "memory") is None  # no leaner candidate
 
 
+def _confirmed(effect: float, seed: int, seconds_left: float) -> tuple[str, str, int]:
+    """The confirmation of a candidate ``effect`` times the default's time, on constructed
+    rounds where three blocks in ten fall in a slow stretch of the machine (1.5x); returns
+    the decision, its reason and the fresh rounds the candidate ran."""
+    from graphfix.validate.tune import _confirm
+
+    rng = np.random.default_rng(seed)
+    default = Candidate("default", Settings.ort_defaults("cpu"), status="default")
+    copy = Candidate("default (A/A copy)", Settings.ort_defaults("cpu"), status="default")
+    leader = Candidate("leader", Settings.ort_defaults("cpu"), changes={"leader": 1})
+    rung = [3]
+
+    def run_rung(alive: list[Candidate], rounds: int) -> float:
+        for index in range(rounds):
+            for c in alive:
+                stretch = rng.choice([1.0, 1.5], p=[0.7, 0.3])
+                factor = effect if c is leader else 1.0
+                c.times[(rung[0], index)] = list(factor * stretch * rng.uniform(0.97, 1.03, 20))
+        rung[0] += 1
+        return 0.01  # seconds per arm and round
+
+    winner, reason, _ = _confirm(leader, default, copy, run_rung, 3, "latency", "median", 0.95,
+                                 2000, 0, lambda: seconds_left)
+    return winner.name, reason, len(leader.times)
+
+
+def test_an_open_confirmation_gets_one_second_look_at_a_stricter_confidence() -> None:
+    # 1.06x faster, but ten rounds with slow stretches leave the interval open: ten more,
+    # budget allowing, and all twenty judged at 97.5% confidence.
+    name, reason, rounds = _confirmed(1 / 1.06, seed=0, seconds_left=100)
+    assert name == "leader" and rounds == 20
+    assert "confirmed on 20 fresh rounds, a second look at 97.5% confidence" in reason
+    # no budget left: the first look decides
+    name, reason, rounds = _confirmed(1 / 1.06, seed=0, seconds_left=0)
+    assert name == "default" and rounds == 10 and "did not hold on 10 fresh rounds" in reason
+    # as fast as the default: one second look at most, and the default is kept
+    name, reason, rounds = _confirmed(1.0, seed=3, seconds_left=100)
+    assert name == "default" and rounds == 20 and "did not hold on 20 fresh rounds" in reason
+    # behind the default after the first look: no second look
+    name, reason, rounds = _confirmed(1.0, seed=4, seconds_left=100)
+    assert name == "default" and rounds == 10
+
+
 def test_choose_for_memory_takes_the_leanest_that_is_not_slower() -> None:
     rng = np.random.default_rng(2)
     default = _candidate("default", 1.0, rng, peak=1000)
