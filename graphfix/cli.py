@@ -827,7 +827,8 @@ def tune(model: Path, input_shape: tuple[tuple[str, list[int]], ...],
     """Find the session and provider settings that make MODEL fastest on this machine.
 
     Each candidate is ONNX Runtime's default session with one knob changed (threads, parallel
-    execution, spinning, dynamic_block_base, optimization level, memory pattern and arena; on
+    execution, independent nodes side by side on one thread each (branch_parallel), spinning,
+    dynamic_block_base, optimization level, memory pattern and arena; on
     CUDA the cuDNN options, TF32, NHWC, CUDA graphs, IO binding; batch sizes for throughput).
     Candidates run one session alive at a time in rotating blocks; successive halving spends
     the budget on the contenders. The winner must beat the default with its bootstrap interval

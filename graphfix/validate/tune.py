@@ -8,7 +8,11 @@ The search space is :data:`KNOBS`, one table: each knob names its values, the pr
 applies to, whether it changes numerics, and when it does not apply to a model (parallel
 execution on a chain, cuDNN options without a convolution, batch sizes without a dynamic
 batch). A candidate is ONNX Runtime's default session with one knob changed; the default is
-always a candidate, and so is an identical copy of it (the A/A check).
+always a candidate, and so is an identical copy of it (the A/A check). One knob is a way of
+using the threads rather than a single option: ``branch_parallel`` runs independent nodes
+side by side (parallel execution, one inter-op thread per core, one intra-op thread each)
+instead of splitting each node across the cores, which sub-millisecond transformers on few
+cores can prefer.
 
 Method
 ------
@@ -30,7 +34,8 @@ Method
 3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget
    (up to six where rounds are cheap: a twentieth of the budget, fixed before they start).
    Then, rung after rung, the half whose objective statistic compares worst with the
-   default's (paired bootstrap over the rounds they shared) is eliminated and the rest get
+   default's (the lower end of the paired bootstrap interval over the rounds they shared: a
+   steady gain outranks a noisier, larger point estimate) is eliminated and the rest get
    three more rounds, while the budget (``budget`` seconds, from the start) allows, judged from
    the last rung's seconds per candidate and round, until one is left. After every rung, a
    challenger that can no longer be picked is eliminated whatever its rank: for the speed
@@ -215,6 +220,16 @@ def _threaded(facts: Workload) -> str | None:
     return None if facts.cores > 1 else "one core: no thread pool to split work for"
 
 
+def _branches_side_by_side(facts: Workload) -> str | None:
+    return _branchy(facts) or _threaded(facts)
+
+
+def _branch_parallel(settings: Settings, batch: int, value: Any) -> tuple[Settings, int]:
+    """Parallel execution with ``value`` inter-op threads and one intra-op thread each:
+    independent nodes (attention's q, k and v projections) run side by side, none split."""
+    return settings.replace(execution_mode="parallel", inter_op_threads=value, threads=1), batch
+
+
 def _conv(facts: Workload) -> str | None:
     return None if facts.has_conv else "no convolution in the model"
 
@@ -240,6 +255,8 @@ KNOBS: tuple[Knob, ...] = (
          _setting("threads"), parse=_thread_count),
     Knob("execution_mode", "cpu", False, lambda f: ("parallel",),
          _setting("execution_mode", inter_op_threads=0), _branchy),
+    Knob("branch_parallel", "cpu", False, lambda f: (f.cores,), _branch_parallel,
+         _branches_side_by_side, parse=_thread_count),
     Knob("allow_spinning", "cpu", False, lambda f: (False,), _setting("allow_spinning"),
          parse=_flag),
     Knob("dynamic_block_base", "cpu", False, lambda f: (4,), _setting("dynamic_block_base"),
@@ -678,12 +695,15 @@ def tune(
         if not challengers:
             break
         if len(challengers) > 1:
-            ranked = sorted(challengers, key=lambda c: -(c.speedup.speedup if c.speedup else 0.0))
+            # By the interval's lower end: a steady gain ranks above a larger but noisier
+            # point estimate, which a slow stretch of the machine makes as often as a setting.
+            ranked = sorted(challengers, key=lambda c: -(c.speedup.ci_low if c.speedup else 0.0))
             keep = ranked[: max(1, len(challengers) // 2)]
             for c in ranked[len(keep):]:
                 c.status = "eliminated"
                 c.reason = (f"halving after rung {rung}: "
-                            + (f"{c.speedup.speedup:.3f}x the default" if c.speedup else ""))
+                            + (f"{c.speedup.speedup:.3f}x the default [{c.speedup.ci_low:.3f}, "
+                               f"{c.speedup.ci_high:.3f}]" if c.speedup else ""))
             challengers = keep
         if len(challengers) == 1:  # the confirmation's fresh rounds judge it
             break

@@ -80,6 +80,9 @@ def test_every_knob_is_one_row_with_a_provider_values_and_an_effect() -> None:
 @pytest.mark.parametrize(("knob", "facts", "applies"), [
     ("execution_mode", {"width": 1}, False),
     ("execution_mode", {"width": 3}, True),
+    ("branch_parallel", {"width": 1}, False),
+    ("branch_parallel", {"width": 3, "cores": 1}, False),
+    ("branch_parallel", {"width": 3}, True),
     ("dynamic_block_base", {"cores": 1}, False),
     ("cudnn_conv_algo_search", {"has_conv": False}, False),
     ("cudnn_conv1d_pad_to_nc1d", {"has_conv": True, "has_conv1d": True}, True),
@@ -91,6 +94,15 @@ def test_every_knob_is_one_row_with_a_provider_values_and_an_effect() -> None:
 def test_knobs_apply_only_where_they_can_matter(knob: str, facts: dict, applies: bool) -> None:
     row = next(k for k in KNOBS if k.name == knob)
     assert (row.applies(dataclasses.replace(FACTS, **facts)) is None) == applies
+
+
+def test_branch_parallel_runs_nodes_side_by_side_each_on_one_thread() -> None:
+    row = next(k for k in KNOBS if k.name == "branch_parallel")
+    (cores,) = row.values(FACTS)
+    settings, batch = row.apply(Settings.ort_defaults("cpu"), 1, cores)
+    assert cores == FACTS.cores and batch == 1
+    assert (settings.execution_mode, settings.inter_op_threads, settings.threads) == (
+        "parallel", FACTS.cores, 1)
 
 
 def test_numerics_changing_knobs_are_marked() -> None:
