@@ -65,6 +65,14 @@ Method
    left open gets one second look, budget allowing: ten more rounds, all twenty judged at
    a stricter confidence (the error rate halved). The reported speedup is the
    confirmation's.
+7. On top of the winner. Settings interact (one intra-op thread can make another
+   optimization level or parallel execution pay), which one knob at a time from the default
+   cannot see. For the latency and p99 objectives, every other knob's values are applied to
+   a confirmed winner's settings and measured in one rung beside the default and the winner
+   (budget allowing; numerics checked as in step 1); the one ahead of the winner with the
+   highest lower interval end gets ten fresh rounds beside the default, the A/A copy and the
+   winner, and replaces the winner only when those rounds show it significantly faster than
+   the winner and step 5 takes it against the default.
 
 ``TuneResult.to_dict()`` (schema ``graphfix.tune-result/1``)::
 
@@ -741,6 +749,24 @@ def tune(
         winner, reason, aa = _confirm(leader, default, copy, run_rung, rung, objective,
                                       statistic, confidence, resamples, seed,
                                       lambda: deadline - time.perf_counter())
+        if winner is not default and objective in ("latency", "p99") and winner.batch == 1:
+            on_top = [c for c in _candidates(facts, winner.settings, space)[2:]
+                      if c.alive and c.batch == 1 and not set(c.changes) & set(winner.changes)
+                      and c.settings != winner.settings]
+            refined = _refine(winner, default, copy, on_top, run_rung=run_rung,
+                              rung=lambda: rung, first=first, cost=cost,
+                              seconds_left=lambda: deadline - time.perf_counter(),
+                              check=lambda found: _check_numerics(
+                                  proto, [default, copy, *found], feed),
+                              compare=lambda base, c, rungs: _compare(
+                                  base, c, statistic, confidence=confidence,
+                                  resamples=resamples, seed=seed, rungs=rungs),
+                              objective=objective)
+            candidates += refined.tried
+            if refined.winner is not None:
+                winner, reason, aa = refined.winner, refined.reason, refined.aa
+            elif refined.note:
+                warnings.append(refined.note)
     if time.perf_counter() - started > 1.2 * budget:
         warnings.append(f"the search took {time.perf_counter() - started:.0f} s for a budget of "
                         f"{budget:g} s (every candidate's first rung and the winner's "
@@ -838,6 +864,85 @@ def _confirm(winner: Candidate, default: Candidate, copy: Candidate,
              if confirmed else "not measured")
     return default, (f"{winner.name} led the search but did not hold on {rounds} fresh "
                      f"rounds ({shown}: {reason}); the default is kept"), aa
+
+
+@dataclasses.dataclass
+class _Refined:
+    """What step 7 tried on top of the winner, and the new winner (None: the winner stands)."""
+
+    tried: list[Candidate]
+    winner: Candidate | None = None
+    reason: str = ""
+    aa: Comparison | None = None
+    note: str = ""
+
+
+def _refine(winner: Candidate, default: Candidate, copy: Candidate, on_top: list[Candidate], *,
+            run_rung: Callable[[list[Candidate], int], float], rung: Callable[[], int],
+            first: int, cost: float, seconds_left: Callable[[], float],
+            check: Callable[[list[Candidate]], None],
+            compare: Callable[[Candidate, Candidate, Collection[int]], Comparison | None],
+            objective: str) -> _Refined:
+    """Step 7: every other knob's values on top of the confirmed winner (``on_top``, whose
+    settings already hold the winner's change), one rung beside the default and the winner;
+    the one whose interval against the winner has the highest lower end, if ahead of it, gets
+    fresh rounds beside the default, its A/A copy and the winner, and replaces the winner only
+    when those rounds show it significantly faster than the winner and :func:`choose` takes it
+    against the default. Settings interact (one intra-op thread can favour another
+    optimization level), which one knob at a time from the default cannot see."""
+    tried = [dataclasses.replace(
+        c, name=", ".join(f"{k}={v}" for k, v in {**winner.changes, **c.changes}.items()),
+        changes={**winner.changes, **c.changes}, numerics=c.numerics or winner.numerics)
+        for c in on_top]
+    if not tried:
+        return _Refined([])
+    needed = cost * ((len(tried) + 2) * first + 4 * FINAL_ROUNDS)
+    if seconds_left() < needed:
+        for c in tried:
+            c.status, c.reason = "dropped", "the budget ran out before it could be measured"
+        return _Refined(tried, note=f"other knobs on top of {winner.name} were not tried: the "
+                                    f"budget left was under the {needed:.0f} s they need")
+    check(tried)
+    alive = [c for c in tried if c.alive]
+    if not alive:
+        return _Refined(tried)
+    confirmed_speedup = winner.speedup
+    at = rung()
+    run_rung([default, winner, *alive], first)
+    winner.speedup = confirmed_speedup  # the winner's figure stays its confirmation's
+    ahead: list[tuple[Candidate, Comparison]] = []
+    for c in alive:
+        against = compare(winner, c, [at])
+        if against is None or against.speedup <= 1.0:
+            c.status = "eliminated"
+            c.reason = (f"behind {winner.name} on top of it: " + (
+                f"{against.speedup:.3f}x [{against.ci_low:.3f}, {against.ci_high:.3f}]"
+                if against else "not measured"))
+        else:
+            ahead.append((c, against))
+    if not ahead:
+        return _Refined(tried)
+    best, _ = max(ahead, key=lambda pair: pair[1].ci_low)
+    for c, against in ahead:
+        if c is not best:
+            c.status = "eliminated"
+            c.reason = (f"on top of {winner.name}, behind {best.name}: {against.speedup:.3f}x "
+                        f"{winner.name} [{against.ci_low:.3f}, {against.ci_high:.3f}]")
+    at = rung()
+    run_rung([default, copy, winner, best], FINAL_ROUNDS)
+    winner.speedup = confirmed_speedup
+    aa, fresh = compare(default, copy, [at]), compare(default, best, [at])
+    over = compare(winner, best, [at])
+    best.speedup = fresh
+    found, reason = choose(default, aa, [best], objective)
+    shown = (f"{over.speedup:.3f}x {winner.name} [{over.ci_low:.3f}, {over.ci_high:.3f}]"
+             if over else "not measured")
+    if found is best and over is not None and over.verdict == FASTER:
+        return _Refined(tried, best, f"{reason}; on top of {winner.name}: {shown} (confirmed "
+                                     f"on {FINAL_ROUNDS} fresh rounds)", aa)
+    best.status = "eliminated"
+    best.reason = f"on top of {winner.name}, did not hold on {FINAL_ROUNDS} fresh rounds: {shown}"
+    return _Refined(tried)
 
 
 def _block_size(configs: _Configs, default: Candidate, feeds: Mapping[str, np.ndarray]

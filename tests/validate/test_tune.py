@@ -228,6 +228,65 @@ def test_an_open_confirmation_gets_one_second_look_at_a_stricter_confidence() ->
     assert name == "default" and rounds == 10
 
 
+def _refined(factors: dict[str, float], seconds_left: float = 100.0):
+    """Step 7 on constructed rounds: the winner (one intra-op thread, 0.8 of the default's
+    time, already confirmed) and, on top of it, candidates at ``factors`` of the default's
+    time."""
+    from graphfix.validate.tune import _compare, _refine
+
+    rng = np.random.default_rng(11)
+    base = Settings.ort_defaults("cpu")
+    default = Candidate("default", base, status="default")
+    copy = Candidate("default (A/A copy)", base, status="default")
+    winner = Candidate("intra_op_threads=1", base.replace(threads=1),
+                       changes={"intra_op_threads": 1})
+    on_top = [Candidate(name, base.replace(threads=1, optimization=level),
+                        changes={"optimization": level})
+              for name, level in (("optimization=basic", "basic"),
+                                  ("optimization=extended", "extended"))]
+    factor = {"intra_op_threads=1": 0.8} | factors
+    rung = [4]
+
+    def run_rung(alive: list[Candidate], rounds: int) -> float:
+        for index in range(rounds):
+            for c in alive:
+                c.times[(rung[0], index)] = list(factor.get(c.name, 1.0)
+                                                 * rng.uniform(0.97, 1.03, 20))
+        rung[0] += 1
+        return 0.01
+
+    def compare(baseline: Candidate, c: Candidate, rungs) -> object:
+        return _compare(baseline, c, "median", confidence=0.95, resamples=2000, seed=0,
+                        rungs=rungs)
+
+    winner.speedup = compare(default, winner, None) if winner.times else None
+    return _refine(winner, default, copy, on_top, run_rung=run_rung, rung=lambda: rung[0],
+                   first=3, cost=0.01, seconds_left=lambda: seconds_left,
+                   check=lambda found: None, compare=compare, objective="latency"), winner
+
+
+def test_other_knobs_are_tried_on_top_of_the_winner_and_replace_it_only_when_faster() -> None:
+    refined, winner = _refined({"intra_op_threads=1, optimization=basic": 0.6,
+                                "intra_op_threads=1, optimization=extended": 0.9})
+    assert refined.winner is not None
+    assert refined.winner.name == "intra_op_threads=1, optimization=basic"
+    assert refined.winner.changes == {"intra_op_threads": 1, "optimization": "basic"}
+    assert refined.winner.settings.threads == 1 and refined.winner.settings.optimization == "basic"
+    assert "on top of intra_op_threads=1" in refined.reason and "confirmed" in refined.reason
+    assert refined.winner.speedup.ci_low > 1.5  # against the default, on the fresh rounds
+    behind = next(c for c in refined.tried if c.name.endswith("extended"))
+    assert behind.status == "eliminated" and "behind intra_op_threads=1" in behind.reason
+    # nothing on top beats the winner: it stands
+    refined, _ = _refined({"intra_op_threads=1, optimization=basic": 0.8,
+                           "intra_op_threads=1, optimization=extended": 0.95})
+    assert refined.winner is None
+    assert all(c.status == "eliminated" for c in refined.tried)
+    # no budget for the rung and its confirmation: not tried, and said
+    refined, _ = _refined({"intra_op_threads=1, optimization=basic": 0.6}, seconds_left=0.1)
+    assert refined.winner is None and "were not tried" in refined.note
+    assert {c.status for c in refined.tried} == {"dropped"}
+
+
 def test_choose_for_memory_takes_the_leanest_that_is_not_slower() -> None:
     rng = np.random.default_rng(2)
     default = _candidate("default", 1.0, rng, peak=1000)
