@@ -908,7 +908,14 @@ def _refine(winner: Candidate, default: Candidate, copy: Candidate, on_top: list
         return _Refined(tried)
     confirmed_speedup = winner.speedup
     at = rung()
-    run_rung([default, winner, *alive], first)
+    try:
+        run_rung([default, winner, *alive], first)
+    except BenchmarkError as err:  # a session that does not open or run: the winner stands
+        for c in alive:
+            c.status, c.reason = "dropped", first_line(err)
+        winner.speedup = confirmed_speedup
+        return _Refined(tried, note=f"other knobs on top of {winner.name} could not be "
+                                    f"measured: {first_line(err)}")
     winner.speedup = confirmed_speedup  # the winner's figure stays its confirmation's
     ahead: list[tuple[Candidate, Comparison]] = []
     for c in alive:

@@ -30,6 +30,7 @@ from graphfix.validate.tune import (
     tune,
 )
 from graphfix.models.nhwc import mobilenetv2_nhwc
+from tests.passes.test_ort_offline import cast_pair_read_by_a_branch
 
 CUDA_LOADS = probe_provider("cuda").loadable
 needs_cuda = pytest.mark.skipif(
@@ -355,26 +356,6 @@ def test_a_session_option_onnx_runtime_refuses_is_dropped_with_its_error() -> No
     assert arena.status in ("measured", "eliminated") and arena.speedup is not None
 
 
-def _cast_pair_read_by_a_branch() -> onnx.ModelProto:
-    # ORT (1.31) drops the lossless float -> double -> float Cast pair while the If branches
-    # still read its result: the rewritten copy it writes does not load.
-    h = onnx.helper
-    then = h.make_graph([h.make_node("Neg", ["c"], ["t"])], "then", [],
-                        [h.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [2])])
-    other = h.make_graph([h.make_node("Abs", ["c"], ["e"])], "else", [],
-                         [h.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [2])])
-    graph = h.make_graph(
-        [h.make_node("Cast", ["x"], ["d"], to=onnx.TensorProto.DOUBLE),
-         h.make_node("Cast", ["d"], ["c"], to=onnx.TensorProto.FLOAT),
-         h.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=other)],
-        "g",
-        [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2]),
-         h.make_tensor_value_info("cond", onnx.TensorProto.BOOL, [])],
-        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
-    )
-    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
-
-
 def test_timed_sessions_open_onnx_runtimes_rewritten_copy_only_where_it_computes_the_same(
 ) -> None:
     from graphfix import model_io
@@ -396,7 +377,7 @@ def test_timed_sessions_open_onnx_runtimes_rewritten_copy_only_where_it_computes
     kept = _Configs(model, feeds, rewrite=False)(default)
     assert kept.model is model and kept.optimization == "all"
     # a copy ORT writes wrong is not used: the model itself is opened at the level
-    odd = _cast_pair_read_by_a_branch()
+    odd = cast_pair_read_by_a_branch()  # ORT writes a rewritten copy that does not load
     odd_feeds = {"x": np.array([1.0, -2.0], np.float32), "cond": np.array(True)}
     data, _ = model_io.ort_rewritten(odd, optimization="all")
     try:
