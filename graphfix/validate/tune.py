@@ -473,12 +473,16 @@ class _Configs:
     and used only when it computes bit for bit what the model computes at that level (one
     run each on the search's inputs); otherwise, and for a batch size other than 1, the
     model itself is opened at the level. Without ``rewrite`` (the CUDA provider; the memory
-    objective, whose peaks include the opening's own work) the model itself, always."""
+    objective, whose peaks include the opening's own work), or for an IR-3 model, the model
+    itself, always."""
 
     def __init__(self, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], *,
                  rewrite: bool) -> None:
         self.model, self.feeds = model, feeds
-        self.rewrite = rewrite and model_io.weight_bytes(model) <= REWRITE_LIMIT
+        # An IR-3 model lists its weights as graph inputs: ORT's copy keeps the inputs of
+        # those it folds away, now without a value, so it could never stand in.
+        self.rewrite = (rewrite and model.ir_version >= 4
+                        and model_io.weight_bytes(model) <= REWRITE_LIMIT)
         self.copies: dict[str, bytes | None] = {}
 
     def __call__(self, candidate: Candidate) -> Config:

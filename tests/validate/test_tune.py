@@ -376,6 +376,15 @@ def test_timed_sessions_open_onnx_runtimes_rewritten_copy_only_where_it_computes
     # the memory objective's peaks include the opening's work: the model itself, always
     kept = _Configs(model, feeds, rewrite=False)(default)
     assert kept.model is model and kept.optimization == "all"
+    # an IR-3 model (its weights graph inputs too): ORT's copy could never stand in
+    ir3 = onnx.ModelProto()
+    ir3.CopyFrom(model)
+    ir3.ir_version = 3
+    ir3.graph.input.extend(onnx.helper.make_tensor_value_info(
+        t.name, t.data_type, list(t.dims)) for t in model.graph.initializer)
+    overridable = _Configs(ir3, feeds, rewrite=True)
+    assert overridable(default).model is ir3
+    assert overridable.copies == {}  # no copy made: it could never stand in
     # a copy ORT writes wrong is not used: the model itself is opened at the level
     odd = cast_pair_read_by_a_branch()  # ORT writes a rewritten copy that does not load
     odd_feeds = {"x": np.array([1.0, -2.0], np.float32), "cond": np.array(True)}
