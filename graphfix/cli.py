@@ -832,7 +832,8 @@ def tune(model: Path, input_shape: tuple[tuple[str, list[int]], ...],
     CUDA the cuDNN options, TF32, NHWC, CUDA graphs, IO binding; batch sizes for throughput).
     Candidates run one session alive at a time in rotating blocks; successive halving spends
     the budget on the contenders. The winner must beat the default with its bootstrap interval
-    clearing 1.0, else the default is kept. Settings that change numerics are checked against
+    clearing 1.0 on fresh rounds, else the default is kept; the other knobs are then tried
+    on top of it (settings interact), and one replaces it only when significantly faster. Settings that change numerics are checked against
     the default session first. Prints the table, the winner and a Python snippet.
 
     \b
