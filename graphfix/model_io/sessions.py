@@ -120,18 +120,16 @@ def ort_session(
 
 def ort_rewritten(model: onnx.ModelProto, *, optimization: str,
                   providers: Sequence[str | tuple[str, dict]] = ("CPUExecutionProvider",),
-                  options: onnxruntime.SessionOptions | None = None,
                   ) -> tuple[bytes, onnxruntime.InferenceSession]:
     """``model`` as ONNX Runtime rewrites it at ``optimization`` for ``providers``, serialized
-    with its weights inline, and the session that rewrote it (``options`` are its session
-    options). A session opened on these bytes with the optimizations off holds the same
+    with its weights inline, and the session that rewrote it. A session opened on these bytes with the optimizations off holds the same
     kernels and opens in about half the time (ORT's rewrites are not redone, and the model is
     not encoded again): for a model opened many times. The rewritten model may hold kernels
     for this machine's CPU only (NCHWc), so it is for this process, never for a file a user
     keeps. Weights must fit one protobuf message (2 GiB)."""
     import onnxruntime as ort
 
-    options = ort.SessionOptions() if options is None else options
+    options = ort.SessionOptions()
     with temporary_folder("rewritten") as folder:
         path = folder / "model.onnx"
         options.optimized_model_filepath = str(path)

@@ -66,7 +66,7 @@ __all__ = [
     "ReferenceRun",
     "check_parity",
     "generated_feeds",
-    "compare_output", "format_parity"]
+    "compare_output", "format_parity", "identical"]
 
 logger = logging.getLogger(__name__)
 
@@ -701,15 +701,21 @@ def _check_repeatable(session: Any, first: tuple[Feeds, list[Any]], random: list
     feed, outputs = first
     again = _run_reference(session, feed, None)
     for before, after in zip(outputs, again):
-        before, after = np.asarray(before), np.asarray(after)
-        same = (np.array_equal(before, after, equal_nan=True) if before.dtype.kind in "fc"
-                else np.array_equal(before, after))
-        if not same:
+        if not identical(before, after):
             raise ValidationInputError(
                 f"the {name}'s outputs change from run to run on the same inputs (random ops: "
                 f"{', '.join(random)}): parity cannot judge a rewrite of it",
                 hint="optimize it without the check (--no-verify, verify=False), or export it "
                      "in inference mode")
+
+
+def identical(a: Any, b: Any) -> bool:
+    """Whether two outputs hold the same values bit for bit: dtype, shape and every element,
+    NaN equal to NaN."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
 def _for(session: Any, feed: Feeds) -> Feeds:

@@ -104,7 +104,7 @@ from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.graph import all_nodes
 from graphfix.validate.bench import feeds_by_model, read_feeds
 from graphfix.feeds import input_specs
-from graphfix.validate.parity import compare_output
+from graphfix.validate.parity import compare_output, identical
 from graphfix.validate.profile import files_read
 from graphfix.validate.session_config import (
     SessionConfig,
@@ -423,7 +423,7 @@ def _batched_feeds(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
             for name, value in feeds.items()}
 
 
-def _run_once(model: onnx.ModelProto, candidate: Candidate, feeds: Mapping[str, np.ndarray]
+def _run_once(model: onnx.ModelProto | bytes, candidate: Candidate, feeds: Mapping[str, np.ndarray]
               ) -> dict[str, Any]:
     session, _ = open_session(Config(candidate.name, model, candidate.settings.optimization),
                               candidate.settings)
@@ -495,30 +495,21 @@ class _Configs:
         return Config(candidate.name, self.model, level)
 
     def _copy(self, level: str) -> bytes | None:
+        rewritten = Candidate("the rewritten model",
+                              Settings.ort_defaults("cpu").replace(optimization="disabled"))
         try:
             data, session = model_io.ort_rewritten(self.model, optimization=level)
             names = [o.name for o in session.get_outputs()]
             expected = session.run(names, check_feeds("the model", session, self.feeds))
             del session
-            copy, _ = open_session(Config("rewritten", data, "disabled"),
-                                   Settings.ort_defaults("cpu"))
-            got = copy.run(names, check_feeds("the rewritten model", copy, self.feeds))
+            got = _run_once(data, rewritten, self.feeds)
         except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
             logger.debug("tune: no rewritten copy at %s: %s", level, first_line(err))
             return None
-        if all(_identical(a, b) for a, b in zip(expected, got)):
+        if all(identical(value, got.get(name)) for name, value in zip(names, expected)):
             return data
         logger.debug("tune: the rewritten copy at %s computes otherwise; not used", level)
         return None
-
-
-def _identical(a: Any, b: Any) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.kind in "fc":
-        return bool(np.array_equal(a, b, equal_nan=True))
-    return bool(np.array_equal(a, b))
 
 
 # --------------------------------------------------------------------------------------------
