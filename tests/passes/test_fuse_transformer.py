@@ -10,7 +10,8 @@ import pytest
 from onnx import numpy_helper
 
 import graphfix
-from graphfix.passes.fuse_transformer import FuseTransformer, fuse_transformer
+from graphfix.passes._measuring import run_outputs
+from graphfix.passes.fuse_transformer import FuseTransformer
 from graphfix.passes.fuse_transformer.heads import Heads, model_type, read_heads
 from graphfix.models.transformer import transformer_encoder
 
@@ -167,9 +168,21 @@ def test_a_planted_wrong_head_count_is_caught(tmp_path):
 
 @pytest.mark.tools
 @pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")
-def test_masks_with_holes_refuse_attention_and_say_why(tmp_path):
+def test_the_fused_attention_reads_the_mask_itself_and_is_exact_on_masks_with_holes(tmp_path):
+    # ORT's optimizer reduces a BERT mask to key lengths by default, which is exact only on
+    # masks of ones then zeros; the pass keeps the 0/1 mask, exact on any mask.
     model = _eager_bert(tmp_path / "bert.onnx")
     feeds = _padding_feeds()
-    feeds[0]["attention_mask"][0, 2] = 0  # a hole: ORT's Attention reads key lengths
-    result = fuse_transformer(model, feeds=feeds)
-    assert not any(n.op_type == "Attention" for n in result.graph.node)
+    feeds[0]["attention_mask"][0, 2] = 0  # a hole: a masked token inside the sequence
+    feeds[0]["attention_mask"][1, 0] = 0  # and padding at the start
+    result = FuseTransformer(feeds=feeds)(model)
+    assert result.stats["attention_fused"] == 1
+    fused = [n for n in result.model.graph.node if n.op_type == "Attention"]
+    mask = fused[0].input[3]
+    assert mask and "ReduceSum" not in {n.op_type for n in result.model.graph.node}
+    names = [o.name for o in model.graph.output]
+    expected = run_outputs(model, feeds, names)
+    got = run_outputs(result.model, feeds, names)
+    for ref, out in zip(expected, got):
+        for name in names:
+            np.testing.assert_allclose(out[name], ref[name], rtol=1e-4, atol=1e-4)
