@@ -21,6 +21,7 @@ refuse a provider that does not load) is the probe.
                    "onnxsim": str|null, "numpy": str|null},
       "onnxruntime_distribution": "onnxruntime-gpu"|"onnxruntime"|...|null,
       "onnxruntime_distributions": [str],     # every installed distribution providing the module
+      "notes": [str],                         # facts that are not problems (a shadowed install)
       "onnxruntime_cuda_version": str|null,   # the CUDA version the ORT build targets
       "max_ir_version": int|null,             # the highest IR version the installed ORT loads
       "requested": "cpu"|"cuda"|"tensorrt"|null,
@@ -41,10 +42,12 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import logging
+import os
 import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from graphfix.model_io import max_ir_version
@@ -115,6 +118,7 @@ class DoctorReport:
     gpus: list[GpuInfo]
     problems: list[Problem]
     requested: str | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
 
     def problems_for(self, provider: str) -> list[Problem]:
         """The problems that affect ``provider`` (cpu, cuda, tensorrt), including general ones."""
@@ -138,6 +142,7 @@ class DoctorReport:
             "versions": dict(self.versions),
             "onnxruntime_distribution": self.onnxruntime_distribution,
             "onnxruntime_distributions": list(self.onnxruntime_distributions),
+            "notes": list(self.notes),
             "onnxruntime_cuda_version": self.onnxruntime_cuda_version,
             "max_ir_version": self.max_ir_version,
             "requested": self.requested,
@@ -227,13 +232,16 @@ def diagnose(*, provider: str | None = None) -> DoctorReport:
             requested,
         )
     versions["onnxruntime"] = ort.__version__
-    distribution = _providing_distribution(distributions)
-    if len(distributions) > 1:
+    distribution, sharing, shadowed = imported_distribution(
+        _module_locations(distributions), getattr(ort, "__file__", None) or "", distributions)
+    notes = [f"{name} is installed too, in another folder, and is not the one imported "
+             f"(whichever comes first on sys.path wins)" for name in shadowed]
+    if len(sharing) > 1:
         problems.append(Problem(
             "any",
-            f"several distributions provide the onnxruntime module ({', '.join(distributions)}); "
-            "whichever was installed last overwrote the others' files",
-            f"pip uninstall {' '.join(distributions)}, then install one of them",
+            f"several distributions installed the onnxruntime module in the same folder "
+            f"({', '.join(sharing)}); whichever was installed last overwrote the others' files",
+            f"pip uninstall {' '.join(sharing)}, then install one of them",
         ))
     cuda_version = _build_cuda_version()
     try:
@@ -265,16 +273,42 @@ def diagnose(*, provider: str | None = None) -> DoctorReport:
         gpus=_gpus(),
         problems=problems,
         requested=requested,
+        notes=notes,
     )
     logger.debug("doctor: %s", report.to_dict())
     return report
 
 
-def _providing_distribution(distributions: list[str]) -> str | None:
-    if not distributions:
-        return None
-    gpu = [name for name in distributions if "gpu" in name.lower()]
-    return gpu[0] if len(distributions) == 1 or not gpu else distributions[0]
+def _module_locations(distributions: list[str]) -> dict[str, Path]:
+    """Where each distribution put ``onnxruntime/__init__.py`` (from its file list)."""
+    found: dict[str, Path] = {}
+    for name in distributions:
+        try:
+            dist = importlib.metadata.distribution(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for file in dist.files or []:
+            if file.as_posix() == "onnxruntime/__init__.py":
+                found[name] = Path(str(dist.locate_file(file))).resolve()
+    return found
+
+
+def imported_distribution(locations: dict[str, Path], module_file: str | os.PathLike[str],
+                          distributions: list[str]) -> tuple[str | None, list[str], list[str]]:
+    """Which distribution the imported ``onnxruntime`` (``module_file``) comes from, which
+    distributions installed it in that same folder (more than one: one overwrote the other's
+    files), and which installed it elsewhere (shadowed). Where no file list says (``locations``
+    lacks them), every distribution counts as sharing the folder, a GPU build first."""
+    here = Path(module_file).resolve() if module_file else None
+    sharing = sorted(n for n, p in locations.items() if p == here)
+    shadowed = sorted(n for n, p in locations.items() if p != here)
+    unknown = [n for n in distributions if n not in locations]
+    if not sharing:
+        sharing = sorted(unknown)
+    elif unknown:
+        sharing = sorted(set(sharing) | set(unknown))
+    gpu = [name for name in sharing if "gpu" in name.lower()]
+    return (gpu or sharing or [None])[0], sharing, shadowed
 
 
 def _build_cuda_version() -> str | None:
@@ -362,6 +396,8 @@ def format_doctor(found: dict[str, Any]) -> str:
     for gpu in found.get("gpus", []):
         lines.append(f"GPU {gpu['name']}, {gpu.get('memory_total_mib')} MiB, "
                      f"driver {gpu.get('driver_version')}")
+    for note in found.get("notes", []):
+        lines.append(f"note: {note}")
     for problem in found.get("problems", []):
         lines.append(f"problem ({problem['provider']}): {problem['what']}\n  fix: {problem['fix']}")
     lines.append("ok" if found.get("ok") else f"not usable: {found.get('requested') or 'cpu'}")

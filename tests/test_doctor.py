@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import onnxruntime
 import pytest
@@ -88,7 +89,7 @@ def test_to_dict_is_json_safe(report: doctor.DoctorReport) -> None:
     assert set(data) == {
         "versions", "onnxruntime_distribution", "onnxruntime_distributions",
         "onnxruntime_cuda_version", "max_ir_version", "requested", "providers", "preload",
-        "libraries", "gpus", "problems", "ok",
+        "libraries", "gpus", "problems", "ok", "notes",
     }
     assert data["providers"]["cpu"]["loadable"] is True
     assert data["ok"] is True
@@ -102,3 +103,30 @@ def test_probing_prints_nothing(capfd: pytest.CaptureFixture[str]) -> None:
     doctor.probe_provider("tensorrt")
     out, err = capfd.readouterr()
     assert out == "" and err == ""
+
+
+def test_two_distributions_in_one_folder_are_a_problem_and_in_two_folders_a_note(tmp_path) -> None:
+    # onnxruntime and onnxruntime-gpu both write onnxruntime/: in one site folder the last
+    # install overwrote the other's files; in two folders (a --target install ahead of a
+    # virtual environment's) the first on sys.path is imported whole, and the other is only
+    # shadowed. The imported module's file says which is which.
+    site, other = tmp_path / "site", tmp_path / "venv"
+    gpu_init, cpu_init = site / "onnxruntime/__init__.py", other / "onnxruntime/__init__.py"
+    names = ["onnxruntime", "onnxruntime-gpu"]
+    same = {"onnxruntime": gpu_init, "onnxruntime-gpu": gpu_init}
+    assert doctor.imported_distribution(same, gpu_init, names) == (
+        "onnxruntime-gpu", names, [])
+    apart = {"onnxruntime": cpu_init, "onnxruntime-gpu": gpu_init}
+    assert doctor.imported_distribution(apart, gpu_init, names) == (
+        "onnxruntime-gpu", ["onnxruntime-gpu"], ["onnxruntime"])
+    assert doctor.imported_distribution(apart, cpu_init, names) == (
+        "onnxruntime", ["onnxruntime"], ["onnxruntime-gpu"])
+    # without file lists nothing says where each went: both count as sharing the folder
+    assert doctor.imported_distribution({}, gpu_init, names) == ("onnxruntime-gpu", names, [])
+
+
+def test_the_installed_distribution_is_found_where_its_module_is(
+        report: doctor.DoctorReport) -> None:
+    assert report.onnxruntime_distribution in report.onnxruntime_distributions
+    located = doctor._module_locations(report.onnxruntime_distributions)
+    assert Path(onnxruntime.__file__).resolve() in located.values()
