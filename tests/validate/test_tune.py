@@ -474,3 +474,21 @@ def test_cuda_default_is_session_run_without_binding() -> None:
     assert not default.io_binding and not default.cuda_graph
     result = tune(_mlp(), provider="cuda", budget=5, space={"io_binding": [True]})
     assert result.provider == "cuda"
+
+
+def test_a_setting_that_differs_from_the_default_by_being_closer_to_float32_is_kept() -> None:
+    # The CUDA provider's default multiplies in TF32: use_tf32=0 differs from the default by
+    # TF32's own error while computing float32. It must not be dropped for "changing
+    # numerics"; a setting that strays farther from float32 than the default does still is.
+    from graphfix.validate.tune import no_farther_than_the_default
+
+    rng = np.random.default_rng(0)
+    exact = {"y": rng.standard_normal(1000).astype(np.float32)}
+    tf32 = {"y": exact["y"] * np.float32(1 + 3e-3)}       # the default: TF32-like rounding
+    float32 = {"y": exact["y"].copy()}                       # use_tf32=0
+    sloppy = {"y": exact["y"] * np.float32(1 + 3e-2)}     # ten times the default's error
+    kept, words = no_farther_than_the_default(exact, tf32, float32)
+    assert kept and "'y' is 0x" in words
+    kept, words = no_farther_than_the_default(exact, tf32, sloppy)
+    assert not kept and "the default" in words
+    assert no_farther_than_the_default(exact, tf32, {"y": None})[0] is False
