@@ -29,7 +29,9 @@ Steps, per model:
    ``convert_float_to_float16(keep_io_types=True)`` and ONNX Runtime's transformers optimizer
    given the heads by hand (``optimize_model(..., use_gpu=True)``, float32 and then float16).
    Each result's worst output error against the float32 original run on the CPU, in units of
-   parity's float16 tolerance (``|d| / (1e-2 * RMS(ref) + 1e-2 * |ref|)``).
+   parity's float16 tolerance (``|d| / (1e-2 * RMS(ref) + 1e-2 * |ref|)``); the ``*_forced``
+   variants keep float16 whatever the speed gate says (``--no-speed-gate``), so that a true
+   float16 run on the GPU checks convert-precision's estimate (``estimates`` beside them).
 
 ``--provider cpu`` runs the same steps on the CPU (a dry run of the script: CUDA-only steps are
 skipped).
@@ -196,6 +198,9 @@ def _optimize_summary(result: dict[str, Any], report: Path) -> dict[str, Any]:
         summary["passes"] = [{k: p.get(k) for k in ("name", "modified", "skipped", "seconds",
                                                      "nodes_before", "nodes_after")}
                              for p in data.get("passes") or []]
+        for entry in data.get("passes") or []:
+            if entry.get("name") == "convert-precision" and entry.get("stats"):
+                summary["precision_stats"] = entry["stats"]
         parity = data.get("parity") or {}
         summary["parity"] = {k: parity.get(k) for k in ("passed", "problem", "provider", "worst")}
         for key in ("speed_gate", "left_out", "warnings", "error", "written"):
@@ -384,10 +389,15 @@ def step_tune(c: dict[str, Any], out: Path, budget: float) -> None:
 def step_lower(c: dict[str, Any], out: Path, budget: float) -> None:
     """float16 and fusion by graphfix and by the anchors, each timed and its error measured."""
     name, model, row, work = c["name"], c["model"], c["row"], c["work"]
-    variants = [("fp16", ["--precision", "fp16"])]
+    # *_forced: float16 kept whatever the gate says, so that its error on the GPU (a true
+    # float16 run) can be set against convert-precision's estimate
+    variants = [("fp16", ["--precision", "fp16"]),
+                ("fp16_forced", ["--precision", "fp16", "--no-speed-gate"])]
     if name in TRANSFORMER_HEADS:
         variants += [("fuse", ["--fuse", "transformer"]),
-                     ("fuse_fp16", ["--fuse", "transformer", "--precision", "fp16"])]
+                     ("fuse_fp16", ["--fuse", "transformer", "--precision", "fp16"]),
+                     ("fuse_fp16_forced", ["--fuse", "transformer", "--precision", "fp16",
+                                           "--no-speed-gate"])]
     variants = [v for v in variants if not c["variants"] or v[0] in c["variants"]]
     made: dict[str, Path] = {}
     for label, flags in variants:
@@ -398,6 +408,10 @@ def step_lower(c: dict[str, Any], out: Path, budget: float) -> None:
                   "--report", str(rep)], 900), rep)
         if target.exists():
             made[f"graphfix-{label}"] = target
+            stats = row[f"optimize_{label}"].get("precision_stats") or {}
+            if "estimated_error_permille" in stats:
+                row.setdefault("estimates", {})[f"graphfix-{label}"] = \
+                    stats["estimated_error_permille"] / 1000
         _write(out)
     made.update(_anchors(name, model, work, c["anchors"]))
     for label, path in made.items():
@@ -443,7 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--steps", nargs="*", choices=[s.__name__[5:] for s in STEPS],
                         help="run only these steps (default: all, in order)")
-    parser.add_argument("--variants", nargs="*", choices=["fp16", "fuse", "fuse_fp16"],
+    parser.add_argument("--variants", nargs="*", choices=["fp16", "fp16_forced", "fuse",
+                                                         "fuse_fp16", "fuse_fp16_forced"],
                         help="graphfix's lowered variants to make (default: all)")
     parser.add_argument("--anchors", nargs="*", choices=["cc-fp16", "ort-fused"],
                         help="the anchors to make (default: all)")
