@@ -458,7 +458,8 @@ def _check_numerics(model: onnx.ModelProto, candidates: list[Candidate],
         try:
             outputs = _run_once(model, candidate, _batched_feeds(model, feeds, candidate.batch))
         except GraphfixError as err:
-            candidate.status, candidate.reason = "dropped", first_line(err)
+            candidate.status, candidate.reason = "dropped", first_line(err) + _hint(
+                candidate, str(err))
             continue
         if not candidate.numerics or candidate.batch != 1:
             continue
@@ -476,6 +477,17 @@ def _check_numerics(model: onnx.ModelProto, candidates: list[Candidate],
             candidate.status = "dropped"
             candidate.reason = f"changes numerics: output {name!r}: {parity.reason}; {how}"
             break
+
+
+def _hint(candidate: Candidate, message: str) -> str:
+    """What to do about a candidate ONNX Runtime refused, where graphfix can say."""
+    if candidate.settings.cuda_graph and "partitioned" in message:
+        # ORT keeps shape arithmetic (Shape, Gather, Concat, Unsqueeze) on the CPU provider,
+        # and a session holding a CPU node cannot be captured.
+        return (" (CUDA graphs need every node on the CUDA provider: `graphfix optimize "
+                "--provider cuda` folds the shape arithmetic ONNX Runtime keeps on the CPU; "
+                "tune its output)")
+    return ""
 
 
 # The float32 arithmetic a numerics check measures distances from: the CPU provider with the

@@ -492,3 +492,19 @@ def test_a_setting_that_differs_from_the_default_by_being_closer_to_float32_is_k
     kept, words = no_farther_than_the_default(exact, tf32, sloppy)
     assert not kept and "the default" in words
     assert no_farther_than_the_default(exact, tf32, {"y": None})[0] is False
+
+
+def test_a_cuda_graph_refused_for_cpu_nodes_points_to_optimize() -> None:
+    # ONNX Runtime's own words when a session with CPU nodes is asked to capture a graph
+    from graphfix.validate.tune import Candidate, _hint
+    from graphfix.validate.timing import Settings
+
+    refused = ("ONNX Runtime cannot open the cuda_graph=True model on cuda: This session cannot "
+               "use the graph capture feature as requested by the user  as all compute graph "
+               "nodes have not been partitioned to the CUDAExecutionProvider")
+    graph = Candidate("cuda_graph=True", Settings.ort_defaults("cuda").replace(
+        cuda_graph=True, io_binding=True))
+    assert "graphfix optimize --provider cuda" in _hint(graph, refused)
+    plain = Candidate("io_binding=True", Settings.ort_defaults("cuda").replace(io_binding=True))
+    assert _hint(plain, refused) == ""
+    assert _hint(graph, "out of memory") == ""
