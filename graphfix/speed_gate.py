@@ -22,12 +22,14 @@ rewrites unmeasured, and the report says they were not judged.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import onnx
 
 from graphfix import layout
+from graphfix.errors import BenchmarkError, first_line
 from graphfix.options import BenchOptions, RunOptions
 from graphfix.validate.bench import benchmark
 
@@ -94,7 +96,17 @@ def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, r
     if run.input_shapes:
         arguments["input_shapes"] = layout.move_shapes(
             run.input_shapes, layout.relative(layout.read(baseline), layout.read(candidate)))
-    result = benchmark(candidate, baseline=baseline, **arguments)
+    try:
+        result = benchmark(candidate, baseline=baseline, **arguments)
+    except BenchmarkError as err:
+        # The model with the pass does not open or run on the provider it is for (a fused
+        # op whose kernel there refuses the shapes, say): written without it, never refused.
+        if not _CANDIDATE_FAILED.search(str(err)):
+            raise
+        provider = arguments.get("provider") or run.provider
+        return Verdict([name], False, provider, None, None, None, "does not run",
+                       f"{name}: the model with it does not run on {provider} "
+                       f"({first_line(err)}); written without it")
     comparison = result.comparison
     assert comparison is not None  # a baseline was given
     figures = (f"{comparison.speedup:.2f}x [{comparison.ci_low:.2f}, {comparison.ci_high:.2f}] "
@@ -110,6 +122,9 @@ def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, r
         note = f"{name}: {figures}, {comparison.verdict}"
     return Verdict([name], not slower, result.provider, comparison.speedup,
                    comparison.ci_low, comparison.ci_high, comparison.verdict, note)
+
+
+_CANDIDATE_FAILED = re.compile(r"\bthe candidate model\b")
 
 
 def unmeasured(passes: Sequence[str]) -> Verdict:

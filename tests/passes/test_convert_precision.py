@@ -290,6 +290,26 @@ def test_speed_gate_writes_without_a_rewrite_that_is_slower():
     assert "written without it" in verdicts[0].note and "--provider cuda" in verdicts[0].note
 
 
+
+def test_speed_gate_writes_without_a_rewrite_whose_model_does_not_run_on_the_provider():
+    # A fused op whose kernel on the target provider refuses the model: the run writes the
+    # model without that pass and says why, where it used to stop with the benchmark's error.
+    from graphfix import speed_gate
+    from graphfix.options import BenchOptions, RunOptions
+
+    plain = parse("""
+    g (float[4,8] x) => (float[4,8] y) { y = Relu(x) }""")
+    refused = parse("""
+    g (float[4,8] x) => (float[4,8] y) { y = Relu(x) }""")
+    refused.graph.node[0].op_type, refused.graph.node[0].domain = "NoSuchKernel", "com.microsoft"
+    refused.opset_import.add(domain="com.microsoft", version=1)
+    verdicts, replacement = speed_gate.judge(
+        refused, lambda left_out: plain, ["fuse-transformer"], RunOptions(provider="cpu"),
+        BenchOptions(runs=3, warmup=1))
+    assert [v.kept for v in verdicts] == [False] and verdicts[0].verdict == "does not run"
+    assert replacement is plain
+    assert "does not run on cpu" in verdicts[0].note and "written without it" in verdicts[0].note
+
 def _used_in_float64(reference, candidate, atol, rtol):
     r, c = np.asarray(reference, np.float64), np.asarray(candidate, np.float64)
     scale = float(np.sqrt(np.mean(r * r))) or 1.0
