@@ -29,6 +29,10 @@ Rules:
    to key lengths: ORT's optimizer does that by default for BERT, which is exact only when
    every mask is ones then zeros, and a tokenizer's mask need not be (packed sequences, masked
    tokens). Exact on every mask, and the check runs on masks with holes.
+7. Where ORT's optimizer fuses no attention (its patterns match the legacy exporter's graphs;
+   the dynamo exporter's attention matches none of them), graphfix fuses the blocks itself
+   into ``MultiHeadAttention`` (:mod:`.attention`), after ORT's other fusions or, where ORT's
+   optimizer fails on the model, alone. The check of Rule 2 covers it like ORT's own.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from .._measuring import (
     tolerance,
     worst_output,
 )
+from .attention import fuse_attention, tensor_ranks
 from .heads import Heads, model_type, read_heads
 from graphfix.registry import Pass, PassResult, register
 
@@ -199,11 +204,19 @@ class FuseTransformer(Pass):
         if options.attention_mask_format == AttentionMaskFormat.MaskIndexEnd:
             # Rule 6: the fused attention reads the mask itself, not key lengths.
             options.attention_mask_format = AttentionMaskFormat.AttentionMask
-        with _quiet_ort():
-            optimized = optimize_model(work, model_type=kind, num_heads=heads,
+        ranks = tensor_ranks(work) if attention and chosen else {}
+        try:
+            with _quiet_ort():
+                fused = optimize_model(work, model_type=kind, num_heads=heads,
                                        hidden_size=hidden, optimization_options=options,
-                                       opt_level=0, use_gpu=self.provider == "cuda")
-        fused = optimized.model
+                                       opt_level=0, use_gpu=self.provider == "cuda").model
+        except Exception:  # noqa: BLE001 - Rule 7: graphfix's attention fusion alone
+            if not ranks:
+                raise
+            fused = work
+        if ranks and not any(n.domain == _CONTRIB and n.op_type in _ATTENTION
+                             for n in fused.graph.node):
+            fuse_attention(fused, chosen, ranks)  # Rule 7
         for node in fused.graph.node:  # Rule 1: the heads chosen, whatever ORT detected
             if node.domain == _CONTRIB and node.op_type in _ATTENTION and chosen:
                 for attr in node.attribute:

@@ -1,0 +1,252 @@
+"""Attention blocks ONNX Runtime's optimizer does not match, fused into ``MultiHeadAttention``.
+
+ONNX Runtime 1.31's attention patterns are written against the legacy exporter's graphs. The
+dynamo exporter (``torch.onnx.export(..., dynamo=True)``, the default since torch 2.9) writes the
+same block more plainly, and none of them match::
+
+    q = Transpose(0,2,1,3)(Reshape(Q, [B, S, N, H]))       Q = MatMul(x, Wq) + bq  (B, S, N*H)
+    k = Transpose(0,2,3,1)(Reshape(K, [B, L, N, H]))       (or Transpose(0,1,3,2) of q's form)
+    v = Transpose(0,2,1,3)(Reshape(V, [B, L, N, H]))
+    p = Softmax(-1)(MatMul(q, k) * scale [+ bias])         scale: a Mul or Div by a constant,
+    y = Reshape(Transpose(0,2,1,3)(MatMul(p, v)), [B, S, N*H])   on the scores or on q and k
+
+:func:`fuse_attention` replaces each such block by ``com.microsoft::MultiHeadAttention(Q, K, V,
+attention_bias=bias)`` with ``num_heads`` and the block's own ``scale``: the projections and
+their biases stay as they are, the block's Reshapes, Transposes, MatMuls, scaling and Softmax
+go (the last Reshape stays where it merges the heads into another shape than (batch,
+sequence, hidden), as GPT-2's into two dimensions). Only a block whose intermediate tensors
+nothing else reads is fused. The additive biases (the exporter's mask, ``0`` or the lowest
+float per key; T5's position bias) are summed into ``attention_bias`` when each has four
+dimensions (as shape inference says); any other block is left alone. The caller checks the
+result by running it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from graphfix.graph import live_nodes
+from graphfix.model_io import tensor_value
+
+__all__ = ["fuse_attention", "tensor_ranks"]
+
+_CONTRIB = "com.microsoft"
+_SPLIT = [0, 2, 1, 3]
+_KEY = [0, 2, 3, 1]
+_SWAP = [0, 1, 3, 2]
+
+
+@dataclasses.dataclass
+class _Block:
+    query: str
+    key: str
+    value: str
+    biases: list[str]  # added to the scores (rank 4 each)
+    scale: float
+    output: str  # the heads-merging Reshape's output
+    merged: bool  # that Reshape gives (batch, sequence, hidden), as MultiHeadAttention does
+    nodes: list[onnx.NodeProto]  # removed when fused (their outputs are read nowhere else)
+
+
+class _View:
+    def __init__(self, model: onnx.ModelProto, ranks: dict[str, int] | None = None) -> None:
+        graph = model.graph
+        self.producer = {o: n for n in graph.node for o in n.output if o}
+        self.readers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        for node in graph.node:
+            for name in node.input:
+                if name:
+                    self.readers[name].append(node)
+        self.outputs = {o.name for o in graph.output}
+        self.constants = {t.name: t for t in graph.initializer}
+        for node in graph.node:
+            if node.op_type == "Constant" and node.output:
+                value = next((a.t for a in node.attribute if a.name == "value"), None)
+                if value is not None:
+                    self.constants[node.output[0]] = value
+        self.ranks = dict(ranks or {})
+        for value in list(graph.value_info) + list(graph.input) + list(graph.output):
+            if value.type.tensor_type.HasField("shape"):
+                self.ranks[value.name] = len(value.type.tensor_type.shape.dim)
+
+    def only_reader(self, name: str) -> onnx.NodeProto | None:
+        """The one node that reads ``name``, where nothing else does (a graph output neither)."""
+        readers = self.readers.get(name, [])
+        if len(readers) != 1 or name in self.outputs:
+            return None
+        return readers[0]
+
+    def scalar(self, name: str) -> float | None:
+        tensor = self.constants.get(name)
+        if tensor is None:
+            return None
+        value = np.asarray(tensor_value(tensor))
+        if value.size != 1 or value.dtype.kind != "f":
+            return None
+        return float(value.reshape(()))
+
+
+def _perm(node: onnx.NodeProto) -> list[int] | None:
+    if node.op_type != "Transpose":
+        return None
+    return next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
+
+
+def _unscale(view: _View, name: str) -> tuple[str, float, list[onnx.NodeProto]]:
+    """``name`` without a Mul or Div by a constant scalar in front of it: the tensor scaled,
+    the factor, and the scaling node (if any)."""
+    node = view.producer.get(name)
+    if node is None or node.op_type not in ("Mul", "Div") or len(node.input) != 2:
+        return name, 1.0, []
+    for index in (1, 0) if node.op_type == "Mul" else (1,):
+        factor = view.scalar(node.input[index])
+        if factor is not None and factor != 0.0:
+            other = node.input[1 - index]
+            return other, (factor if node.op_type == "Mul" else 1.0 / factor), [node]
+    return name, 1.0, []
+
+
+def _heads(view: _View, name: str, perms: list[list[list[int]]]
+           ) -> tuple[str, float, list[onnx.NodeProto]] | None:
+    """The projection (batch, sequence, hidden) that ``name`` splits into heads: one of the
+    Transpose chains ``perms`` over a Reshape, an optional scaling before or after it."""
+    name, factor, nodes = _unscale(view, name)
+    for chain in perms:
+        current, seen = name, []
+        for perm in reversed(chain):
+            node = view.producer.get(current)
+            if node is None or _perm(node) != perm:
+                break
+            seen.append(node)
+            current = node.input[0]
+        else:
+            inner, more, scaling = _unscale(view, current)
+            reshape = view.producer.get(inner)
+            if reshape is None or reshape.op_type != "Reshape":
+                continue
+            return reshape.input[0], factor * more, nodes + seen + scaling + [reshape]
+    return None
+
+
+def _reaches_scores(view: _View, name: str, depth: int = 4) -> bool:
+    """Whether ``name`` is q @ k (a MatMul), maybe scaled, maybe plus biases."""
+    inner, _, _ = _unscale(view, name)
+    node = view.producer.get(inner)
+    if node is None or depth == 0:
+        return False
+    if node.op_type == "MatMul":
+        return True
+    return node.op_type == "Add" and any(_reaches_scores(view, i, depth - 1)
+                                         for i in node.input)
+
+
+def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
+    axis = next((a.i for a in softmax.attribute if a.name == "axis"), -1)
+    if axis not in (-1, 3):
+        return None
+    nodes, biases = [softmax], []
+    scores = softmax.input[0]
+    while True:  # the additive biases (mask, position bias), each a term of its own Add
+        add = view.producer.get(scores)
+        if add is None or add.op_type != "Add" or view.only_reader(scores) is not nodes[-1]:
+            break
+        toward = [i for i in add.input if _reaches_scores(view, i)]
+        if len(toward) != 1 or len(add.input) != 2:
+            return None
+        bias = add.input[1] if add.input[0] == toward[0] else add.input[0]
+        if view.ranks.get(bias) != 4:  # attention_bias is (batch|1, heads|1, S, L)
+            return None
+        biases.append(bias)
+        nodes.append(add)
+        scores = toward[0]
+    if view.only_reader(scores) is not nodes[-1]:
+        return None
+    unscaled, scale, scaling = _unscale(view, scores)
+    if scaling and view.only_reader(unscaled) is not scaling[0]:
+        return None
+    nodes += scaling
+    product = view.producer.get(unscaled)
+    if product is None or product.op_type != "MatMul":
+        return None
+    nodes.append(product)
+    query = _heads(view, product.input[0], [[_SPLIT]])
+    key = _heads(view, product.input[1], [[_KEY], [_SPLIT, _SWAP]])
+    if query is None or key is None:
+        return None
+    # what follows the Softmax: MatMul with v, heads merged back
+    mix = view.only_reader(softmax.output[0])
+    if mix is None or mix.op_type != "MatMul" or mix.input[0] != softmax.output[0]:
+        return None
+    value = _heads(view, mix.input[1], [[_SPLIT]])
+    merge = view.only_reader(mix.output[0])
+    if value is None or value[1] != 1.0 or merge is None or _perm(merge) != _SPLIT:
+        return None
+    reshape = view.only_reader(merge.output[0])
+    if reshape is None or reshape.op_type != "Reshape":
+        return None
+    nodes += [mix, merge, reshape]
+    return _Block(query[0], key[0], value[0], biases, scale * query[1] * key[1],
+                  reshape.output[0], view.ranks.get(reshape.output[0]) == 3, nodes)
+
+
+def fuse_attention(model: onnx.ModelProto, num_heads: int,
+                   ranks: dict[str, int] | None = None) -> int:
+    """Replace each attention block of ``model`` (in place) by ``MultiHeadAttention`` with
+    ``num_heads`` heads; returns how many were fused. Nodes left unread (the heads' Reshapes
+    and Transposes only the blocks read) are removed. ``ranks``: tensor ranks known from
+    elsewhere (shape inference on the model before other fusions), beside the model's own
+    value_info."""
+    view = _View(model, ranks)
+    blocks = [b for b in (_block(view, n) for n in model.graph.node if n.op_type == "Softmax")
+              if b is not None]
+    if not blocks:
+        return 0
+    removed: set[int] = set()
+    replacement: dict[int, list[onnx.NodeProto]] = {}
+    for index, block in enumerate(blocks):
+        prefix = f"graphfix_attention_{index}"
+        added, bias = [], block.biases[0] if block.biases else ""
+        for more in block.biases[1:]:  # one attention_bias: the terms summed
+            added.append(helper.make_node("Add", [bias, more], [f"{prefix}_bias{len(added)}"],
+                                          name=f"{prefix}_bias{len(added)}"))
+            bias = added[-1].output[0]
+        inputs = [block.query, block.key, block.value, "", "", bias]
+        while inputs and not inputs[-1]:
+            inputs.pop()
+        output = block.output if block.merged else f"{prefix}_output"
+        added.append(helper.make_node("MultiHeadAttention", inputs, [output], name=prefix,
+                                      domain=_CONTRIB, num_heads=num_heads,
+                                      scale=float(block.scale)))
+        last = block.nodes[-1]  # the heads-merging Reshape: all the block reads is computed
+        if not block.merged:    # before it; it stays where it gives another shape
+            last.input[0] = output
+            added.append(last)
+        replacement[id(last)] = added
+        removed.update(id(n) for n in block.nodes[:-1])
+    kept = []
+    for node in model.graph.node:
+        if id(node) in replacement:
+            kept.extend(replacement[id(node)])
+        elif id(node) not in removed:
+            kept.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(live_nodes(kept, [o.name for o in model.graph.output]))
+    if not any(o.domain == _CONTRIB for o in model.opset_import):
+        model.opset_import.add(domain=_CONTRIB, version=1)
+    return len(blocks)
+
+
+def tensor_ranks(model: onnx.ModelProto) -> dict[str, int]:
+    """Each tensor's rank, as ONNX shape inference gives it (empty where it fails)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - a model shape inference cannot read: no ranks
+        return {}
+    return {v.name: len(v.type.tensor_type.shape.dim)
+            for v in list(inferred.graph.value_info) + list(inferred.graph.output)
+            if v.type.tensor_type.HasField("shape")}

@@ -1,0 +1,140 @@
+"""graphfix's own attention fusion: the dynamo exporter's blocks, into MultiHeadAttention."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from graphfix.passes._measuring import run_outputs
+from graphfix.passes.fuse_transformer import FuseTransformer
+from graphfix.passes.fuse_transformer.attention import fuse_attention, tensor_ranks
+
+HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
+
+
+def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}",
+          key: str = "kt = Transpose<perm = [0, 2, 3, 1]>(kh)", extra_output: bool = False
+          ) -> onnx.ModelProto:
+    """One attention block as torch.onnx's dynamo exporter writes it: q, k, v projected,
+    split into 4 heads of 4, ``Softmax(q @ k * scale + bias) @ v``, heads merged by ``merge``."""
+    scaled = {"scores": "raw = MatMul(qt, kt)\n        s = Mul(raw, c)",
+              "qk": "s = MatMul(qs, ks)"}[scale_on]
+    bias_inputs = ", ".join(f"float[2,{1 if i == 0 else 4},8,8] b{i}" for i in range(biases))
+    adds, last = [], "s"
+    for i in range(biases):
+        adds.append(f"a{i} = Add({last}, b{i})")
+        last = f"a{i}"
+    rank = merge.count(",") + 1
+    out_shape = "[2,8,16]" if rank == 3 else "[16,16]"
+    outputs = f"float{out_shape} y" + (", float[2,4,8,8] p" if extra_output else "")
+    model = onnx.parser.parse_model(HEADER + f"""
+    g (float[2,8,16] x{", " if biases else ""}{bias_inputs}) => ({outputs}) {{
+        split = Constant<value = int64[4] {{2, 8, 4, 4}}>()
+        back = Constant<value = int64[{rank}] {merge}>()
+        c = Constant<value = float {{0.5}}>()
+        h = Constant<value = float {{0.70710677}}>()
+        qm = MatMul(x, Wq)
+        q = Add(qm, bq)
+        km = MatMul(x, Wk)
+        k = Add(km, bk)
+        vm = MatMul(x, Wv)
+        v = Add(vm, bv)
+        qh = Reshape(q, split)
+        qt = Transpose<perm = [0, 2, 1, 3]>(qh)
+        kh = Reshape(k, split)
+        {key}
+        vh = Reshape(v, split)
+        vt = Transpose<perm = [0, 2, 1, 3]>(vh)
+        qs = Mul(qt, h)
+        ks = Mul(kt, h)
+        {scaled}
+        {chr(10).join(adds)}
+        p = Softmax<axis = -1>({last})
+        o = MatMul(p, vt)
+        ot = Transpose<perm = [0, 2, 1, 3]>(o)
+        y = Reshape(ot, back)
+    }}""")
+    rng = np.random.default_rng(0)
+    for name in ("Wq", "Wk", "Wv"):
+        model.graph.initializer.append(numpy_helper.from_array(
+            rng.standard_normal((16, 16)).astype(np.float32), name))
+    for name in ("bq", "bk", "bv"):
+        model.graph.initializer.append(numpy_helper.from_array(
+            rng.standard_normal(16).astype(np.float32), name))
+    return model
+
+
+def _feeds(model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(1)
+    feed = {}
+    for value in model.graph.input:
+        dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        if value.name.startswith("b"):  # a mask: 0 or the lowest float per key
+            feed[value.name] = np.where(rng.random(dims) < 0.3, np.float32(-3.4e38),
+                                        np.float32(0)).astype(np.float32)
+            feed[value.name][..., 0] = 0  # every query sees at least one key
+        else:
+            feed[value.name] = rng.standard_normal(dims).astype(np.float32)
+    return [feed]
+
+
+def _fused_and_exact(model: onnx.ModelProto) -> onnx.ModelProto:
+    fused = onnx.ModelProto()
+    fused.CopyFrom(model)
+    assert fuse_attention(fused, 4, tensor_ranks(model)) == 1
+    names = [o.name for o in model.graph.output]
+    expected = run_outputs(model, _feeds(model), names)
+    got = run_outputs(fused, _feeds(model), names)
+    for name in names:
+        np.testing.assert_allclose(got[0][name], expected[0][name], rtol=1e-5, atol=1e-5)
+    return fused
+
+
+def test_a_dynamo_attention_block_becomes_one_multi_head_attention():
+    fused = _fused_and_exact(block())
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("MultiHeadAttention") == 1
+    for gone in ("Softmax", "Transpose", "Reshape"):
+        assert gone not in ops
+    node = next(n for n in fused.graph.node if n.op_type == "MultiHeadAttention")
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert attributes["num_heads"] == 4 and attributes["scale"] == pytest.approx(0.5)
+    assert list(node.input) == ["q", "k", "v", "", "", "b0"]
+    assert node.domain == "com.microsoft"
+
+
+def test_scale_on_q_and_k_the_other_key_transpose_and_no_bias():
+    node = next(n for n in _fused_and_exact(
+        block(scale_on="qk", biases=0, key="kq = Transpose<perm = [0, 2, 1, 3]>(kh)\n"
+              "kt = Transpose<perm = [0, 1, 3, 2]>(kq)")).graph.node
+        if n.op_type == "MultiHeadAttention")
+    scale = next(a.f for a in node.attribute if a.name == "scale")
+    assert scale == pytest.approx(0.5) and list(node.input) == ["q", "k", "v"]
+
+
+def test_two_biases_are_summed_into_one_attention_bias():
+    fused = _fused_and_exact(block(biases=2))  # T5: position bias, then the mask
+    node = next(n for n in fused.graph.node if n.op_type == "MultiHeadAttention")
+    adder = next(n for n in fused.graph.node if n.output[0] == node.input[5])
+    assert adder.op_type == "Add" and set(adder.input) == {"b0", "b1"}
+
+
+def test_heads_merged_into_another_shape_keep_their_reshape():
+    fused = _fused_and_exact(block(merge="{16, 16}"))  # GPT-2: straight to two dimensions
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("Reshape") == 1 and ops.index("MultiHeadAttention") < ops.index("Reshape")
+
+
+def test_a_block_whose_probabilities_are_read_elsewhere_is_left_alone():
+    model = block(extra_output=True)
+    assert fuse_attention(model, 4, tensor_ranks(model)) == 0
+    assert any(n.op_type == "Softmax" for n in model.graph.node)
+
+
+def test_fuse_transformer_fuses_what_ort_does_not_match_and_checks_it():
+    model = block()
+    result = FuseTransformer(feeds=_feeds(model))(model)
+    assert result.details["fused"].get("MultiHeadAttention") == 1
+    assert result.stats["attention_fused"] == 1 and result.stats["num_heads"] == 4
