@@ -44,7 +44,9 @@ from precision_peers import run_olive
 MODELS = {"bert_legacy": 128, "bert_dynamo": 128, "distilbert_legacy": 128,
           "distilbert_dynamo": 128, "gpt2_legacy": 128, "gpt2_dynamo": 128,
           "vit_hf_legacy": 128, "vit_hf_dynamo": 128, "llama_legacy": 128,
-          "llama_dynamo": 128, "bart_encoder_legacy": 128, "whisper_encoder_legacy": 64}
+          "llama_dynamo": 128, "bart_encoder_legacy": 128, "bart_encoder_dynamo": 128,
+          "t5_encoder_legacy": 128, "t5_encoder_dynamo": 128, "whisper_encoder_legacy": 64,
+          "whisper_encoder_dynamo": 64, "wav2vec2_legacy": 64, "wav2vec2_dynamo": 64}
 HEADS = 4
 
 
