@@ -387,7 +387,7 @@ class _RecordArgs(click.Command):
 
 # Options given by name more than once, each name with one value (NAME:...): the values given
 # to one name must agree.
-_NAMED = {"input_shape": "--input-shape", "tol": "--tol"}
+_NAMED = {"input_shape": "--input-shape", "bench_shape": "--bench-shape", "tol": "--tol"}
 # The options that only say how parity is checked.
 _PARITY_FLAGS = ("inputs", "parity_runs", "seed", "atol", "rtol", "tol")
 
@@ -445,7 +445,7 @@ def _check_conflicts(ctx: click.Context, command: click.Command, args: list[str]
             if name in _NAMED:
                 seen: dict[str, str] = {}
                 for value in values:
-                    key = str(value).rpartition(":")[0] if name == "input_shape" else (
+                    key = str(value).rpartition(":")[0] if name.endswith("_shape") else (
                         str(value).rsplit(":", 2)[0])
                     if key in seen and seen[key] != value:
                         raise click.UsageError(
@@ -458,6 +458,13 @@ def _check_conflicts(ctx: click.Context, command: click.Command, args: list[str]
                 (param.secondary_opts[0] if v == "off" else param.opts[0]) if param.is_flag
                 else f"{param.opts[0]} {v}" for v in dict.fromkeys(values))
             raise click.UsageError(f"{shown_values} contradict each other; give one", ctx)
+    fixed = {str(v).rpartition(":")[0]: str(v) for v in given.get("input_shape", [])}
+    for value in given.get("bench_shape", []):
+        key = str(value).rpartition(":")[0]
+        if key in fixed and fixed[key] != str(value):
+            raise click.UsageError(
+                f"--input-shape {fixed[key]} fixes that input in the model, so it cannot be "
+                f"timed at --bench-shape {value}; give one", ctx)
     if "quiet" in given and "verbose" in given:
         raise click.UsageError("-q/--quiet and -v/--verbose contradict each other; give one",
                                ctx)
@@ -510,7 +517,8 @@ def cli() -> None:
 
 def _optimize_arguments(flags: dict[str, Any]) -> dict[str, Any]:
     """:func:`graphfix.optimize_file`'s keyword arguments for the flags the user set."""
-    bench = BenchOptions() if flags["bench"] else None
+    bench = (BenchOptions(input_shapes=dict(flags["bench_shape"]) or None)
+             if flags["bench"] or flags["bench_shape"] else None)
     return _given(
         passes=_names((flags["passes_"],)) if flags["passes_"] is not None else None,
         skip=_names(flags["skip"]), report=flags["report_path"],
@@ -592,6 +600,12 @@ _MODEL_PATH = click.Path(readable=False, path_type=Path)
 @click.option("--require-speedup", type=_Number(0.0, strict=True), metavar="R",
               help="Write the model only when the speedup's confidence interval clears R "
                    "(implies --bench).")
+@click.option("--bench-shape", "bench_shape", type=_Shape(), multiple=True,
+              metavar="NAME:DIMS",
+              help="Time at these sizes, e.g. input_ids:32x128 (repeatable): the speed gate "
+                   "judges --precision/--fuse at the batch you deploy, and --bench reports "
+                   "there; unlike --input-shape, the written model keeps its dynamic sizes "
+                   "(implies --bench).")
 @_verbosity
 @click.pass_context
 def optimize(ctx: click.Context, src: Path, dst: str, verbose: int, quiet: bool,
@@ -614,6 +628,8 @@ def optimize(ctx: click.Context, src: Path, dst: str, verbose: int, quiet: bool,
       graphfix optimize model.onnx out.onnx --bench --require-speedup 1.05
       graphfix optimize keras.onnx out.onnx --inputs-as-nchw input
       graphfix optimize bert.onnx bert.gpu.onnx --fuse transformer --precision fp16 --provider cuda
+      graphfix optimize bert.onnx bert.gpu.onnx --precision fp16 --provider cuda \\
+          --bench-shape input_ids:32x128 --bench-shape attention_mask:32x128
     """
     _configure_logging(verbose, quiet)
     arguments = _optimize_arguments(flags)

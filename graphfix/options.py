@@ -354,7 +354,11 @@ class BenchOptions:
       ``runs`` (default 50): rounds before and while timing;
     - ``cuda_graph``: replay the model as a CUDA graph; ``offline``: also time both models
       with ORT's optimizations off, and session creation;
-    - ``dynamic_block_base``: ORT's ``session.dynamic_block_base`` on the CPU.
+    - ``dynamic_block_base``: ORT's ``session.dynamic_block_base`` on the CPU;
+    - ``input_shapes``: the sizes to time at (named inputs, in the layout of the model as
+      given), for ``optimize``'s speed gate and benchmark: float16 that loses at batch 1 can
+      win at the batch a deployment runs, and these sizes are not fixed in the written model
+      (``RunOptions.input_shapes`` fixes them).
     """
 
     provider: Optional[str] = None
@@ -364,8 +368,10 @@ class BenchOptions:
     cuda_graph: Optional[bool] = None
     offline: Optional[bool] = None
     dynamic_block_base: Optional[int] = None
+    input_shapes: Optional[Mapping[str, tuple[int, ...]]] = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "input_shapes", _check_shapes(self.input_shapes))
         if self.provider is not None:
             check_provider(self.provider, what="the benchmark's provider")
         for name in ("threads", "runs", "dynamic_block_base"):

@@ -700,10 +700,11 @@ def _bench(
     arguments = options.arguments()
     if "provider" not in arguments and run.provider != "auto":
         arguments["provider"] = run.provider  # the model is for that provider: time it there
-    if run.input_shapes:
+    shapes = arguments.pop("input_shapes", None) or run.input_shapes
+    if shapes:
         # Shapes are given for the original; the benchmark feeds the optimized model.
         arguments["input_shapes"] = layout.move_shapes(
-            run.input_shapes, layout.relative(layout.read(baseline), layout.read(optimized)))
+            shapes, layout.relative(layout.read(baseline), layout.read(optimized)))
     result = benchmark(optimized, baseline=baseline, **arguments)
     report.bench = result.to_dict()
     report.warnings += list(result.warnings)

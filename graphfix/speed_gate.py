@@ -59,6 +59,7 @@ class Verdict:
     ci_high: float | None
     verdict: str | None
     note: str
+    input_shapes: dict[str, list[int]] | None = None  # the sizes it was timed at
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -93,9 +94,10 @@ def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, r
     arguments = (options or BenchOptions()).arguments()
     if "provider" not in arguments:
         arguments["provider"] = run.provider
-    if run.input_shapes:
+    shapes = arguments.pop("input_shapes", None) or run.input_shapes
+    if shapes:
         arguments["input_shapes"] = layout.move_shapes(
-            run.input_shapes, layout.relative(layout.read(baseline), layout.read(candidate)))
+            shapes, layout.relative(layout.read(baseline), layout.read(candidate)))
     try:
         result = benchmark(candidate, baseline=baseline, **arguments)
     except BenchmarkError as err:
@@ -121,7 +123,8 @@ def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, r
     else:
         note = f"{name}: {figures}, {comparison.verdict}"
     return Verdict([name], not slower, result.provider, comparison.speedup,
-                   comparison.ci_low, comparison.ci_high, comparison.verdict, note)
+                   comparison.ci_low, comparison.ci_high, comparison.verdict, note,
+                   {k: list(v) for k, v in result.input_shapes.items()})
 
 
 _CANDIDATE_FAILED = re.compile(r"\bthe candidate model\b")

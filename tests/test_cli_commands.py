@@ -265,3 +265,17 @@ def test_input_shape_follows_the_layout_only_when_it_changes(tmp_path) -> None:
     assert second.exit_code == 0, second.output
     dims = onnx.load(str(tmp_path / "c.onnx")).graph.input[0].type.tensor_type.shape.dim
     assert [d.dim_value for d in dims] == [2, 3, 8, 8]
+
+
+def test_bench_shape_contradicting_a_fixed_input_shape_is_a_usage_error(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from graphfix.cli import cli
+
+    done = CliRunner().invoke(cli, ["optimize", "in.onnx", str(tmp_path / "out.onnx"),
+                                    "--input-shape", "x:1x8", "--bench-shape", "x:4x8"])
+    assert done.exit_code == 2
+    assert "--input-shape x:1x8 fixes that input in the model" in done.output
+    done = CliRunner().invoke(cli, ["optimize", "in.onnx", str(tmp_path / "out.onnx"),
+                                    "--bench-shape", "x:4x8", "--bench-shape", "x:2x8"])
+    assert done.exit_code == 2 and "contradict" in done.output

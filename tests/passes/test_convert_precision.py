@@ -267,6 +267,25 @@ def test_optimize_with_the_gate_writes_what_its_verdict_says(rng, tmp_path):
         assert any("written without it" in w for w in result.report.warnings)
 
 
+def test_the_gate_times_at_the_bench_shapes_and_leaves_them_dynamic(tmp_path):
+    # float16 that loses at batch 1 can win at the batch a deployment runs: the gate and the
+    # benchmark time at BenchOptions.input_shapes, which the written model does not take on.
+    from graphfix.models.transformer import transformer_encoder
+    from graphfix.options import BenchOptions
+
+    path = tmp_path / "encoder.onnx"
+    onnx.save(transformer_encoder(layers=1, stray_transposes=False), path)
+    shapes = {"input_ids": [3, 16], "attention_mask": [3, 16]}
+    result = graphfix.optimize_file(
+        path, tmp_path / "out.onnx", precision="fp16", provider="cpu",
+        bench=BenchOptions(input_shapes=shapes, runs=5, warmup=1))
+    gate, = result.report.speed_gate["verdicts"]
+    assert gate["input_shapes"] == shapes
+    assert result.report.bench["input_shapes"] == shapes
+    written = onnx.load(tmp_path / "out.onnx")
+    assert [d.dim_param for d in written.graph.input[0].type.tensor_type.shape.dim] == [
+        "batch", "seq"]
+
 def test_speed_gate_writes_without_a_rewrite_that_is_slower():
     from graphfix import speed_gate
     from graphfix.options import BenchOptions, RunOptions
