@@ -31,7 +31,8 @@ Steps, per model:
    Each result's worst output error against the float32 original run on the CPU, in units of
    parity's float16 tolerance (``|d| / (1e-2 * RMS(ref) + 1e-2 * |ref|)``); the ``*_forced``
    variants keep float16 whatever the speed gate says (``--no-speed-gate``), so that a true
-   float16 run on the GPU checks convert-precision's estimate (``estimates`` beside them).
+   float16 run on the GPU checks convert-precision's estimate (``estimates`` beside them);
+   the ``*_batch32`` variants have the speed gate judge at batch 32 (``--bench-shape``).
 
 ``--provider cpu`` runs the same steps on the CPU (a dry run of the script: CUDA-only steps are
 skipped).
@@ -51,6 +52,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH, TOKENS = 1, 128
+BIG_BATCH = 32  # where float16's tensor cores have work enough to pay
 TRANSFORMER_HEADS = {"bert_base": (12, 768), "bert_legacy": (4, 128),
                      "distilbert_legacy": (4, 128), "gpt2_legacy": (4, 128)}
 RESULTS: dict[str, Any] = {}
@@ -398,13 +400,21 @@ def step_lower(c: dict[str, Any], out: Path, budget: float) -> None:
                      ("fuse_fp16", ["--fuse", "transformer", "--precision", "fp16"]),
                      ("fuse_fp16_forced", ["--fuse", "transformer", "--precision", "fp16",
                                            "--no-speed-gate"])]
+    # the gate judged at batch 32 (--bench-shape), the written model's sizes left dynamic
+    batched = [arg for tensor, dims in c["shape_map"].items()
+               for arg in ("--bench-shape", f"{tensor}:" + "x".join(
+                   map(str, [BIG_BATCH, *dims[1:]])))]
+    c["batched"] = ["--shape" if arg == "--bench-shape" else arg for arg in batched]
+    variants += [(f"{label}_batch{BIG_BATCH}", flags + batched) for label, flags in variants
+                 if label in ("fp16", "fuse_fp16")]
     variants = [v for v in variants if not c["variants"] or v[0] in c["variants"]]
     made: dict[str, Path] = {}
     for label, flags in variants:
         target = work / f"{name}.{label}.onnx"
         rep = work / f"{name}.{label}.json"
+        pinned = [] if "--bench-shape" in flags else c["shapes"]
         row[f"optimize_{label}"] = _optimize_summary(_cli(
-            out, ["optimize", str(model), str(target), *c["base"], *c["shapes"], *flags,
+            out, ["optimize", str(model), str(target), *c["base"], *pinned, *flags,
                   "--report", str(rep)], 900), rep)
         if target.exists():
             made[f"graphfix-{label}"] = target
@@ -420,12 +430,13 @@ def step_lower(c: dict[str, Any], out: Path, budget: float) -> None:
             entry.update(_error_units(model, path, c["provider"], c["shape_map"]))
         except Exception as err:  # noqa: BLE001
             entry["error_failed"] = f"{type(err).__name__}: {err}"[:300]
+        sizes = c["batched"] if "_batch" in label else c["shapes"]
         entry["vs_original"] = _bench_summary(_cli(out, ["bench", str(path), "--vs", str(model),
-                                                         *c["base"], *c["shapes"], *BENCH], 600))
-        if c["optimized"].exists():
+                                                         *c["base"], *sizes, *BENCH], 600))
+        if c["optimized"].exists() and "_batch" not in label:  # (its sizes are fixed)
             entry["vs_graphfix_fp32"] = _bench_summary(_cli(
                 out, ["bench", str(path), "--vs", str(c["optimized"]), *c["base"],
-                      *c["shapes"], *BENCH], 600))
+                      *sizes, *BENCH], 600))
         row.setdefault("lowered", {})[label] = entry
         _write(out)
     for ours, theirs in (("graphfix-fuse", "ort-fused"), ("graphfix-fuse_fp16", "ort-fused-fp16")):
@@ -457,8 +468,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*")
     parser.add_argument("--steps", nargs="*", choices=[s.__name__[5:] for s in STEPS],
                         help="run only these steps (default: all, in order)")
-    parser.add_argument("--variants", nargs="*", choices=["fp16", "fp16_forced", "fuse",
-                                                         "fuse_fp16", "fuse_fp16_forced"],
+    parser.add_argument("--variants", nargs="*",
+                        choices=["fp16", "fp16_forced", "fuse", "fuse_fp16", "fuse_fp16_forced",
+                                 f"fp16_batch{BIG_BATCH}", f"fuse_fp16_batch{BIG_BATCH}"],
                         help="graphfix's lowered variants to make (default: all)")
     parser.add_argument("--anchors", nargs="*", choices=["cc-fp16", "ort-fused"],
                         help="the anchors to make (default: all)")
