@@ -56,7 +56,7 @@ from .._measuring import (
     tolerance,
     worst_output,
 )
-from .attention import fuse_attention, tensor_ranks
+from .attention import fuse_attention, tensor_shapes
 from .heads import Heads, model_type, read_heads
 from graphfix.registry import Pass, PassResult, register
 
@@ -204,19 +204,26 @@ class FuseTransformer(Pass):
         if options.attention_mask_format == AttentionMaskFormat.MaskIndexEnd:
             # Rule 6: the fused attention reads the mask itself, not key lengths.
             options.attention_mask_format = AttentionMaskFormat.AttentionMask
-        ranks = tensor_ranks(work) if attention and chosen else {}
+        shapes = tensor_shapes(work) if attention and chosen else {}
         try:
             with _quiet_ort():
                 fused = optimize_model(work, model_type=kind, num_heads=heads,
                                        hidden_size=hidden, optimization_options=options,
                                        opt_level=0, use_gpu=self.provider == "cuda").model
         except Exception:  # noqa: BLE001 - Rule 7: graphfix's attention fusion alone
-            if not ranks:
+            if not shapes:
                 raise
             fused = work
-        if ranks and not any(n.domain == _CONTRIB and n.op_type in _ATTENTION
+        if shapes and not any(n.domain == _CONTRIB and n.op_type in _ATTENTION
                              for n in fused.graph.node):
-            fuse_attention(fused, chosen, ranks)  # Rule 7
+            before = onnx.ModelProto()
+            before.CopyFrom(fused)
+            try:
+                fuse_attention(fused, chosen, shapes)  # Rule 7
+            except Exception as err:  # noqa: BLE001 - a graph it misreads: ORT's fusions stand
+                logger.warning("fuse-transformer: graphfix's attention fusion failed (%s)",
+                               _first_line(err))
+                fused = before
         for node in fused.graph.node:  # Rule 1: the heads chosen, whatever ORT detected
             if node.domain == _CONTRIB and node.op_type in _ATTENTION and chosen:
                 for attr in node.attribute:

@@ -5,10 +5,15 @@ dynamo exporter (``torch.onnx.export(..., dynamo=True)``, the default since torc
 same block more plainly, and none of them match::
 
     q = Transpose(0,2,1,3)(Reshape(Q, [B, S, N, H]))       Q = MatMul(x, Wq) + bq  (B, S, N*H)
-    k = Transpose(0,2,3,1)(Reshape(K, [B, L, N, H]))       (or Transpose(0,1,3,2) of q's form)
+    k = Transpose(0,2,3,1)(Reshape(K, [B, L, N, H]))       (or q's form with its last two
+                                                           dimensions swapped: a Transpose, or
+                                                           torch's SDPA through 3-D Reshapes)
     v = Transpose(0,2,1,3)(Reshape(V, [B, L, N, H]))
     p = Softmax(-1)(MatMul(q, k) * scale [+ bias])         scale: a Mul or Div by a constant,
     y = Reshape(Transpose(0,2,1,3)(MatMul(p, v)), [B, S, N*H])   on the scores or on q and k
+
+(torch's scaled_dot_product_attention, decomposed, adds ``p = Where(IsNaN(p), 0, p)``: fused
+only where every bias is finite by construction, so that no row can be NaN).
 
 :func:`fuse_attention` replaces each such block by ``com.microsoft::MultiHeadAttention(Q, K, V,
 attention_bias=bias)`` with ``num_heads`` and the block's own ``scale``: the projections and
@@ -17,7 +22,8 @@ go (the last Reshape stays where it merges the heads into another shape than (ba
 sequence, hidden), as GPT-2's into two dimensions). Only a block whose intermediate tensors
 nothing else reads is fused. The additive biases (the exporter's mask, ``0`` or the lowest
 float per key; T5's position bias) are summed into ``attention_bias`` when each has four
-dimensions (as shape inference says); any other block is left alone. The caller checks the
+dimensions (as shape inference says), and a bias of one row for every query (batch, 1, 1, L)
+is expanded to the query's length; any other block is left alone. The caller checks the
 result by running it.
 """
 
@@ -33,7 +39,7 @@ from onnx import helper
 from graphfix.graph import live_nodes
 from graphfix.model_io import tensor_value
 
-__all__ = ["fuse_attention", "tensor_ranks"]
+__all__ = ["fuse_attention", "tensor_shapes"]
 
 _CONTRIB = "com.microsoft"
 _SPLIT = [0, 2, 1, 3]
@@ -54,7 +60,8 @@ class _Block:
 
 
 class _View:
-    def __init__(self, model: onnx.ModelProto, ranks: dict[str, int] | None = None) -> None:
+    def __init__(self, model: onnx.ModelProto,
+                 shapes: dict[str, tuple[int | None, ...]] | None = None) -> None:
         graph = model.graph
         self.producer = {o: n for n in graph.node for o in n.output if o}
         self.readers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
@@ -69,10 +76,13 @@ class _View:
                 value = next((a.t for a in node.attribute if a.name == "value"), None)
                 if value is not None:
                     self.constants[node.output[0]] = value
-        self.ranks = dict(ranks or {})
-        for value in list(graph.value_info) + list(graph.input) + list(graph.output):
-            if value.type.tensor_type.HasField("shape"):
-                self.ranks[value.name] = len(value.type.tensor_type.shape.dim)
+        self.shapes = dict(shapes or {})
+        self.shapes.update(_shapes(list(graph.value_info) + list(graph.input)
+                                   + list(graph.output)))
+
+    def rank(self, name: str) -> int | None:
+        shape = self.shapes.get(name)
+        return None if shape is None else len(shape)
 
     def only_reader(self, name: str) -> onnx.NodeProto | None:
         """The one node that reads ``name``, where nothing else does (a graph output neither)."""
@@ -111,6 +121,26 @@ def _unscale(view: _View, name: str) -> tuple[str, float, list[onnx.NodeProto]]:
     return name, 1.0, []
 
 
+def _flat_swap(view: _View, name: str) -> tuple[str, list[onnx.NodeProto]] | None:
+    """``Reshape(Transpose<perm=[0,2,1]>(Reshape(t, [B*N, L, H])), [B, N, H, L])``: ``t`` with
+    its last two dimensions swapped through three dimensions, as torch's
+    scaled_dot_product_attention transposes k when the exporter decomposes it. Its targets
+    are computed at run time: the caller's check is what confirms the block."""
+    outer = view.producer.get(name)
+    if outer is None or outer.op_type != "Reshape":
+        return None
+    middle = view.producer.get(outer.input[0])
+    if middle is None or _perm(middle) != [0, 2, 1]:
+        return None
+    inner = view.producer.get(middle.input[0])
+    if inner is None or inner.op_type != "Reshape":
+        return None
+    return inner.input[0], [outer, middle, inner]
+
+
+_FLAT_SWAP: list[int] = []  # a chain step: _flat_swap rather than one Transpose
+
+
 def _heads(view: _View, name: str, perms: list[list[list[int]]]
            ) -> tuple[str, float, list[onnx.NodeProto]] | None:
     """The projection (batch, sequence, hidden) that ``name`` splits into heads: one of the
@@ -119,6 +149,13 @@ def _heads(view: _View, name: str, perms: list[list[list[int]]]
     for chain in perms:
         current, seen = name, []
         for perm in reversed(chain):
+            if perm is _FLAT_SWAP:
+                swapped = _flat_swap(view, current)
+                if swapped is None:
+                    break
+                current, steps = swapped
+                seen += steps
+                continue
             node = view.producer.get(current)
             if node is None or _perm(node) != perm:
                 break
@@ -145,6 +182,37 @@ def _reaches_scores(view: _View, name: str, depth: int = 4) -> bool:
                                          for i in node.input)
 
 
+def _nan_guard(view: _View, name: str) -> tuple[str, list[onnx.NodeProto]] | None:
+    """``Where(IsNaN(p), 0, p)`` on the probabilities ``name`` (torch's scaled_dot_product_attention,
+    decomposed: a row whose every key is masked with -inf gives zeros, not NaN): its output and
+    nodes. With finite biases no row is NaN, and the guard computes ``p`` itself."""
+    readers = view.readers.get(name, [])
+    isnan = next((n for n in readers if n.op_type == "IsNaN"), None)
+    where = next((n for n in readers if n.op_type == "Where"), None)
+    if len(readers) != 2 or isnan is None or where is None or name in view.outputs:
+        return None
+    if list(where.input) != [isnan.output[0], where.input[1], name] or \
+            view.only_reader(isnan.output[0]) is not where or view.scalar(where.input[1]) != 0.0:
+        return None
+    return where.output[0], [isnan, where]
+
+
+def _finite(view: _View, name: str) -> bool:
+    """Whether the bias ``name`` is finite by construction: a ``Where`` between two finite
+    constants (the exporter's mask, 0 or the lowest float), maybe Cast or summed."""
+    node = view.producer.get(name)
+    if node is None:
+        return False
+    if node.op_type == "Where":
+        values = [view.scalar(i) for i in node.input[1:]]
+        return all(v is not None and np.isfinite(v) for v in values)
+    if node.op_type in ("Cast", "Expand", "Unsqueeze", "Reshape"):
+        return _finite(view, node.input[0])
+    if node.op_type == "Add":
+        return all(_finite(view, i) for i in node.input)
+    return False
+
+
 def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
     axis = next((a.i for a in softmax.attribute if a.name == "axis"), -1)
     if axis not in (-1, 3):
@@ -159,7 +227,7 @@ def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
         if len(toward) != 1 or len(add.input) != 2:
             return None
         bias = add.input[1] if add.input[0] == toward[0] else add.input[0]
-        if view.ranks.get(bias) != 4:  # attention_bias is (batch|1, heads|1, S, L)
+        if view.rank(bias) != 4:  # attention_bias is (batch|1, heads|1, S, L)
             return None
         biases.append(bias)
         nodes.append(add)
@@ -175,12 +243,19 @@ def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
         return None
     nodes.append(product)
     query = _heads(view, product.input[0], [[_SPLIT]])
-    key = _heads(view, product.input[1], [[_KEY], [_SPLIT, _SWAP]])
+    key = _heads(view, product.input[1], [[_KEY], [_SPLIT, _SWAP], [_SPLIT, _FLAT_SWAP]])
     if query is None or key is None:
         return None
     # what follows the Softmax: MatMul with v, heads merged back
-    mix = view.only_reader(softmax.output[0])
-    if mix is None or mix.op_type != "MatMul" or mix.input[0] != softmax.output[0]:
+    probabilities = softmax.output[0]
+    guard = _nan_guard(view, probabilities)
+    if guard is not None:  # NaN can come of a bias only where it holds -inf
+        if not all(_finite(view, bias) for bias in biases):
+            return None
+        probabilities = guard[0]
+        nodes += guard[1]
+    mix = view.only_reader(probabilities)
+    if mix is None or mix.op_type != "MatMul" or mix.input[0] != probabilities:
         return None
     value = _heads(view, mix.input[1], [[_SPLIT]])
     merge = view.only_reader(mix.output[0])
@@ -191,23 +266,24 @@ def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
         return None
     nodes += [mix, merge, reshape]
     return _Block(query[0], key[0], value[0], biases, scale * query[1] * key[1],
-                  reshape.output[0], view.ranks.get(reshape.output[0]) == 3, nodes)
+                  reshape.output[0], view.rank(reshape.output[0]) == 3, nodes)
 
 
 def fuse_attention(model: onnx.ModelProto, num_heads: int,
-                   ranks: dict[str, int] | None = None) -> int:
+                   shapes: dict[str, tuple[int | None, ...]] | None = None) -> int:
     """Replace each attention block of ``model`` (in place) by ``MultiHeadAttention`` with
     ``num_heads`` heads; returns how many were fused. Nodes left unread (the heads' Reshapes
-    and Transposes only the blocks read) are removed. ``ranks``: tensor ranks known from
-    elsewhere (shape inference on the model before other fusions), beside the model's own
-    value_info."""
-    view = _View(model, ranks)
+    and Transposes only the blocks read) are removed. ``shapes``: tensor shapes known from
+    elsewhere (shape inference on the model before other fusions, :func:`tensor_shapes`),
+    beside the model's own value_info."""
+    view = _View(model, shapes)
     blocks = [b for b in (_block(view, n) for n in model.graph.node if n.op_type == "Softmax")
               if b is not None]
     if not blocks:
         return 0
     removed: set[int] = set()
     replacement: dict[int, list[onnx.NodeProto]] = {}
+    expanded: dict[str, str] = {}  # a bias with one query row, by name: its expansion
     for index, block in enumerate(blocks):
         prefix = f"graphfix_attention_{index}"
         added, bias = [], block.biases[0] if block.biases else ""
@@ -215,6 +291,13 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
             added.append(helper.make_node("Add", [bias, more], [f"{prefix}_bias{len(added)}"],
                                           name=f"{prefix}_bias{len(added)}"))
             bias = added[-1].output[0]
+        if block.biases and all((view.shapes.get(b) or (0, 0, 0))[2] == 1 for b in block.biases):
+            # (batch, 1, 1, L), the mask as an encoder broadcasts it: MultiHeadAttention
+            # takes one row per query, so the bias is expanded to the query's length
+            if bias not in expanded:
+                nodes, expanded[bias] = _expand_rows(model, bias, block.query, prefix)
+                added += nodes
+            bias = expanded[bias]
         inputs = [block.query, block.key, block.value, "", "", bias]
         while inputs and not inputs[-1]:
             inputs.pop()
@@ -241,12 +324,36 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
     return len(blocks)
 
 
-def tensor_ranks(model: onnx.ModelProto) -> dict[str, int]:
-    """Each tensor's rank, as ONNX shape inference gives it (empty where it fails)."""
+def _expand_rows(model: onnx.ModelProto, bias: str, query: str, prefix: str
+                 ) -> tuple[list[onnx.NodeProto], str]:
+    """Nodes that expand ``bias`` (batch, 1, 1, L) to (batch, 1, S, L), S the length of
+    ``query`` (batch, S, hidden), and the expanded tensor's name."""
+    for name, values in ((f"{prefix}_one", [1]), (f"{prefix}_ones", [1, 1])):
+        model.graph.initializer.append(
+            onnx.numpy_helper.from_array(np.array(values, np.int64), name))
+    nodes = [
+        helper.make_node("Shape", [query], [f"{prefix}_query_shape"], name=f"{prefix}_shape"),
+        helper.make_node("Gather", [f"{prefix}_query_shape", f"{prefix}_one"],
+                         [f"{prefix}_rows"], name=f"{prefix}_rows", axis=0),
+        helper.make_node("Concat", [f"{prefix}_ones", f"{prefix}_rows", f"{prefix}_one"],
+                         [f"{prefix}_bias_shape"], name=f"{prefix}_bias_shape", axis=0),
+        helper.make_node("Expand", [bias, f"{prefix}_bias_shape"], [f"{prefix}_bias_rows"],
+                         name=f"{prefix}_bias_rows"),
+    ]
+    return nodes, nodes[-1].output[0]
+
+
+def tensor_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
+    """Each tensor's shape as ONNX shape inference gives it (a dimension it cannot tell is
+    None; empty where inference fails)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - a model shape inference cannot read: no ranks
+    except Exception:  # noqa: BLE001 - a model shape inference cannot read: no shapes
         return {}
-    return {v.name: len(v.type.tensor_type.shape.dim)
-            for v in list(inferred.graph.value_info) + list(inferred.graph.output)
-            if v.type.tensor_type.HasField("shape")}
+    return _shapes(list(inferred.graph.value_info) + list(inferred.graph.output))
+
+
+def _shapes(values: list[onnx.ValueInfoProto]) -> dict[str, tuple[int | None, ...]]:
+    return {v.name: tuple(d.dim_value if d.HasField("dim_value") else None
+                          for d in v.type.tensor_type.shape.dim)
+            for v in values if v.type.tensor_type.HasField("shape")}

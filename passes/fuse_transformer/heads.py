@@ -133,11 +133,14 @@ def read_heads(model: onnx.ModelProto) -> Heads | str:
 
 
 def _readers_through(g: _Graph, name: str) -> list[onnx.NodeProto]:
+    """The readers of ``name`` past pass-through ops and a NaN guard (``Where(IsNaN(p), 0,
+    p)``, torch's scaled_dot_product_attention decomposed)."""
     out = []
     for reader in g.readers.get(name, []):
-        if reader.op_type in _PASS_THROUGH:
+        if reader.op_type in _PASS_THROUGH or (
+                reader.op_type == "Where" and len(reader.input) == 3 and reader.input[2] == name):
             out += _readers_through(g, reader.output[0])
-        else:
+        elif reader.op_type != "IsNaN":
             out.append(reader)
     return out
 
@@ -217,12 +220,43 @@ def _projection_width(g: _Graph, name: str) -> int | None:
             break
     if node is None or node.op_type not in ("MatMul", "Gemm"):
         return None
-    weight = g.initializers.get(node.input[1])
-    if weight is None or len(weight.dims) < 2:
+    dims = _weight_dims(g, node.input[1])
+    if dims is None or len(dims) < 2:
         return None
     transposed = node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute)
-    width = int(weight.dims[0] if transposed else weight.dims[-1])
+    width = int(dims[0] if transposed else dims[-1])
     return width // parts if width % parts == 0 else None
+
+
+def _weight_dims(g: _Graph, name: str) -> list[int] | None:
+    """The dimensions of the weight ``name``: an initializer, or one dequantized on the way
+    (``Mul(Cast(int8 weight), scale)``, ``DequantizeLinear``) or transposed."""
+    swapped = False
+    for _ in range(4):
+        weight = g.initializers.get(name)
+        if weight is not None:
+            dims = [int(d) for d in weight.dims]
+            return dims[:-2] + dims[:-3:-1] if swapped and len(dims) >= 2 else dims
+        node = g.producer.get(name)
+        if node is None:
+            return None
+        if node.op_type == "Transpose":
+            swapped = not swapped
+        elif node.op_type not in ("Cast", "Mul", "DequantizeLinear", "Identity"):
+            return None
+        if node.op_type == "Mul":  # the weight, not its scale: the larger operand
+            name = max(node.input, key=lambda i: _size(g, i))
+        else:
+            name = node.input[0]
+    return None
+
+
+def _size(g: _Graph, name: str) -> int:
+    """Elements of the initializer ``name``; a computed tensor counts as the largest."""
+    if name in g.producer:
+        return 1 << 62
+    weight = g.initializers.get(name)
+    return int(np.prod(weight.dims)) if weight is not None else 0
 
 
 def model_type(model: onnx.ModelProto) -> tuple[str, str]:

@@ -9,20 +9,30 @@ from onnx import numpy_helper
 
 from graphfix.passes._measuring import run_outputs
 from graphfix.passes.fuse_transformer import FuseTransformer
-from graphfix.passes.fuse_transformer.attention import fuse_attention, tensor_ranks
+from graphfix.passes.fuse_transformer.attention import fuse_attention, tensor_shapes
 
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 
 
 def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}",
-          key: str = "kt = Transpose<perm = [0, 2, 3, 1]>(kh)", extra_output: bool = False
-          ) -> onnx.ModelProto:
+          key: str = "kt = Transpose<perm = [0, 2, 3, 1]>(kh)", extra_output: bool = False,
+          rows: int = 8, fill: str | None = None) -> onnx.ModelProto:
     """One attention block as torch.onnx's dynamo exporter writes it: q, k, v projected,
-    split into 4 heads of 4, ``Softmax(q @ k * scale + bias) @ v``, heads merged by ``merge``."""
+    split into 4 heads of 4, ``Softmax(q @ k * scale + bias) @ v``, heads merged by ``merge``.
+    ``rows``: the first bias's rows (1: one for every query); ``fill``: that bias made of a
+    boolean mask input as ``Where(m, 0, fill)``, and the probabilities guarded as torch's
+    scaled_dot_product_attention does (``Where(IsNaN(p), 0, p)``)."""
     scaled = {"scores": "raw = MatMul(qt, kt)\n        s = Mul(raw, c)",
               "qk": "s = MatMul(qs, ks)"}[scale_on]
-    bias_inputs = ", ".join(f"float[2,{1 if i == 0 else 4},8,8] b{i}" for i in range(biases))
-    adds, last = [], "s"
+    bias_inputs = ", ".join(f"float[2,{1 if i == 0 else 4},{rows if i == 0 else 8},8] b{i}"
+                            for i in range(biases))
+    mask = ""
+    if fill is not None:
+        bias_inputs = f"bool[2,1,{rows},8] m"
+        mask = f"""zero = Constant<value = float {{0.0}}>()
+        low = Constant<value = float {{{fill}}}>()
+        b0 = Where(m, zero, low)"""
+    adds, last = [mask], "s"
     for i in range(biases):
         adds.append(f"a{i} = Add({last}, b{i})")
         last = f"a{i}"
@@ -51,7 +61,9 @@ def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}
         ks = Mul(kt, h)
         {scaled}
         {chr(10).join(adds)}
-        p = Softmax<axis = -1>({last})
+        {"p = Softmax<axis = -1>(" + last + ")" if fill is None else
+         "sm = Softmax<axis = -1>(" + last + ")" + chr(10) + "nan = IsNaN(sm)" + chr(10)
+         + "p = Where(nan, zero, sm)"}
         o = MatMul(p, vt)
         ot = Transpose<perm = [0, 2, 1, 3]>(o)
         y = Reshape(ot, back)
@@ -71,7 +83,10 @@ def _feeds(model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:
     feed = {}
     for value in model.graph.input:
         dims = [d.dim_value for d in value.type.tensor_type.shape.dim]
-        if value.name.startswith("b"):  # a mask: 0 or the lowest float per key
+        if value.name == "m":  # a boolean mask: True where a key is seen
+            feed["m"] = rng.random(dims) > 0.3
+            feed["m"][..., 0] = True
+        elif value.name.startswith("b"):  # a mask: 0 or the lowest float per key
             feed[value.name] = np.where(rng.random(dims) < 0.3, np.float32(-3.4e38),
                                         np.float32(0)).astype(np.float32)
             feed[value.name][..., 0] = 0  # every query sees at least one key
@@ -80,13 +95,13 @@ def _feeds(model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:
     return [feed]
 
 
-def _fused_and_exact(model: onnx.ModelProto) -> onnx.ModelProto:
+def _fused_and_exact(model: onnx.ModelProto, feeds: list | None = None) -> onnx.ModelProto:
     fused = onnx.ModelProto()
     fused.CopyFrom(model)
-    assert fuse_attention(fused, 4, tensor_ranks(model)) == 1
+    assert fuse_attention(fused, 4, tensor_shapes(model)) == 1
     names = [o.name for o in model.graph.output]
-    expected = run_outputs(model, _feeds(model), names)
-    got = run_outputs(fused, _feeds(model), names)
+    expected = run_outputs(model, feeds or _feeds(model), names)
+    got = run_outputs(fused, feeds or _feeds(model), names)
     for name in names:
         np.testing.assert_allclose(got[0][name], expected[0][name], rtol=1e-5, atol=1e-5)
     return fused
@@ -129,7 +144,7 @@ def test_heads_merged_into_another_shape_keep_their_reshape():
 
 def test_a_block_whose_probabilities_are_read_elsewhere_is_left_alone():
     model = block(extra_output=True)
-    assert fuse_attention(model, 4, tensor_ranks(model)) == 0
+    assert fuse_attention(model, 4, tensor_shapes(model)) == 0
     assert any(n.op_type == "Softmax" for n in model.graph.node)
 
 
@@ -138,3 +153,41 @@ def test_fuse_transformer_fuses_what_ort_does_not_match_and_checks_it():
     result = FuseTransformer(feeds=_feeds(model))(model)
     assert result.details["fused"].get("MultiHeadAttention") == 1
     assert result.stats["attention_fused"] == 1 and result.stats["num_heads"] == 4
+
+
+def test_a_bias_of_one_row_for_every_query_is_expanded_to_the_querys_length():
+    # an encoder's mask broadcast as (batch, 1, 1, L): MultiHeadAttention takes one row per
+    # query, and refuses it otherwise
+    fused = _fused_and_exact(block(rows=1))
+    node = next(n for n in fused.graph.node if n.op_type == "MultiHeadAttention")
+    expand = next(n for n in fused.graph.node if n.output[0] == node.input[5])
+    assert expand.op_type == "Expand" and expand.input[0] == "b0"
+
+
+def test_the_nan_guard_of_decomposed_sdpa_is_fused_only_with_a_finite_mask():
+    # Where(IsNaN(p), 0, p): a row whose every key is masked with -inf gives zeros there, and
+    # MultiHeadAttention would not; with the lowest float as the fill no row is NaN.
+    finite = block(fill="-3.4028234663852886e38")
+    fused = _fused_and_exact(finite)
+    assert not any(n.op_type in ("IsNaN", "Softmax") for n in fused.graph.node)
+    infinite = block(fill="-inf")
+    assert fuse_attention(infinite, 4, tensor_shapes(infinite)) == 0
+
+
+def test_heads_are_read_past_a_dequantized_weight():
+    # weight-only int8: the projection is MatMul(x, Mul(Cast(int8 weight), scale))
+    from graphfix.passes.fuse_transformer.heads import Heads, read_heads
+
+    model = block(merge="{2, 8, 16}")
+    target = next(n for n in model.graph.node if n.op_type == "Constant"
+                  and n.output[0] == "split")
+    target.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array([2, 8, -1, 4], np.int64)))
+    weights = {t.name: t for t in model.graph.initializer}
+    quantized = numpy_helper.to_array(weights["Wq"]).round().clip(-127, 127).astype(np.int8)
+    model.graph.initializer.remove(weights["Wq"])
+    model.graph.initializer.extend([numpy_helper.from_array(quantized, "Wq_int8"),
+                                    numpy_helper.from_array(np.ones((1, 16), np.float32),
+                                                            "Wq_scale")])
+    model.graph.node.insert(0, onnx.helper.make_node("Mul", ["Wq_float", "Wq_scale"], ["Wq"]))
+    model.graph.node.insert(0, onnx.helper.make_node("Cast", ["Wq_int8"], ["Wq_float"], to=1))
+    assert read_heads(model) == Heads(4, 4, 1)
