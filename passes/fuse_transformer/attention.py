@@ -76,6 +76,8 @@ class _View:
                 value = next((a.t for a in node.attribute if a.name == "value"), None)
                 if value is not None:
                     self.constants[node.output[0]] = value
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                          0)
         self.shapes = dict(shapes or {})
         self.shapes.update(_shapes(list(graph.value_info) + list(graph.input)
                                    + list(graph.output)))
@@ -213,8 +215,32 @@ def _finite(view: _View, name: str) -> bool:
     return False
 
 
+def _target(view: _View, name: str) -> tuple[int | None, ...] | None:
+    """A Reshape target's sizes where they are constants (None for one computed at run time):
+    a constant, or the Concat of one-element pieces an exporter builds."""
+    if name in view.constants:
+        return tuple(int(v) for v in np.asarray(tensor_value(view.constants[name])).ravel())
+    node = view.producer.get(name)
+    if node is None or node.op_type != "Concat":
+        return None
+    sizes: list[int | None] = []
+    for piece in node.input:
+        value = view.constants.get(piece)
+        array = None if value is None else np.asarray(tensor_value(value)).ravel()
+        if array is not None:
+            sizes += [int(v) for v in array]
+        elif view.rank(piece) == 1 and (view.shapes.get(piece) or (None,))[0] == 1:
+            sizes.append(None)
+        else:
+            return None
+    return tuple(sizes)
+
+
 def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
-    axis = next((a.i for a in softmax.attribute if a.name == "axis"), -1)
+    # the default axis is -1 from opset 13, 1 before it (then over the flattened trailing
+    # dimensions, the same as the last one only for axis 3)
+    axis = next((a.i for a in softmax.attribute if a.name == "axis"),
+                -1 if view.opset >= 13 else 1)
     if axis not in (-1, 3):
         return None
     nodes, biases = [softmax], []
@@ -265,8 +291,16 @@ def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
     if reshape is None or reshape.op_type != "Reshape":
         return None
     nodes += [mix, merge, reshape]
+    # MultiHeadAttention gives (batch, sequence, hidden): the Reshape goes where its output is
+    # that (hidden known and the query's); elsewhere it stays, reading the fused output, which
+    # holds the same values in the same order as the heads it merged
+    merged, wanted = view.shapes.get(reshape.output[0]), view.shapes.get(query[0])
+    if merged is None or merged[-1] is None:
+        merged = _target(view, reshape.input[1])  # -1 last: the rest, heads x head size
+    same = (merged is not None and wanted is not None and len(merged) == 3 == len(wanted)
+            and merged[-1] is not None and merged[-1] in (wanted[-1], -1))
     return _Block(query[0], key[0], value[0], biases, scale * query[1] * key[1],
-                  reshape.output[0], view.rank(reshape.output[0]) == 3, nodes)
+                  reshape.output[0], same, nodes)
 
 
 def fuse_attention(model: onnx.ModelProto, num_heads: int,

@@ -191,3 +191,15 @@ def test_heads_are_read_past_a_dequantized_weight():
     model.graph.node.insert(0, onnx.helper.make_node("Mul", ["Wq_float", "Wq_scale"], ["Wq"]))
     model.graph.node.insert(0, onnx.helper.make_node("Cast", ["Wq_int8"], ["Wq_float"], to=1))
     assert read_heads(model) == Heads(4, 4, 1)
+
+
+def test_a_softmax_over_another_axis_is_not_attention():
+    # before opset 13, Softmax without an axis works on axis 1, not on the keys
+    model = block()
+    softmax = next(n for n in model.graph.node if n.op_type == "Softmax")
+    del softmax.attribute[:]
+    model.opset_import[0].version = 12
+    assert fuse_attention(model, 4, tensor_shapes(model)) == 0
+    softmax.attribute.append(onnx.helper.make_attribute("axis", 2))
+    model.opset_import[0].version = 17
+    assert fuse_attention(model, 4, tensor_shapes(model)) == 0
