@@ -554,5 +554,20 @@ def fix_input_shapes(
     return lines
 
 
+def check_input_shapes(model: onnx.ModelProto, shapes: Mapping[str, Sequence[int]] | None,
+                       label: str) -> None:
+    """Refuse, as :func:`fix_input_shapes` would (``label`` first: what gave them), sizes that
+    ``model``'s inputs cannot take; ``model`` is not changed."""
+    if not shapes:
+        return
+    probe = onnx.ModelProto()
+    probe.graph.input.extend(model.graph.input)
+    probe.graph.initializer.extend(onnx.TensorProto(name=t.name) for t in model.graph.initializer)
+    try:
+        fix_input_shapes(probe, shapes)
+    except ValidationInputError as err:
+        raise ValidationInputError(f"{label}: {err.args[0]}", hint=err.hint) from None
+
+
 def _format(dims: Sequence[Any]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"

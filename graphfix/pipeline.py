@@ -25,7 +25,7 @@ import onnx
 from graphfix.version import __version__
 import graphfix.passes  # noqa: F401 - the pass library registers its passes on import
 from graphfix import graph as graph_layer
-from graphfix.graph import fix_input_shapes
+from graphfix.graph import check_input_shapes, fix_input_shapes
 from graphfix import layout, model_io, registry
 from graphfix import speed_gate as gate
 from graphfix.errors import (
@@ -401,6 +401,16 @@ def optimize(
         model if isinstance(model, model_io.LoadedModel)
         else model_io.load_with_info(model, load_external_data=False)
     )
+    if bench_options is not None and bench_options.input_shapes:  # refused before any pass
+        check_input_shapes(loaded.model, bench_options.input_shapes,  # runs, naming the option
+                           "bench shapes (--bench-shape)")
+        for name, sizes in bench_options.input_shapes.items():
+            fixed = (run.input_shapes or {}).get(name)
+            if fixed is not None and list(fixed) != list(sizes):
+                raise OptionError(
+                    f"bench shapes (--bench-shape) time {name!r} at {list(sizes)}, which "
+                    f"input_shapes (--input-shape) fixes at {list(fixed)} in the model",
+                    hint="give one of them")
     pipeline = build_passes(passes, skip=skip, run=run, pass_options=pass_options)
     unused = _unused_options(pipeline, passes, skip, run, pass_options)
     for warning in unused:

@@ -286,6 +286,26 @@ def test_the_gate_times_at_the_bench_shapes_and_leaves_them_dynamic(tmp_path):
     assert [d.dim_param for d in written.graph.input[0].type.tensor_type.shape.dim] == [
         "batch", "seq"]
 
+@pytest.mark.parametrize("shapes, says", [
+    ({"nosuch": [1, 8]}, "'nosuch', which the model does not take"),
+    ({"input_ids": [1, 8, 3]}, "has 3 dimensions; the input has 2"),
+])
+def test_bench_shapes_the_model_cannot_take_are_refused_before_any_pass_runs(
+        tmp_path, shapes, says):
+    from graphfix.models.transformer import transformer_encoder
+    from graphfix.options import BenchOptions
+
+    path = tmp_path / "encoder.onnx"
+    onnx.save(transformer_encoder(layers=1, stray_transposes=False), path)
+    with pytest.raises(graphfix.GraphfixError, match="bench shapes") as caught:
+        graphfix.optimize_file(path, tmp_path / "out.onnx", precision="fp16", provider="cpu",
+                               bench=BenchOptions(input_shapes=shapes))
+    assert says in str(caught.value)
+    assert not (tmp_path / "out.onnx").exists()
+    with pytest.raises(graphfix.GraphfixError, match="fixes at"):
+        graphfix.optimize_file(path, tmp_path / "out.onnx", input_shapes={"input_ids": [1, 8]},
+                               bench=BenchOptions(input_shapes={"input_ids": [4, 8]}))
+
 def test_speed_gate_writes_without_a_rewrite_that_is_slower():
     from graphfix import speed_gate
     from graphfix.options import BenchOptions, RunOptions
