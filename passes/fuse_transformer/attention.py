@@ -30,14 +30,13 @@ result by running it.
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 
 import numpy as np
 import onnx
 from onnx import helper
 
 from graphfix.graph import live_nodes
-from graphfix.model_io import tensor_value
+from .heads import GraphView
 
 __all__ = ["fuse_attention", "tensor_shapes"]
 
@@ -59,28 +58,16 @@ class _Block:
     nodes: list[onnx.NodeProto]  # removed when fused (their outputs are read nowhere else)
 
 
-class _View:
+class _View(GraphView):
     def __init__(self, model: onnx.ModelProto,
                  shapes: dict[str, tuple[int | None, ...]] | None = None) -> None:
-        graph = model.graph
-        self.producer = {o: n for n in graph.node for o in n.output if o}
-        self.readers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
-        for node in graph.node:
-            for name in node.input:
-                if name:
-                    self.readers[name].append(node)
-        self.outputs = {o.name for o in graph.output}
-        self.constants = {t.name: t for t in graph.initializer}
-        for node in graph.node:
-            if node.op_type == "Constant" and node.output:
-                value = next((a.t for a in node.attribute if a.name == "value"), None)
-                if value is not None:
-                    self.constants[node.output[0]] = value
+        super().__init__(model)
+        self.outputs = {o.name for o in model.graph.output}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           0)
         self.shapes = dict(shapes or {})
-        self.shapes.update(_shapes(list(graph.value_info) + list(graph.input)
-                                   + list(graph.output)))
+        self.shapes.update(_shapes(list(model.graph.value_info) + list(model.graph.input)
+                                   + list(model.graph.output)))
 
     def rank(self, name: str) -> int | None:
         shape = self.shapes.get(name)
@@ -94,10 +81,10 @@ class _View:
         return readers[0]
 
     def scalar(self, name: str) -> float | None:
-        tensor = self.constants.get(name)
-        if tensor is None:
+        value = self.constant(name)
+        if value is None:
             return None
-        value = np.asarray(tensor_value(tensor))
+        value = np.asarray(value)
         if value.size != 1 or value.dtype.kind != "f":
             return None
         return float(value.reshape(()))
@@ -215,27 +202,6 @@ def _finite(view: _View, name: str) -> bool:
     return False
 
 
-def _target(view: _View, name: str) -> tuple[int | None, ...] | None:
-    """A Reshape target's sizes where they are constants (None for one computed at run time):
-    a constant, or the Concat of one-element pieces an exporter builds."""
-    if name in view.constants:
-        return tuple(int(v) for v in np.asarray(tensor_value(view.constants[name])).ravel())
-    node = view.producer.get(name)
-    if node is None or node.op_type != "Concat":
-        return None
-    sizes: list[int | None] = []
-    for piece in node.input:
-        value = view.constants.get(piece)
-        array = None if value is None else np.asarray(tensor_value(value)).ravel()
-        if array is not None:
-            sizes += [int(v) for v in array]
-        elif view.rank(piece) == 1 and (view.shapes.get(piece) or (None,))[0] == 1:
-            sizes.append(None)
-        else:
-            return None
-    return tuple(sizes)
-
-
 def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
     # the default axis is -1 from opset 13, 1 before it (then over the flattened trailing
     # dimensions, the same as the last one only for axis 3)
@@ -296,7 +262,8 @@ def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
     # holds the same values in the same order as the heads it merged
     merged, wanted = view.shapes.get(reshape.output[0]), view.shapes.get(query[0])
     if merged is None or merged[-1] is None:
-        merged = _target(view, reshape.input[1])  # -1 last: the rest, heads x head size
+        target = view.dims(reshape.input[1])  # -1 last: the rest, heads x head size
+        merged = None if target is None else tuple(target)
     same = (merged is not None and wanted is not None and len(merged) == 3 == len(wanted)
             and merged[-1] is not None and merged[-1] in (wanted[-1], -1))
     return _Block(query[0], key[0], value[0], biases, scale * query[1] * key[1],

@@ -51,7 +51,10 @@ class Heads:
                 f"{self.head_size} (hidden size {self.hidden_size})")
 
 
-class _Graph:
+class GraphView:
+    """A graph's producers, readers and constants, for reading attention blocks (here and in
+    :mod:`.attention`)."""
+
     def __init__(self, model: onnx.ModelProto) -> None:
         self.graph = model.graph
         self.producer = {o: n for n in model.graph.node for o in n.output if o}
@@ -104,7 +107,7 @@ class _Graph:
 
 def read_heads(model: onnx.ModelProto) -> Heads | str:
     """The heads of ``model``'s attention blocks, or why they cannot be read."""
-    g = _Graph(model)
+    g = GraphView(model)
     found: list[tuple[int, int]] = []
     unread: list[str] = []
     for node in g.graph.node:
@@ -132,7 +135,7 @@ def read_heads(model: onnx.ModelProto) -> Heads | str:
     return Heads(num_heads, head_size, blocks)
 
 
-def _readers_through(g: _Graph, name: str) -> list[onnx.NodeProto]:
+def _readers_through(g: GraphView, name: str) -> list[onnx.NodeProto]:
     """The readers of ``name`` past pass-through ops and a NaN guard (``Where(IsNaN(p), 0,
     p)``, torch's scaled_dot_product_attention decomposed)."""
     out = []
@@ -145,7 +148,7 @@ def _readers_through(g: _Graph, name: str) -> list[onnx.NodeProto]:
     return out
 
 
-def _from_query(g: _Graph, name: str) -> tuple[int, int] | str:
+def _from_query(g: GraphView, name: str) -> tuple[int, int] | str:
     """(heads, head size) from the Reshape that splits q into heads: the nearest Reshape
     upstream of q (through scaling, Transposes, rotary embeddings, a Gather from packed qkv).
     Its target is ``[batch, seq, heads, size]`` when a Transpose on the way moves the heads
@@ -176,7 +179,7 @@ def _from_query(g: _Graph, name: str) -> tuple[int, int] | str:
 _SEARCH_NODES = 24
 
 
-def _from_target(g: _Graph, reshape: onnx.NodeProto, moved: bool) -> tuple[int, int] | str:
+def _from_target(g: GraphView, reshape: onnx.NodeProto, moved: bool) -> tuple[int, int] | str:
     dims = g.dims(reshape.input[1])
     if dims is None:
         return "the target of q's Reshape is computed at run time"
@@ -198,7 +201,7 @@ def _from_target(g: _Graph, reshape: onnx.NodeProto, moved: bool) -> tuple[int, 
     return heads, size
 
 
-def _projection_width(g: _Graph, name: str) -> int | None:
+def _projection_width(g: GraphView, name: str) -> int | None:
     """The output width of the MatMul (plus a bias, a scaling) that projects q, a packed
     projection's divided by the parts a Split makes of it: what -1 heads stand for."""
     node = g.producer.get(name)
@@ -228,7 +231,7 @@ def _projection_width(g: _Graph, name: str) -> int | None:
     return width // parts if width % parts == 0 else None
 
 
-def _weight_dims(g: _Graph, name: str) -> list[int] | None:
+def _weight_dims(g: GraphView, name: str) -> list[int] | None:
     """The dimensions of the weight ``name``: an initializer, or one dequantized on the way
     (``Mul(Cast(int8 weight), scale)``, ``DequantizeLinear``) or transposed."""
     swapped = False
@@ -251,7 +254,7 @@ def _weight_dims(g: _Graph, name: str) -> list[int] | None:
     return None
 
 
-def _size(g: _Graph, name: str) -> int:
+def _size(g: GraphView, name: str) -> int:
     """Elements of the initializer ``name``; a computed tensor counts as the largest."""
     if name in g.producer:
         return 1 << 62
