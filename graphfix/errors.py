@@ -28,14 +28,17 @@ __all__ = [
 class GraphfixError(Exception):
     """Base class: a failure a user can act on. ``hint`` says what to do about it; ``report``
     is the report of the run it ended, when there was one (the evidence of a refusal: parity
-    statistics, benchmark figures)."""
+    statistics, benchmark figures); ``model``, where several models are timed together, which
+    of them it is about ("candidate" or "baseline")."""
 
     def __init__(
-        self, message: str, *, hint: str | None = None, report: Report | None = None
+        self, message: str, *, hint: str | None = None, report: Report | None = None,
+        model: str | None = None,
     ) -> None:
         super().__init__(message)
         self.hint = hint
         self.report = report
+        self.model = model
 
     def __str__(self) -> str:
         message = super().__str__()

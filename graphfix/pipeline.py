@@ -26,7 +26,7 @@ from graphfix.version import __version__
 import graphfix.passes  # noqa: F401 - the pass library registers its passes on import
 from graphfix import graph as graph_layer
 from graphfix.graph import check_input_shapes, fix_input_shapes
-from graphfix import layout, model_io, registry
+from graphfix import model_io, registry
 from graphfix import speed_gate as gate
 from graphfix.errors import (
     GraphfixError,
@@ -710,11 +710,7 @@ def _bench(
     arguments = options.arguments()
     if "provider" not in arguments and run.provider != "auto":
         arguments["provider"] = run.provider  # the model is for that provider: time it there
-    shapes = arguments.pop("input_shapes", None) or run.input_shapes
-    if shapes:
-        # Shapes are given for the original; the benchmark feeds the optimized model.
-        arguments["input_shapes"] = layout.move_shapes(
-            shapes, layout.relative(layout.read(baseline), layout.read(optimized)))
+    gate.place_shapes(arguments, run, baseline, optimized)
     result = benchmark(optimized, baseline=baseline, **arguments)
     report.bench = result.to_dict()
     report.warnings += list(result.warnings)

@@ -22,18 +22,17 @@ rewrites unmeasured, and the report says they were not judged.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import onnx
 
 from graphfix import layout
-from graphfix.errors import BenchmarkError, first_line
+from graphfix.errors import GraphfixError, first_line
 from graphfix.options import BenchOptions, RunOptions
 from graphfix.validate.bench import benchmark
 
-__all__ = ["GATED_PASSES", "Verdict", "requested_passes", "judge", "unmeasured"]
+__all__ = ["GATED_PASSES", "Verdict", "requested_passes", "judge", "place_shapes", "unmeasured"]
 
 # The passes a run asks for by option (RunOptions.fuse, RunOptions.precision).
 GATED_PASSES: tuple[str, ...] = ("fuse-transformer", "convert-precision")
@@ -94,16 +93,13 @@ def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, r
     arguments = (options or BenchOptions()).arguments()
     if "provider" not in arguments:
         arguments["provider"] = run.provider
-    shapes = arguments.pop("input_shapes", None) or run.input_shapes
-    if shapes:
-        arguments["input_shapes"] = layout.move_shapes(
-            shapes, layout.relative(layout.read(baseline), layout.read(candidate)))
+    place_shapes(arguments, run, baseline, candidate)
     try:
         result = benchmark(candidate, baseline=baseline, **arguments)
-    except BenchmarkError as err:
+    except GraphfixError as err:
         # The model with the pass does not open or run on the provider it is for (a fused
         # op whose kernel there refuses the shapes, say): written without it, never refused.
-        if not _CANDIDATE_FAILED.search(str(err)):
+        if err.model != "candidate":
             raise
         provider = arguments.get("provider") or run.provider
         return Verdict([name], False, provider, None, None, None, "does not run",
@@ -127,7 +123,16 @@ def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, r
                    {k: list(v) for k, v in result.input_shapes.items()})
 
 
-_CANDIDATE_FAILED = re.compile(r"\bthe candidate model\b")
+def place_shapes(arguments: dict[str, Any], run: RunOptions, original: onnx.ModelProto,
+                 optimized: onnx.ModelProto) -> None:
+    """The sizes a benchmark of ``optimized`` against ``original`` feeds, in ``arguments``
+    (in place): the bench options' own (``BenchOptions.input_shapes``), else the run's fixed
+    ones, both given for the original and moved to the optimized model's layout."""
+    shapes = arguments.pop("input_shapes", None) or run.input_shapes
+    if shapes:
+        arguments["input_shapes"] = layout.move_shapes(
+            shapes, layout.relative(layout.read(original), layout.read(optimized)))
+
 
 
 def unmeasured(passes: Sequence[str]) -> Verdict:

@@ -308,7 +308,7 @@ def open_session(
     except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
         raise BenchmarkError(
             f"ONNX Runtime cannot open the {config.label} model on {settings.provider}: "
-            f"{first_line(err)}"
+            f"{first_line(err)}", model=config.model_label,
         ) from None
     return session, (time.perf_counter() - started) * 1e3
 
@@ -361,6 +361,7 @@ def profile(
             raise ValidationInputError(
                 f"the {config.label} model does not run on the given inputs: {first_line(err)}",
                 hint="check the input shapes (input_shapes=...) or pass feeds=...",
+                model=config.model_label,
             ) from None
         path = session.end_profiling()
         with open(path, encoding="utf-8") as handle:

@@ -348,6 +348,17 @@ def test_speed_gate_writes_without_a_rewrite_whose_model_does_not_run_on_the_pro
     assert [v.kept for v in verdicts] == [False] and verdicts[0].verdict == "does not run"
     assert replacement is plain
     assert "does not run on cpu" in verdicts[0].note and "written without it" in verdicts[0].note
+    # one that opens but fails when it runs (a kernel refusing the shapes it is given)
+    failing = parse("""
+    g (float[4,8] x) => (float[4,7] y) {
+        t = Constant<value = int64[2] {4, 7}>()
+        r = Reshape(x, t)
+        y = Relu(r)
+    }""")
+    verdicts, replacement = speed_gate.judge(
+        failing, lambda left_out: plain, ["fuse-transformer"], RunOptions(provider="cpu"),
+        BenchOptions(runs=3, warmup=1))
+    assert [v.verdict for v in verdicts] == ["does not run"] and replacement is plain
 
 def _used_in_float64(reference, candidate, atol, rtol):
     r, c = np.asarray(reference, np.float64), np.asarray(candidate, np.float64)
