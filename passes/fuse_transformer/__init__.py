@@ -56,7 +56,7 @@ from .._measuring import (
     tolerance,
     worst_output,
 )
-from .attention import fuse_attention, tensor_shapes
+from .attention import fuse_attention, tensor_info
 from .heads import Heads, model_type, read_heads
 from graphfix.registry import Pass, PassResult, register
 
@@ -204,7 +204,7 @@ class FuseTransformer(Pass):
         if options.attention_mask_format == AttentionMaskFormat.MaskIndexEnd:
             # Rule 6: the fused attention reads the mask itself, not key lengths.
             options.attention_mask_format = AttentionMaskFormat.AttentionMask
-        shapes = tensor_shapes(work) if attention and chosen else {}
+        shapes, types = tensor_info(work) if attention and chosen else ({}, {})
         try:
             with _quiet_ort():
                 fused = optimize_model(work, model_type=kind, num_heads=heads,
@@ -219,7 +219,7 @@ class FuseTransformer(Pass):
             before = onnx.ModelProto()
             before.CopyFrom(fused)
             try:
-                fuse_attention(fused, chosen, shapes)  # Rule 7
+                fuse_attention(fused, chosen, shapes, types)  # Rule 7
             except Exception as err:  # noqa: BLE001 - a graph it misreads: ORT's fusions stand
                 logger.warning("fuse-transformer: graphfix's attention fusion failed (%s)",
                                _first_line(err))

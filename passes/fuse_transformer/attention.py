@@ -15,6 +15,13 @@ same block more plainly, and none of them match::
 (torch's scaled_dot_product_attention, decomposed, adds ``p = Where(IsNaN(p), 0, p)``: fused
 only where every bias is finite by construction, so that no row can be NaN).
 
+A Llama-style decoder works on the heads after the split: rotary embeddings on q and k, the
+key/value heads of grouped-query attention repeated (``Reshape(Expand(Unsqueeze(k)))``), and
+its exporters upcast the probabilities with a ``Cast`` to the type they already have. There q
+is taken as it reaches the scores, (batch, heads, S, head_size), and merged for
+MultiHeadAttention's (batch, S, hidden) by a Transpose and a Reshape; k and v are given split,
+(batch, heads, L, head_size), which MultiHeadAttention reads as they are.
+
 :func:`fuse_attention` replaces each such block by ``com.microsoft::MultiHeadAttention(Q, K, V,
 attention_bias=bias)`` with ``num_heads`` and the block's own ``scale``: the projections and
 their biases stay as they are, the block's Reshapes, Transposes, MatMuls, scaling and Softmax
@@ -38,7 +45,7 @@ from onnx import helper
 from graphfix.graph import live_nodes
 from .heads import GraphView
 
-__all__ = ["fuse_attention", "tensor_shapes"]
+__all__ = ["fuse_attention", "tensor_info", "tensor_shapes"]
 
 _CONTRIB = "com.microsoft"
 _SPLIT = [0, 2, 1, 3]
@@ -53,6 +60,8 @@ class _Block:
     value: str
     biases: list[str]  # added to the scores (rank 4 each)
     scale: float
+    query_split: bool  # the query is given split into heads (batch, heads, S, head_size)
+    kv_split: bool  # so are key and value (batch, heads, L, head_size)
     output: str  # the heads-merging Reshape's output
     merged: bool  # that Reshape gives (batch, sequence, hidden), as MultiHeadAttention does
     nodes: list[onnx.NodeProto]  # removed when fused (their outputs are read nowhere else)
@@ -60,14 +69,18 @@ class _Block:
 
 class _View(GraphView):
     def __init__(self, model: onnx.ModelProto,
-                 shapes: dict[str, tuple[int | None, ...]] | None = None) -> None:
+                 shapes: dict[str, tuple[int | None, ...]] | None = None,
+                 types: dict[str, int] | None = None) -> None:
         super().__init__(model)
         self.outputs = {o.name for o in model.graph.output}
         self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                           0)
         self.shapes = dict(shapes or {})
-        self.shapes.update(_shapes(list(model.graph.value_info) + list(model.graph.input)
-                                   + list(model.graph.output)))
+        own = list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output)
+        self.shapes.update(_shapes(own))
+        self.types = dict(types or {})
+        self.types.update(_types(own))
+        self.types.update({t.name: t.data_type for t in model.graph.initializer})
 
     def rank(self, name: str) -> int | None:
         shape = self.shapes.get(name)
@@ -128,6 +141,30 @@ def _flat_swap(view: _View, name: str) -> tuple[str, list[onnx.NodeProto]] | Non
 
 
 _FLAT_SWAP: list[int] = []  # a chain step: _flat_swap rather than one Transpose
+
+
+def _split_key(view: _View, name: str) -> tuple[str, float, list[onnx.NodeProto]] | None:
+    """The key split into heads (batch, heads, L, head_size) that ``name`` holds with its last
+    two dimensions swapped (a Transpose, or torch's SDPA through 3-D Reshapes), maybe scaled
+    before or after: that tensor, the factor, and the nodes in between. A Llama-style block
+    computes its key so: rotary embeddings, and grouped-query heads repeated, after the split."""
+    name, factor, scaling = _unscale(view, name)
+    node = view.producer.get(name)
+    if node is not None and _perm(node) == _SWAP:
+        inner, steps = node.input[0], [node]
+    else:
+        swapped = _flat_swap(view, name)
+        if swapped is None:
+            return None
+        inner, steps = swapped
+    inner, more, also = _unscale(view, inner)
+    return inner, factor * more, scaling + steps + also
+
+
+def _split(view: _View, name: str, num_heads: int) -> bool:
+    """Whether ``name`` is known to hold (batch, ``num_heads``, length, head_size)."""
+    shape = view.shapes.get(name)
+    return shape is not None and len(shape) == 4 and shape[1] in (None, num_heads)
 
 
 def _heads(view: _View, name: str, perms: list[list[list[int]]]
@@ -202,7 +239,7 @@ def _finite(view: _View, name: str) -> bool:
     return False
 
 
-def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
+def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | None:
     # the default axis is -1 from opset 13, 1 before it (then over the flattened trailing
     # dimensions, the same as the last one only for axis 3)
     axis = next((a.i for a in softmax.attribute if a.name == "axis"),
@@ -236,8 +273,11 @@ def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
     nodes.append(product)
     query = _heads(view, product.input[0], [[_SPLIT]])
     key = _heads(view, product.input[1], [[_KEY], [_SPLIT, _SWAP], [_SPLIT, _FLAT_SWAP]])
-    if query is None or key is None:
-        return None
+    query_split = query is None  # rotary embeddings, between the split and the scores
+    if query_split:
+        query = (product.input[0], 1.0, [])
+        if not _split(view, query[0], num_heads):
+            return None
     # what follows the Softmax: MatMul with v, heads merged back
     probabilities = softmax.output[0]
     guard = _nan_guard(view, probabilities)
@@ -246,12 +286,26 @@ def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
             return None
         probabilities = guard[0]
         nodes += guard[1]
+    same_type = view.types.get(softmax.input[0])
+    while True:  # Casts to the type the probabilities already have (an exporter's upcast)
+        cast = view.only_reader(probabilities)
+        if cast is None or cast.op_type != "Cast" or same_type is None or \
+                next((a.i for a in cast.attribute if a.name == "to"), None) != same_type:
+            break
+        probabilities = cast.output[0]
+        nodes.append(cast)
     mix = view.only_reader(probabilities)
     if mix is None or mix.op_type != "MatMul" or mix.input[0] != probabilities:
         return None
     value = _heads(view, mix.input[1], [[_SPLIT]])
+    kv_split = key is None or value is None  # grouped-query heads repeated, rotary keys
+    if kv_split:
+        key, value = _split_key(view, product.input[1]), (mix.input[1], 1.0, [])
+        if key is None or not (_split(view, key[0], num_heads)
+                               and _split(view, value[0], num_heads)):
+            return None
     merge = view.only_reader(mix.output[0])
-    if value is None or value[1] != 1.0 or merge is None or _perm(merge) != _SPLIT:
+    if value[1] != 1.0 or merge is None or _perm(merge) != _SPLIT:
         return None
     reshape = view.only_reader(merge.output[0])
     if reshape is None or reshape.op_type != "Reshape":
@@ -261,33 +315,48 @@ def _block(view: _View, softmax: onnx.NodeProto) -> _Block | None:
     # that (hidden known and the query's); elsewhere it stays, reading the fused output, which
     # holds the same values in the same order as the heads it merged
     merged, wanted = view.shapes.get(reshape.output[0]), view.shapes.get(query[0])
+    if query_split and wanted is not None:  # (batch, heads, S, head_size): as merged
+        wanted = (wanted[0], wanted[2],
+                  None if None in (wanted[1], wanted[3]) else wanted[1] * wanted[3])
     if merged is None or merged[-1] is None:
         target = view.dims(reshape.input[1])  # -1 last: the rest, heads x head size
         merged = None if target is None else tuple(target)
     same = (merged is not None and wanted is not None and len(merged) == 3 == len(wanted)
             and merged[-1] is not None and merged[-1] in (wanted[-1], -1))
     return _Block(query[0], key[0], value[0], biases, scale * query[1] * key[1],
-                  reshape.output[0], same, nodes)
+                  query_split, kv_split, reshape.output[0], same, nodes)
 
 
 def fuse_attention(model: onnx.ModelProto, num_heads: int,
-                   shapes: dict[str, tuple[int | None, ...]] | None = None) -> int:
+                   shapes: dict[str, tuple[int | None, ...]] | None = None,
+                   types: dict[str, int] | None = None) -> int:
     """Replace each attention block of ``model`` (in place) by ``MultiHeadAttention`` with
-    ``num_heads`` heads; returns how many were fused. Nodes left unread (the heads' Reshapes
-    and Transposes only the blocks read) are removed. ``shapes``: tensor shapes known from
-    elsewhere (shape inference on the model before other fusions, :func:`tensor_shapes`),
-    beside the model's own value_info."""
-    view = _View(model, shapes)
-    blocks = [b for b in (_block(view, n) for n in model.graph.node if n.op_type == "Softmax")
-              if b is not None]
+    ``num_heads`` heads; returns how many were fused. Nodes left unread (the block's own, the
+    heads' Reshapes and Transposes only the blocks read) are removed. ``shapes`` and
+    ``types``: what shape inference on the model before other fusions says
+    (:func:`tensor_info`), beside the model's own value_info."""
+    view = _View(model, shapes, types)
+    blocks = [b for b in (_block(view, n, num_heads) for n in model.graph.node
+                          if n.op_type == "Softmax") if b is not None]
     if not blocks:
         return 0
-    removed: set[int] = set()
     replacement: dict[int, list[onnx.NodeProto]] = {}
     expanded: dict[str, str] = {}  # a bias with one query row, by name: its expansion
+    merge_heads = "graphfix_attention_merge_heads"
+    if any(b.query_split for b in blocks):
+        model.graph.initializer.append(
+            onnx.numpy_helper.from_array(np.array([0, 0, -1], np.int64), merge_heads))
     for index, block in enumerate(blocks):
         prefix = f"graphfix_attention_{index}"
         added, bias = [], block.biases[0] if block.biases else ""
+        if block.query_split:  # MultiHeadAttention takes the query as (batch, S, hidden)
+            added += [
+                helper.make_node("Transpose", [block.query], [f"{prefix}_query_bsnh"],
+                                 name=f"{prefix}_query_bsnh", perm=_SPLIT),
+                helper.make_node("Reshape", [f"{prefix}_query_bsnh", merge_heads],
+                                 [f"{prefix}_query"], name=f"{prefix}_query"),
+            ]
+            block.query = f"{prefix}_query"
         for more in block.biases[1:]:  # one attention_bias: the terms summed
             added.append(helper.make_node("Add", [bias, more], [f"{prefix}_bias{len(added)}"],
                                           name=f"{prefix}_bias{len(added)}"))
@@ -311,13 +380,11 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
             last.input[0] = output
             added.append(last)
         replacement[id(last)] = added
-        removed.update(id(n) for n in block.nodes[:-1])
+    # The block's nodes are read only inside it (checked as it was matched): with the merging
+    # Reshape replaced they are dead, as are the split's nodes that nothing else reads.
     kept = []
     for node in model.graph.node:
-        if id(node) in replacement:
-            kept.extend(replacement[id(node)])
-        elif id(node) not in removed:
-            kept.append(node)
+        kept.extend(replacement.get(id(node), [node]))
     del model.graph.node[:]
     model.graph.node.extend(live_nodes(kept, [o.name for o in model.graph.output]))
     if not any(o.domain == _CONTRIB for o in model.opset_import):
@@ -344,17 +411,29 @@ def _expand_rows(model: onnx.ModelProto, bias: str, query: str, prefix: str
     return nodes, nodes[-1].output[0]
 
 
-def tensor_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
-    """Each tensor's shape as ONNX shape inference gives it (a dimension it cannot tell is
-    None; empty where inference fails)."""
+def tensor_info(model: onnx.ModelProto
+                ) -> tuple[dict[str, tuple[int | None, ...]], dict[str, int]]:
+    """Each tensor's shape and element type as ONNX shape inference gives them (a dimension it
+    cannot tell is None; both empty where inference fails)."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception:  # noqa: BLE001 - a model shape inference cannot read: no shapes
-        return {}
-    return _shapes(list(inferred.graph.value_info) + list(inferred.graph.output))
+    except Exception:  # noqa: BLE001 - a model shape inference cannot read: nothing known
+        return {}, {}
+    values = list(inferred.graph.value_info) + list(inferred.graph.output)
+    return _shapes(values), _types(values)
+
+
+def tensor_shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
+    """Each tensor's shape as ONNX shape inference gives it (see :func:`tensor_info`)."""
+    return tensor_info(model)[0]
 
 
 def _shapes(values: list[onnx.ValueInfoProto]) -> dict[str, tuple[int | None, ...]]:
     return {v.name: tuple(d.dim_value if d.HasField("dim_value") else None
                           for d in v.type.tensor_type.shape.dim)
             for v in values if v.type.tensor_type.HasField("shape")}
+
+
+def _types(values: list[onnx.ValueInfoProto]) -> dict[str, int]:
+    return {v.name: v.type.tensor_type.elem_type for v in values
+            if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type}

@@ -9,7 +9,7 @@ from onnx import numpy_helper
 
 from graphfix.passes._measuring import run_outputs
 from graphfix.passes.fuse_transformer import FuseTransformer
-from graphfix.passes.fuse_transformer.attention import fuse_attention, tensor_shapes
+from graphfix.passes.fuse_transformer.attention import fuse_attention, tensor_info, tensor_shapes
 
 HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 
@@ -98,7 +98,7 @@ def _feeds(model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:
 def _fused_and_exact(model: onnx.ModelProto, feeds: list | None = None) -> onnx.ModelProto:
     fused = onnx.ModelProto()
     fused.CopyFrom(model)
-    assert fuse_attention(fused, 4, tensor_shapes(model)) == 1
+    assert fuse_attention(fused, 4, *tensor_info(model)) == 1
     names = [o.name for o in model.graph.output]
     expected = run_outputs(model, feeds or _feeds(model), names)
     got = run_outputs(fused, feeds or _feeds(model), names)
@@ -203,3 +203,104 @@ def test_a_softmax_over_another_axis_is_not_attention():
     softmax.attribute.append(onnx.helper.make_attribute("axis", 2))
     model.opset_import[0].version = 17
     assert fuse_attention(model, 4, tensor_shapes(model)) == 0
+
+
+def llama_block(*, kv_heads: int = 2, present: bool = False) -> onnx.ModelProto:
+    """One Llama-style decoder block as torch.onnx writes it: q, k, v projected without bias,
+    split into heads (4 query heads of 4, ``kv_heads`` key/value heads), rotary embeddings on
+    q and k (rotate-half with cos/sin tables), the key/value heads repeated to 4 (grouped-query
+    attention), ``Cast(Softmax(q @ k^T * scale + mask)) @ v`` with the exporter's upcast to the
+    type it already has, heads merged. ``present``: the rotated key is a graph output too."""
+    kv = 4 * kv_heads
+    rep = 4 // kv_heads
+    outputs = "float[2,8,16] y" + (f", float[2,{kv_heads},8,4] kr" if present else "")
+    model = onnx.parser.parse_model(HEADER + f"""
+    g (float[2,8,16] x, float[2,1,8,8] b0) => ({outputs}) {{
+        qsplit = Constant<value = int64[4] {{2, 8, 4, 4}}>()
+        kvsplit = Constant<value = int64[4] {{2, 8, {kv_heads}, 4}}>()
+        grouped = Constant<value = int64[5] {{2, {kv_heads}, {rep}, 8, 4}}>()
+        repeated = Constant<value = int64[4] {{2, 4, 8, 4}}>()
+        back = Constant<value = int64[3] {{2, 8, 16}}>()
+        c = Constant<value = float {{0.5}}>()
+        axis2 = Constant<value = int64[1] {{2}}>()
+        q = MatMul(x, Wq)
+        k = MatMul(x, Wk)
+        v = MatMul(x, Wv)
+        qh = Reshape(q, qsplit)
+        qt = Transpose<perm = [0, 2, 1, 3]>(qh)
+        kh = Reshape(k, kvsplit)
+        kt = Transpose<perm = [0, 2, 1, 3]>(kh)
+        vh = Reshape(v, kvsplit)
+        vt = Transpose<perm = [0, 2, 1, 3]>(vh)
+        q1, q2 = Split<axis = -1>(qt)
+        qn = Neg(q2)
+        qrot = Concat<axis = -1>(qn, q1)
+        qc = Mul(qt, cos)
+        qs = Mul(qrot, sin)
+        qr = Add(qc, qs)
+        k1, k2 = Split<axis = -1>(kt)
+        kn = Neg(k2)
+        krot = Concat<axis = -1>(kn, k1)
+        kc = Mul(kt, cos)
+        ks = Mul(krot, sin)
+        kr = Add(kc, ks)
+        ku = Unsqueeze(kr, axis2)
+        ke = Expand(ku, grouped)
+        kx = Reshape(ke, repeated)
+        vu = Unsqueeze(vt, axis2)
+        ve = Expand(vu, grouped)
+        vx = Reshape(ve, repeated)
+        kT = Transpose<perm = [0, 1, 3, 2]>(kx)
+        raw = MatMul(qr, kT)
+        s = Mul(raw, c)
+        a = Add(s, b0)
+        sm = Softmax<axis = -1>(a)
+        p = Cast<to = 1>(sm)
+        o = MatMul(p, vx)
+        ot = Transpose<perm = [0, 2, 1, 3]>(o)
+        y = Reshape(ot, back)
+    }}""")
+    rng = np.random.default_rng(0)
+    for name, cols in (("Wq", 16), ("Wk", kv), ("Wv", kv)):
+        model.graph.initializer.append(numpy_helper.from_array(
+            rng.standard_normal((16, cols)).astype(np.float32), name))
+    angles = np.arange(8)[:, None] * np.array([1.0, 0.1, 1.0, 0.1])[None]
+    for name, table in (("cos", np.cos(angles)), ("sin", np.sin(angles))):
+        model.graph.initializer.append(numpy_helper.from_array(table.astype(np.float32), name))
+    return model
+
+
+def _causal_feeds() -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(1)
+    mask = np.where(np.tril(np.ones((8, 8))) > 0, 0, np.finfo(np.float32).min)
+    mask = np.broadcast_to(mask, (2, 1, 8, 8)).astype(np.float32).copy()
+    mask[1, 0, 5:, 2] = np.finfo(np.float32).min  # a hole: padding seen by no query
+    return [{"x": rng.standard_normal((2, 8, 16)).astype(np.float32), "b0": mask}]
+
+
+@pytest.mark.parametrize("kv_heads", [2, 4])
+def test_a_llama_block_with_rotary_and_grouped_query_heads_is_fused(kv_heads):
+    fused = _fused_and_exact(llama_block(kv_heads=kv_heads), _causal_feeds())
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("MultiHeadAttention") == 1
+    for gone in ("Softmax", "Cast"):
+        assert gone not in ops
+    # q, k, v split, k and v repeated, the rotated query merged; the block's merge is gone
+    assert ops.count("Reshape") == 6
+    node = next(n for n in fused.graph.node if n.op_type == "MultiHeadAttention")
+    assert list(node.output) == ["y"]
+    producer = {o: n for n in fused.graph.node for o in n.output}
+    assert producer[node.input[0]].op_type == "Reshape"  # the rotated query, merged
+    assert node.input[1] == "kx" and node.input[2] == "vx"  # split into heads, repeated
+
+
+def test_a_rotated_key_read_elsewhere_stays_computed():
+    model = llama_block(present=True)
+    fused = _fused_and_exact(model, _causal_feeds())
+    assert any(n.op_type == "MultiHeadAttention" for n in fused.graph.node)
+    onnx.checker.check_model(fused)
+
+
+def test_a_query_of_other_heads_than_given_is_not_fused():
+    model = llama_block()
+    assert fuse_attention(model, 2, tensor_shapes(model)) == 0
