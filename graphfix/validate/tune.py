@@ -34,11 +34,13 @@ Method
    only where it computes bit for bit what the model does), in about half the opening time,
    which is most of a round's cost on a sub-millisecond model. The memory objective opens
    the model itself, since a deployment's peak includes the rewriting.
-3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget
-   (up to six where rounds are cheap: a twentieth of the budget, fixed before they start).
-   Then, rung after rung, the half whose objective statistic compares worst with the
-   default's (the lower end of the paired bootstrap interval over the rounds they shared: a
-   steady gain outranks a noisier, larger point estimate) is eliminated and the rest get
+3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget.
+   Where rounds are cheap (up to six fit in a twentieth of the budget, as judged before they
+   start), those the screen below leaves in the running get up to three more, so that none
+   is ranked on three rounds alone. Then, rung after rung, the half whose objective
+   statistic compares worst with the default's (the lower end of the paired bootstrap
+   interval over the rounds they shared: a steady gain outranks a noisier, larger point
+   estimate) is eliminated and the rest get
    three more rounds, while the budget (``budget`` seconds, from the start) allows, judged from
    the last rung's seconds per candidate and round, until one is left. After every rung, a
    challenger that can no longer be picked is eliminated whatever its rank: for the speed
@@ -46,7 +48,8 @@ Method
    significantly slower; when none is left, the search ends there (on a model where ONNX
    Runtime's defaults are best, after the first rung). The default runs in every rung, the
    A/A copy in the first (the table's check of the method) and in the confirmation, whose A/A
-   is the one a decision rests on.
+   is the one a decision rests on. The search's intervals, which only rank and screen, are
+   bootstrapped with :data:`SEARCH_RESAMPLES` resamples; the decision's with all.
 4. Combination. When knobs of different names each have a value significantly faster than the
    default, their best values together are one more candidate, measured (budget allowing) in
    a last rung with the default and the best single change.
@@ -149,6 +152,7 @@ BLOCK_SECONDS = 0.15
 RUNG_ROUNDS = 3
 FINAL_ROUNDS = 10
 MOST_FIRST_ROUNDS = 6
+SEARCH_RESAMPLES = 500  # the bootstrap's resamples for the search's ranking (the decision: all)
 FIRST_RUNG_SHARE = 0.05  # of the budget, that a cheap model's first rung may use
 BLOCK_WARMUP = 3
 LEANER = 0.95  # a memory winner's peak is at most this share of the default's
@@ -715,8 +719,10 @@ def tune(
     configs = _Configs(proto, feed, rewrite=used == "cpu" and objective != "memory")
     calls, warmup, round_cost = _block_size(configs, default, feed)
     statistic = _STATISTIC[objective]
+    # The search's intervals rank and screen; the decision's come from the confirmation's
+    # rounds, with every resample asked for.
     compare = lambda c: _compare(default, c, statistic, confidence=confidence,  # noqa: E731
-                                 resamples=resamples, seed=seed)
+                                 resamples=min(resamples, SEARCH_RESAMPLES), seed=seed)
     rung = 0
 
     def run_rung(alive: list[Candidate], rounds: int) -> float:
@@ -742,11 +748,15 @@ def tune(
     warnings: list[str] = []
     first = _first_rounds(len(challengers) + 2, round_cost, budget)
     try:
-        cost = run_rung([default, copy, *challengers], first)  # s per arm and round
+        cost = run_rung([default, copy, *challengers], RUNG_ROUNDS)  # s per arm and round
     except BenchmarkError:  # a CPU session option that does not open or run: drop it, again
         _check_numerics(proto, candidates, feed, every=True)
         challengers = [c for c in challengers if c.alive]
-        cost = run_rung([default, copy, *challengers], first)
+        cost = run_rung([default, copy, *challengers], RUNG_ROUNDS)
+    if first > RUNG_ROUNDS:  # cheap rounds: the rest of the first rung, for those still in it
+        challengers = _screen(challengers, rung, objective)
+        if challengers:
+            cost = run_rung([default, copy, *challengers], first - RUNG_ROUNDS)
     while challengers:
         challengers = _screen(challengers, rung, objective)
         if not challengers:
@@ -788,7 +798,8 @@ def tune(
             if combined.alive:
                 run_rung([default, combined, *([best] if best else [])],
                          min(FINAL_ROUNDS, affordable))
-    aa = compare(copy)
+    aa = _compare(default, copy, statistic, confidence=confidence, resamples=resamples,
+                  seed=seed)
     leader = _leader(default, aa, candidates[2:], objective)
     if leader is None:  # the default is kept, and choose says why
         winner, reason = choose(default, aa, candidates[2:], objective)
@@ -803,7 +814,7 @@ def tune(
                       if c.alive and c.batch == 1 and not set(c.changes) & set(winner.changes)
                       and c.settings != winner.settings]
             refined = _refine(winner, default, copy, on_top, run_rung=run_rung,
-                              rung=lambda: rung, first=first, cost=cost,
+                              rung=lambda: rung, cost=cost,
                               seconds_left=lambda: deadline - time.perf_counter(),
                               check=lambda found: _check_numerics(
                                   proto, [default, copy, *found], feed),
@@ -928,7 +939,7 @@ class _Refined:
 
 def _refine(winner: Candidate, default: Candidate, copy: Candidate, on_top: list[Candidate], *,
             run_rung: Callable[[list[Candidate], int], float], rung: Callable[[], int],
-            first: int, cost: float, seconds_left: Callable[[], float],
+            cost: float, seconds_left: Callable[[], float],
             check: Callable[[list[Candidate]], None],
             compare: Callable[[Candidate, Candidate, Collection[int]], Comparison | None],
             objective: str) -> _Refined:
@@ -945,7 +956,7 @@ def _refine(winner: Candidate, default: Candidate, copy: Candidate, on_top: list
         for c in on_top]
     if not tried:
         return _Refined([])
-    needed = cost * ((len(tried) + 2) * first + 4 * FINAL_ROUNDS)
+    needed = cost * ((len(tried) + 2) * RUNG_ROUNDS + 4 * FINAL_ROUNDS)
     if seconds_left() < needed:
         for c in tried:
             c.status, c.reason = "dropped", "the budget ran out before it could be measured"
@@ -958,7 +969,7 @@ def _refine(winner: Candidate, default: Candidate, copy: Candidate, on_top: list
     confirmed_speedup = winner.speedup
     at = rung()
     try:
-        run_rung([default, winner, *alive], first)
+        run_rung([default, winner, *alive], RUNG_ROUNDS)
     except BenchmarkError as err:  # a session that does not open or run: the winner stands
         for c in alive:
             c.status, c.reason = "dropped", first_line(err)

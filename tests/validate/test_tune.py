@@ -262,7 +262,7 @@ def _refined(factors: dict[str, float], seconds_left: float = 100.0):
 
     winner.speedup = compare(default, winner, None) if winner.times else None
     return _refine(winner, default, copy, on_top, run_rung=run_rung, rung=lambda: rung[0],
-                   first=3, cost=0.01, seconds_left=lambda: seconds_left,
+                   cost=0.01, seconds_left=lambda: seconds_left,
                    check=lambda found: None, compare=compare, objective="latency"), winner
 
 
