@@ -29,6 +29,7 @@ from graphfix.validate.profile.findings import (
     find,
     latency_variance,
     provider_missing,
+    unfused_attention,
 )
 from graphfix.validate.profile.trace import original_names
 from graphfix.validate.session_config import SessionConfig
@@ -297,6 +298,32 @@ def test_latency_tail_is_found_from_the_run_percentiles() -> None:
     assert latency_variance(dataclasses.replace(observed, profile=steady)) is None
 
 
+def test_attention_run_op_by_op_is_found_and_its_fusion_tried() -> None:
+    model = transformer_encoder(layers=2, hidden=32, heads=2, ffn=64, seq=16, batch=1)
+    result = profile(model, try_fixes=False, **TINY)
+    environment = Environment(default_threads(), None, {}, None, False)
+    observed = Observed("encoder.onnx", model, result.model, result.settings, "cpu",
+                        environment)
+    found = unfused_attention(observed)
+    assert found is not None
+    assert (found.evidence["blocks"], found.evidence["num_heads"]) == (2, 2)
+    assert found.evidence["attention_nodes"] >= 6  # q @ k^T, Softmax, @ v per block
+    assert 0 < found.evidence["attention_share"] < 1
+    assert "--fuse transformer" in found.fix and "--provider cuda" not in found.fix
+    assert found.trial is not None and found.trial.passes == ("fuse-transformer",)
+    assert found.trial.required  # reported only where the fused model ran faster here
+    cuda = unfused_attention(dataclasses.replace(
+        observed, settings=observed.settings.replace(provider="cuda")))
+    assert cuda is not None and "--fuse transformer --provider cuda" in cuda.fix
+    # Once fused, nothing is left to find; nor on a model without attention.
+    from graphfix.passes.fuse_transformer import fuse_transformer
+    fused = fuse_transformer(onnx.load_from_string(model.SerializeToString()))
+    ran = profile(fused, try_fixes=False, **TINY)
+    assert unfused_attention(dataclasses.replace(observed, model=fused, profile=ran.model)) \
+        is None
+    assert unfused_attention(_observed()) is None
+
+
 def test_missing_provider_libraries_are_found_when_a_driver_is_there() -> None:
     failing = ProviderStatus("CUDAExecutionProvider", True, False,
                              error="libcudnn.so.9: cannot open shared object file",
@@ -320,7 +347,7 @@ def test_every_kind_is_a_function_of_the_observed_run() -> None:
     observed = _observed()
     assert set(KINDS) == {"initializer-inputs", "nhwc-transposes", "cpu-fallback", "float64",
                           "float16-islands", "batch-one", "latency-variance", "threads",
-                          "optimization-level", "provider-missing"}
+                          "unfused-attention", "optimization-level", "provider-missing"}
     assert all(found.kind in KINDS for found in find(observed))
 
 

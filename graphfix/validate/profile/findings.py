@@ -398,6 +398,47 @@ def threads(observed: Observed) -> Finding | None:
     )
 
 
+_FUSED_ATTENTION = frozenset({"Attention", "MultiHeadAttention", "GroupQueryAttention",
+                              "PackedAttention", "PackedMultiHeadAttention"})
+
+
+def _attention_op(node: Any) -> bool:
+    """A node of an attention block computed op by op: the Softmax, or a MatMul of rank-4
+    tensors (heads), q @ k^T or the probabilities @ v; projections are rank 3."""
+    if node.op_type == "Softmax":
+        return True
+    return node.op_type in ("MatMul", "FusedMatMul") and any(
+        len(dims) == 4 for shape in node.output_shapes for dims in shape.values())
+
+
+def unfused_attention(observed: Observed) -> Finding | None:
+    """Attention blocks run op by op (MatMul, Softmax, MatMul per block) where ONNX Runtime
+    has fused attention kernels, and the heads to fuse them with are readable."""
+    from graphfix.passes.fuse_transformer.heads import read_heads
+
+    if any(n.op_type in _FUSED_ATTENTION for n in observed.profile.nodes):
+        return None
+    heads = read_heads(observed.model)
+    if isinstance(heads, str):
+        return None
+    count, share = _share(observed.profile, _attention_op)
+    if count == 0:
+        return None
+    stem = observed.name[:-5] if observed.name.endswith(".onnx") else observed.name
+    target = " --provider cuda" if observed.settings.provider == "cuda" else ""
+    return Finding(
+        "unfused-attention",
+        f"{heads.describe()} ran op by op: {count} MatMul and Softmax node(s) of the heads, "
+        f"{share:.1%} of the run, where ONNX Runtime has fused attention kernels",
+        {"blocks": heads.blocks, "num_heads": heads.num_heads, "head_size": heads.head_size,
+         "attention_nodes": count, "attention_share": round(share, 4)},
+        f"graphfix optimize {observed.name} {stem}.opt.onnx --fuse transformer{target} "
+        "(the heads are read from the graph; the result is tied to ONNX Runtime, checked by "
+        "parity and judged by the speed gate)",
+        trial=Trial(passes=("fuse-transformer",), required=True),
+    )
+
+
 def optimization_level(observed: Observed) -> Finding | None:
     """Graph optimizations below ALL."""
     level = observed.settings.optimization
@@ -441,6 +482,7 @@ KINDS: dict[str, Kind] = {
     "batch-one": batch_one,
     "latency-variance": latency_variance,
     "threads": threads,
+    "unfused-attention": unfused_attention,
     "optimization-level": optimization_level,
     "provider-missing": provider_missing,
 }
