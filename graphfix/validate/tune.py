@@ -36,8 +36,8 @@ Method
    the model itself, since a deployment's peak includes the rewriting.
 3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget.
    Where rounds are cheap (up to six fit in a twentieth of the budget, as judged before they
-   start), those the screen below leaves in the running get up to three more, so that none
-   is ranked on three rounds alone. Then, rung after rung, the half whose objective
+   start), all but those already significantly slower than the default get up to three
+   more, so that none is ranked, or screened as behind, on three rounds alone. Then, rung after rung, the half whose objective
    statistic compares worst with the default's (the lower end of the paired bootstrap
    interval over the rounds they shared: a steady gain outranks a noisier, larger point
    estimate) is eliminated and the rest get
@@ -753,8 +753,9 @@ def tune(
         _check_numerics(proto, candidates, feed, every=True)
         challengers = [c for c in challengers if c.alive]
         cost = run_rung([default, copy, *challengers], RUNG_ROUNDS)
-    if first > RUNG_ROUNDS:  # cheap rounds: the rest of the first rung, for those still in it
-        challengers = _screen(challengers, rung, objective)
+    if first > RUNG_ROUNDS:  # cheap rounds: the rest of the first rung, but not for those
+        # already significantly slower (a one-thread session on a CNN: 0.5x)
+        challengers = _screen(challengers, rung, objective, slower_only=True)
         if challengers:
             cost = run_rung([default, copy, *challengers], first - RUNG_ROUNDS)
     while challengers:
@@ -867,16 +868,18 @@ def _leader(default: Candidate, aa: Comparison | None, candidates: Sequence[Cand
     return max(ahead, key=lambda c: c.speedup.speedup, default=None)
 
 
-def _screen(challengers: list[Candidate], rung: int, objective: str) -> list[Candidate]:
+def _screen(challengers: list[Candidate], rung: int, objective: str, *,
+            slower_only: bool = False) -> list[Candidate]:
     """Eliminate each challenger that can no longer be picked, whatever its rank: for the
     speed objectives, one behind the default (a point estimate at or under 1.0: a winner must
-    clear 1.0 with its whole interval); for ``memory``, one whose interval lies wholly below
-    1.0 (significantly slower). Like the halving's ranking this is a screen after as few as
-    three rounds, not the evidence a winner needs: a winner is held to ten fresh rounds."""
+    clear 1.0 with its whole interval); for ``memory``, or with ``slower_only``, one whose
+    interval lies wholly below 1.0 (significantly slower). Like the halving's ranking this is
+    a screen after as few as three rounds, not the evidence a winner needs: a winner is held
+    to ten fresh rounds."""
     kept = []
     for c in challengers:
         s = c.speedup
-        out = s is not None and (s.verdict == SLOWER if objective == "memory"
+        out = s is not None and (s.verdict == SLOWER if objective == "memory" or slower_only
                                  else s.speedup <= 1.0)
         if out:
             c.status = "eliminated"
