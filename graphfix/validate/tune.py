@@ -7,7 +7,8 @@
 The search space is :data:`KNOBS`, one table: each knob names its values, the provider it
 applies to, whether it changes numerics, and when it does not apply to a model (parallel
 execution on a chain, cuDNN options without a convolution, batch sizes without a dynamic
-batch). A candidate is ONNX Runtime's default session with one knob changed; the default is
+batch). A candidate is ONNX Runtime's default session with one knob changed, or one pair
+(:data:`CROSSED`: one intra-op thread at each other optimization level); the default is
 always a candidate, and so is an identical copy of it (the A/A check). One knob is a way of
 using the threads rather than a single option: ``branch_parallel`` runs independent nodes
 side by side (parallel execution, one inter-op thread per core, one intra-op thread each)
@@ -418,7 +419,32 @@ def _candidates(facts: Workload, default: Settings,
                 continue
             found.append(Candidate(name, settings, batch, {knob.name: value},
                                    numerics=knob.changes_numerics))
-    return found
+    return found + _crossed(found, default)
+
+
+CROSSED = (("intra_op_threads", 1), "optimization")
+"""A pair tried together from the start: one intra-op thread at each other optimization
+level. The level decides which kernels and layouts run, and those decide what one thread
+costs: on sub-millisecond transformers one thread at ``all`` measured no faster than the
+default while one thread at ``basic`` or ``extended`` ran 1.2-1.3x faster, a pair that one
+knob at a time never reaches (step 7 tries it only on top of a confirmed one thread)."""
+
+
+def _crossed(found: list[Candidate], default: Candidate) -> list[Candidate]:
+    """The :data:`CROSSED` candidates, where both of their knobs have measured candidates."""
+    (threads, count), other = CROSSED
+    first = next((c for c in found if c.changes == {threads: count} and c.alive), None)
+    if first is None:
+        return []
+    crossed = []
+    for c in found:
+        if c.alive and len(c.changes) == 1 and other in c.changes:
+            settings, batch = _BY_NAME[other].apply(first.settings, 1, c.changes[other])
+            changes = {threads: count, other: c.changes[other]}
+            crossed.append(Candidate(", ".join(f"{k}={v}" for k, v in changes.items()),
+                                     settings, batch, changes,
+                                     numerics=first.numerics or c.numerics))
+    return crossed
 
 
 def _batched_feeds(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],

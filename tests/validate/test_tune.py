@@ -25,6 +25,7 @@ from graphfix.validate.tune import (
     Candidate,
     RUNG_ROUNDS,
     Workload,
+    _candidates,
     choose,
     facts_of,
     tune,
@@ -95,6 +96,18 @@ def test_every_knob_is_one_row_with_a_provider_values_and_an_effect() -> None:
 def test_knobs_apply_only_where_they_can_matter(knob: str, facts: dict, applies: bool) -> None:
     row = next(k for k in KNOBS if k.name == knob)
     assert (row.applies(dataclasses.replace(FACTS, **facts)) is None) == applies
+
+
+def test_one_thread_is_tried_at_each_other_optimization_level_from_the_start() -> None:
+    default = Settings.ort_defaults("cpu")
+    found = {c.name: c for c in _candidates(FACTS, default, None)}
+    for level in ("extended", "basic"):
+        pair = found[f"intra_op_threads=1, optimization={level}"]
+        assert pair.alive and pair.numerics  # the level changes numerics: checked first
+        assert (pair.settings.threads, pair.settings.optimization) == (1, level)
+        assert pair.changes == {"intra_op_threads": 1, "optimization": level}
+    only_threads = _candidates(FACTS, default, {"intra_op_threads": [1]})
+    assert [c.name for c in only_threads[2:]] == ["intra_op_threads=1"]
 
 
 def test_branch_parallel_runs_nodes_side_by_side_each_on_one_thread() -> None:
