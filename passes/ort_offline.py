@@ -300,7 +300,9 @@ class OrtOffline(Pass):
         _restore_signature(optimized, model)
         warnings = [] if self._portable else self._label(optimized, contrib)
         invalid = checker_problem(optimized, full_check=False)
-        if invalid:
+        if invalid and invalid != checker_problem(model, full_check=False):
+            # (the input's own problem, such as ORT's fused ops in the default domain from
+            # fuse-transformer, is no fault of this pass: ORT loaded and rewrote the model)
             reason = f"ONNX Runtime wrote an invalid model ({invalid}); model kept"
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)

@@ -192,6 +192,31 @@ def test_second_run_changes_nothing(rng):
     assert not again.modified
 
 
+def test_a_fused_op_onnx_does_not_know_stays_float32_and_the_rest_is_lowered(rng):
+    # ONNX Runtime's transformers optimizer writes SimplifiedLayerNormalization (RMSNorm) in
+    # the default domain: onnx's full check fails on the input itself, which is no reason to
+    # refuse the lowered model; ONNX Runtime's run (Rule 6) judges it.
+    model = onnx.parser.parse_model(HEADER + """
+    g (float[2,8,16] x) => (float[2,8,16] y) {
+        a = MatMul(x, W1)
+        n = SimplifiedLayerNormalization<axis = -1, epsilon = 0.00001>(a, s)
+        y = MatMul(n, W2)
+    }""")
+    model.graph.initializer.extend([
+        numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32), "W1"),
+        numpy_helper.from_array(rng.standard_normal((16, 16)).astype(np.float32), "W2"),
+        numpy_helper.from_array(np.ones(16, np.float32), "s")])
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(model, full_check=True)
+    result = ConvertPrecision()(copy(model))
+    assert result.modified, result.skipped
+    kinds = {n.op_type: n for n in result.model.graph.node}
+    assert "SimplifiedLayerNormalization" in kinds
+    island = result.details["islands"][0]
+    assert island["ops"] == {"SimplifiedLayerNormalization": 1}
+    assert check_parity(model, result.model).passed
+
+
 def test_io_types_lowers_the_signature_and_parity_feeds_each_its_own(rng):
     original = mlp(rng)
     model, _ = lowered(copy(original), io_types="fp16")

@@ -470,3 +470,23 @@ def test_contrib_ops_the_model_has_are_not_a_reason_to_refuse(ort_run, rng) -> N
     assert ops(result.model) == ["Gelu"]
     x = rng.standard_normal((2, 8)).astype(np.float32)
     np.testing.assert_array_equal(ort_run(result.model, {"x": x})["y"], ort_run(model, {"x": x})["y"])
+
+
+def test_an_input_onnx_already_calls_invalid_is_no_reason_to_refuse(ort_run, rng) -> None:
+    # ONNX Runtime's transformers optimizer writes SimplifiedLayerNormalization (RMSNorm) in
+    # the default domain: onnx's checker rejects the input itself; ORT's rewrite of it, no
+    # worse, is taken.
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[2, 8] x, float[8] s) => (float[2, 8] y) {
+        i = Identity (x)
+        y = SimplifiedLayerNormalization <axis = -1, epsilon = 0.00001> (i, s)
+    }""")
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(model)
+    result = OrtOffline()(_copy(model))
+    assert result.modified and not result.skipped
+    assert ops(result.model) == ["SimplifiedLayerNormalization"]
+    feed = {"x": rng.standard_normal((2, 8)).astype(np.float32),
+            "s": rng.standard_normal(8).astype(np.float32)}
+    np.testing.assert_array_equal(ort_run(result.model, feed)["y"], ort_run(model, feed)["y"])
