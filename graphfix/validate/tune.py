@@ -74,7 +74,8 @@ Method
    confirmation's.
 7. On top of the winner. Settings interact (one intra-op thread can make another
    optimization level or parallel execution pay), which one knob at a time from the default
-   cannot see. For the latency and p99 objectives, every other knob's values are applied to
+   cannot see. For the latency and p99 objectives, every other knob's values (but those
+   that do nothing there, as spinning with one intra-op thread) are applied to
    a confirmed winner's settings and measured in one rung beside the default and the winner
    (budget allowing; numerics checked as in step 1); the one ahead of the winner with the
    highest lower interval end gets ten fresh rounds beside the default, the A/A copy and the
@@ -208,6 +209,13 @@ class Knob:
     apply: Callable[[Settings, int, Any], tuple[Settings, int]]
     applies: Callable[[Workload], str | None] = _always
     parse: Callable[[str], Any] = str
+    moot: Callable[[Settings], str | None] = lambda settings: None  # no effect from there
+
+
+def _one_thread(settings: Settings) -> str | None:
+    """Intra-op pool knobs do nothing where there is no pool."""
+    return ("no effect with one intra-op thread (there is no intra-op pool)"
+            if settings.threads == 1 else None)
 
 
 def _thread_count(text: str) -> int:
@@ -275,9 +283,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob("branch_parallel", "cpu", False, lambda f: (f.cores,), _branch_parallel,
          _branches_side_by_side, parse=_thread_count),
     Knob("allow_spinning", "cpu", False, lambda f: (False,), _setting("allow_spinning"),
-         parse=_flag),
+         parse=_flag, moot=_one_thread),
     Knob("dynamic_block_base", "cpu", False, lambda f: (4,), _setting("dynamic_block_base"),
-         _threaded, parse=int),
+         _threaded, parse=int, moot=_one_thread),
     Knob("optimization", "any", True, lambda f: ("extended", "basic"),
          _setting("optimization")),
     Knob("memory_pattern", "any", False, lambda f: (False,), _setting("memory_pattern"),
@@ -403,7 +411,8 @@ def _candidates(facts: Workload, default: Settings,
                 raise BenchmarkError(f"knob {knob.name} is for the {knob.provider} provider, "
                                      f"not {facts.provider}")
             continue
-        why_not = None if space is not None else knob.applies(facts)
+        why_not = None if space is not None else (knob.applies(facts)
+                                                  or knob.moot(default))
         values = tuple(space[knob.name]) if space is not None else knob.values(facts)
         for value in values:
             name = f"{knob.name}={value}"

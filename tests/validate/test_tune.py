@@ -110,6 +110,19 @@ def test_one_thread_is_tried_at_each_other_optimization_level_from_the_start() -
     assert [c.name for c in only_threads[2:]] == ["intra_op_threads=1"]
 
 
+def test_intra_op_pool_knobs_are_not_tried_on_top_of_one_thread() -> None:
+    # Step 7 builds its candidates on the winner's settings: with one intra-op thread there
+    # is no pool to spin or to split in blocks, and a no-op's noise would cost fresh rounds.
+    one = Settings.ort_defaults("cpu").replace(threads=1)
+    found = {c.name: c for c in _candidates(FACTS, one, None)}
+    for name in ("allow_spinning=False", "dynamic_block_base=4"):
+        assert found[name].status == "not applicable" and "one intra-op thread" in \
+            found[name].reason
+    assert found["memory_pattern=False"].alive
+    both = {c.name: c for c in _candidates(FACTS, Settings.ort_defaults("cpu"), None)}
+    assert both["allow_spinning=False"].alive and both["dynamic_block_base=4"].alive
+
+
 def test_branch_parallel_runs_nodes_side_by_side_each_on_one_thread() -> None:
     row = next(k for k in KNOBS if k.name == "branch_parallel")
     (cores,) = row.values(FACTS)
