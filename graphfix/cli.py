@@ -783,7 +783,8 @@ def profile(model: Path, other: Path | None, input_shape: tuple[tuple[str, list[
     the profiler and one without, so its overhead is known), accounts the time per node and
     per op type, and ranks findings (initializers listed as inputs, NHWC transposes, CPU
     fallback and copies, float64, float32 islands in a float16 model, batch 1, latency tail,
-    threads, optimization level, missing provider libraries), each with its evidence and fix.
+    threads, attention run op by op, optimization level, missing provider libraries), each
+    with its evidence and fix.
     Fixes that are a graphfix pass, a session setting or a batch size are measured in
     interleaved rounds, with a bootstrap interval.
 
@@ -845,7 +846,8 @@ def tune(model: Path, input_shape: tuple[tuple[str, list[int]], ...],
     Each candidate is ONNX Runtime's default session with one knob changed (threads, parallel
     execution, independent nodes side by side on one thread each (branch_parallel), spinning,
     dynamic_block_base, optimization level, memory pattern and arena; on
-    CUDA the cuDNN options, TF32, NHWC, CUDA graphs, IO binding; batch sizes for throughput).
+    CUDA the cuDNN options, TF32, NHWC, CUDA graphs, IO binding; batch sizes for throughput),
+    or one thread at each other optimization level (the level decides what one thread costs).
     Candidates run one session alive at a time in rotating blocks; successive halving spends
     the budget on the contenders. The winner must beat the default with its bootstrap interval
     clearing 1.0 on fresh rounds, else the default is kept; the other knobs are then tried
