@@ -90,8 +90,8 @@ from graphfix.options import (
     growth_limit,
 )
 from graphfix.model_io import (
-    checker_problem,
     max_ir_version,
+    new_checker_problem,
     ort_session,
     temporary_folder,
     tensor_digest,
@@ -299,10 +299,8 @@ class OrtOffline(Pass):
             return PassResult(model, False, stats=stats)
         _restore_signature(optimized, model)
         warnings = [] if self._portable else self._label(optimized, contrib)
-        invalid = checker_problem(optimized, full_check=False)
-        if invalid and invalid != checker_problem(model, full_check=False):
-            # (the input's own problem, such as ORT's fused ops in the default domain from
-            # fuse-transformer, is no fault of this pass: ORT loaded and rewrote the model)
+        invalid = new_checker_problem(optimized, model, full_check=False)
+        if invalid:
             reason = f"ONNX Runtime wrote an invalid model ({invalid}); model kept"
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)

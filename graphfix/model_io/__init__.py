@@ -33,6 +33,7 @@ from graphfix.model_io.encoding import PROTOBUF_LIMIT, skeleton, write_scratch
 from graphfix.model_io.checking import (
     check_model,
     checker_problem,
+    new_checker_problem,
     runtime_problem,
     weights_as_inputs,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "save",
     "check_model",
     "checker_problem",
+    "new_checker_problem",
     "runtime_problem",
     "weights_as_inputs",
     "max_ir_version",

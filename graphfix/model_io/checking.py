@@ -15,7 +15,8 @@ from graphfix.model_io.runtime import max_ir_version
 from graphfix.model_io.sessions import temporary_model_file, ort_session
 from graphfix.model_io.tensors import inline_bytes, lazy_source, lazy_tensors, tensor_bytes
 
-__all__ = ["check_model", "checker_problem", "runtime_problem", "weights_as_inputs"]
+__all__ = ["check_model", "checker_problem", "new_checker_problem", "runtime_problem",
+           "weights_as_inputs"]
 
 # Above this many bytes of weights in memory, check_model checks a weightless copy on disk.
 _CHECK_INLINE_BYTES = 8 * 2**20
@@ -41,6 +42,18 @@ def checker_problem(model: onnx.ModelProto, *, full_check: bool = True) -> str |
     except _CHECKER_ERRORS as err:
         return " ".join(first_line(err, limit=2000).split("==> Context")[0].split())
     return None
+
+
+def new_checker_problem(model: onnx.ModelProto, original: onnx.ModelProto, *,
+                        full_check: bool = True) -> str | None:
+    """What ``onnx.checker`` finds wrong with ``model`` that it does not find with
+    ``original``, the model it was made from (checked only when ``model`` has a problem).
+    A problem the original already had (ONNX Runtime's fused ops in the default domain, which
+    onnx does not know) is no fault of what made ``model``."""
+    problem = checker_problem(model, full_check=full_check)
+    if problem is None or problem == checker_problem(original, full_check=full_check):
+        return None
+    return problem
 
 
 # Weights at least this large become graph inputs in a weightless load check: shapes, axes,

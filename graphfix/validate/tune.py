@@ -38,11 +38,11 @@ Method
 3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget.
    Where rounds are cheap (up to six fit in a twentieth of the budget, as judged before they
    start), all but those already significantly slower than the default get up to three
-   more, so that none is ranked, or screened as behind, on three rounds alone. Then, rung after rung, the half whose objective
-   statistic compares worst with the default's (the lower end of the paired bootstrap
-   interval over the rounds they shared: a steady gain outranks a noisier, larger point
-   estimate) is eliminated and the rest get
-   three more rounds, while the budget (``budget`` seconds, from the start) allows, judged from
+   more, so that none is ranked, or screened as behind, on three rounds alone. Then, rung
+   after rung, the half whose objective statistic compares worst with the default's (the
+   lower end of the paired bootstrap interval over the rounds they shared: a steady gain
+   outranks a noisier, larger point estimate) is eliminated and the rest get three more
+   rounds, while the budget (``budget`` seconds, from the start) allows, judged from
    the last rung's seconds per candidate and round, until one is left. After every rung, a
    challenger that can no longer be picked is eliminated whatever its rank: for the speed
    objectives one behind the default (its point estimate at or under 1.0), for ``memory`` one
@@ -428,7 +428,7 @@ def _candidates(facts: Workload, default: Settings,
                 continue
             found.append(Candidate(name, settings, batch, {knob.name: value},
                                    numerics=knob.changes_numerics))
-    return found + _crossed(found, default)
+    return found + _crossed(found)
 
 
 CROSSED = (("intra_op_threads", 1), "optimization")
@@ -439,7 +439,7 @@ default while one thread at ``basic`` or ``extended`` ran 1.2-1.3x faster, a pai
 knob at a time never reaches (step 7 tries it only on top of a confirmed one thread)."""
 
 
-def _crossed(found: list[Candidate], default: Candidate) -> list[Candidate]:
+def _crossed(found: list[Candidate]) -> list[Candidate]:
     """The :data:`CROSSED` candidates, where both of their knobs have measured candidates."""
     (threads, count), other = CROSSED
     first = next((c for c in found if c.changes == {threads: count} and c.alive), None)

@@ -45,7 +45,7 @@ import onnx
 
 from graphfix import precision as precision_record
 from graphfix.errors import GraphfixError, PassError
-from graphfix.model_io import checker_problem
+from graphfix.model_io import new_checker_problem
 from graphfix.options import RunOptions
 from .analysis import FLOAT, Analysis
 from .._measuring import make_feeds, run_outputs, tolerance
@@ -147,7 +147,6 @@ class ConvertPrecision(Pass):
         bar = tolerance(dtype)
         search = Search(analysis, feeds, bar, io_low=io_low, max_rounds=self.max_rounds)
         forced = self._forced(analysis)
-        input_problem: str | None = None  # onnx's full check of the input, once needed
         for attempt in range(RUNTIME_RETRIES + 1):
             result = search.run(forced)
             if result.failed:
@@ -156,11 +155,8 @@ class ConvertPrecision(Pass):
                 return PassResult(model, False, warnings=[reason], skipped=reason,
                                   stats={"rounds": result.rounds})
             lowered, stats = self._lowered(analysis, result.low, io_low, dtype)
-            problem = checker_problem(lowered, full_check=True)
-            if problem and input_problem is None:
-                input_problem = checker_problem(model, full_check=True) or ""
-            if problem and problem != input_problem:  # the input's own problem (ORT's
-                # fused ops in the default domain, unknown to onnx) is left to Rule 6's run
+            problem = new_checker_problem(lowered, model)  # not the input's own: Rule 6
+            if problem:
                 reason = f"the lowered model is invalid ({problem}); model kept"
                 logger.warning("convert-precision: %s", reason)
                 return PassResult(model, False, warnings=[reason], skipped=reason)

@@ -61,10 +61,8 @@ class _Block:
     biases: list[str]  # added to the scores (rank 4 each)
     scale: float
     query_split: bool  # the query is given split into heads (batch, heads, S, head_size)
-    kv_split: bool  # so are key and value (batch, heads, L, head_size)
-    output: str  # the heads-merging Reshape's output
+    merge: onnx.NodeProto  # the heads-merging Reshape: the block's last node
     merged: bool  # that Reshape gives (batch, sequence, hidden), as MultiHeadAttention does
-    nodes: list[onnx.NodeProto]  # removed when fused (their outputs are read nowhere else)
 
 
 class _View(GraphView):
@@ -123,7 +121,7 @@ def _unscale(view: _View, name: str) -> tuple[str, float, list[onnx.NodeProto]]:
     return name, 1.0, []
 
 
-def _flat_swap(view: _View, name: str) -> tuple[str, list[onnx.NodeProto]] | None:
+def _flat_swap(view: _View, name: str) -> str | None:
     """``Reshape(Transpose<perm=[0,2,1]>(Reshape(t, [B*N, L, H])), [B, N, H, L])``: ``t`` with
     its last two dimensions swapped through three dimensions, as torch's
     scaled_dot_product_attention transposes k when the exporter decomposes it. Its targets
@@ -137,28 +135,24 @@ def _flat_swap(view: _View, name: str) -> tuple[str, list[onnx.NodeProto]] | Non
     inner = view.producer.get(middle.input[0])
     if inner is None or inner.op_type != "Reshape":
         return None
-    return inner.input[0], [outer, middle, inner]
+    return inner.input[0]
 
 
 _FLAT_SWAP: list[int] = []  # a chain step: _flat_swap rather than one Transpose
 
 
-def _split_key(view: _View, name: str) -> tuple[str, float, list[onnx.NodeProto]] | None:
+def _split_key(view: _View, name: str) -> tuple[str, float] | None:
     """The key split into heads (batch, heads, L, head_size) that ``name`` holds with its last
     two dimensions swapped (a Transpose, or torch's SDPA through 3-D Reshapes), maybe scaled
-    before or after: that tensor, the factor, and the nodes in between. A Llama-style block
-    computes its key so: rotary embeddings, and grouped-query heads repeated, after the split."""
-    name, factor, scaling = _unscale(view, name)
+    before or after: that tensor and the factor. A Llama-style block computes its key so:
+    rotary embeddings, and grouped-query heads repeated, after the split."""
+    name, factor, _ = _unscale(view, name)
     node = view.producer.get(name)
-    if node is not None and _perm(node) == _SWAP:
-        inner, steps = node.input[0], [node]
-    else:
-        swapped = _flat_swap(view, name)
-        if swapped is None:
-            return None
-        inner, steps = swapped
-    inner, more, also = _unscale(view, inner)
-    return inner, factor * more, scaling + steps + also
+    inner = node.input[0] if node is not None and _perm(node) == _SWAP else _flat_swap(view, name)
+    if inner is None:
+        return None
+    inner, more, _ = _unscale(view, inner)
+    return inner, factor * more
 
 
 def _split(view: _View, name: str, num_heads: int) -> bool:
@@ -167,32 +161,29 @@ def _split(view: _View, name: str, num_heads: int) -> bool:
     return shape is not None and len(shape) == 4 and shape[1] in (None, num_heads)
 
 
-def _heads(view: _View, name: str, perms: list[list[list[int]]]
-           ) -> tuple[str, float, list[onnx.NodeProto]] | None:
-    """The projection (batch, sequence, hidden) that ``name`` splits into heads: one of the
-    Transpose chains ``perms`` over a Reshape, an optional scaling before or after it."""
-    name, factor, nodes = _unscale(view, name)
+def _heads(view: _View, name: str, perms: list[list[list[int]]]) -> tuple[str, float] | None:
+    """The projection (batch, sequence, hidden) that ``name`` splits into heads, and the
+    factor: one of the Transpose chains ``perms`` over a Reshape, an optional scaling before
+    or after it."""
+    name, factor, _ = _unscale(view, name)
     for chain in perms:
-        current, seen = name, []
+        current: str | None = name
         for perm in reversed(chain):
             if perm is _FLAT_SWAP:
-                swapped = _flat_swap(view, current)
-                if swapped is None:
+                current = _flat_swap(view, current)
+                if current is None:
                     break
-                current, steps = swapped
-                seen += steps
                 continue
             node = view.producer.get(current)
             if node is None or _perm(node) != perm:
                 break
-            seen.append(node)
             current = node.input[0]
         else:
-            inner, more, scaling = _unscale(view, current)
+            inner, more, _ = _unscale(view, current)
             reshape = view.producer.get(inner)
             if reshape is None or reshape.op_type != "Reshape":
                 continue
-            return reshape.input[0], factor * more, nodes + seen + scaling + [reshape]
+            return reshape.input[0], factor * more
     return None
 
 
@@ -208,10 +199,11 @@ def _reaches_scores(view: _View, name: str, depth: int = 4) -> bool:
                                          for i in node.input)
 
 
-def _nan_guard(view: _View, name: str) -> tuple[str, list[onnx.NodeProto]] | None:
-    """``Where(IsNaN(p), 0, p)`` on the probabilities ``name`` (torch's scaled_dot_product_attention,
-    decomposed: a row whose every key is masked with -inf gives zeros, not NaN): its output and
-    nodes. With finite biases no row is NaN, and the guard computes ``p`` itself."""
+def _nan_guard(view: _View, name: str) -> str | None:
+    """``Where(IsNaN(p), 0, p)`` on the probabilities ``name`` (torch's
+    scaled_dot_product_attention, decomposed: a row whose every key is masked with -inf gives
+    zeros, not NaN): its output. With finite biases no row is NaN, and the guard computes
+    ``p`` itself."""
     readers = view.readers.get(name, [])
     isnan = next((n for n in readers if n.op_type == "IsNaN"), None)
     where = next((n for n in readers if n.op_type == "Where"), None)
@@ -220,7 +212,7 @@ def _nan_guard(view: _View, name: str) -> tuple[str, list[onnx.NodeProto]] | Non
     if list(where.input) != [isnan.output[0], where.input[1], name] or \
             view.only_reader(isnan.output[0]) is not where or view.scalar(where.input[1]) != 0.0:
         return None
-    return where.output[0], [isnan, where]
+    return where.output[0]
 
 
 def _finite(view: _View, name: str) -> bool:
@@ -246,11 +238,11 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
                 -1 if view.opset >= 13 else 1)
     if axis not in (-1, 3):
         return None
-    nodes, biases = [softmax], []
+    last, biases = softmax, []  # the node walked last, toward the scores
     scores = softmax.input[0]
     while True:  # the additive biases (mask, position bias), each a term of its own Add
         add = view.producer.get(scores)
-        if add is None or add.op_type != "Add" or view.only_reader(scores) is not nodes[-1]:
+        if add is None or add.op_type != "Add" or view.only_reader(scores) is not last:
             break
         toward = [i for i in add.input if _reaches_scores(view, i)]
         if len(toward) != 1 or len(add.input) != 2:
@@ -259,23 +251,21 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
         if view.rank(bias) != 4:  # attention_bias is (batch|1, heads|1, S, L)
             return None
         biases.append(bias)
-        nodes.append(add)
+        last = add
         scores = toward[0]
-    if view.only_reader(scores) is not nodes[-1]:
+    if view.only_reader(scores) is not last:
         return None
     unscaled, scale, scaling = _unscale(view, scores)
     if scaling and view.only_reader(unscaled) is not scaling[0]:
         return None
-    nodes += scaling
     product = view.producer.get(unscaled)
     if product is None or product.op_type != "MatMul":
         return None
-    nodes.append(product)
     query = _heads(view, product.input[0], [[_SPLIT]])
     key = _heads(view, product.input[1], [[_KEY], [_SPLIT, _SWAP], [_SPLIT, _FLAT_SWAP]])
     query_split = query is None  # rotary embeddings, between the split and the scores
     if query_split:
-        query = (product.input[0], 1.0, [])
+        query = (product.input[0], 1.0)
         if not _split(view, query[0], num_heads):
             return None
     # what follows the Softmax: MatMul with v, heads merged back
@@ -284,8 +274,7 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
     if guard is not None:  # NaN can come of a bias only where it holds -inf
         if not all(_finite(view, bias) for bias in biases):
             return None
-        probabilities = guard[0]
-        nodes += guard[1]
+        probabilities = guard
     same_type = view.types.get(softmax.input[0])
     while True:  # Casts to the type the probabilities already have (an exporter's upcast)
         cast = view.only_reader(probabilities)
@@ -293,14 +282,12 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
                 next((a.i for a in cast.attribute if a.name == "to"), None) != same_type:
             break
         probabilities = cast.output[0]
-        nodes.append(cast)
     mix = view.only_reader(probabilities)
     if mix is None or mix.op_type != "MatMul" or mix.input[0] != probabilities:
         return None
     value = _heads(view, mix.input[1], [[_SPLIT]])
-    kv_split = key is None or value is None  # grouped-query heads repeated, rotary keys
-    if kv_split:
-        key, value = _split_key(view, product.input[1]), (mix.input[1], 1.0, [])
+    if key is None or value is None:  # grouped-query heads repeated, rotary keys: both split
+        key, value = _split_key(view, product.input[1]), (mix.input[1], 1.0)
         if key is None or not (_split(view, key[0], num_heads)
                                and _split(view, value[0], num_heads)):
             return None
@@ -310,7 +297,6 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
     reshape = view.only_reader(merge.output[0])
     if reshape is None or reshape.op_type != "Reshape":
         return None
-    nodes += [mix, merge, reshape]
     # MultiHeadAttention gives (batch, sequence, hidden): the Reshape goes where its output is
     # that (hidden known and the query's); elsewhere it stays, reading the fused output, which
     # holds the same values in the same order as the heads it merged
@@ -324,7 +310,7 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
     same = (merged is not None and wanted is not None and len(merged) == 3 == len(wanted)
             and merged[-1] is not None and merged[-1] in (wanted[-1], -1))
     return _Block(query[0], key[0], value[0], biases, scale * query[1] * key[1],
-                  query_split, kv_split, reshape.output[0], same, nodes)
+                  query_split, reshape, same)
 
 
 def fuse_attention(model: onnx.ModelProto, num_heads: int,
@@ -371,12 +357,12 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
         inputs = [block.query, block.key, block.value, "", "", bias]
         while inputs and not inputs[-1]:
             inputs.pop()
-        output = block.output if block.merged else f"{prefix}_output"
+        output = block.merge.output[0] if block.merged else f"{prefix}_output"
         added.append(helper.make_node("MultiHeadAttention", inputs, [output], name=prefix,
                                       domain=_CONTRIB, num_heads=num_heads,
                                       scale=float(block.scale)))
-        last = block.nodes[-1]  # the heads-merging Reshape: all the block reads is computed
-        if not block.merged:    # before it; it stays where it gives another shape
+        last = block.merge  # all the block reads is computed before it; it stays where it
+        if not block.merged:  # gives another shape than MultiHeadAttention's
             last.input[0] = output
             added.append(last)
         replacement[id(last)] = added

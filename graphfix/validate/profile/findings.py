@@ -155,9 +155,11 @@ def _cpu_quota() -> float | None:
         return None
 
 
-def _optimize(observed: Observed, passes: str) -> str:
+def _optimize(observed: Observed, passes: str | None = None, options: str = "") -> str:
+    """The command that writes ``observed``'s model fixed: ``passes`` or other ``options``."""
     stem = observed.name[:-5] if observed.name.endswith(".onnx") else observed.name
-    return f"graphfix optimize {observed.name} {stem}.opt.onnx --passes {passes}"
+    chosen = f" --passes {passes}" if passes else ""
+    return f"graphfix optimize {observed.name} {stem}.opt.onnx{chosen}{options}"
 
 
 def _share(profile: ModelProfile, keep: Callable[[Any], bool]) -> tuple[int, float]:
@@ -424,7 +426,6 @@ def unfused_attention(observed: Observed) -> Finding | None:
     count, share = _share(observed.profile, _attention_op)
     if count == 0:
         return None
-    stem = observed.name[:-5] if observed.name.endswith(".onnx") else observed.name
     target = " --provider cuda" if observed.settings.provider == "cuda" else ""
     return Finding(
         "unfused-attention",
@@ -432,9 +433,9 @@ def unfused_attention(observed: Observed) -> Finding | None:
         f"{share:.1%} of the run, where ONNX Runtime has fused attention kernels",
         {"blocks": heads.blocks, "num_heads": heads.num_heads, "head_size": heads.head_size,
          "attention_nodes": count, "attention_share": round(share, 4)},
-        f"graphfix optimize {observed.name} {stem}.opt.onnx --fuse transformer{target} "
-        "(the heads are read from the graph; the result is tied to ONNX Runtime, checked by "
-        "parity and judged by the speed gate)",
+        _optimize(observed, options=f" --fuse transformer{target}")
+        + " (the heads are read from the graph; the result is tied to ONNX Runtime, checked "
+        "by parity and judged by the speed gate)",
         trial=Trial(passes=("fuse-transformer",), required=True),
     )
 
