@@ -32,7 +32,9 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
+import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
 from graphfix.errors import first_line
@@ -365,6 +367,7 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
             name = aliases[name]
         return name
 
+    rebound = _Rebound(optimized, original)
     restored: list[onnx.NodeProto] = []
     for node in original.node:
         outputs = [name for name in node.output if name]
@@ -377,7 +380,7 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
             continue
         node = _reading(node, resolve)
         reads = graph_layer.reads(node)
-        if any(name not in available for name in reads) or any(
+        if any(name not in available or rebound(name) for name in reads) or any(
             live.producer[name] in live.dead
             for name in reads if name in live.producer and name not in live.taken
         ):
@@ -406,6 +409,42 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
         for sub, twin_sub in zip(subgraphs(node), subgraphs(twin)):
             count += _restore_expanded(sub, twin_sub, scope, foreign)
     return count
+
+
+class _Rebound:
+    """Whether ORT rewrote a constant in place under its own name: its transpose optimizer
+    transposes a constant it pushes a Transpose through (rotary tables, ``q * cos``) and
+    keeps the name. An original node put back must not read such a name: it would compute
+    with the rewritten values, or not load at all."""
+
+    def __init__(self, optimized: onnx.GraphProto, original: onnx.GraphProto) -> None:
+        self.now = {t.name: t for t in optimized.initializer}
+        self.before = {t.name: t for t in original.initializer}
+        self.declared = {v.name: v for v in original.value_info}
+        self.known: dict[str, bool] = {}
+
+    def __call__(self, name: str) -> bool:
+        if name not in self.known:
+            self.known[name] = self._rebound(name)
+        return self.known[name]
+
+    def _rebound(self, name: str) -> bool:
+        tensor = self.now.get(name)
+        if tensor is None:
+            return False
+        old = self.before.get(name)
+        if old is None:  # folded by ORT: its shape must be the one the original declares
+            value = self.declared.get(name)
+            dims = value.type.tensor_type.shape.dim if value is not None else []
+            if not dims or not all(d.HasField("dim_value") for d in dims):
+                return False
+            return [d.dim_value for d in dims] != list(tensor.dims)
+        if list(old.dims) != list(tensor.dims) or old.data_type != tensor.data_type:
+            return True
+        try:
+            return not np.array_equal(numpy_helper.to_array(old), numpy_helper.to_array(tensor))
+        except Exception:  # noqa: BLE001 - unreadable here (external data): not trusted
+            return True
 
 
 def _restore_functions(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:

@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx.parser
+from onnx import numpy_helper
 import pytest
 
 from graphfix.errors import PassError, ProviderUnavailableError
+from graphfix.passes._measuring import run_outputs
 from graphfix.passes.ort_offline import OrtOffline, nonstandard_ops, ort_offline
 
 CONV = onnx.parser.parse_model("""
@@ -490,3 +492,35 @@ def test_an_input_onnx_already_calls_invalid_is_no_reason_to_refuse(ort_run, rng
     feed = {"x": rng.standard_normal((2, 8)).astype(np.float32),
             "s": rng.standard_normal(8).astype(np.float32)}
     np.testing.assert_array_equal(ort_run(result.model, feed)["y"], ort_run(model, feed)["y"])
+
+
+def test_no_node_is_put_back_reading_a_constant_ort_rewrote_in_place() -> None:
+    # ORT's transpose optimizer pushes t = Transpose(x) through Mul(t, c): Mul(x, c') then a
+    # Transpose, c' the constant transposed under c's own name (rotary tables, q * cos).
+    # Putting the original Mul back would read c' as if it were c.
+    from graphfix.passes._portable import undo_provider_decisions
+
+    text = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[1,4,2,6] x) => (float[1,2,4,6] y, float[1,2,4,6] z) {{
+    t = Transpose<perm = [0, 2, 1, 3]>(x)
+    {body}
+    y = Sigmoid(m)
+    z = Neg(t)
+}}"""
+    original = onnx.parser.parse_model(text.format(body="m = Mul(t, c)"))
+    optimized = onnx.parser.parse_model(text.format(
+        body="pushed = Mul(x, c)\n    m = Transpose<perm = [0, 2, 1, 3]>(pushed)"))
+    table = np.random.default_rng(0).standard_normal((1, 1, 4, 6)).astype(np.float32)
+    original.graph.initializer.append(numpy_helper.from_array(table, "c"))
+    optimized.graph.initializer.append(
+        numpy_helper.from_array(table.transpose(0, 2, 1, 3).copy(), "c"))
+    undone = undo_provider_decisions(optimized, original)
+    assert undone.restored == 0
+    assert [n.op_type for n in optimized.graph.node] == ["Transpose", "Mul", "Transpose",
+                                                         "Sigmoid", "Neg"]
+    x = np.random.default_rng(1).standard_normal((1, 4, 2, 6)).astype(np.float32)
+    expected = run_outputs(original, [{"x": x}], ["y", "z"])[0]
+    got = run_outputs(optimized, [{"x": x}], ["y", "z"])[0]
+    for name in ("y", "z"):
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-6)
