@@ -83,7 +83,8 @@ CUDA, compute nodes left on the CPU provider give a warning.
     Comparison = {"speedup": float, "ci_low": float, "ci_high": float,
                   "confidence": float, "verdict": str}
     Placement = {"nodes": {provider: int}, "op_types": {provider: {op type: int}},
-                 "memcpy_nodes": int, "cpu_fallback": {op type: int}}
+                 "memcpy_nodes": int, "cpu_fallback": {op type: int},
+                 "cpu_fallback_nodes": [node name]}
     Settings = graphfix.validate.session_config's "settings" (session options, session
                configuration entries, provider options, io_binding)
 """

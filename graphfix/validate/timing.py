@@ -95,8 +95,9 @@ class Placement:
     nodes: dict[str, int] = dataclasses.field(default_factory=dict)
     op_types: dict[str, dict[str, int]] = dataclasses.field(default_factory=dict)
     memcpy_nodes: int = 0
-    # Compute nodes on the CPU provider in a CUDA session (op type -> count).
+    # Compute nodes on the CPU provider in a CUDA session (op type -> count), and their names.
     cpu_fallback: dict[str, int] = dataclasses.field(default_factory=dict)
+    cpu_fallback_nodes: list[str] = dataclasses.field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -330,7 +331,7 @@ def parse_profile(events: Sequence[Mapping[str, Any]], *, provider: str = "cpu")
         seen[name[: -len("_kernel_time")]] = (str(args.get("op_name", "?")), str(node_provider))
     placement = Placement()
     op_types: dict[str, Counter[str]] = {}
-    for op_type, node_provider in seen.values():
+    for node_name, (op_type, node_provider) in seen.items():
         placement.nodes[node_provider] = placement.nodes.get(node_provider, 0) + 1
         op_types.setdefault(node_provider, Counter())[op_type] += 1
         if op_type in _MEMCPY:
@@ -341,6 +342,7 @@ def parse_profile(events: Sequence[Mapping[str, Any]], *, provider: str = "cpu")
             and op_type not in _CPU_BY_DESIGN
         ):
             placement.cpu_fallback[op_type] = placement.cpu_fallback.get(op_type, 0) + 1
+            placement.cpu_fallback_nodes.append(node_name)
     placement.op_types = {p: dict(sorted(c.items())) for p, c in sorted(op_types.items())}
     placement.nodes = dict(sorted(placement.nodes.items()))
     return placement

@@ -196,7 +196,7 @@ def test_parse_profile_counts_nodes_once_and_flags_cpu_fallback() -> None:
     assert placement.nodes == {"CPUExecutionProvider": 2, "CUDAExecutionProvider": 2}
     assert placement.op_types["CUDAExecutionProvider"] == {"Conv": 1, "MemcpyToHost": 1}
     assert placement.memcpy_nodes == 1
-    assert placement.cpu_fallback == {"NonZero": 1}
+    assert placement.cpu_fallback == {"NonZero": 1} and placement.cpu_fallback_nodes == ["nz"]
     assert parse_profile(events, provider="cpu").cpu_fallback == {}
 
 
@@ -265,7 +265,7 @@ def test_to_dict_is_json_serializable_with_the_documented_keys() -> None:
     assert set(data["candidate"]) == {"label", "optimization", "median_ms", "p90_ms", "min_ms",
                                       "mean_ms", "runs", "session_create_ms"}
     assert set(data["placement"]["candidate"]) == {"nodes", "op_types", "memcpy_nodes",
-                                                   "cpu_fallback"}
+                                                   "cpu_fallback", "cpu_fallback_nodes"}
     assert data["verdict"] in (FASTER, SLOWER, NO_DIFFERENCE)
 
 

@@ -429,6 +429,29 @@ def test_the_page_lists_the_findings(tmp_path) -> None:
     assert parser.findings == [f.kind for f in result.findings]
 
 
+def test_shape_arithmetic_is_told_from_compute() -> None:
+    # ONNX Runtime keeps shape arithmetic on the CPU on purpose; the cpu-fallback finding
+    # says so for these nodes rather than "no CUDA kernel"
+    from graphfix.validate.profile.findings import shape_arithmetic
+
+    model = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] x) => (float[M] y) {
+    s = Shape (x)
+    i = Constant <value = int64[1] {0}> ()
+    n = Gather <axis = 0> (s, i)
+    two = Constant <value = int64[1] {2}> ()
+    m = Mul (n, two)
+    f = Flatten <axis = 0> (x)
+    r = Reshape (f, m)
+    u = Unique (r)
+    y = Identity (u)
+}""")
+    for node in model.graph.node:
+        node.name = node.output[0]
+    assert shape_arithmetic(model) == {"s", "n", "m"}
+
+
 # -- CUDA (skipped without a working CUDA provider) --------------------------------------------
 
 

@@ -245,8 +245,28 @@ def nhwc_transposes(observed: Observed) -> Finding | None:
     )
 
 
+def shape_arithmetic(model: onnx.ModelProto) -> set[str]:
+    """The names of the main graph's nodes that compute on tensor shapes alone: from Shape or
+    Size, through any node whose inputs are such values or constants."""
+    constants = {t.name for t in model.graph.initializer}
+    shaped: set[str] = set()
+    names: set[str] = set()
+    for node in model.graph.node:  # in order: ONNX graphs are topologically sorted
+        inputs = [i for i in node.input if i]
+        if node.op_type == "Constant":
+            constants.update(node.output)
+            continue
+        if node.op_type in ("Shape", "Size") or (
+                inputs and any(i in shaped for i in inputs)
+                and all(i in shaped or i in constants for i in inputs)):
+            shaped.update(node.output)
+            names.add(node.name)
+    return names
+
+
 def cpu_fallback(observed: Observed) -> Finding | None:
-    """Nodes left on the CPU provider in a CUDA session, and the copies around them."""
+    """Nodes left on the CPU provider in a CUDA session, and the copies around them: shape
+    arithmetic ONNX Runtime keeps there on purpose, and compute ops without a CUDA kernel."""
     accounting = observed.profile.accounting
     placement = observed.profile.placement
     if observed.settings.provider != "cuda" or not (placement.cpu_fallback
@@ -255,6 +275,27 @@ def cpu_fallback(observed: Observed) -> Finding | None:
     _, memcpy_share = _share(observed.profile,
                              lambda n: n.op_type in ("MemcpyToHost", "MemcpyFromHost"))
     ops = ", ".join(f"{op} x{n}" for op, n in sorted(placement.cpu_fallback.items()))
+    on_shapes = shape_arithmetic(observed.model) & set(placement.cpu_fallback_nodes)
+    by_name = {n.name: n.op_type for n in observed.model.graph.node}
+    compute: dict[str, int] = {}
+    for name in placement.cpu_fallback_nodes:
+        if name not in on_shapes:
+            op = by_name.get(name, "?")
+            compute[op] = compute.get(op, 0) + 1
+    fixes = []
+    if on_shapes:
+        fixes.append(
+            f"{len(on_shapes)} of them compute on tensor shapes, which ONNX Runtime keeps on "
+            "the CPU on purpose (cheaper than a kernel launch, but they stop CUDA graphs and "
+            f"can cost copies): `{_optimize(observed, 'fold-shapes,simplify')}` folds what the "
+            "shapes allow (all of it with --input-shape at the sizes you deploy)")
+    if compute:
+        fixes.append(", ".join(f"{op} x{n}" for op, n in sorted(compute.items()))
+                     + ": no CUDA kernel at these dtypes in this onnxruntime; export them as "
+                     "ops the CUDA provider implements")
+    if not placement.cpu_fallback_nodes:
+        fixes.append("the copies move inputs or outputs kept on the host: bind them on the "
+                     "device (onnxruntime's IO binding)")
     return Finding(
         "cpu-fallback",
         f"{accounting.cpu_nodes} node(s) ran on the CPU provider in a CUDA session "
@@ -263,10 +304,9 @@ def cpu_fallback(observed: Observed) -> Finding | None:
         f"run ({memcpy_share:.1%})",
         {"cpu_nodes": accounting.cpu_nodes, "cpu_op_types": dict(placement.cpu_fallback),
          "cpu_ms": round(accounting.cpu_ms, 4), "memcpy_nodes": accounting.memcpy_nodes,
-         "memcpy_bytes": accounting.memcpy_bytes, "memcpy_share": round(memcpy_share, 4)},
-        "these op types (at these dtypes) have no CUDA kernel in this onnxruntime: "
-        f"`{_optimize(observed, 'fold-shapes,simplify')}` folds the shape arithmetic ORT keeps "
-        "on the CPU; for compute ops, export them as ops the CUDA provider implements",
+         "memcpy_bytes": accounting.memcpy_bytes, "memcpy_share": round(memcpy_share, 4),
+         "shape_nodes": len(on_shapes), "compute_op_types": compute},
+        "; ".join(fixes),
     )
 
 
