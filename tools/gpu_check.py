@@ -12,8 +12,9 @@ Models: the ``.onnx`` files of ``--models`` (a world corpus, ``python tools/worl
 among ``--only``, and with ``--build`` three exported here with torch: ``resnet18_legacy`` (the
 world corpus's), ``bert_base`` and ``bert_base_dynamo`` (BERT-base's shape: 12 layers, hidden
 768, 12 heads, random weights; the first by the legacy exporter at opset 17, the second by the
-dynamo exporter, whose attention graphfix fuses itself; ``--small``: 2 layers), timed at
-batch 1 and 128 tokens.
+dynamo exporter, whose attention graphfix fuses itself; ``--small``: 2 layers), and asked for
+by ``--only llama_base``, a Llama-style decoder (hidden 1024, 16 heads, 4 key/value heads,
+4 layers, random weights, legacy exporter), timed at batch 1 and 128 tokens.
 
 Steps, per model:
 
@@ -56,7 +57,9 @@ BATCH, TOKENS = 1, 128
 BIG_BATCH = 32  # where float16's tensor cores have work enough to pay
 TRANSFORMER_HEADS = {"bert_base": (12, 768), "bert_base_dynamo": (12, 768),
                      "bert_legacy": (4, 128),
-                     "distilbert_legacy": (4, 128), "gpt2_legacy": (4, 128)}
+                     "distilbert_legacy": (4, 128), "gpt2_legacy": (4, 128),
+                     "llama_base": (16, 1024), "llama_legacy": (4, 128),
+                     "llama_dynamo": (4, 128), "qwen2_dynamo": (4, 128)}
 RESULTS: dict[str, Any] = {}
 
 
@@ -305,6 +308,42 @@ def _build(models: Path, small: bool, out: Path, only: list[str] | None) -> None
             _log(out, f"built {name} in {time.perf_counter() - started:.1f} s")
         except Exception as err:  # noqa: BLE001
             _log(out, f"{name} failed: {type(err).__name__}: {err}")
+    if only is not None and "llama_base" in only:
+        started = time.perf_counter()
+        try:
+            _export_llama(models / "llama_base.onnx", layers=2 if small else 4)
+            _log(out, f"built llama_base in {time.perf_counter() - started:.1f} s")
+        except Exception as err:  # noqa: BLE001
+            _log(out, f"llama_base failed: {type(err).__name__}: {err}")
+
+
+def _export_llama(path: Path, layers: int) -> None:
+    """A Llama-style decoder of a small deployed size (hidden 1024, 16 heads, 4 key/value
+    heads, rotary embeddings), random weights, by the legacy exporter at opset 17."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=2816,
+                         num_hidden_layers=layers, num_attention_heads=16,
+                         num_key_value_heads=4, max_position_embeddings=2048, use_cache=False,
+                         attn_implementation="eager")
+    model = LlamaForCausalLM(config).eval()
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):  # noqa: ANN001
+            return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    ids = torch.randint(0, config.vocab_size, (BATCH, TOKENS))
+    axes = {n: {0: "batch", 1: "sequence"} for n in ("input_ids", "attention_mask", "logits")}
+    with torch.no_grad():
+        torch.onnx.export(Wrapped(), (ids, torch.ones_like(ids)), str(path),
+                          input_names=["input_ids", "attention_mask"], output_names=["logits"],
+                          dynamic_axes=axes, opset_version=17, dynamo=False)
 
 
 def _export_bert(path: Path, layers: int, dynamo: bool = False) -> None:
@@ -412,7 +451,7 @@ def step_lower(c: dict[str, Any], out: Path, budget: float) -> None:
                    map(str, [BIG_BATCH, *dims[1:]])))]
     c["batched"] = ["--shape" if arg == "--bench-shape" else arg for arg in batched]
     variants += [(f"{label}_batch{BIG_BATCH}", flags + batched) for label, flags in variants
-                 if label in ("fp16", "fuse_fp16")]
+                 if label in ("fp16", "fuse", "fuse_fp16")]
     variants = [v for v in variants if not c["variants"] or v[0] in c["variants"]]
     made: dict[str, Path] = {}
     for label, flags in variants:
@@ -476,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run only these steps (default: all, in order)")
     parser.add_argument("--variants", nargs="*",
                         choices=["fp16", "fp16_forced", "fuse", "fuse_fp16", "fuse_fp16_forced",
-                                 f"fp16_batch{BIG_BATCH}", f"fuse_fp16_batch{BIG_BATCH}"],
+                                 f"fp16_batch{BIG_BATCH}", f"fuse_batch{BIG_BATCH}",
+                                 f"fuse_fp16_batch{BIG_BATCH}"],
                         help="graphfix's lowered variants to make (default: all)")
     parser.add_argument("--anchors", nargs="*", choices=["cc-fp16", "ort-fused"],
                         help="the anchors to make (default: all)")

@@ -219,7 +219,8 @@ class FuseTransformer(Pass):
             before = onnx.ModelProto()
             before.CopyFrom(fused)
             try:
-                fuse_attention(fused, chosen, shapes, types)  # Rule 7
+                fuse_attention(fused, chosen, shapes, types,  # Rule 7
+                               float16_packed=self.provider == "cuda")
             except Exception as err:  # noqa: BLE001 - a graph it misreads: ORT's fusions stand
                 logger.warning("fuse-transformer: graphfix's attention fusion failed (%s)",
                                _first_line(err))

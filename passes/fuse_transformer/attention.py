@@ -25,7 +25,12 @@ MultiHeadAttention's (batch, S, hidden) by a Transpose and a Reshape; k and v ar
 :func:`fuse_attention` replaces each such block by ``com.microsoft::MultiHeadAttention(Q, K, V,
 attention_bias=bias)`` with ``num_heads`` and the block's own ``scale``: the projections and
 their biases stay as they are, the block's Reshapes, Transposes, MatMuls, scaling and Softmax
-go (the last Reshape stays where it merges the heads into another shape than (batch,
+go. Where q, k and v are the projections of one input (self-attention: ``MatMul(x, W) + b``,
+constant weights and biases, read by the block alone), the three projections are packed into
+one weight and the block becomes ``com.microsoft::Attention(x, [Wq|Wk|Wv], [bq|bk|bv],
+attention_bias=bias)``: one matrix product where there were three, and the kernel ONNX
+Runtime's own BERT fusion uses (float32, and float16 where the caller runs on CUDA: ONNX
+Runtime's CPU Attention is float32 only). The rest (the last Reshape stays where it merges the heads into another shape than (batch,
 sequence, hidden), as GPT-2's into two dimensions). Only a block whose intermediate tensors
 nothing else reads is fused. The additive biases (the exporter's mask, ``0`` or the lowest
 float per key; T5's position bias) are summed into ``attention_bias`` when each has four
@@ -313,14 +318,75 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
                   query_split, reshape, same)
 
 
+def _projection(view: _View, name: str) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """``name = MatMul(x, W) [+ b]`` with W a constant matrix, b a constant vector of its width,
+    each read once on the way: ``(x, W, b)``, b zeros where there is none."""
+    node, bias = view.producer.get(name), None
+    if node is not None and node.op_type == "Add" and len(node.input) == 2:
+        for product, other in (list(node.input), list(node.input)[::-1]):
+            inner = view.producer.get(product)
+            if inner is not None and inner.op_type == "MatMul" and \
+                    view.only_reader(product) is node:
+                node, bias = inner, view.constant(other)
+                break
+        if bias is None:
+            return None
+    if node is None or node.op_type != "MatMul":
+        return None
+    weight = view.constant(node.input[1])
+    if weight is None or weight.ndim != 2 or weight.dtype.kind != "f":
+        return None
+    bias = np.zeros(weight.shape[1], weight.dtype) if bias is None else np.asarray(bias)
+    if bias.dtype != weight.dtype or bias.size != weight.shape[1] or \
+            any(d != 1 for d in bias.shape[:-1]):
+        return None
+    return node.input[0], weight, bias.reshape(-1)
+
+
+def _projection_nodes(view: _View, name: str) -> list[onnx.NodeProto]:
+    """The MatMul and Add of a projection :func:`_projection` read."""
+    node = view.producer[name]
+    if node.op_type == "Add":
+        return [node, *(view.producer[i] for i in node.input
+                        if i in view.producer and view.producer[i].op_type == "MatMul")]
+    return [node]
+
+
+def _packed(view: _View, block: _Block, num_heads: int, float16: bool
+            ) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """The input, packed weight and packed bias of a self-attention block whose q, k and v
+    are projections of one input, each read by the block alone; None for any other block."""
+    names = (block.query, block.key, block.value)
+    if block.query_split or len(set(names)) != 3 or \
+            any(view.only_reader(n) is None for n in names):
+        return None
+    parts = [_projection(view, n) for n in names]
+    if any(p is None for p in parts):
+        return None
+    inputs = {p[0] for p in parts}
+    weights = [p[1] for p in parts]
+    allowed = (np.float32, np.float16) if float16 else (np.float32,)
+    rank = view.rank(parts[0][0])  # unknown past ORT's fusions: then the projections'
+    if rank is None:
+        rank = view.rank(block.query)
+    if len(inputs) != 1 or rank != 3 or \
+            len({(w.shape, w.dtype) for w in weights}) != 1 or \
+            weights[0].dtype not in allowed or weights[0].shape[1] % num_heads:
+        return None
+    return (parts[0][0], np.concatenate(weights, axis=1),
+            np.concatenate([p[2] for p in parts]))
+
+
 def fuse_attention(model: onnx.ModelProto, num_heads: int,
                    shapes: dict[str, tuple[int | None, ...]] | None = None,
-                   types: dict[str, int] | None = None) -> int:
-    """Replace each attention block of ``model`` (in place) by ``MultiHeadAttention`` with
-    ``num_heads`` heads; returns how many were fused. Nodes left unread (the block's own, the
-    heads' Reshapes and Transposes only the blocks read) are removed. ``shapes`` and
-    ``types``: what shape inference on the model before other fusions says
-    (:func:`tensor_info`), beside the model's own value_info."""
+                   types: dict[str, int] | None = None, float16_packed: bool = False) -> int:
+    """Replace each attention block of ``model`` (in place) by ``Attention`` (q, k and v
+    projections of one input, packed) or ``MultiHeadAttention`` with ``num_heads`` heads;
+    returns how many were fused. Nodes left unread (the block's own, the heads' Reshapes and
+    Transposes only the blocks read, the projections packed) are removed, and the weights
+    packed with them. ``shapes`` and ``types``: what shape inference on the model before other
+    fusions says (:func:`tensor_info`), beside the model's own value_info.
+    ``float16_packed``: pack float16 projections too (the model runs on CUDA)."""
     view = _View(model, shapes, types)
     blocks = [b for b in (_block(view, n, num_heads) for n in model.graph.node
                           if n.op_type == "Softmax") if b is not None]
@@ -332,9 +398,12 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
     if any(b.query_split for b in blocks):
         model.graph.initializer.append(
             onnx.numpy_helper.from_array(np.array([0, 0, -1], np.int64), merge_heads))
+    unpacked: set[str] = set()  # the projections' constants, where packed
     for index, block in enumerate(blocks):
         prefix = f"graphfix_attention_{index}"
         added, bias = [], block.biases[0] if block.biases else ""
+        packed = _packed(view, block, num_heads, float16_packed)
+        rows_of = packed[0] if packed else block.query  # (batch, S, ...): S, for a bias
         if block.query_split:  # MultiHeadAttention takes the query as (batch, S, hidden)
             added += [
                 helper.make_node("Transpose", [block.query], [f"{prefix}_query_bsnh"],
@@ -351,16 +420,26 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
             # (batch, 1, 1, L), the mask as an encoder broadcasts it: MultiHeadAttention
             # takes one row per query, so the bias is expanded to the query's length
             if bias not in expanded:
-                nodes, expanded[bias] = _expand_rows(model, bias, block.query, prefix)
+                nodes, expanded[bias] = _expand_rows(model, bias, rows_of, prefix)
                 added += nodes
             bias = expanded[bias]
-        inputs = [block.query, block.key, block.value, "", "", bias]
+        if packed:
+            source, weight, packed_bias = packed
+            for suffix, value in (("qkv_weight", weight), ("qkv_bias", packed_bias)):
+                model.graph.initializer.append(
+                    onnx.numpy_helper.from_array(value, f"{prefix}_{suffix}"))
+            unpacked.update(name for n in (block.query, block.key, block.value)
+                            for node in _projection_nodes(view, n) for name in node.input)
+            op, inputs = "Attention", [source, f"{prefix}_qkv_weight", f"{prefix}_qkv_bias",
+                                       "", "", bias]
+        else:
+            op, inputs = "MultiHeadAttention", [block.query, block.key, block.value, "", "",
+                                                bias]
         while inputs and not inputs[-1]:
             inputs.pop()
         output = block.merge.output[0] if block.merged else f"{prefix}_output"
-        added.append(helper.make_node("MultiHeadAttention", inputs, [output], name=prefix,
-                                      domain=_CONTRIB, num_heads=num_heads,
-                                      scale=float(block.scale)))
+        added.append(helper.make_node(op, inputs, [output], name=prefix, domain=_CONTRIB,
+                                      num_heads=num_heads, scale=float(block.scale)))
         last = block.merge  # all the block reads is computed before it; it stays where it
         if not block.merged:  # gives another shape than MultiHeadAttention's
             last.input[0] = output
@@ -373,6 +452,12 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
         kept.extend(replacement.get(id(node), [node]))
     del model.graph.node[:]
     model.graph.node.extend(live_nodes(kept, [o.name for o in model.graph.output]))
+    read = {name for node in model.graph.node for name in node.input} | \
+        {o.name for o in model.graph.output}
+    dead = [t for t in model.graph.initializer
+            if t.name not in read and t.name in unpacked]  # the weights packed
+    for tensor in dead:
+        model.graph.initializer.remove(tensor)
     if not any(o.domain == _CONTRIB for o in model.opset_import):
         model.opset_import.add(domain=_CONTRIB, version=1)
     return len(blocks)

@@ -1,4 +1,5 @@
-"""graphfix's own attention fusion: the dynamo exporter's blocks, into MultiHeadAttention."""
+"""graphfix's own attention fusion: the dynamo exporter's blocks, into Attention (q, k and v
+projections of one input, packed) or MultiHeadAttention."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 
 def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}",
           key: str = "kt = Transpose<perm = [0, 2, 3, 1]>(kh)", extra_output: bool = False,
-          rows: int = 8, fill: str | None = None) -> onnx.ModelProto:
+          rows: int = 8, fill: str | None = None, cross: bool = False) -> onnx.ModelProto:
     """One attention block as torch.onnx's dynamo exporter writes it: q, k, v projected,
     split into 4 heads of 4, ``Softmax(q @ k * scale + bias) @ v``, heads merged by ``merge``.
     ``rows``: the first bias's rows (1: one for every query); ``fill``: that bias made of a
     boolean mask input as ``Where(m, 0, fill)``, and the probabilities guarded as torch's
-    scaled_dot_product_attention does (``Where(IsNaN(p), 0, p)``)."""
+    scaled_dot_product_attention does (``Where(IsNaN(p), 0, p)``); ``cross``: k and v
+    projected from another input (cross-attention) than q."""
     scaled = {"scores": "raw = MatMul(qt, kt)\n        s = Mul(raw, c)",
               "qk": "s = MatMul(qs, ks)"}[scale_on]
     bias_inputs = ", ".join(f"float[2,{1 if i == 0 else 4},{rows if i == 0 else 8},8] b{i}"
@@ -40,16 +42,16 @@ def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}
     out_shape = "[2,8,16]" if rank == 3 else "[16,16]"
     outputs = f"float{out_shape} y" + (", float[2,4,8,8] p" if extra_output else "")
     model = onnx.parser.parse_model(HEADER + f"""
-    g (float[2,8,16] x{", " if biases else ""}{bias_inputs}) => ({outputs}) {{
+    g (float[2,8,16] x{", float[2,8,16] xk" if cross else ""}{", " if biases else ""}{bias_inputs}) => ({outputs}) {{
         split = Constant<value = int64[4] {{2, 8, 4, 4}}>()
         back = Constant<value = int64[{rank}] {merge}>()
         c = Constant<value = float {{0.5}}>()
         h = Constant<value = float {{0.70710677}}>()
         qm = MatMul(x, Wq)
         q = Add(qm, bq)
-        km = MatMul(x, Wk)
+        km = MatMul({"xk" if cross else "x"}, Wk)
         k = Add(km, bk)
-        vm = MatMul(x, Wv)
+        vm = MatMul({"xk" if cross else "x"}, Wv)
         v = Add(vm, bv)
         qh = Reshape(q, split)
         qt = Transpose<perm = [0, 2, 1, 3]>(qh)
@@ -107,8 +109,29 @@ def _fused_and_exact(model: onnx.ModelProto, feeds: list | None = None) -> onnx.
     return fused
 
 
-def test_a_dynamo_attention_block_becomes_one_multi_head_attention():
-    fused = _fused_and_exact(block())
+def _attention(model: onnx.ModelProto) -> onnx.NodeProto:
+    return next(n for n in model.graph.node if n.op_type in ("Attention", "MultiHeadAttention"))
+
+
+def test_a_dynamo_self_attention_block_becomes_one_attention_with_its_projections_packed():
+    model = block()
+    fused = _fused_and_exact(model)
+    assert [n.op_type for n in fused.graph.node] == ["Attention"]  # projections included
+    node = fused.graph.node[0]
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert attributes["num_heads"] == 4 and attributes["scale"] == pytest.approx(0.5)
+    assert node.domain == "com.microsoft" and node.input[0] == "x" and node.input[5] == "b0"
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    packed = {t.name: numpy_helper.to_array(t) for t in fused.graph.initializer}
+    np.testing.assert_array_equal(
+        packed[node.input[1]], np.concatenate([weights[w] for w in ("Wq", "Wk", "Wv")], axis=1))
+    np.testing.assert_array_equal(
+        packed[node.input[2]], np.concatenate([weights[b] for b in ("bq", "bk", "bv")]))
+    assert not {"Wq", "Wk", "Wv", "bq", "bk", "bv"} & set(packed)  # no weight kept twice
+
+
+def test_a_dynamo_cross_attention_block_becomes_one_multi_head_attention():
+    fused = _fused_and_exact(block(cross=True))
     ops = [n.op_type for n in fused.graph.node]
     assert ops.count("MultiHeadAttention") == 1
     for gone in ("Softmax", "Transpose", "Reshape"):
@@ -120,26 +143,75 @@ def test_a_dynamo_attention_block_becomes_one_multi_head_attention():
     assert node.domain == "com.microsoft"
 
 
-def test_scale_on_q_and_k_the_other_key_transpose_and_no_bias():
-    node = next(n for n in _fused_and_exact(
-        block(scale_on="qk", biases=0, key="kq = Transpose<perm = [0, 2, 1, 3]>(kh)\n"
-              "kt = Transpose<perm = [0, 1, 3, 2]>(kq)")).graph.node
-        if n.op_type == "MultiHeadAttention")
+ATTENTION_OPS = [(False, "Attention"), (True, "MultiHeadAttention")]
+
+
+@pytest.mark.parametrize("cross,op", ATTENTION_OPS)
+def test_scale_on_q_and_k_the_other_key_transpose_and_no_bias(cross, op):
+    node = _attention(_fused_and_exact(
+        block(scale_on="qk", biases=0, cross=cross,
+              key="kq = Transpose<perm = [0, 2, 1, 3]>(kh)\n"
+              "kt = Transpose<perm = [0, 1, 3, 2]>(kq)")))
     scale = next(a.f for a in node.attribute if a.name == "scale")
-    assert scale == pytest.approx(0.5) and list(node.input) == ["q", "k", "v"]
+    assert node.op_type == op and scale == pytest.approx(0.5)
+    assert list(node.input) == (["q", "k", "v"] if cross else
+                                ["x", "graphfix_attention_0_qkv_weight",
+                                 "graphfix_attention_0_qkv_bias"])
 
 
-def test_two_biases_are_summed_into_one_attention_bias():
-    fused = _fused_and_exact(block(biases=2))  # T5: position bias, then the mask
-    node = next(n for n in fused.graph.node if n.op_type == "MultiHeadAttention")
+@pytest.mark.parametrize("cross,op", ATTENTION_OPS)
+def test_two_biases_are_summed_into_one_attention_bias(cross, op):
+    fused = _fused_and_exact(block(biases=2, cross=cross))  # T5: position bias, then the mask
+    node = _attention(fused)
     adder = next(n for n in fused.graph.node if n.output[0] == node.input[5])
-    assert adder.op_type == "Add" and set(adder.input) == {"b0", "b1"}
+    assert node.op_type == op and adder.op_type == "Add" and set(adder.input) == {"b0", "b1"}
 
 
-def test_heads_merged_into_another_shape_keep_their_reshape():
-    fused = _fused_and_exact(block(merge="{16, 16}"))  # GPT-2: straight to two dimensions
+@pytest.mark.parametrize("cross,op", ATTENTION_OPS)
+def test_heads_merged_into_another_shape_keep_their_reshape(cross, op):
+    # GPT-2: straight to two dimensions
+    fused = _fused_and_exact(block(merge="{16, 16}", cross=cross))
     ops = [n.op_type for n in fused.graph.node]
-    assert ops.count("Reshape") == 1 and ops.index("MultiHeadAttention") < ops.index("Reshape")
+    assert ops.count("Reshape") == 1 and ops.index(op) < ops.index("Reshape")
+
+
+def _half(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its float tensors (weights, Constants, inputs, outputs) float16."""
+    half = onnx.ModelProto()
+    half.CopyFrom(model)
+    for tensor in half.graph.initializer:
+        tensor.CopyFrom(numpy_helper.from_array(
+            numpy_helper.to_array(tensor).astype(np.float16), tensor.name))
+    for node in half.graph.node:
+        for attr in node.attribute:
+            if attr.name == "value" and attr.t.data_type == onnx.TensorProto.FLOAT:
+                attr.t.CopyFrom(numpy_helper.from_array(
+                    numpy_helper.to_array(attr.t).astype(np.float16), attr.t.name))
+    for value in [*half.graph.input, *half.graph.output]:
+        if value.type.tensor_type.elem_type == onnx.TensorProto.FLOAT:
+            value.type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
+    return half
+
+
+@pytest.mark.parametrize("on_cuda,op", [(False, "MultiHeadAttention"), (True, "Attention")])
+def test_float16_projections_are_packed_only_for_cuda(on_cuda, op):
+    # ONNX Runtime's CPU Attention kernel is float32 only; MultiHeadAttention has float16
+    model = _half(block())
+    fused = onnx.ModelProto()
+    fused.CopyFrom(model)
+    assert fuse_attention(fused, 4, *tensor_info(model), float16_packed=on_cuda) == 1
+    assert _attention(fused).op_type == op
+    weights = [t for t in fused.graph.initializer if list(t.dims) == [16, 48]]
+    assert len(weights) == (1 if on_cuda else 0)
+    assert all(w.data_type == onnx.TensorProto.FLOAT16 for w in weights)
+
+
+def test_a_projection_read_elsewhere_is_not_packed():
+    model = block()
+    model.graph.output.append(onnx.helper.make_tensor_value_info(
+        "k", onnx.TensorProto.FLOAT, [2, 8, 16]))  # the key projection, an output too
+    fused = _fused_and_exact(model)
+    assert _attention(fused).op_type == "MultiHeadAttention"
 
 
 def test_a_block_whose_probabilities_are_read_elsewhere_is_left_alone():
@@ -148,18 +220,21 @@ def test_a_block_whose_probabilities_are_read_elsewhere_is_left_alone():
     assert any(n.op_type == "Softmax" for n in model.graph.node)
 
 
-def test_fuse_transformer_fuses_what_ort_does_not_match_and_checks_it():
-    model = block()
+@pytest.mark.parametrize("cross,op", ATTENTION_OPS)
+def test_fuse_transformer_fuses_what_ort_does_not_match_and_checks_it(cross, op):
+    model = block(cross=cross)
     result = FuseTransformer(feeds=_feeds(model))(model)
-    assert result.details["fused"].get("MultiHeadAttention") == 1
+    assert result.details["fused"].get(op) == 1
     assert result.stats["attention_fused"] == 1 and result.stats["num_heads"] == 4
 
 
-def test_a_bias_of_one_row_for_every_query_is_expanded_to_the_querys_length():
-    # an encoder's mask broadcast as (batch, 1, 1, L): MultiHeadAttention takes one row per
+@pytest.mark.parametrize("cross,op", ATTENTION_OPS)
+def test_a_bias_of_one_row_for_every_query_is_expanded_to_the_querys_length(cross, op):
+    # an encoder's mask broadcast as (batch, 1, 1, L): (Multi-Head)Attention takes one row per
     # query, and refuses it otherwise
-    fused = _fused_and_exact(block(rows=1))
-    node = next(n for n in fused.graph.node if n.op_type == "MultiHeadAttention")
+    fused = _fused_and_exact(block(rows=1, cross=cross))
+    node = _attention(fused)
+    assert node.op_type == op
     expand = next(n for n in fused.graph.node if n.output[0] == node.input[5])
     assert expand.op_type == "Expand" and expand.input[0] == "b0"
 
