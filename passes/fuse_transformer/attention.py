@@ -30,8 +30,9 @@ constant weights and biases, read by the block alone), the three projections are
 one weight and the block becomes ``com.microsoft::Attention(x, [Wq|Wk|Wv], [bq|bk|bv],
 attention_bias=bias)``: one matrix product where there were three, and the kernel ONNX
 Runtime's own BERT fusion uses (float32, and float16 where the caller runs on CUDA: ONNX
-Runtime's CPU Attention is float32 only). The rest (the last Reshape stays where it merges the heads into another shape than (batch,
-sequence, hidden), as GPT-2's into two dimensions). Only a block whose intermediate tensors
+Runtime's CPU provider has no float16 Attention kernel and runs it in float32 between casts
+it inserts). The last Reshape stays where it merges the heads into another shape than (batch,
+sequence, hidden), as GPT-2's into two dimensions. Only a block whose intermediate tensors
 nothing else reads is fused. The additive biases (the exporter's mask, ``0`` or the lowest
 float per key; T5's position bias) are summed into ``attention_bias`` when each has four
 dimensions (as shape inference says), and a bias of one row for every query (batch, 1, 1, L)
@@ -343,24 +344,32 @@ def _projection(view: _View, name: str) -> tuple[str, np.ndarray, np.ndarray] | 
     return node.input[0], weight, bias.reshape(-1)
 
 
-def _projection_nodes(view: _View, name: str) -> list[onnx.NodeProto]:
-    """The MatMul and Add of a projection :func:`_projection` read."""
-    node = view.producer[name]
-    if node.op_type == "Add":
-        return [node, *(view.producer[i] for i in node.input
-                        if i in view.producer and view.producer[i].op_type == "MatMul")]
-    return [node]
+@dataclasses.dataclass
+class _Packing:
+    source: str  # the input q, k and v are projected from
+    weight: np.ndarray  # [Wq|Wk|Wv]
+    bias: np.ndarray  # [bq|bk|bv]
+    factor: float  # scalings of q and k after their projections, for Attention's scale
+    read: set[str]  # what the packed projections read: their constants go with them
 
 
-def _packed(view: _View, block: _Block, num_heads: int, float16: bool
-            ) -> tuple[str, np.ndarray, np.ndarray] | None:
-    """The input, packed weight and packed bias of a self-attention block whose q, k and v
-    are projections of one input, each read by the block alone; None for any other block."""
+def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packing | None:
+    """The packing of a self-attention block whose q, k and v are projections of one input
+    (q and k maybe scaled after it, as Whisper's and BART's q), each read by the block alone;
+    None for any other block."""
     names = (block.query, block.key, block.value)
     if block.query_split or len(set(names)) != 3 or \
             any(view.only_reader(n) is None for n in names):
         return None
-    parts = [_projection(view, n) for n in names]
+    factor, projected, read = 1.0, [], set()
+    for name in names:
+        inner, more, scaling = _unscale(view, name)
+        if scaling and (name == block.value or view.only_reader(inner) is not scaling[0]):
+            return None  # a factor on v scales the output, not the scores
+        factor *= more
+        projected.append(inner)
+        read.update(i for node in scaling for i in node.input)
+    parts = [_projection(view, n) for n in projected]
     if any(p is None for p in parts):
         return None
     inputs = {p[0] for p in parts}
@@ -368,13 +377,19 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool
     allowed = (np.float32, np.float16) if float16 else (np.float32,)
     rank = view.rank(parts[0][0])  # unknown past ORT's fusions: then the projections'
     if rank is None:
-        rank = view.rank(block.query)
+        rank = view.rank(projected[0])
     if len(inputs) != 1 or rank != 3 or \
             len({(w.shape, w.dtype) for w in weights}) != 1 or \
             weights[0].dtype not in allowed or weights[0].shape[1] % num_heads:
         return None
-    return (parts[0][0], np.concatenate(weights, axis=1),
-            np.concatenate([p[2] for p in parts]))
+    for name in projected:
+        node = view.producer[name]
+        chain = [node] + [view.producer[i] for i in node.input
+                          if node.op_type == "Add" and i in view.producer]
+        for step in chain:
+            read.update(step.input)
+    return _Packing(parts[0][0], np.concatenate(weights, axis=1),
+                    np.concatenate([p[2] for p in parts]), factor, read)
 
 
 def fuse_attention(model: onnx.ModelProto, num_heads: int,
@@ -403,7 +418,7 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
         prefix = f"graphfix_attention_{index}"
         added, bias = [], block.biases[0] if block.biases else ""
         packed = _packed(view, block, num_heads, float16_packed)
-        rows_of = packed[0] if packed else block.query  # (batch, S, ...): S, for a bias
+        rows_of = packed.source if packed else block.query  # (batch, S, ...): S, for a bias
         if block.query_split:  # MultiHeadAttention takes the query as (batch, S, hidden)
             added += [
                 helper.make_node("Transpose", [block.query], [f"{prefix}_query_bsnh"],
@@ -423,15 +438,15 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
                 nodes, expanded[bias] = _expand_rows(model, bias, rows_of, prefix)
                 added += nodes
             bias = expanded[bias]
+        scale = block.scale
         if packed:
-            source, weight, packed_bias = packed
-            for suffix, value in (("qkv_weight", weight), ("qkv_bias", packed_bias)):
+            for suffix, value in (("qkv_weight", packed.weight), ("qkv_bias", packed.bias)):
                 model.graph.initializer.append(
                     onnx.numpy_helper.from_array(value, f"{prefix}_{suffix}"))
-            unpacked.update(name for n in (block.query, block.key, block.value)
-                            for node in _projection_nodes(view, n) for name in node.input)
-            op, inputs = "Attention", [source, f"{prefix}_qkv_weight", f"{prefix}_qkv_bias",
-                                       "", "", bias]
+            unpacked.update(packed.read)
+            scale *= packed.factor
+            op, inputs = "Attention", [packed.source, f"{prefix}_qkv_weight",
+                                       f"{prefix}_qkv_bias", "", "", bias]
         else:
             op, inputs = "MultiHeadAttention", [block.query, block.key, block.value, "", "",
                                                 bias]
@@ -439,7 +454,7 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
             inputs.pop()
         output = block.merge.output[0] if block.merged else f"{prefix}_output"
         added.append(helper.make_node(op, inputs, [output], name=prefix, domain=_CONTRIB,
-                                      num_heads=num_heads, scale=float(block.scale)))
+                                      num_heads=num_heads, scale=float(scale)))
         last = block.merge  # all the block reads is computed before it; it stays where it
         if not block.merged:  # gives another shape than MultiHeadAttention's
             last.input[0] = output

@@ -17,13 +17,15 @@ HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 
 def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}",
           key: str = "kt = Transpose<perm = [0, 2, 3, 1]>(kh)", extra_output: bool = False,
-          rows: int = 8, fill: str | None = None, cross: bool = False) -> onnx.ModelProto:
+          rows: int = 8, fill: str | None = None, cross: bool = False,
+          scaled_query: bool = False) -> onnx.ModelProto:
     """One attention block as torch.onnx's dynamo exporter writes it: q, k, v projected,
     split into 4 heads of 4, ``Softmax(q @ k * scale + bias) @ v``, heads merged by ``merge``.
     ``rows``: the first bias's rows (1: one for every query); ``fill``: that bias made of a
     boolean mask input as ``Where(m, 0, fill)``, and the probabilities guarded as torch's
     scaled_dot_product_attention does (``Where(IsNaN(p), 0, p)``); ``cross``: k and v
-    projected from another input (cross-attention) than q."""
+    projected from another input (cross-attention) than q; ``scaled_query``: q scaled after
+    its projection, before the split (Whisper's, BART's ``q_proj(x) * scaling``)."""
     scaled = {"scores": "raw = MatMul(qt, kt)\n        s = Mul(raw, c)",
               "qk": "s = MatMul(qs, ks)"}[scale_on]
     bias_inputs = ", ".join(f"float[2,{1 if i == 0 else 4},{rows if i == 0 else 8},8] b{i}"
@@ -48,7 +50,7 @@ def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}
         c = Constant<value = float {{0.5}}>()
         h = Constant<value = float {{0.70710677}}>()
         qm = MatMul(x, Wq)
-        q = Add(qm, bq)
+        {"qa = Add(qm, bq)" + chr(10) + "q = Mul(qa, h)" if scaled_query else "q = Add(qm, bq)"}
         km = MatMul({"xk" if cross else "x"}, Wk)
         k = Add(km, bk)
         vm = MatMul({"xk" if cross else "x"}, Wv)
@@ -130,6 +132,13 @@ def test_a_dynamo_self_attention_block_becomes_one_attention_with_its_projection
     assert not {"Wq", "Wk", "Wv", "bq", "bk", "bv"} & set(packed)  # no weight kept twice
 
 
+def test_a_query_scaled_after_its_projection_is_packed_with_the_factor_in_the_scale():
+    fused = _fused_and_exact(block(scaled_query=True))
+    assert [n.op_type for n in fused.graph.node] == ["Attention"]
+    scale = next(a.f for a in fused.graph.node[0].attribute if a.name == "scale")
+    assert scale == pytest.approx(0.5 * 0.70710677)
+
+
 def test_a_dynamo_cross_attention_block_becomes_one_multi_head_attention():
     fused = _fused_and_exact(block(cross=True))
     ops = [n.op_type for n in fused.graph.node]
@@ -195,7 +204,8 @@ def _half(model: onnx.ModelProto) -> onnx.ModelProto:
 
 @pytest.mark.parametrize("on_cuda,op", [(False, "MultiHeadAttention"), (True, "Attention")])
 def test_float16_projections_are_packed_only_for_cuda(on_cuda, op):
-    # ONNX Runtime's CPU Attention kernel is float32 only; MultiHeadAttention has float16
+    # ONNX Runtime's CPU provider has no float16 Attention kernel (it runs one in float32
+    # between casts it inserts): packed only where the model runs on CUDA
     model = _half(block())
     fused = onnx.ModelProto()
     fused.CopyFrom(model)
