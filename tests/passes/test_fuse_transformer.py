@@ -192,12 +192,15 @@ def test_the_fused_attention_reads_the_mask_itself_and_is_exact_on_masks_with_ho
 @pytest.mark.skipif(importlib.util.find_spec("onnxscript") is None, reason="needs onnxscript")
 def test_the_dynamo_exporters_attention_is_fused_by_graphfix_and_exact(tmp_path):
     # ONNX Runtime's attention patterns match none of the dynamo exporter's blocks: graphfix
-    # fuses them into MultiHeadAttention itself, and the check holds on masks with holes.
+    # fuses them itself (self-attention: Attention with q, k and v packed into one weight),
+    # and the check holds on masks with holes.
     model = _eager_bert(tmp_path / "bert.onnx", dynamo=True)
     feeds = _padding_feeds()
     feeds[0]["attention_mask"][0, 2] = 0
     result = FuseTransformer(feeds=feeds)(model)
-    assert result.details["fused"].get("MultiHeadAttention") == 1, result.details
+    assert result.details["fused"].get("Attention") == 1, result.details
+    node = next(n for n in result.model.graph.node if n.op_type == "Attention")
+    assert node.name.startswith("graphfix_attention_")  # graphfix's, not ORT's
     names = [o.name for o in model.graph.output]
     expected = run_outputs(model, feeds, names)
     got = run_outputs(result.model, feeds, names)
