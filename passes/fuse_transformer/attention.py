@@ -48,7 +48,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from graphfix.graph import live_nodes
+from graphfix.graph import drop_unread_initializers, live_nodes
 from .heads import GraphView
 
 __all__ = ["fuse_attention", "tensor_info", "tensor_shapes"]
@@ -319,16 +319,35 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
                   query_split, reshape, same)
 
 
-def _projection(view: _View, name: str) -> tuple[str, np.ndarray, np.ndarray] | None:
-    """``name = MatMul(x, W) [+ b]`` with W a constant matrix, b a constant vector of its width,
-    each read once on the way: ``(x, W, b)``, b zeros where there is none."""
-    node, bias = view.producer.get(name), None
+@dataclasses.dataclass
+class _Projection:
+    source: str  # x
+    weight: np.ndarray
+    bias: np.ndarray  # zeros where there is none
+    matmul: onnx.NodeProto
+    names: tuple[str, str]  # the weight's and the bias's constants ("" for none)
+
+
+def _constant_name(view: _View, name: str) -> str:
+    """The initializer (or Constant) behind ``name``, through the Identity nodes exporters
+    alias shared weights with."""
+    node = view.producer.get(name)
+    while node is not None and node.op_type == "Identity":
+        name = node.input[0]
+        node = view.producer.get(name)
+    return name
+
+
+def _projection(view: _View, name: str) -> _Projection | None:
+    """``name = MatMul(x, W) [+ b]`` with W a constant matrix, b a constant vector of its
+    width, each step read once on the way."""
+    node, bias, bias_name = view.producer.get(name), None, ""
     if node is not None and node.op_type == "Add" and len(node.input) == 2:
         for product, other in (list(node.input), list(node.input)[::-1]):
             inner = view.producer.get(product)
             if inner is not None and inner.op_type == "MatMul" and \
                     view.only_reader(product) is node:
-                node, bias = inner, view.constant(other)
+                node, bias, bias_name = inner, view.constant(other), other
                 break
         if bias is None:
             return None
@@ -341,7 +360,23 @@ def _projection(view: _View, name: str) -> tuple[str, np.ndarray, np.ndarray] | 
     if bias.dtype != weight.dtype or bias.size != weight.shape[1] or \
             any(d != 1 for d in bias.shape[:-1]):
         return None
-    return node.input[0], weight, bias.reshape(-1)
+    return _Projection(node.input[0], weight, bias.reshape(-1), node,
+                       (_constant_name(view, node.input[1]),
+                        _constant_name(view, bias_name) if bias_name else ""))
+
+
+def _read_only_by(view: _View, name: str, readers: set[int]) -> bool:
+    """Whether every node reading ``name`` (through Identity aliases) is one of ``readers``
+    (by id), and no graph output is ``name``."""
+    if name in view.outputs:
+        return False
+    for node in view.readers.get(name, []):
+        if node.op_type == "Identity":
+            if not _read_only_by(view, node.output[0], readers):
+                return False
+        elif id(node) not in readers:
+            return False
+    return True
 
 
 @dataclasses.dataclass
@@ -350,7 +385,8 @@ class _Packing:
     weight: np.ndarray  # [Wq|Wk|Wv]
     bias: np.ndarray  # [bq|bk|bv]
     factor: float  # scalings of q and k after their projections, for Attention's scale
-    read: set[str]  # what the packed projections read: their constants go with them
+    key: tuple[str, ...]  # the weights, then the biases packed: blocks of one key share them
+    matmuls: list[onnx.NodeProto]  # the projections' MatMuls, which the packing replaces
 
 
 def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packing | None:
@@ -361,35 +397,44 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packi
     if block.query_split or len(set(names)) != 3 or \
             any(view.only_reader(n) is None for n in names):
         return None
-    factor, projected, read = 1.0, [], set()
+    factor, projected = 1.0, []
     for name in names:
         inner, more, scaling = _unscale(view, name)
         if scaling and (name == block.value or view.only_reader(inner) is not scaling[0]):
             return None  # a factor on v scales the output, not the scores
         factor *= more
         projected.append(inner)
-        read.update(i for node in scaling for i in node.input)
     parts = [_projection(view, n) for n in projected]
     if any(p is None for p in parts):
         return None
-    inputs = {p[0] for p in parts}
-    weights = [p[1] for p in parts]
+    weights = [p.weight for p in parts]
     allowed = (np.float32, np.float16) if float16 else (np.float32,)
-    rank = view.rank(parts[0][0])  # unknown past ORT's fusions: then the projections'
+    rank = view.rank(parts[0].source)  # unknown past ORT's fusions: then the projections'
     if rank is None:
         rank = view.rank(projected[0])
-    if len(inputs) != 1 or rank != 3 or \
+    if len({p.source for p in parts}) != 1 or rank != 3 or \
             len({(w.shape, w.dtype) for w in weights}) != 1 or \
             weights[0].dtype not in allowed or weights[0].shape[1] % num_heads:
         return None
-    for name in projected:
-        node = view.producer[name]
-        chain = [node] + [view.producer[i] for i in node.input
-                          if node.op_type == "Add" and i in view.producer]
-        for step in chain:
-            read.update(step.input)
-    return _Packing(parts[0][0], np.concatenate(weights, axis=1),
-                    np.concatenate([p[2] for p in parts]), factor, read)
+    return _Packing(parts[0].source, np.concatenate(weights, axis=1),
+                    np.concatenate([p.bias for p in parts]), factor,
+                    tuple(p.names[0] for p in parts) + tuple(p.names[1] for p in parts),
+                    [p.matmul for p in parts])
+
+
+def _packings(view: _View, blocks: list[_Block], num_heads: int, float16: bool
+              ) -> list[_Packing | None]:
+    """Each block's packing, where the weights it packs are read by the projections packed
+    alone (one packing per set of weights, shared by the blocks that read them, as an
+    ALBERT's layers do): a weight read elsewhere too would be kept twice, packed and not."""
+    found = [_packed(view, block, num_heads, float16) for block in blocks]
+    by_key: dict[tuple[str, ...], set[int]] = {}
+    for packing in found:
+        if packing is not None:
+            by_key.setdefault(packing.key, set()).update(id(m) for m in packing.matmuls)
+    sole = {key: all(_read_only_by(view, name, matmuls) for name in key[:3])
+            for key, matmuls in by_key.items()}
+    return [p if p is not None and sole[p.key] else None for p in found]
 
 
 def fuse_attention(model: onnx.ModelProto, num_heads: int,
@@ -413,11 +458,11 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
     if any(b.query_split for b in blocks):
         model.graph.initializer.append(
             onnx.numpy_helper.from_array(np.array([0, 0, -1], np.int64), merge_heads))
-    unpacked: set[str] = set()  # the projections' constants, where packed
-    for index, block in enumerate(blocks):
+    packed_names: dict[tuple[str, ...], tuple[str, str]] = {}  # key: packed weight, bias
+    packings = _packings(view, blocks, num_heads, float16_packed)
+    for index, (block, packed) in enumerate(zip(blocks, packings)):
         prefix = f"graphfix_attention_{index}"
         added, bias = [], block.biases[0] if block.biases else ""
-        packed = _packed(view, block, num_heads, float16_packed)
         rows_of = packed.source if packed else block.query  # (batch, S, ...): S, for a bias
         if block.query_split:  # MultiHeadAttention takes the query as (batch, S, hidden)
             added += [
@@ -440,13 +485,13 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
             bias = expanded[bias]
         scale = block.scale
         if packed:
-            for suffix, value in (("qkv_weight", packed.weight), ("qkv_bias", packed.bias)):
-                model.graph.initializer.append(
-                    onnx.numpy_helper.from_array(value, f"{prefix}_{suffix}"))
-            unpacked.update(packed.read)
+            if packed.key not in packed_names:
+                packed_names[packed.key] = (f"{prefix}_qkv_weight", f"{prefix}_qkv_bias")
+                for name, value in zip(packed_names[packed.key], (packed.weight, packed.bias)):
+                    model.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
             scale *= packed.factor
-            op, inputs = "Attention", [packed.source, f"{prefix}_qkv_weight",
-                                       f"{prefix}_qkv_bias", "", "", bias]
+            op, inputs = "Attention", [packed.source, *packed_names[packed.key], "", "",
+                                       bias]
         else:
             op, inputs = "MultiHeadAttention", [block.query, block.key, block.value, "", "",
                                                 bias]
@@ -467,12 +512,7 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
         kept.extend(replacement.get(id(node), [node]))
     del model.graph.node[:]
     model.graph.node.extend(live_nodes(kept, [o.name for o in model.graph.output]))
-    read = {name for node in model.graph.node for name in node.input} | \
-        {o.name for o in model.graph.output}
-    dead = [t for t in model.graph.initializer
-            if t.name not in read and t.name in unpacked]  # the weights packed
-    for tensor in dead:
-        model.graph.initializer.remove(tensor)
+    drop_unread_initializers(model.graph)  # the weights packed, the heads' shapes
     if not any(o.domain == _CONTRIB for o in model.opset_import):
         model.opset_import.add(domain=_CONTRIB, version=1)
     return len(blocks)

@@ -389,3 +389,55 @@ def test_a_rotated_key_read_elsewhere_stays_computed():
 def test_a_query_of_other_heads_than_given_is_not_fused():
     model = llama_block()
     assert fuse_attention(model, 2, tensor_shapes(model)) == 0
+
+
+def _two_blocks_sharing_weights() -> onnx.ModelProto:
+    """Two self-attention blocks in a row reading one set of weights, as an ALBERT's layers
+    do: the second reads the first's output ``y`` and gives ``b2_y``."""
+    model = block()
+    second = onnx.compose.add_prefix(block(), "b2_")
+    shared = {f"b2_{w}": w for w in ("Wq", "Wk", "Wv", "bq", "bk", "bv")}
+    shared["b2_x"] = "y"
+    for node in second.graph.node:
+        for position, name in enumerate(node.input):
+            node.input[position] = shared.get(name, name)
+    model.graph.node.extend(second.graph.node)
+    model.graph.input.extend(i for i in second.graph.input if i.name != "b2_x")
+    model.graph.output.extend(second.graph.output)
+    return model
+
+
+def test_blocks_sharing_their_weights_share_one_packed_weight():
+    model = _two_blocks_sharing_weights()
+    fused = onnx.ModelProto()
+    fused.CopyFrom(model)
+    assert fuse_attention(fused, 4, *tensor_info(model)) == 2
+    nodes = [n for n in fused.graph.node if n.op_type == "Attention"]
+    assert len(nodes) == 2 and nodes[0].input[1:3] == nodes[1].input[1:3]
+    assert [list(t.dims) for t in fused.graph.initializer] == [[16, 48], [48]]
+    names = [o.name for o in model.graph.output]
+    expected = run_outputs(model, _feeds(model), names)
+    got = run_outputs(fused, _feeds(model), names)
+    np.testing.assert_allclose(got[0]["b2_y"], expected[0]["b2_y"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_weight_read_elsewhere_is_not_packed_into_a_second_copy():
+    # packing Wq while another node reads it would keep its bytes twice
+    model = block()
+    model.graph.node.append(onnx.helper.make_node("MatMul", ["x", "Wq"], ["side"]))
+    model.graph.output.append(onnx.helper.make_tensor_value_info(
+        "side", onnx.TensorProto.FLOAT, [2, 8, 16]))
+    fused = _fused_and_exact(model)
+    assert _attention(fused).op_type == "MultiHeadAttention"
+    assert not any(list(t.dims) == [16, 48] for t in fused.graph.initializer)
+
+
+def test_a_weight_aliased_by_identity_is_packed_and_dropped():
+    model = block()
+    for node in model.graph.node:
+        if node.op_type == "MatMul" and "Wk" in node.input:
+            node.input[1] = "Wk_alias"
+    model.graph.node.insert(0, onnx.helper.make_node("Identity", ["Wk"], ["Wk_alias"]))
+    fused = _fused_and_exact(model)
+    assert [n.op_type for n in fused.graph.node] == ["Attention"]
+    assert "Wk" not in {t.name for t in fused.graph.initializer}
