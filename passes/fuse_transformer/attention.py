@@ -404,11 +404,19 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packi
             return None  # a factor on v scales the output, not the scores
         factor *= more
         projected.append(inner)
+    allowed = (np.float32, np.float16) if float16 else (np.float32,)
+    joint = _split_projection(view, projected)
+    if joint is not None:  # GPT-2's c_attn: one projection, split into q, k and v
+        width = joint.weight.shape[1]
+        if joint.weight.dtype not in allowed or width % (3 * num_heads) or \
+                view.rank(projected[0]) != 3:
+            return None
+        return _Packing(joint.source, joint.weight, joint.bias, factor,
+                        (joint.names[0], "", "", joint.names[1], "", ""), [joint.matmul])
     parts = [_projection(view, n) for n in projected]
     if any(p is None for p in parts):
         return None
     weights = [p.weight for p in parts]
-    allowed = (np.float32, np.float16) if float16 else (np.float32,)
     rank = view.rank(parts[0].source)  # unknown past ORT's fusions: then the projections'
     if rank is None:
         rank = view.rank(projected[0])
@@ -422,6 +430,22 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packi
                     [p.matmul for p in parts])
 
 
+def _split_projection(view: _View, names: list[str]) -> _Projection | None:
+    """The projection that ``names`` (q, k, v) are the three equal parts of, in that order,
+    split along the last axis, the split read by nothing else; None for anything else."""
+    split = view.producer.get(names[0])
+    if split is None or split.op_type != "Split" or list(split.output) != list(names):
+        return None
+    axis = next((a.i for a in split.attribute if a.name == "axis"), 0)
+    if axis not in (-1, 2) or view.only_reader(split.input[0]) is not split:
+        return None
+    sizes = view.constant(split.input[1]) if len(split.input) > 1 and split.input[1] else \
+        next((np.array(a.ints) for a in split.attribute if a.name == "split"), None)
+    if sizes is not None and len(set(np.asarray(sizes).reshape(-1).tolist())) != 1:
+        return None
+    return _projection(view, split.input[0])
+
+
 def _packings(view: _View, blocks: list[_Block], num_heads: int, float16: bool
               ) -> list[_Packing | None]:
     """Each block's packing, where the weights it packs are read by the projections packed
@@ -432,7 +456,7 @@ def _packings(view: _View, blocks: list[_Block], num_heads: int, float16: bool
     for packing in found:
         if packing is not None:
             by_key.setdefault(packing.key, set()).update(id(m) for m in packing.matmuls)
-    sole = {key: all(_read_only_by(view, name, matmuls) for name in key[:3])
+    sole = {key: all(_read_only_by(view, name, matmuls) for name in key[:3] if name)
             for key, matmuls in by_key.items()}
     return [p if p is not None and sole[p.key] else None for p in found]
 
