@@ -387,16 +387,24 @@ class _Packing:
     factor: float  # scalings of q and k after their projections, for Attention's scale
     key: tuple[str, ...]  # the weights, then the biases packed: blocks of one key share them
     matmuls: list[onnx.NodeProto]  # the projections' MatMuls, which the packing replaces
+    shapes: list[onnx.NodeProto]  # Shape nodes reading q, k or v: they read the input instead
 
 
 def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packing | None:
     """The packing of a self-attention block whose q, k and v are projections of one input
-    (q and k maybe scaled after it, as Whisper's and BART's q), each read by the block alone;
-    None for any other block."""
+    (q and k maybe scaled after it, as Whisper's and BART's q), each read by the block alone
+    (and by Shape nodes, where q, k and v have the input's shape: a legacy export reads k's
+    sizes so); None for any other block."""
     names = (block.query, block.key, block.value)
-    if block.query_split or len(set(names)) != 3 or \
-            any(view.only_reader(n) is None for n in names):
+    if block.query_split or len(set(names)) != 3:
         return None
+    shapes: list[onnx.NodeProto] = []
+    for name in names:
+        readers = view.readers.get(name, [])
+        others = [r for r in readers if r.op_type != "Shape"]
+        if len(others) != 1 or name in view.outputs:
+            return None
+        shapes += [r for r in readers if r.op_type == "Shape"]
     factor, projected = 1.0, []
     for name in names:
         inner, more, scaling = _unscale(view, name)
@@ -409,10 +417,12 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packi
     if joint is not None:  # GPT-2's c_attn: one projection, split into q, k and v
         width = joint.weight.shape[1]
         if joint.weight.dtype not in allowed or width % (3 * num_heads) or \
-                view.rank(projected[0]) != 3:
+                view.rank(projected[0]) != 3 or \
+                shapes and joint.weight.shape[0] * 3 != width:
             return None
         return _Packing(joint.source, joint.weight, joint.bias, factor,
-                        (joint.names[0], "", "", joint.names[1], "", ""), [joint.matmul])
+                        (joint.names[0], "", "", joint.names[1], "", ""), [joint.matmul],
+                        shapes)
     parts = [_projection(view, n) for n in projected]
     if any(p is None for p in parts):
         return None
@@ -422,12 +432,13 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packi
         rank = view.rank(projected[0])
     if len({p.source for p in parts}) != 1 or rank != 3 or \
             len({(w.shape, w.dtype) for w in weights}) != 1 or \
-            weights[0].dtype not in allowed or weights[0].shape[1] % num_heads:
+            weights[0].dtype not in allowed or weights[0].shape[1] % num_heads or \
+            shapes and weights[0].shape[0] != weights[0].shape[1]:
         return None
     return _Packing(parts[0].source, np.concatenate(weights, axis=1),
                     np.concatenate([p.bias for p in parts]), factor,
                     tuple(p.names[0] for p in parts) + tuple(p.names[1] for p in parts),
-                    [p.matmul for p in parts])
+                    [p.matmul for p in parts], shapes)
 
 
 def _split_projection(view: _View, names: list[str]) -> _Projection | None:
@@ -514,6 +525,8 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
                 for name, value in zip(packed_names[packed.key], (packed.weight, packed.bias)):
                     model.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
             scale *= packed.factor
+            for shape in packed.shapes:  # q, k and v have the input's shape
+                shape.input[0] = packed.source
             op, inputs = "Attention", [packed.source, *packed_names[packed.key], "", "",
                                        bias]
         else:

@@ -171,6 +171,19 @@ def test_q_k_and_v_split_from_one_projection_are_packed_as_they_are():
     assert len(fused.graph.initializer) == 2  # the joint weight and bias, once
 
 
+@pytest.mark.parametrize("joint", [False, True])
+def test_shape_readers_of_k_read_the_input_instead(joint):
+    # GPT-2's legacy export reads k's sizes with Shape; k has the input's shape, so those
+    # Shape nodes read the input and the projections still go
+    model = block(joint=joint)
+    model.graph.node.append(onnx.helper.make_node("Shape", ["k"], ["k_sizes"]))
+    model.graph.output.append(onnx.helper.make_tensor_value_info(
+        "k_sizes", onnx.TensorProto.INT64, [3]))
+    fused = _fused_and_exact(model)
+    assert sorted(n.op_type for n in fused.graph.node) == ["Attention", "Shape"]
+    assert next(n for n in fused.graph.node if n.op_type == "Shape").input[0] == "x"
+
+
 def test_a_dynamo_cross_attention_block_becomes_one_multi_head_attention():
     fused = _fused_and_exact(block(cross=True))
     ops = [n.op_type for n in fused.graph.node]
