@@ -26,9 +26,11 @@ MultiHeadAttention's (batch, S, hidden) by a Transpose and a Reshape; k and v ar
 attention_bias=bias)`` with ``num_heads`` and the block's own ``scale``: the projections and
 their biases stay as they are, the block's Reshapes, Transposes, MatMuls, scaling and Softmax
 go. Where q, k and v are the projections of one input (self-attention: ``MatMul(x, W) + b``,
-constant weights and biases, read by the block alone), the three projections are packed into
-one weight and the block becomes ``com.microsoft::Attention(x, [Wq|Wk|Wv], [bq|bk|bv],
-attention_bias=bias)``: one matrix product where there were three, and the kernel ONNX
+constant weights and biases, read by the block alone, or the three equal parts of one such
+projection, split: GPT-2's c_attn), the three projections are packed into one weight (a
+weight read elsewhere too is not packed: it would be kept twice) and the block becomes
+``com.microsoft::Attention(x, [Wq|Wk|Wv], [bq|bk|bv], attention_bias=bias)``: one matrix
+product where there were three, and the kernel ONNX
 Runtime's own BERT fusion uses (float32, and float16 where the caller runs on CUDA: ONNX
 Runtime's CPU provider has no float16 Attention kernel and runs it in float32 between casts
 it inserts). The last Reshape stays where it merges the heads into another shape than (batch,
