@@ -340,9 +340,46 @@ def _constant_name(view: _View, name: str) -> str:
     return name
 
 
+def _flat_projection(view: _View, name: str) -> _Projection | None:
+    """``name = Reshape(Gemm(Reshape(x, [-1, in]), W, b), [B, S, out])``: a projection of the
+    rank-3 ``x`` through two dimensions (the dynamo exporter's ``addmm``, GPT-2's Conv1D);
+    the caller's check confirms the outer Reshape restores x's leading sizes."""
+    outer = view.producer.get(name)
+    gemm = view.producer.get(outer.input[0]) if outer is not None and \
+        outer.op_type == "Reshape" else None
+    if gemm is None or gemm.op_type != "Gemm" or view.only_reader(gemm.output[0]) is not outer:
+        return None
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in gemm.attribute}
+    if attrs.get("transA", 0) or attrs.get("alpha", 1.0) != 1.0 or attrs.get("beta", 1.0) != 1.0:
+        return None
+    inner = view.producer.get(gemm.input[0])
+    if inner is None or inner.op_type != "Reshape" or view.only_reader(inner.output[0]) is not gemm:
+        return None
+    weight = view.constant(gemm.input[1])
+    if weight is None or weight.ndim != 2 or weight.dtype.kind != "f":
+        return None
+    weight = np.ascontiguousarray(weight.T) if attrs.get("transB", 0) else weight
+    flat, restored = view.dims(inner.input[1]), view.dims(outer.input[1])
+    if view.rank(inner.input[0]) != 3 or flat is None or flat[-1] != weight.shape[0] or \
+            len(flat) != 2 or restored is None or len(restored) != 3 or \
+            restored[-1] != weight.shape[1]:
+        return None
+    has_bias = len(gemm.input) > 2 and gemm.input[2]
+    bias = view.constant(gemm.input[2]) if has_bias else np.zeros(weight.shape[1], weight.dtype)
+    if bias is None or bias.dtype != weight.dtype or bias.size != weight.shape[1]:
+        return None
+    return _Projection(inner.input[0], weight, bias.reshape(-1), gemm,
+                       (_constant_name(view, gemm.input[1]),
+                        _constant_name(view, gemm.input[2]) if has_bias else ""))
+
+
 def _projection(view: _View, name: str) -> _Projection | None:
     """``name = MatMul(x, W) [+ b]`` with W a constant matrix, b a constant vector of its
-    width, each step read once on the way."""
+    width, each step read once on the way (or the same through a flattening Gemm:
+    :func:`_flat_projection`)."""
+    flat = _flat_projection(view, name)
+    if flat is not None:
+        return flat
     node, bias, bias_name = view.producer.get(name), None, ""
     if node is not None and node.op_type == "Add" and len(node.input) == 2:
         for product, other in (list(node.input), list(node.input)[::-1]):

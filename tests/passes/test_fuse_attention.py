@@ -18,7 +18,8 @@ HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
 def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}",
           key: str = "kt = Transpose<perm = [0, 2, 3, 1]>(kh)", extra_output: bool = False,
           rows: int = 8, fill: str | None = None, cross: bool = False,
-          scaled_query: bool = False, joint: bool = False) -> onnx.ModelProto:
+          scaled_query: bool = False, joint: bool = False,
+          flat: bool = False) -> onnx.ModelProto:
     """One attention block as torch.onnx's dynamo exporter writes it: q, k, v projected,
     split into 4 heads of 4, ``Softmax(q @ k * scale + bias) @ v``, heads merged by ``merge``.
     ``rows``: the first bias's rows (1: one for every query); ``fill``: that bias made of a
@@ -26,7 +27,9 @@ def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}
     scaled_dot_product_attention does (``Where(IsNaN(p), 0, p)``); ``cross``: k and v
     projected from another input (cross-attention) than q; ``scaled_query``: q scaled after
     its projection, before the split (Whisper's, BART's ``q_proj(x) * scaling``); ``joint``:
-    q, k and v the three parts of one projection (GPT-2's c_attn), split."""
+    q, k and v the three parts of one projection (GPT-2's c_attn), split; ``flat``: that
+    projection through two dimensions, ``Reshape(Gemm(Reshape(x, [-1, 16]), W, b), [2, 8,
+    48])`` (the dynamo exporter's addmm)."""
     scaled = {"scores": "raw = MatMul(qt, kt)\n        s = Mul(raw, c)",
               "qk": "s = MatMul(qs, ks)"}[scale_on]
     bias_inputs = ", ".join(f"float[2,{1 if i == 0 else 4},{rows if i == 0 else 8},8] b{i}"
@@ -76,13 +79,18 @@ def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}
     if joint:  # q, k, v = Split(x @ [Wq|Wk|Wv] + [bq|bk|bv])
         kept = [n for n in model.graph.node if n.output[0] not in ("qm", "q", "km", "k",
                                                                    "vm", "v")]
-        fused = onnx.parser.parse_graph("""
-        g (float[2,8,16] x) => (float[2,8,16] q, float[2,8,16] k, float[2,8,16] v) {
-            sizes = Constant<value = int64[3] {16, 16, 16}>()
-            qkvm = MatMul(x, Wqkv)
-            qkv = Add(qkvm, bqkv)
+        project = """qkvm = MatMul(x, Wqkv)
+            qkv = Add(qkvm, bqkv)""" if not flat else """rows = Constant<value = int64[2] {-1, 16}>()
+            restore = Constant<value = int64[3] {2, 8, 48}>()
+            xf = Reshape(x, rows)
+            qkvf = Gemm(xf, Wqkv, bqkv)
+            qkv = Reshape(qkvf, restore)"""
+        fused = onnx.parser.parse_graph(f"""
+        g (float[2,8,16] x) => (float[2,8,16] q, float[2,8,16] k, float[2,8,16] v) {{
+            sizes = Constant<value = int64[3] {{16, 16, 16}}>()
+            {project}
             q, k, v = Split<axis = -1>(qkv, sizes)
-        }""")
+        }}""")
         del model.graph.node[:]
         model.graph.node.extend([*fused.node, *kept])
     rng = np.random.default_rng(0)
@@ -160,8 +168,9 @@ def test_a_query_scaled_after_its_projection_is_packed_with_the_factor_in_the_sc
     assert scale == pytest.approx(0.5 * 0.70710677)
 
 
-def test_q_k_and_v_split_from_one_projection_are_packed_as_they_are():
-    model = block(joint=True)  # GPT-2's c_attn
+@pytest.mark.parametrize("flat", [False, True])
+def test_q_k_and_v_split_from_one_projection_are_packed_as_they_are(flat):
+    model = block(joint=True, flat=flat)  # GPT-2's c_attn (flat: as the dynamo export has it)
     fused = _fused_and_exact(model)
     assert [n.op_type for n in fused.graph.node] == ["Attention"]
     weight = next(t for t in fused.graph.initializer if list(t.dims) == [16, 48])
