@@ -565,8 +565,10 @@ _MODEL_PATH = click.Path(readable=False, path_type=Path)
                    "model's graphfix.precision metadata).")
 @click.option("--fuse", type=click.Choice(["transformer"]),
               help="ONNX Runtime's transformer fusions (Attention, SkipLayerNormalization, ...), "
-                   "heads read from the graph, checked by parity; tied to ONNX Runtime and "
-                   "--provider. Judged by the speed gate.")
+                   "heads read from the graph, and graphfix's own attention fusion where ORT's "
+                   "patterns match none (the dynamo exporter's, T5's, GPT-2's, Llama's: q, k "
+                   "and v packed into one Attention for self-attention); checked by parity; "
+                   "tied to ONNX Runtime and --provider. Judged by the speed gate.")
 @click.option("--no-speed-gate", is_flag=True,
               help="Keep --precision/--fuse without timing them on --provider (by default a "
                    "model they make slower there is written without them).")
