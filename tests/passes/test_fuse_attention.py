@@ -47,8 +47,10 @@ def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}
     rank = merge.count(",") + 1
     out_shape = "[2,8,16]" if rank == 3 else "[16,16]"
     outputs = f"float{out_shape} y" + (", float[2,4,8,8] p" if extra_output else "")
+    inputs = ", ".join(["float[2,8,16] x", *(["float[2,8,16] xk"] if cross else []),
+                        *([bias_inputs] if biases else [])])
     model = onnx.parser.parse_model(HEADER + f"""
-    g (float[2,8,16] x{", float[2,8,16] xk" if cross else ""}{", " if biases else ""}{bias_inputs}) => ({outputs}) {{
+    g ({inputs}) => ({outputs}) {{
         split = Constant<value = int64[4] {{2, 8, 4, 4}}>()
         back = Constant<value = int64[{rank}] {merge}>()
         c = Constant<value = float {{0.5}}>()
@@ -80,7 +82,8 @@ def block(*, scale_on: str = "scores", biases: int = 1, merge: str = "{2, 8, 16}
         kept = [n for n in model.graph.node if n.output[0] not in ("qm", "q", "km", "k",
                                                                    "vm", "v")]
         project = """qkvm = MatMul(x, Wqkv)
-            qkv = Add(qkvm, bqkv)""" if not flat else """rows = Constant<value = int64[2] {-1, 16}>()
+            qkv = Add(qkvm, bqkv)""" if not flat else """
+            rows = Constant<value = int64[2] {-1, 16}>()
             restore = Constant<value = int64[3] {2, 8, 48}>()
             xf = Reshape(x, rows)
             qkvf = Gemm(xf, Wqkv, bqkv)
