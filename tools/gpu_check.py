@@ -59,7 +59,10 @@ TRANSFORMER_HEADS = {"bert_base": (12, 768), "bert_base_dynamo": (12, 768),
                      "bert_legacy": (4, 128),
                      "distilbert_legacy": (4, 128), "gpt2_legacy": (4, 128),
                      "llama_base": (16, 1024), "llama_legacy": (4, 128),
-                     "llama_dynamo": (4, 128), "qwen2_dynamo": (4, 128)}
+                     "llama_dynamo": (4, 128), "qwen2_dynamo": (4, 128),
+                     # the world corpus's other exports graphfix fuses itself (--models WORLD)
+                     "bert_dynamo": (4, 128), "gpt2_dynamo": (4, 128), "vit_hf_dynamo": (4, 128),
+                     "t5_encoder_dynamo": (4, 128), "whisper_encoder_legacy": (4, 64)}
 RESULTS: dict[str, Any] = {}
 
 
