@@ -32,14 +32,12 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
 from graphfix.errors import first_line
 from graphfix.graph import STANDARD_DOMAINS, subgraphs
-from graphfix.model_io import skeleton
+from graphfix.model_io import same_tensor, skeleton
 
 __all__ = ["Undone", "Unportable", "undo_provider_decisions", "op_types", "element_types"]
 
@@ -439,12 +437,7 @@ class _Rebound:
             if not dims or not all(d.HasField("dim_value") for d in dims):
                 return False
             return [d.dim_value for d in dims] != list(tensor.dims)
-        if list(old.dims) != list(tensor.dims) or old.data_type != tensor.data_type:
-            return True
-        try:
-            return not np.array_equal(numpy_helper.to_array(old), numpy_helper.to_array(tensor))
-        except Exception:  # noqa: BLE001 - unreadable here (external data): not trusted
-            return True
+        return not same_tensor(old, tensor)
 
 
 def _restore_functions(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:

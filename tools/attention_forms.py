@@ -20,23 +20,19 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import onnx
 
 from graphfix.model_io import load_external_values
 from graphfix.passes._measuring import make_feeds, run_outputs, tolerance_used
-from graphfix.passes.fuse_transformer import FuseTransformer, attention
+from graphfix.passes.fuse_transformer import FuseTransformer
 from graphfix.validate.bench import benchmark
 
 
 def _fused(model: onnx.ModelProto, provider: str, packed: bool) -> onnx.ModelProto:
     work = onnx.ModelProto()
     work.CopyFrom(model)
-    if packed:
-        return FuseTransformer(provider=provider)(work).model
-    with mock.patch.object(attention, "_packed", return_value=None):
-        return FuseTransformer(provider=provider)(work).model
+    return FuseTransformer(provider=provider, packed_attention=packed)(work).model
 
 
 def _ops(model: onnx.ModelProto) -> dict[str, int]:

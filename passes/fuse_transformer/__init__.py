@@ -31,8 +31,10 @@ Rules:
    tokens). Exact on every mask, and the check runs on masks with holes.
 7. Where ORT's optimizer fuses no attention (its patterns match the legacy exporter's graphs;
    the dynamo exporter's attention matches none of them), graphfix fuses the blocks itself
-   into ``MultiHeadAttention`` (:mod:`.attention`), after ORT's other fusions or, where ORT's
-   optimizer fails on the model, alone. The check of Rule 2 covers it like ORT's own.
+   (:mod:`.attention`): self-attention into ``Attention`` with q, k and v packed into one
+   projection (``packed_attention=False``: none is), the others into
+   ``MultiHeadAttention``, after ORT's other fusions or, where ORT's optimizer fails on the
+   model, alone. The check of Rule 2 covers it like ORT's own.
 """
 
 from __future__ import annotations
@@ -92,6 +94,7 @@ class FuseTransformer(Pass):
         input_shapes: Mapping[str, Sequence[int]] | None = None,
         inputs: str | os.PathLike[str] | None = None,
         seed: int = 0,
+        packed_attention: bool = True,
     ) -> None:
         if model_type is not None and model_type not in MODEL_TYPES:
             raise PassError(f"fuse-transformer: model_type must be one of "
@@ -110,6 +113,7 @@ class FuseTransformer(Pass):
         self.input_shapes = dict(input_shapes) if input_shapes else None
         self.inputs = inputs
         self.seed = seed
+        self.packed_attention = packed_attention
         self._feeds = [dict(f) for f in feeds] if feeds is not None else None
 
     @classmethod
@@ -220,7 +224,8 @@ class FuseTransformer(Pass):
             before.CopyFrom(fused)
             try:
                 fuse_attention(fused, chosen, shapes, types,  # Rule 7
-                               float16_packed=self.provider == "cuda")
+                               float16_packed=self.provider == "cuda",
+                               pack=self.packed_attention)
             except Exception as err:  # noqa: BLE001 - a graph it misreads: ORT's fusions stand
                 logger.warning("fuse-transformer: graphfix's attention fusion failed (%s)",
                                _first_line(err))
@@ -319,9 +324,11 @@ def fuse_transformer(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     inputs: str | os.PathLike[str] | None = None,
     seed: int = 0,
+    packed_attention: bool = True,
 ) -> onnx.ModelProto:
     """Function twin of :class:`FuseTransformer`: rewrites ``model`` in place, returns it."""
     return FuseTransformer(model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,
                            provider=provider, feeds=feeds, input_shapes=input_shapes,
-                           inputs=inputs, seed=seed)(model).model
+                           inputs=inputs, seed=seed,
+                           packed_attention=packed_attention)(model).model
 

@@ -326,7 +326,7 @@ class _Projection:
     source: str  # x
     weight: np.ndarray
     bias: np.ndarray  # zeros where there is none
-    matmul: onnx.NodeProto
+    product: onnx.NodeProto  # the MatMul (or flattening Gemm) the packing replaces
     names: tuple[str, str]  # the weight's and the bias's constants ("" for none)
 
 
@@ -421,11 +421,11 @@ def _read_only_by(view: _View, name: str, readers: set[int]) -> bool:
 @dataclasses.dataclass
 class _Packing:
     source: str  # the input q, k and v are projected from
-    weight: np.ndarray  # [Wq|Wk|Wv]
-    bias: np.ndarray  # [bq|bk|bv]
+    weights: list[np.ndarray]  # Wq, Wk, Wv (or one joint weight), packed side by side
+    biases: list[np.ndarray]
     factor: float  # scalings of q and k after their projections, for Attention's scale
     key: tuple[str, ...]  # the weights, then the biases packed: blocks of one key share them
-    matmuls: list[onnx.NodeProto]  # the projections' MatMuls, which the packing replaces
+    products: list[onnx.NodeProto]  # the projections' products, which the packing replaces
     shapes: list[onnx.NodeProto]  # Shape nodes reading q, k or v: they read the input instead
 
 
@@ -438,14 +438,12 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packi
     if block.query_split or len(set(names)) != 3:
         return None
     shapes: list[onnx.NodeProto] = []
-    for name in names:
-        readers = view.readers.get(name, [])
-        others = [r for r in readers if r.op_type != "Shape"]
-        if len(others) != 1 or name in view.outputs:
-            return None
-        shapes += [r for r in readers if r.op_type == "Shape"]
     factor, projected = 1.0, []
     for name in names:
+        readers = view.readers.get(name, [])
+        if sum(r.op_type != "Shape" for r in readers) != 1 or name in view.outputs:
+            return None
+        shapes += [r for r in readers if r.op_type == "Shape"]
         inner, more, scaling = _unscale(view, name)
         if scaling and (name == block.value or view.only_reader(inner) is not scaling[0]):
             return None  # a factor on v scales the output, not the scores
@@ -459,8 +457,8 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packi
                 view.rank(projected[0]) != 3 or \
                 shapes and joint.weight.shape[0] * 3 != width:
             return None
-        return _Packing(joint.source, joint.weight, joint.bias, factor,
-                        (joint.names[0], "", "", joint.names[1], "", ""), [joint.matmul],
+        return _Packing(joint.source, [joint.weight], [joint.bias], factor,
+                        (joint.names[0], "", "", joint.names[1], "", ""), [joint.product],
                         shapes)
     parts = [_projection(view, n) for n in projected]
     if any(p is None for p in parts):
@@ -474,10 +472,9 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packi
             weights[0].dtype not in allowed or weights[0].shape[1] % num_heads or \
             shapes and weights[0].shape[0] != weights[0].shape[1]:
         return None
-    return _Packing(parts[0].source, np.concatenate(weights, axis=1),
-                    np.concatenate([p.bias for p in parts]), factor,
+    return _Packing(parts[0].source, weights, [p.bias for p in parts], factor,
                     tuple(p.names[0] for p in parts) + tuple(p.names[1] for p in parts),
-                    [p.matmul for p in parts], shapes)
+                    [p.product for p in parts], shapes)
 
 
 def _split_projection(view: _View, names: list[str]) -> _Projection | None:
@@ -505,22 +502,24 @@ def _packings(view: _View, blocks: list[_Block], num_heads: int, float16: bool
     by_key: dict[tuple[str, ...], set[int]] = {}
     for packing in found:
         if packing is not None:
-            by_key.setdefault(packing.key, set()).update(id(m) for m in packing.matmuls)
-    sole = {key: all(_read_only_by(view, name, matmuls) for name in key[:3] if name)
-            for key, matmuls in by_key.items()}
+            by_key.setdefault(packing.key, set()).update(id(m) for m in packing.products)
+    sole = {key: all(_read_only_by(view, name, products) for name in key[:3] if name)
+            for key, products in by_key.items()}
     return [p if p is not None and sole[p.key] else None for p in found]
 
 
 def fuse_attention(model: onnx.ModelProto, num_heads: int,
                    shapes: dict[str, tuple[int | None, ...]] | None = None,
-                   types: dict[str, int] | None = None, float16_packed: bool = False) -> int:
+                   types: dict[str, int] | None = None, float16_packed: bool = False,
+                   pack: bool = True) -> int:
     """Replace each attention block of ``model`` (in place) by ``Attention`` (q, k and v
     projections of one input, packed) or ``MultiHeadAttention`` with ``num_heads`` heads;
     returns how many were fused. Nodes left unread (the block's own, the heads' Reshapes and
     Transposes only the blocks read, the projections packed) are removed, and the weights
     packed with them. ``shapes`` and ``types``: what shape inference on the model before other
     fusions says (:func:`tensor_info`), beside the model's own value_info.
-    ``float16_packed``: pack float16 projections too (the model runs on CUDA)."""
+    ``float16_packed``: pack float16 projections too (the model runs on CUDA); ``pack=False``:
+    every block becomes ``MultiHeadAttention``."""
     view = _View(model, shapes, types)
     blocks = [b for b in (_block(view, n, num_heads) for n in model.graph.node
                           if n.op_type == "Softmax") if b is not None]
@@ -533,7 +532,8 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
         model.graph.initializer.append(
             onnx.numpy_helper.from_array(np.array([0, 0, -1], np.int64), merge_heads))
     packed_names: dict[tuple[str, ...], tuple[str, str]] = {}  # key: packed weight, bias
-    packings = _packings(view, blocks, num_heads, float16_packed)
+    packings = _packings(view, blocks, num_heads, float16_packed) if pack else \
+        [None] * len(blocks)
     for index, (block, packed) in enumerate(zip(blocks, packings)):
         prefix = f"graphfix_attention_{index}"
         added, bias = [], block.biases[0] if block.biases else ""
@@ -559,9 +559,11 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
             bias = expanded[bias]
         scale = block.scale
         if packed:
-            if packed.key not in packed_names:
+            if packed.key not in packed_names:  # packed once for the blocks sharing them
                 packed_names[packed.key] = (f"{prefix}_qkv_weight", f"{prefix}_qkv_bias")
-                for name, value in zip(packed_names[packed.key], (packed.weight, packed.bias)):
+                for name, value in zip(packed_names[packed.key],
+                                       (np.concatenate(packed.weights, axis=1),
+                                        np.concatenate(packed.biases))):
                     model.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
             scale *= packed.factor
             for shape in packed.shapes:  # q, k and v have the input's shape

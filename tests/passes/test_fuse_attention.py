@@ -498,3 +498,10 @@ def test_a_weight_aliased_by_identity_is_packed_and_dropped():
     fused = _fused_and_exact(model)
     assert [n.op_type for n in fused.graph.node] == ["Attention"]
     assert "Wk" not in {t.name for t in fused.graph.initializer}
+
+
+def test_packing_can_be_turned_off():
+    model = block()
+    result = FuseTransformer(feeds=_feeds(model), packed_attention=False)(model)
+    assert result.details["fused"].get("MultiHeadAttention") == 1
+    assert "Attention" not in result.details["fused"]
