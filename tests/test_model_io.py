@@ -417,6 +417,23 @@ def test_ort_rewritten_is_onnx_runtimes_own_copy_opened_without_rewriting(tmp_pa
     np.testing.assert_array_equal(copy.run(None, {name: x})[0], fresh.run(None, {name: x})[0])
 
 
+def test_ort_rewritten_holds_the_weights_of_a_model_whose_weights_stay_in_files(tmp_path,
+                                                                              monkeypatch):
+    # ORT writes a weight it read from a file as a reference to that file; the copy is bytes
+    # opened from anywhere, so it must hold every weight itself.
+    src, weights = write_external(tmp_path / "src")
+    lazy = model_io.load(src, load_external_data=False)
+    data, session = model_io.ort_rewritten(lazy, optimization="all")
+    rewritten = onnx.load_from_string(data)
+    assert not any(t.data_location == onnx.TensorProto.EXTERNAL
+                   for t in rewritten.graph.initializer)
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    x = np.random.default_rng(0).standard_normal((2, 512)).astype(np.float32)
+    copy = model_io.ort_session(data, optimization="disabled")
+    np.testing.assert_array_equal(copy.run(None, {"x": x})[0], session.run(None, {"x": x})[0])
+
+
 def test_check_model_on_weights_left_in_files(tmp_path):
     src, _ = write_external(tmp_path / "src")
     lazy = model_io.load(src, load_external_data=False)

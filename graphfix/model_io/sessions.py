@@ -38,6 +38,9 @@ _ORT_EXTERNAL_FOLDER = "session.model_external_initializers_file_folder_path"
 # then copies the weights out of it (a 1 GB model peaked at 4.2x its weights, through a file
 # at 1.2x before the first run and 2.2x after, the weights then mapped from the file).
 _SESSION_BYTES_LIMIT = 256 * 2**20
+# Where ONNX Runtime writes the weights of the rewritten model it saves, and from what size.
+_ORT_WRITTEN_DATA = "session.optimized_model_external_initializers_file_name"
+_ORT_WRITTEN_DATA_MIN_BYTES = "session.optimized_model_external_initializers_min_size_in_bytes"
 
 _LEVELS = {
     "disabled": "ORT_DISABLE_ALL",
@@ -130,11 +133,20 @@ def ort_rewritten(model: onnx.ModelProto, *, optimization: str,
     import onnxruntime as ort
 
     options = ort.SessionOptions()
+    # ORT writes a weight that stays in its file as a reference to that file, relative to the
+    # folder it read it from, which bytes opened elsewhere cannot resolve: such a model has
+    # every weight written beside the copy and read back into it.
+    weights_in_files = bool(lazy_tensors(model))
+    if weights_in_files:
+        options.add_session_config_entry(_ORT_WRITTEN_DATA, "model.onnx.data")
+        options.add_session_config_entry(_ORT_WRITTEN_DATA_MIN_BYTES, "0")
     with temporary_folder("rewritten") as folder:
         path = folder / "model.onnx"
         options.optimized_model_filepath = str(path)
         session = ort_session(model, optimization=optimization, providers=providers,
                               options=options)
+        if weights_in_files:
+            return onnx.load(str(path)).SerializeToString(), session
         return path.read_bytes(), session
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import gc
 import json
 import logging
@@ -616,7 +617,12 @@ def _release_freed_memory(*, collect: bool = True) -> None:
     if collect:
         gc.collect()
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        _libc().malloc_trim(0)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL("libc.so.6")
 
 
 @contextlib.contextmanager
