@@ -483,11 +483,14 @@ def measure(
     together: bool | None = None,
     progress: Progress | None = None,
     step: str = "bench",
+    memory: bool = True,
 ) -> Measurement:
     """Time ``arms`` in interleaved rounds (see the module docstring). ``together`` (default:
     unless an arm lets its threads spin) keeps every session open; else one is alive at a time
     and each round opens, warms up (``warmup`` calls), times ``calls`` calls of, and closes each
-    arm. ``progress(step, done, total)`` is called after each warm-up step and each round."""
+    arm, reading its peak memory unless ``memory`` is false (trimming the heap and reading the
+    kernel's counters cost about a millisecond an opening). ``progress(step, done, total)`` is
+    called after each warm-up step and each round."""
     if rounds < 1 or warmup < 0 or calls < 1:
         raise BenchmarkError(f"rounds and calls must be >= 1 and warm-up >= 0 (got {rounds}, "
                              f"{calls}, {warmup})")
@@ -502,7 +505,7 @@ def measure(
     if together:
         _measure_together(arms, result, warmup, rounds, calls, progress, step)
     else:
-        _measure_alone(arms, result, warmup, rounds, calls, progress, step)
+        _measure_alone(arms, result, warmup, rounds, calls, progress, step, memory)
     return result
 
 
@@ -571,11 +574,12 @@ def _measure_together(arms: Sequence[Arm], result: Measurement, warmup: int, rou
 
 
 def _measure_alone(arms: Sequence[Arm], result: Measurement, warmup: int, rounds: int,
-                   calls: int, progress: Progress | None, step: str) -> None:
+                   calls: int, progress: Progress | None, step: str, memory: bool) -> None:
     peaks: dict[str, list[int]] = {arm.label: [] for arm in arms}
+    watch = functools.partial(_peak_memory, collect=False) if memory else _no_peak
     for index in range(rounds):
         for arm in _rotated(list(arms), index):
-            with _peak_memory(collect=False) as peak:
+            with watch() as peak:
                 timer = _open(arm, result)
                 session = weakref.ref(timer.session)
                 for _ in range(warmup):
@@ -623,6 +627,11 @@ def _release_freed_memory(*, collect: bool = True) -> None:
 @functools.cache
 def _libc() -> ctypes.CDLL:
     return ctypes.CDLL("libc.so.6")
+
+
+@contextlib.contextmanager
+def _no_peak() -> Iterator[Callable[[], int | None]]:
+    yield lambda: None
 
 
 @contextlib.contextmanager

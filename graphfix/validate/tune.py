@@ -38,15 +38,14 @@ Method
    only where it computes bit for bit what the model does), in about half the opening time,
    which is most of a round's cost on a sub-millisecond model. The memory objective opens
    the model itself, since a deployment's peak includes the rewriting.
-3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget.
-   Where rounds are cheap (up to six fit in a twentieth of the budget, as judged before they
-   start), all but those already significantly slower than the default get up to three
-   more, so that none is ranked, or screened as behind, on three rounds alone. Then, rung
-   after rung, the half whose objective statistic compares worst with the default's (the
-   lower end of the paired bootstrap interval over the rounds they shared: a steady gain
-   outranks a noisier, larger point estimate) is eliminated and the rest get three more
-   rounds, while the budget (``budget`` seconds, from the start) allows, judged from
-   the last rung's seconds per candidate and round, until one is left. After every rung, a
+3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget,
+   and up to six where rounds are cheap (six fit in a twentieth of the budget, as judged
+   before they start), so that none is ranked, or screened as behind, on three rounds alone
+   (three rounds give a bootstrap ten distinct resamples: too few to call anything
+   significantly slower). Then, rung after rung, the half whose objective statistic compares
+   worst with the default's (the point estimate over the rounds they shared) is eliminated
+   and the rest get three more rounds, while the budget (``budget`` seconds, from the start)
+   allows, judged from the last rung's seconds per candidate and round, until one is left. After every rung, a
    challenger that can no longer be picked is eliminated whatever its rank: for the speed
    objectives one behind the default (its point estimate at or under 1.0), for ``memory`` one
    significantly slower; when none is left, the search ends there (on a model where ONNX
@@ -78,12 +77,13 @@ Method
 7. On top of the winner. Settings interact (one intra-op thread can make another
    optimization level or parallel execution pay), which one knob at a time from the default
    cannot see. For the latency and p99 objectives, every other knob's values (but those
-   that do nothing there, as spinning with one intra-op thread) are applied to
-   a confirmed winner's settings and measured in one rung beside the default and the winner
-   (budget allowing; numerics checked as in step 1); the one ahead of the winner with the
-   highest lower interval end gets ten fresh rounds beside the default, the A/A copy and the
-   winner, and replaces the winner only when those rounds show it significantly faster than
-   the winner and step 5 takes it against the default.
+   that do nothing there, as spinning with one intra-op thread, and settings the search
+   already measured) are applied to a confirmed winner's settings and measured in one rung
+   beside the default and the winner (budget allowing; numerics checked as in step 1); of
+   those whose interval against the winner clears 1.0 in that rung, the one with the highest
+   lower end gets ten fresh rounds beside the default, the A/A copy and the winner, and
+   replaces the winner only when those rounds show it significantly faster than the winner
+   and step 5 takes it against the default.
 
 ``TuneResult.to_dict()`` (schema ``graphfix.tune-result/1``)::
 
@@ -770,8 +770,11 @@ def tune(
         began = time.perf_counter()
         arms = [Arm(c.name, configs(c), c.settings, _batched_feeds(proto, feed, c.batch))
                 for c in alive]
+        # Every candidate's peak memory is read in the first rung; later rungs read it only
+        # for the memory objective.
         measured = measure(arms, warmup=warmup, rounds=rounds, calls=calls, together=False,
-                           progress=progress, step=f"tune rung {rung + 1}")
+                           progress=progress, step=f"tune rung {rung + 1}",
+                           memory=rung == 0 or objective == "memory")
         for c in alive:
             for index, block in enumerate(measured.times[c.name]):
                 c.times[(rung, index)] = block
@@ -787,24 +790,22 @@ def tune(
     warnings: list[str] = []
     first = _first_rounds(len(challengers) + 2, round_cost, budget)
     try:
-        cost = run_rung([default, copy, *challengers], RUNG_ROUNDS)  # s per arm and round
+        cost = run_rung([default, copy, *challengers], first)  # s per arm and round
     except BenchmarkError:  # a CPU session option that does not open or run: drop it, again
         _check_numerics(proto, candidates, feed, every=True)
         challengers = [c for c in challengers if c.alive]
-        cost = run_rung([default, copy, *challengers], RUNG_ROUNDS)
-    if first > RUNG_ROUNDS:  # cheap rounds: the rest of the first rung, but not for those
-        # already significantly slower (a one-thread session on a CNN: 0.5x)
-        challengers = _screen(challengers, rung, objective, slower_only=True)
-        if challengers:
-            cost = run_rung([default, copy, *challengers], first - RUNG_ROUNDS)
+        cost = run_rung([default, copy, *challengers], first)
     while challengers:
         challengers = _screen(challengers, rung, objective)
         if not challengers:
             break
         if len(challengers) > 1:
-            # By the interval's lower end: a steady gain ranks above a larger but noisier
-            # point estimate, which a slow stretch of the machine makes as often as a setting.
-            ranked = sorted(challengers, key=lambda c: -(c.speedup.ci_low if c.speedup else 0.0))
+            # By the point estimate: the rounds of a rung mix a dozen sessions, and a
+            # sub-millisecond session comes out fast or slow by where the scheduler put its
+            # threads (block medians 0.18 and 0.30 ms of one setting), so a real gain's
+            # interval is as wide as a chance one's; the confirmation's fresh rounds of three
+            # sessions, not the ranking, hold a winner to its claim.
+            ranked = sorted(challengers, key=lambda c: -(c.speedup.speedup if c.speedup else 0.0))
             keep = ranked[: max(1, len(challengers) // 2)]
             for c in ranked[len(keep):]:
                 c.status = "eliminated"
@@ -850,9 +851,10 @@ def tune(
                                       statistic, confidence, resamples, seed,
                                       lambda: deadline - time.perf_counter())
         if winner is not default and objective in ("latency", "p99") and winner.batch == 1:
+            searched = [c.settings for c in candidates if c.times]
             on_top = [c for c in _candidates(facts, winner.settings, space)[2:]
                       if c.alive and c.batch == 1 and not set(c.changes) & set(winner.changes)
-                      and c.settings != winner.settings]
+                      and c.settings not in searched]
             refined = _refine(winner, default, copy, on_top, run_rung=run_rung,
                               rung=lambda: rung, cost=cost,
                               seconds_left=lambda: deadline - time.perf_counter(),
@@ -907,18 +909,16 @@ def _leader(default: Candidate, aa: Comparison | None, candidates: Sequence[Cand
     return max(ahead, key=lambda c: c.speedup.speedup, default=None)
 
 
-def _screen(challengers: list[Candidate], rung: int, objective: str, *,
-            slower_only: bool = False) -> list[Candidate]:
+def _screen(challengers: list[Candidate], rung: int, objective: str) -> list[Candidate]:
     """Eliminate each challenger that can no longer be picked, whatever its rank: for the
     speed objectives, one behind the default (a point estimate at or under 1.0: a winner must
-    clear 1.0 with its whole interval); for ``memory``, or with ``slower_only``, one whose
-    interval lies wholly below 1.0 (significantly slower). Like the halving's ranking this is
-    a screen after as few as three rounds, not the evidence a winner needs: a winner is held
-    to ten fresh rounds."""
+    clear 1.0 with its whole interval); for ``memory``, one whose interval lies wholly below
+    1.0 (significantly slower). Like the halving's ranking this is a screen after as few as
+    three rounds, not the evidence a winner needs: a winner is held to ten fresh rounds."""
     kept = []
     for c in challengers:
         s = c.speedup
-        out = s is not None and (s.verdict == SLOWER if objective == "memory" or slower_only
+        out = s is not None and (s.verdict == SLOWER if objective == "memory"
                                  else s.speedup <= 1.0)
         if out:
             c.status = "eliminated"
@@ -987,8 +987,8 @@ def _refine(winner: Candidate, default: Candidate, copy: Candidate, on_top: list
             objective: str) -> _Refined:
     """Step 7: every other knob's values on top of the confirmed winner (``on_top``, whose
     settings already hold the winner's change), one rung beside the default and the winner;
-    the one whose interval against the winner has the highest lower end, if ahead of it, gets
-    fresh rounds beside the default, its A/A copy and the winner, and replaces the winner only
+    the one whose interval against the winner has the highest lower end, if that clears 1.0,
+    gets fresh rounds beside the default, its A/A copy and the winner, and replaces the winner only
     when those rounds show it significantly faster than the winner and :func:`choose` takes it
     against the default. Settings interact (one intra-op thread can favour another
     optimization level), which one knob at a time from the default cannot see."""
@@ -1021,12 +1021,17 @@ def _refine(winner: Candidate, default: Candidate, copy: Candidate, on_top: list
     winner.speedup = confirmed_speedup  # the winner's figure stays its confirmation's
     ahead: list[tuple[Candidate, Comparison]] = []
     for c in alive:
+        # Ten fresh rounds of four sessions go only to a change that came out clear of the
+        # winner in its rung: one that did not rarely holds on them (a winner replaced on top
+        # of it was never one the first rung's candidates had not already covered), and they
+        # were a third of a search that found a winner.
         against = compare(winner, c, [at])
-        if against is None or against.speedup <= 1.0:
+        if against is None or against.verdict != FASTER:
             c.status = "eliminated"
-            c.reason = (f"behind {winner.name} on top of it: " + (
-                f"{against.speedup:.3f}x [{against.ci_low:.3f}, {against.ci_high:.3f}]"
-                if against else "not measured"))
+            c.reason = (f"{'not clear of' if against and against.speedup > 1.0 else 'behind'} "
+                        f"{winner.name} on top of it: " + (
+                            f"{against.speedup:.3f}x [{against.ci_low:.3f}, "
+                            f"{against.ci_high:.3f}]" if against else "not measured"))
         else:
             ahead.append((c, against))
     if not ahead:
