@@ -434,6 +434,20 @@ def test_ort_rewritten_holds_the_weights_of_a_model_whose_weights_stay_in_files(
     np.testing.assert_array_equal(copy.run(None, {"x": x})[0], session.run(None, {"x": x})[0])
 
 
+def test_a_lent_model_opens_with_its_weights_read_where_they_are(tmp_path):
+    # Encoded once: the graph as bytes, the large weights lent; each session computes what a
+    # session on the whole bytes computes.
+    src, weights = write_external(tmp_path / "src")
+    data, session = model_io.ort_rewritten(model_io.load(src), optimization="all")
+    lent = model_io.lent_model(data)
+    assert set(lent.names) and len(lent.payload) < len(data) // 10
+    x = np.random.default_rng(0).standard_normal((2, 512)).astype(np.float32)
+    expected = model_io.ort_session(data).run(None, {"x": x})[0]
+    for _ in range(2):
+        np.testing.assert_array_equal(model_io.ort_session(lent).run(None, {"x": x})[0],
+                                      expected)
+
+
 def test_check_model_on_weights_left_in_files(tmp_path):
     src, _ = write_external(tmp_path / "src")
     lazy = model_io.load(src, load_external_data=False)

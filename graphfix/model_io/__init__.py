@@ -46,7 +46,7 @@ from graphfix.model_io.loading import (
     named_model,
 )
 from graphfix.model_io.runtime import max_ir_version
-from graphfix.model_io.sessions import ort_rewritten, ort_session
+from graphfix.model_io.sessions import LentModel, lent_model, ort_rewritten, ort_session
 from graphfix.model_io.tensors import (
     data_files,
     has_value,
@@ -104,6 +104,8 @@ __all__ = [
     "max_ir_version",
     "ort_session",
     "ort_rewritten",
+    "LentModel",
+    "lent_model",
     "iter_tensors",
     "tensor_value",
     "has_value",

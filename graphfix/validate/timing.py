@@ -106,12 +106,13 @@ class Placement:
 
 @dataclasses.dataclass
 class Config:
-    """A model and the graph optimization level its sessions open at. ``model`` may be the
-    serialized bytes of ONNX Runtime's own rewritten copy
-    (:func:`graphfix.model_io.ort_rewritten`), then opened at "disabled"."""
+    """A model and the graph optimization level its sessions open at. ``model`` may be
+    ONNX Runtime's own rewritten copy (:func:`graphfix.model_io.ort_rewritten`), serialized or
+    encoded once with its weights lent (:func:`graphfix.model_io.lent_model`), then opened at
+    "disabled"."""
 
     label: str
-    model: onnx.ModelProto | bytes
+    model: onnx.ModelProto | bytes | model_io.LentModel
     optimization: str
 
     @property

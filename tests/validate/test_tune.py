@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 import pytest
 
+from graphfix.model_io import LentModel
 from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError
 from graphfix.validate.bench import benchmark
@@ -395,7 +396,7 @@ def test_timed_sessions_open_onnx_runtimes_rewritten_copy_only_where_it_computes
     configs = _Configs(model, feeds, rewrite=True)
     for candidate in (default, basic):
         config = configs(candidate)
-        assert isinstance(config.model, bytes) and config.optimization == "disabled"
+        assert isinstance(config.model, LentModel) and config.optimization == "disabled"
         assert config.label == candidate.name
     assert configs(default).model is configs(default).model  # each level's copy made once
     assert configs(default).model != configs(basic).model
