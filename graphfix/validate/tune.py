@@ -29,14 +29,14 @@ Method
    session's spinning threads take the cores the timed one needs), and spinning is one of the
    knobs, so every candidate is measured alone (:func:`graphfix.validate.timing.measure`): each
    round opens each candidate in turn (the order rotating), warms it up, times a block of
-   calls (about 150 ms, at most ten calls for the objectives judged on a median: an idle
-   pool spins for tens of milliseconds, so a session cannot be kept waiting, and between
-   openings is where the spread lies) and closes it; its peak memory is read for that
-   opening. On the CPU
-   provider, the sessions open ONNX Runtime's own rewritten copy of the model at the
-   candidate's optimization level, with the rewrites off: the same kernels (the copy is used
-   only where it computes bit for bit what the model does), in about half the opening time,
-   which is most of a round's cost on a sub-millisecond model. The memory objective opens
+   calls (about 150 ms; on the CPU, at most ten calls for the objectives judged on a
+   median: an idle pool spins for tens of milliseconds, so a session cannot be kept waiting,
+   and between openings is where the spread lies) and closes it; its peak memory is read for
+   that opening. On the CPU provider, the sessions open ONNX Runtime's own rewritten copy of
+   the model at the candidate's optimization level, with the rewrites off and its weights
+   lent: the same kernels (the copy is used only where it computes bit for bit what the
+   model does), in about half the opening time, which is most of a round's cost on a
+   sub-millisecond model. The memory objective opens
    the model itself, since a deployment's peak includes the rewriting.
 3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget,
    and up to six where rounds are cheap (six fit in a twentieth of the budget, as judged
@@ -1067,22 +1067,23 @@ def _block_size(configs: _Configs, default: Candidate, feeds: Mapping[str, np.nd
     """Calls per block from a short run of the default, and what one arm's round will cost,
     in seconds (opening the session and the calls).
 
-    A block is about :data:`BLOCK_SECONDS` of calls (3 to 50); for the objectives judged on a
-    median, at most :data:`MEDIAN_BLOCK_CALLS`. The rounds are what the bootstrap resamples,
+    A block is about :data:`BLOCK_SECONDS` of calls (3 to 50); on the CPU provider, for the
+    objectives judged on a median, at most :data:`MEDIAN_BLOCK_CALLS`. The rounds are what the bootstrap resamples,
     and one opening's session differs from the next (its memory, its threads' placement) more
     than the calls of one block differ: on sub-millisecond transformers the spread of block
     medians was the same within a tenth over 10 calls as over 50, and weighing that spread
     against the spread within a block and the cost of opening (a few to 15 ms) puts the
     calls that narrow the interval most per second at 3 to 6. Ten keep a block's median
     steady, and a round costs half of what 50 did. The p99 objective keeps the long blocks
-    its tail needs."""
+    its tail needs, and so does CUDA, where opening a session costs far more than the calls
+    and the spread between its sessions was not measured."""
     config = dataclasses.replace(configs(default), label="probe")
     probe = measure([Arm("probe", config, default.settings, feeds)], warmup=BLOCK_WARMUP,
                     rounds=1, calls=3, together=False)
     median = max(float(np.median(probe.calls("probe"))) / 1e3, 1e-5)
     opening = float(np.median(probe.created_ms["probe"])) / 1e3
     calls = int(min(50, max(3, round(BLOCK_SECONDS / median))))
-    if _STATISTIC[objective] == "median":
+    if _STATISTIC[objective] == "median" and default.settings.provider == "cpu":
         calls = min(calls, MEDIAN_BLOCK_CALLS)
     return calls, BLOCK_WARMUP, opening + (calls + BLOCK_WARMUP) * median
 
