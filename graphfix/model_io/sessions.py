@@ -158,11 +158,12 @@ def ort_rewritten(model: onnx.ModelProto, *, optimization: str,
                   providers: Sequence[str | tuple[str, dict]] = ("CPUExecutionProvider",),
                   ) -> tuple[bytes, onnxruntime.InferenceSession]:
     """``model`` as ONNX Runtime rewrites it at ``optimization`` for ``providers``, serialized
-    with its weights inline, and the session that rewrote it. A session opened on these bytes with the optimizations off holds the same
-    kernels and opens in about half the time (ORT's rewrites are not redone, and the model is
-    not encoded again): for a model opened many times. The rewritten model may hold kernels
-    for this machine's CPU only (NCHWc), so it is for this process, never for a file a user
-    keeps. Weights must fit one protobuf message (2 GiB)."""
+    with its weights inline (those read from files too), and the session that rewrote it. A
+    session opened on these bytes with the optimizations off holds the same kernels and opens
+    in about half the time (ORT's rewrites are not redone, and the model is not encoded
+    again): for a model opened many times (:func:`lent_model` encodes it once for all). The
+    rewritten model may hold kernels for this machine's CPU only (NCHWc), so it is for this
+    process, never for a file a user keeps. Weights must fit one protobuf message (2 GiB)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()

@@ -36,8 +36,8 @@ Method
    the model at the candidate's optimization level, with the rewrites off and its weights
    lent: the same kernels (the copy is used only where it computes bit for bit what the
    model does), in about half the opening time, which is most of a round's cost on a
-   sub-millisecond model. The memory objective opens
-   the model itself, since a deployment's peak includes the rewriting.
+   sub-millisecond model. The memory objective opens the model itself, since a deployment's
+   peak includes the rewriting.
 3. Successive halving. Every candidate gets a first rung of three rounds whatever the budget,
    and up to six where rounds are cheap (six fit in a twentieth of the budget, as judged
    before they start), so that none is ranked, or screened as behind, on three rounds alone
@@ -45,14 +45,15 @@ Method
    significantly slower). Then, rung after rung, the half whose objective statistic compares
    worst with the default's (the point estimate over the rounds they shared) is eliminated
    and the rest get three more rounds, while the budget (``budget`` seconds, from the start)
-   allows, judged from the last rung's seconds per candidate and round, until one is left. After every rung, a
-   challenger that can no longer be picked is eliminated whatever its rank: for the speed
-   objectives one behind the default (its point estimate at or under 1.0), for ``memory`` one
-   significantly slower; when none is left, the search ends there (on a model where ONNX
-   Runtime's defaults are best, after the first rung). The default runs in every rung, the
-   A/A copy in the first (the table's check of the method) and in the confirmation, whose A/A
-   is the one a decision rests on. The search's intervals, which only rank and screen, are
-   bootstrapped with :data:`SEARCH_RESAMPLES` resamples; the decision's with all.
+   allows, judged from the last rung's seconds per candidate and round, until one is left.
+   After every rung, a challenger that can no longer be picked is eliminated whatever its
+   rank: for the speed objectives one behind the default (its point estimate at or under
+   1.0), for ``memory`` one significantly slower; when none is left, the search ends there
+   (on a model where ONNX Runtime's defaults are best, after the first rung). The default
+   runs in every rung, the A/A copy in the first (the table's check of the method) and in
+   the confirmation, whose A/A is the one a decision rests on. The search's intervals, which
+   only rank and screen, are bootstrapped with :data:`SEARCH_RESAMPLES` resamples; the
+   decision's with all.
 4. Combination. When knobs of different names each have a value significantly faster than the
    default, their best values together are one more candidate, measured (budget allowing) in
    a last rung with the default and the best single change.
@@ -470,8 +471,8 @@ def _batched_feeds(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
             for name, value in feeds.items()}
 
 
-def _run_once(model: onnx.ModelProto | model_io.LentModel, candidate: Candidate, feeds: Mapping[str, np.ndarray]
-              ) -> dict[str, Any]:
+def _run_once(model: onnx.ModelProto | model_io.LentModel, candidate: Candidate,
+              feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
     session, _ = open_session(Config(candidate.name, model, candidate.settings.optimization),
                               candidate.settings)
     feed = check_feeds(candidate.name, session, feeds)
@@ -991,8 +992,8 @@ def _refine(winner: Candidate, default: Candidate, copy: Candidate, on_top: list
     """Step 7: every other knob's values on top of the confirmed winner (``on_top``, whose
     settings already hold the winner's change), one rung beside the default and the winner;
     the one whose interval against the winner has the highest lower end, if that clears 1.0,
-    gets fresh rounds beside the default, its A/A copy and the winner, and replaces the winner only
-    when those rounds show it significantly faster than the winner and :func:`choose` takes it
+    gets fresh rounds beside the default, its A/A copy and the winner, and replaces the winner
+    only when those rounds show it significantly faster than the winner and :func:`choose` takes it
     against the default. Settings interact (one intra-op thread can favour another
     optimization level), which one knob at a time from the default cannot see."""
     tried = [dataclasses.replace(
@@ -1068,15 +1069,16 @@ def _block_size(configs: _Configs, default: Candidate, feeds: Mapping[str, np.nd
     in seconds (opening the session and the calls).
 
     A block is about :data:`BLOCK_SECONDS` of calls (3 to 50); on the CPU provider, for the
-    objectives judged on a median, at most :data:`MEDIAN_BLOCK_CALLS`. The rounds are what the bootstrap resamples,
-    and one opening's session differs from the next (its memory, its threads' placement) more
-    than the calls of one block differ: on sub-millisecond transformers the spread of block
-    medians was the same within a tenth over 10 calls as over 50, and weighing that spread
-    against the spread within a block and the cost of opening (a few to 15 ms) puts the
-    calls that narrow the interval most per second at 3 to 6. Ten keep a block's median
-    steady, and a round costs half of what 50 did. The p99 objective keeps the long blocks
-    its tail needs, and so does CUDA, where opening a session costs far more than the calls
-    and the spread between its sessions was not measured."""
+    objectives judged on a median, at most :data:`MEDIAN_BLOCK_CALLS`. The rounds are what
+    the bootstrap resamples, and one opening's session differs from the next (its memory,
+    its threads' placement) more than the calls of one block differ: on sub-millisecond
+    transformers the spread of block medians was the same within a tenth over 10 calls as
+    over 50, and weighing that spread against the spread within a block and the cost of
+    opening (a few to 15 ms) puts the calls that narrow the interval most per second at 3 to
+    6. Ten keep a block's median steady, and a round costs half of what 50 did. The p99
+    objective keeps the long blocks its tail needs, and so does CUDA, where opening a
+    session costs far more than the calls and the spread between its sessions was not
+    measured."""
     config = dataclasses.replace(configs(default), label="probe")
     probe = measure([Arm("probe", config, default.settings, feeds)], warmup=BLOCK_WARMUP,
                     rounds=1, calls=3, together=False)
