@@ -387,7 +387,7 @@ def test_ort_session_borrows_weights_held_in_memory():
     before = model.SerializeToString()
     session = model_io.ort_session(model)
     assert model.SerializeToString() == before
-    lent = [name for name, _ in session._graphfix_lent_weights[0]]
+    lent = list(session._graphfix_lent_weights.names)
     assert lent == ["w_raw", "w_typed", "w_half"]
     bf16 = onnx.numpy_helper.to_array(model.graph.initializer[3]).astype(np.float32)
     del model

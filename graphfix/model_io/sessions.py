@@ -90,12 +90,7 @@ def ort_session(
         return ort.InferenceSession(model, options, providers=list(providers),
                                     disabled_optimizers=list(disabled_optimizers))
     if isinstance(model, LentModel):
-        if model.names:
-            options.add_external_initializers(list(model.names), list(model.values))
-        session = ort.InferenceSession(model.payload, options, providers=list(providers),
-                                       disabled_optimizers=list(disabled_optimizers))
-        session._graphfix_lent_weights = model  # type: ignore[attr-defined]
-        return session
+        return _open_lent(model, options, providers, disabled_optimizers)
     with ir_capped(model):
         size = inline_bytes(model)
         external = external_tensors(model)
@@ -106,24 +101,9 @@ def ort_session(
             # to ORT as OrtValues over their own bytes (serializing them, then ORT parsing its
             # copy and copying them out of it, cost 3 copies and most of the session's start),
             # and weights that stay in their files are read there by ORT.
-            memory: list[tuple[str, np.ndarray]] = []
-            # Only weights some node reads are lent: ORT drops an initializer nothing reads when
-            # it resolves the graph, then fails to find it to put a lent weight in ("Failed to
-            # find existing initializer"); such a tensor goes inline instead.
-            encoder = Encoder(lazy="refer", folder=next(iter(folders), None), memory=memory,
-                               lendable=_read_names(model),
-                               without=frozenset() if declared_shapes else DECLARED_SHAPES)
-            payload = encoder.serialize(model)
-            if folders:
-                options.add_session_config_entry(_ORT_EXTERNAL_FOLDER, str(encoder.folder))
-            values = [ort.OrtValue.ortvalue_from_numpy(value) for _, value in memory]
-            if memory:
-                options.add_external_initializers([name for name, _ in memory], values)
-            session = ort.InferenceSession(payload, options, providers=list(providers),
-                                           disabled_optimizers=list(disabled_optimizers))
-            # ORT reads those weights where they are for the session's whole life.
-            session._graphfix_lent_weights = (memory, values)  # type: ignore[attr-defined]
-            return session
+            lent = _lend(model, folder=next(iter(folders), None),
+                         declared_shapes=declared_shapes)
+            return _open_lent(lent, options, providers, disabled_optimizers)
         with temporary_model_file(model, lazy="copy", declared_shapes=declared_shapes) as path:
             return ort.InferenceSession(str(path), options, providers=list(providers),
                                         disabled_optimizers=list(disabled_optimizers))
@@ -131,27 +111,54 @@ def ort_session(
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class LentModel:
-    """A whole model (weights inline, as :func:`ort_rewritten` gives it) encoded once for many
-    sessions: its graph as bytes and its large weights as ONNX Runtime values each session
-    reads where they are (:func:`lent_model`). ORT parsing a 44 MB model from bytes took
-    115 ms a session, from the graph with lent weights 24 ms."""
+    """A model encoded once for many sessions: its graph as bytes and the main graph's large
+    weights as ONNX Runtime values each session reads where they are (:func:`lent_model`);
+    weights that stay in their files are read there by ORT, in ``folder``. ORT parsing a
+    44 MB model from bytes took 115 ms a session, from the graph with lent weights 24 ms."""
 
     payload: bytes = dataclasses.field(repr=False)
     names: tuple[str, ...]
     values: tuple[Any, ...] = dataclasses.field(repr=False)  # OrtValues over the arrays
     arrays: tuple[np.ndarray, ...] = dataclasses.field(repr=False)
+    folder: Path | None = None
 
 
 def lent_model(data: bytes) -> LentModel:
-    """``data`` (a whole model as ONNX Runtime reads it) as a :class:`LentModel`."""
+    """``data`` (a whole model as ONNX Runtime reads it, as :func:`ort_rewritten` gives it)
+    as a :class:`LentModel`."""
+    return _lend(onnx.load_from_string(data), folder=None, declared_shapes=True)
+
+
+def _lend(model: onnx.ModelProto, *, folder: Path | None, declared_shapes: bool
+          ) -> LentModel:
     import onnxruntime as ort
 
-    model = onnx.load_from_string(data)
     memory: list[tuple[str, np.ndarray]] = []
-    payload = Encoder(lazy="refer", memory=memory, lendable=_read_names(model)).serialize(model)
+    # Only weights some node reads are lent: ORT drops an initializer nothing reads when it
+    # resolves the graph, then fails to find it to put a lent weight in ("Failed to find
+    # existing initializer"); such a tensor goes inline instead.
+    payload = Encoder(lazy="refer", folder=folder, memory=memory, lendable=_read_names(model),
+                      without=frozenset() if declared_shapes else DECLARED_SHAPES
+                      ).serialize(model)
     return LentModel(payload, tuple(name for name, _ in memory),
                      tuple(ort.OrtValue.ortvalue_from_numpy(value) for _, value in memory),
-                     tuple(value for _, value in memory))
+                     tuple(value for _, value in memory), folder)
+
+
+def _open_lent(lent: LentModel, options: onnxruntime.SessionOptions,
+               providers: Sequence[str | tuple[str, dict]],
+               disabled_optimizers: Sequence[str]) -> onnxruntime.InferenceSession:
+    import onnxruntime as ort
+
+    if lent.folder is not None:
+        options.add_session_config_entry(_ORT_EXTERNAL_FOLDER, str(lent.folder))
+    if lent.names:
+        options.add_external_initializers(list(lent.names), list(lent.values))
+    session = ort.InferenceSession(lent.payload, options, providers=list(providers),
+                                   disabled_optimizers=list(disabled_optimizers))
+    # ORT reads the lent weights where they are for the session's whole life.
+    session._graphfix_lent_weights = lent  # type: ignore[attr-defined]
+    return session
 
 
 def ort_rewritten(model: onnx.ModelProto, *, optimization: str,
