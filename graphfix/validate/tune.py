@@ -65,7 +65,13 @@ Method
    copy to show no significant difference from the default; where it does show one, a ratio
    may carry that much bias, and a speed winner's whole interval must clear the A/A's
    farthest end (``max(high, 1/low)``), else the machine is too noisy to trust the ratio and
-   the default is kept (keeping the default needs no A/A).
+   the default is kept (keeping the default needs no A/A). A median is compared round by
+   round: the speedup is the geometric mean of each round's ratio of block medians, and the
+   bootstrap resamples those ratios (:func:`graphfix.validate.stats.bootstrap_speedup`'s
+   ``per_round``). One opening of a session can come out 1.5x slower than the next, and
+   what slows the machine slows every session of a round (their block medians correlate
+   0.5 to 0.8); the median of the pooled calls jumps between such modes, the per-round
+   ratios do not. The 99th percentile is taken over the pooled calls of its long blocks.
 6. Confirmation. Picking the best of many intervals flatters the pick (the winner's curse), and
    the search's rounds, a dozen sessions each, are wide; so the leader of the search (the
    winner of step 5 whatever the A/A, else the candidate furthest ahead of the default), the
@@ -657,7 +663,9 @@ def _compare(default: Candidate, candidate: Candidate, statistic: str, *, confid
              resamples: int, seed: int, rungs: Collection[int] | None = None
              ) -> Comparison | None:
     """The candidate against the default over the rounds both ran (per sample); only those of
-    ``rungs`` when they are given."""
+    ``rungs`` when they are given. Every round opened each session anew, so a median is
+    compared round by round (``per_round``: the spread between openings sets the interval);
+    a tail quantile needs the pooled calls of the long blocks it is measured on."""
     shared = sorted(key for key in set(default.times) & set(candidate.times)
                     if rungs is None or key[0] in rungs)
     if not shared:
@@ -665,7 +673,7 @@ def _compare(default: Candidate, candidate: Candidate, statistic: str, *, confid
     a = np.asarray([default.times[key] for key in shared]) / default.batch
     b = np.asarray([candidate.times[key] for key in shared]) / candidate.batch
     return bootstrap_speedup(a, b, confidence=confidence, resamples=resamples, seed=seed,
-                             statistic=statistic)
+                             statistic=statistic, per_round=statistic == "median")
 
 
 def choose(default: Candidate, aa: Comparison | None, candidates: Sequence[Candidate],
