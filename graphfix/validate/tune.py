@@ -70,7 +70,7 @@ Method
    bootstrap resamples those ratios (:func:`graphfix.validate.stats.bootstrap_speedup`'s
    ``per_round``). One opening of a session can come out 1.5x slower than the next, and
    what slows the machine slows every session of a round (their block medians correlate
-   0.5 to 0.8); the median of the pooled calls jumps between such modes, the per-round
+   0.45 to 0.8); the median of the pooled calls jumps between such modes, the per-round
    ratios do not. The 99th percentile is taken over the pooled calls of its long blocks.
 6. Confirmation. Picking the best of many intervals flatters the pick (the winner's curse), and
    the search's rounds, a dozen sessions each, are wide; so the leader of the search (the
