@@ -179,13 +179,13 @@ def bootstrap_speedup(
     if np.any(a <= 0) or np.any(b <= 0):
         raise ValueError("times must be positive")
     quantile = STATISTICS[statistic]
+    if per_round:
+        return _per_round(a, b, quantile, confidence, np.random.default_rng(seed), resamples)
     point = float(_statistic(a.ravel(), quantile) / _statistic(b.ravel(), quantile))
     rng = np.random.default_rng(seed)
     rounds = a.shape[0]
     ratios = np.empty(resamples, dtype=np.float64)
     chunk = max(1, 2_000_000 // (rounds * max(a.shape[1], b.shape[1])))  # bounds memory
-    if per_round:
-        return _per_round(a, b, quantile, confidence, rng, resamples)
     for start in range(0, resamples, chunk):
         stop = min(resamples, start + chunk)
         picked = rng.integers(0, rounds, size=(stop - start, rounds))
