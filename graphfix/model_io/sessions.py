@@ -118,8 +118,8 @@ class LentModel:
 
     payload: bytes = dataclasses.field(repr=False)
     names: tuple[str, ...]
-    values: tuple[Any, ...] = dataclasses.field(repr=False)  # OrtValues over the arrays
-    arrays: tuple[np.ndarray, ...] = dataclasses.field(repr=False)
+    # OrtValues over the weights' arrays (an OrtValue made from a CPU array holds the array)
+    values: tuple[Any, ...] = dataclasses.field(repr=False)
     folder: Path | None = None
 
 
@@ -142,7 +142,7 @@ def _lend(model: onnx.ModelProto, *, folder: Path | None, declared_shapes: bool
                       ).serialize(model)
     return LentModel(payload, tuple(name for name, _ in memory),
                      tuple(ort.OrtValue.ortvalue_from_numpy(value) for _, value in memory),
-                     tuple(value for _, value in memory), folder)
+                     folder)
 
 
 def _open_lent(lent: LentModel, options: onnxruntime.SessionOptions,
