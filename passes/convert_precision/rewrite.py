@@ -322,6 +322,8 @@ def emulate(analysis: Analysis, low: frozenset[int], *, io_low: bool = False
         if node.op_type in ("Constant", "ConstantOfShape") and node.domain in graph_layer.STANDARD_DOMAINS:
             _round_constant(node, analysis.low)
             continue
+        if _selects_rounded(analysis, position):
+            continue  # what it writes was rounded where it was read
         for slot in plan.low_outputs:
             name = node.output[slot]
             raw = names.fresh(f"{name}_raw")
@@ -340,6 +342,18 @@ def emulate(analysis: Analysis, low: frozenset[int], *, io_low: bool = False
     inserts.apply(graph)
     graph_layer.drop_unread_initializers(graph)
     return model
+
+
+def _selects_rounded(analysis: Analysis, position: int) -> bool:
+    """Whether a lowered node only moves or selects values it reads rounded (a Reshape, a
+    Concat, a Relu, a MaxPool on lowered values): every value it writes is one of them, so
+    rounding its outputs again changes nothing, and the emulation leaves that Cast pair out.
+    A Cast to float of another type computes new values: it is rounded."""
+    plan = analysis.plans[position]
+    node = analysis.node(position)
+    floats = [slot for slot, name in enumerate(node.input)
+              if name and analysis.types.get(name) == FLOAT]
+    return plan.movement and bool(floats) and set(floats) <= set(plan.low_inputs)
 
 
 def _redirect(graph: onnx.GraphProto, uses: Iterable[Use], name: str) -> None:

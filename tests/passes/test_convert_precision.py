@@ -135,6 +135,46 @@ def test_lowering_everything_overflows_where_the_islands_do_not(rng):
     assert tolerance_used(reference, run(model), 1e-2, 1e-2) <= 1.0
 
 
+def test_emulation_rounds_where_values_are_computed_not_where_they_move(rng, monkeypatch):
+    """What a lowered Reshape, Relu, Transpose, Concat or Where writes is one of the rounded
+    values it read: the emulation rounds it no second time, and computes the same values. A
+    Cast to float of integers computes new values (2049 is 2048 in float16): it is rounded."""
+    from graphfix.passes.convert_precision import rewrite
+
+    original = parse("""
+    g (float[4,16] x, int64[12,8] k) => (float[12,8] y) {
+        h = MatMul(x, W)
+        r = Reshape(h, shape)
+        a = Relu(r)
+        t = Transpose<perm=[1,0]>(a)
+        c = Concat<axis=0>(t, C)
+        kf = Cast<to=1>(k)
+        s = Add(c, kf)
+        y = Where(mask, s, c)
+    }""", W=weights(rng, 16, 16), shape=np.array([8, 8], np.int64),
+        C=weights(rng, 4, 8), mask=rng.uniform(size=(12, 8)) > 0.5)
+    analysis = Analysis.build(original, tensor_types(original), low=FP16)
+    everything = analysis.resolve(frozenset(analysis.compute_nodes()))
+    feeds = {"x": rng.uniform(-1, 1, (4, 16)).astype(np.float32),
+             "k": np.full((12, 8), 2049, np.int64)}
+    import onnxruntime as ort
+
+    def run(m: onnx.ModelProto) -> np.ndarray:
+        return ort.InferenceSession(m.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+    lean = emulate(analysis, everything)
+    monkeypatch.setattr(rewrite, "_selects_rounded", lambda analysis, position: False)
+    every = emulate(analysis, everything)
+    # x read by MatMul, h, kf, s: rounded, two Casts each; r, a, t, c, y not again
+    assert ops(lean).count("Cast") == 1 + 2 * 4
+    assert ops(every).count("Cast") == 1 + 2 * 9
+    np.testing.assert_array_equal(run(lean), run(every))
+    writer = {out: node for node in lean.graph.node for out in node.output}
+    rounding = writer[writer["kf"].input[0]]  # kf is the Cast of k, rounded to float16
+    assert rounding.op_type == "Cast" and rounding.attribute[0].i == FP16
+
+
 def test_error_traced_from_an_output_puts_its_origin_back(rng):
     # No risky op: the Sub cancels two large, nearly equal values; rounding them to float16
     # (spacing 4 near 3000) leaves an error the size of the result. The search traces the
