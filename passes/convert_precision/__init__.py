@@ -23,7 +23,9 @@ Rules:
    through lowered nodes, so that parity judges them at the lowered type's tolerance.
 6. A float16 result is run on ONNX Runtime before it is returned, and its outputs compared with
    the original's: a model that does not load or misses the bar is not returned (the pass
-   skips and says why). bfloat16 has no kernels on ONNX Runtime's CPU provider: its result is
+   skips and says why). Where ONNX Runtime names a lowered node it cannot create or run in
+   the lowered type (ScatterElements adding float16 on the CPU), that node goes back to
+   float32 and the search goes again. bfloat16 has no kernels on ONNX Runtime's CPU provider: its result is
    checked by onnx's checker and by the estimate alone.
 7. A model that already carries a ``graphfix.precision`` record is left alone (a second run
    would measure against the lowered model, not the float32 original).
@@ -37,6 +39,7 @@ import dataclasses
 import logging
 import os
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -154,6 +157,15 @@ class ConvertPrecision(Pass):
                 logger.warning("convert-precision: %s", reason)
                 return PassResult(model, False, warnings=[reason], skipped=reason,
                                   stats={"rounds": result.rounds})
+            if not any(not analysis.plans[p].movement for p in result.low):
+                reason = (f"kept float32: every node that computes needs float32 on the "
+                          f"measured inputs ({len(result.kept)} kept, in {result.rounds} "
+                          f"round(s) of measuring)")
+                logger.warning("convert-precision: %s", reason)
+                return PassResult(model, False, warnings=[reason], skipped=reason,
+                                  stats={"rounds": result.rounds},
+                                  details={"islands": [island.to_dict() for island in
+                                                       islands_of(analysis, result)]})
             lowered, stats = self._lowered(analysis, result.low, io_low, dtype)
             problem = new_checker_problem(lowered, model)  # not the input's own: Rule 6
             if problem:
@@ -165,10 +177,14 @@ class ConvertPrecision(Pass):
                 break
             # ONNX Runtime computed something the emulation did not: trace the error back on
             # what it computed, and search again without those nodes.
-            blamed = {} if checked is None or attempt == RUNTIME_RETRIES else {
-                p: why for p, why in self._traced_on_runtime(lowered, search, feeds,
-                                                             result.low).items()
-                if p not in forced}
+            if attempt == RUNTIME_RETRIES:
+                blamed = {}
+            elif checked is None:  # ORT refused a node in the lowered type: it stays float32
+                blamed = {p: why for p, why in _refused(analysis, refusal, result.low).items()
+                          if p not in forced}
+            else:
+                blamed = {p: why for p, why in self._traced_on_runtime(
+                    lowered, search, feeds, result.low).items() if p not in forced}
             if not blamed:
                 logger.warning("convert-precision: %s", refusal)
                 return PassResult(model, False, warnings=[refusal], skipped=refusal)
@@ -268,6 +284,38 @@ class ConvertPrecision(Pass):
         except Exception:  # noqa: BLE001 - ORT refuses in many ways: nothing traced
             return {}
         return search.blame_runs(runs, low)
+
+
+# How ONNX Runtime names the node it cannot create or run: "Could not find an implementation
+# for ScatterElements(18) node with name 'x'", "... while running ScatterElements node.
+# Name:'x' Status Message: MLFloat16 data type is not supported ..." (the name empty for a
+# node without one).
+_REFUSED_NODE = re.compile(r"implementation for (\w+)\(\d+\) node with name '([^']*)'"
+                           r"|running (\w+) node\. Name:'([^']*)'")
+
+
+def _refused(analysis: Analysis, refusal: str, low: frozenset[int]) -> dict[int, str]:
+    """The lowered nodes ONNX Runtime's error ``refusal`` is about, with why they go back to
+    float32: the node it names (where it has no name, the lowered nodes of its type), and
+    every lowered node of the same type and attributes, which the same kernel would run."""
+    found = _REFUSED_NODE.search(refusal)
+    if not found:
+        return {}
+    op_type, name = (found.group(1), found.group(2)) if found.group(1) else (
+        found.group(3), found.group(4))
+    named = [p for p in low if (analysis.node(p).name == name if name else
+                                analysis.node(p).op_type == op_type)]
+    kinds = {_kind(analysis.node(p)) for p in named}
+    text = refusal.removeprefix("ONNX Runtime cannot run the lowered model (")
+    cause = text.removesuffix("); model kept").split("Status Message:")[-1].strip()
+    return {p: f"ONNX Runtime cannot run it in the lowered type ({cause})" for p in low
+            if _kind(analysis.node(p)) in kinds}
+
+
+def _kind(node: onnx.NodeProto) -> tuple[str, str, bytes]:
+    """A node's op and attributes: what picks its kernel."""
+    return node.domain, node.op_type, b"".join(
+        a.SerializeToString() for a in sorted(node.attribute, key=lambda a: a.name))
 
 
 def _run_lowered(lowered: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]],

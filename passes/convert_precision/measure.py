@@ -39,7 +39,10 @@ The search
    When an error builds up over many nodes it has no single origin: while a round does not
    lower the worst output's error by a tenth, or tracing finds no origin not already float32,
    the lowered ancestors of the failing outputs with the largest own error go back too, two,
-   then four, eight, ... per round.
+   then four, eight, ... at each such round; the count does not start again at two when a
+   round makes progress, so that an error spread over hundreds of nodes (an OCR recognizer's
+   long sequence of convolutions) is contained within the rounds. Once a round has failed,
+   the next ones are measured with every tensor exposed (one session each).
    The error is traced through integer tensors too: indices computed from floats (T5's
    relative-position buckets) move when a rounding crosses an integer, and the lowered nodes
    that compute those floats go back together. A lowered node that only moves values (an
@@ -189,28 +192,32 @@ class Search:
         pinned = frozenset(kept) - compute  # movement nodes kept on request
         measured = None
         previous: float | None = None
-        stalled = 0
+        stalls = 0
         for round_index in range(1, self.max_rounds + 1):
             low = self.analysis.resolve(frozenset(compute - set(kept)), io_low=self.io_low,
                                         pinned=pinned)
-            measured = self.measure(low)
+            # Once an assignment failed, the next ones are measured with every tensor
+            # exposed: one session gives both the verdict and what tracing needs.
+            measured = self.measure(low, tensors=previous is not None)
             failing = measured.failing(self.budget)
-            logger.debug("convert-precision round %d: %d nodes lowered, %d kept; failing: %s",
-                         round_index, len(low), len(kept), failing)
+            worst = max((measured.outputs[name] for name in failing), default=0.0)
+            logger.debug("convert-precision round %d: %d nodes lowered, %d kept; failing: %s "
+                         "(worst %s)", round_index, len(low), len(kept), failing, _fmt(worst))
             if not failing:
                 return SearchResult(low, kept, measured, round_index, self.local)
-            measured = self.measure(low, tensors=True)  # to trace the error back
-            worst = max(measured.outputs[name] for name in failing)
+            if previous is None:
+                measured = self.measure(low, tensors=True)  # to trace the error back
             # Step 2b: an error that builds up over many nodes has no single origin; while
             # tracing it back does not lower it by a tenth, the lowered ancestors with the
-            # largest own error go back too, twice as many each round.
-            stalled = stalled + 1 if previous is not None and worst > 0.9 * previous else 0
+            # largest own error go back too, twice as many at each such round of the search.
+            stalled = previous is not None and not worst < 0.9 * previous  # inf stays inf
+            stalls += stalled
             previous = worst
             blamed = {p: why for p, why in self.blame(measured, failing, low).items()
                       if p not in kept}
             if stalled or not blamed:  # no single origin left to trace: by own error
                 self.measure_local(self.analysis.compute_nodes())
-                blamed.update(self.ranked(failing, low, 2 ** max(stalled, 1), measured))
+                blamed.update(self.ranked(failing, low, 2 ** max(stalls, 1), measured))
             if not blamed:
                 break
             kept.update(blamed)

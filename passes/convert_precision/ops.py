@@ -187,7 +187,13 @@ def _from_schema(node: onnx.NodeProto, schema: _Schema, float_inputs: Sequence[i
                         reason=f"the schema of {node.op_type}-{schema.version} allows no {name}")
     return NodePlan("lowerable", tuple(sorted(low_in)), tuple(sorted(low_out)),
                     tuple(sorted(free)), movement=node.op_type in MOVEMENT_OPS
-                    and (node.domain or "") in STANDARD_DOMAINS)
+                    and (node.domain or "") in STANDARD_DOMAINS and not _reduces(node))
+
+
+def _reduces(node: onnx.NodeProto) -> bool:
+    """A scatter that adds or multiplies what it scatters (``reduction``, opset 16 on)
+    computes new values: it is no movement."""
+    return any(a.name == "reduction" and a.s not in (b"", b"none") for a in node.attribute)
 
 
 def _formal(formals: tuple[tuple[str, bool], ...], index: int) -> str | None:

@@ -189,6 +189,10 @@ def test_error_traced_from_an_output_puts_its_origin_back(rng):
     why = " ".join(line for island in result.details["islands"] for line in island["why"])
     assert "output 'y'" in why
     assert result.stats["rounds"] >= 2
+    # Every node of this model computes on the cancelling values: nothing is lowered, and the
+    # pass says so rather than write a model that only gained a record.
+    assert result.skipped and "every node that computes needs float32" in result.skipped
+    assert precision.read(model) is None
 
 
 def test_a_border_cast_is_shared_by_its_readers(rng):
@@ -200,6 +204,52 @@ def test_a_border_cast_is_shared_by_its_readers(rng):
     }""", W=weights(rng, 16, 16)), keep_float32=["Softmax", "LogSoftmax"])
     assert ops(model).count("Cast") == 2  # x to float16, h back to float32 once for both
     assert result.stats["islands"] == 2
+
+
+def test_a_wrong_declared_output_shape_of_the_input_does_not_stop_the_lowering(rng):
+    # The model declares y of rank 2 where its Reshape writes rank 3 (onnx's checker says so
+    # at the Reshape; ONNX Runtime runs it). Lowered, a Cast writes y: the checker says the
+    # same at the Cast, which is the input's own problem, not the rewrite's.
+    original = onnx.parser.parse_model(HEADER + """
+    g (float[4,16] x) => (float[4,16] y) {
+        h = MatMul(x, W)
+        y = Reshape(h, shape)
+    }""")
+    original.graph.initializer.extend([numpy_helper.from_array(weights(rng, 16, 16), "W"),
+                                       numpy_helper.from_array(np.array([2, 2, 16]), "shape")])
+    with pytest.raises(onnx.shape_inference.InferenceError, match="differ in rank"):
+        onnx.checker.check_model(original, full_check=True)
+    result = ConvertPrecision()(copy(original))
+    assert result.skipped is None and result.stats["compute_nodes_lowered"] == 1
+    assert ops(result.model)[-1] == "Cast" and result.model.graph.node[-1].output[0] == "y"
+
+
+def test_a_node_onnx_runtime_cannot_run_lowered_goes_back_to_float32(rng):
+    # ONNX Runtime's CPU provider has no float16 ScatterElements that adds: the lowered model
+    # does not run, ORT names the node, and the node stays float32 while the rest is lowered.
+    # Adding is computing: the scatter is not treated as a node that only moves values.
+    original = parse("""
+    g (float[4,16] x, int64[2,16] k) => (float[4,16] y) {
+        h = MatMul(x, W)
+        u = MatMul(x, V)
+        v = Slice(u, zero, two, zero)
+        s = ScatterElements<axis=0, reduction="add">(h, k, v)
+        y = MatMul(s, W)
+    }""", W=weights(rng, 16, 16), V=weights(rng, 16, 16), zero=np.array([0]),
+        two=np.array([2]))
+    feeds = [{"x": rng.uniform(-1, 1, (4, 16)).astype(np.float32),
+              "k": rng.integers(0, 4, (2, 16))}]
+    analysis = Analysis.build(original, tensor_types(original), low=FP16)
+    assert [p.movement for p in analysis.plans] == [False, False, True, False, False]
+    model, result = lowered(copy(original), feeds=feeds)
+    scatter = next(n for n in model.graph.node if n.op_type == "ScatterElements")
+    assert result.skipped is None and result.stats["compute_nodes_lowered"] == 3
+    why = " ".join(line for island in result.details["islands"] for line in island["why"])
+    assert "ONNX Runtime cannot run it in the lowered type" in why and "ScatterElements" in why
+    typed = {v.name: v.type.tensor_type.elem_type for v in onnx.shape_inference.infer_shapes(
+        model).graph.value_info}
+    assert typed[scatter.output[0]] == onnx.TensorProto.FLOAT
+    assert check_parity(original, model, feeds=feeds).passed
 
 
 def test_resize_scales_stay_float32(rng):
