@@ -24,9 +24,10 @@ Rules:
 6. A float16 result is run on ONNX Runtime before it is returned, and its outputs compared with
    the original's: a model that does not load or misses the bar is not returned (the pass
    skips and says why). Where ONNX Runtime names a lowered node it cannot create or run in
-   the lowered type (ScatterElements adding float16 on the CPU), that node goes back to
-   float32 and the search goes again. bfloat16 has no kernels on ONNX Runtime's CPU provider: its result is
-   checked by onnx's checker and by the estimate alone.
+   the lowered type (ScatterElements adding float16 on the CPU), the lowered nodes of its
+   kind go back to float32 and the search goes again. bfloat16 has no kernels on ONNX
+   Runtime's CPU provider: its result is checked by onnx's checker and by the estimate
+   alone.
 7. A model that already carries a ``graphfix.precision`` record is left alone (a second run
    would measure against the lowered model, not the float32 original).
 
