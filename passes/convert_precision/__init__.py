@@ -48,7 +48,7 @@ import numpy as np
 import onnx
 
 from graphfix import precision as precision_record
-from graphfix.errors import GraphfixError, PassError
+from graphfix.errors import GraphfixError, PassError, first_line
 from graphfix.model_io import new_checker_problem
 from graphfix.options import RunOptions
 from .analysis import FLOAT, Analysis
@@ -158,7 +158,8 @@ class ConvertPrecision(Pass):
                 logger.warning("convert-precision: %s", reason)
                 return PassResult(model, False, warnings=[reason], skipped=reason,
                                   stats={"rounds": result.rounds})
-            if not any(not analysis.plans[p].movement for p in result.low):
+            lowered_count = sum(1 for p in result.low if not analysis.plans[p].movement)
+            if not lowered_count:
                 reason = (f"kept float32: every node that computes needs float32 on the "
                           f"measured inputs ({len(result.kept)} kept, in {result.rounds} "
                           f"round(s) of measuring)")
@@ -173,16 +174,16 @@ class ConvertPrecision(Pass):
                 reason = f"the lowered model is invalid ({problem}); model kept"
                 logger.warning("convert-precision: %s", reason)
                 return PassResult(model, False, warnings=[reason], skipped=reason)
-            checked, refusal = self._check_run(lowered, search, feeds, low)
+            checked, refusal, runtime_error = self._check_run(lowered, search, feeds, low)
             if refusal is None:
                 break
             # ONNX Runtime computed something the emulation did not: trace the error back on
             # what it computed, and search again without those nodes.
             if attempt == RUNTIME_RETRIES:
                 blamed = {}
-            elif checked is None:  # ORT refused a node in the lowered type: it stays float32
-                blamed = {p: why for p, why in _refused(analysis, refusal, result.low).items()
-                          if p not in forced}
+            elif runtime_error is not None:  # ORT refused a node in the lowered type
+                blamed = {p: why for p, why in _refused(analysis, runtime_error,
+                                                        result.low).items() if p not in forced}
             else:
                 blamed = {p: why for p, why in self._traced_on_runtime(
                     lowered, search, feeds, result.low).items() if p not in forced}
@@ -194,7 +195,6 @@ class ConvertPrecision(Pass):
             forced.update(blamed)
         islands = islands_of(analysis, result)
         _replace(model, lowered)
-        lowered_count = sum(1 for p in result.low if not analysis.plans[p].movement)
         estimate = max(result.measured.outputs.values(), default=0.0) if result.measured else 0.0
         pass_stats = {
             "nodes_lowered": len(result.low),
@@ -254,23 +254,23 @@ class ConvertPrecision(Pass):
 
     def _check_run(self, lowered: onnx.ModelProto, search: Search,
                    feeds: Sequence[Mapping[str, np.ndarray]], low: int
-                   ) -> tuple[float | None, str | None]:
+                   ) -> tuple[float | None, str | None, str | None]:
         """Rule 6: the worst output's error of the lowered model run on ONNX Runtime (None
-        where it cannot run here: bfloat16, or a model ORT refuses), and why the model is not
-        taken (None when it is)."""
+        where it cannot run here: bfloat16, or a model ORT refuses), why the model is not
+        taken (None when it is), and ORT's error where it refused the model."""
         if low == onnx.TensorProto.BFLOAT16:
-            return None, None
+            return None, None, None
         try:
             runs = _run_lowered(lowered, feeds, [o.name for o in lowered.graph.output])
         except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
-            text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            return None, f"ONNX Runtime cannot run the lowered model ({text}); model kept"
+            error = first_line(err, limit=2000)
+            return None, f"ONNX Runtime cannot run the lowered model ({error}); model kept", error
         worst = max(search.errors_of(runs).outputs.values(), default=0.0)
         if worst > 1.0:
             return worst, (f"the lowered model's outputs reach {worst:.3g}x the tolerance on "
                            f"ONNX Runtime where the estimate said {OUTPUT_BUDGET:g}x at most; "
-                           "model kept")
-        return worst, None
+                           "model kept"), None
+        return worst, None, None
 
     @staticmethod
     def _traced_on_runtime(lowered: onnx.ModelProto, search: Search,
@@ -295,11 +295,11 @@ _REFUSED_NODE = re.compile(r"implementation for (\w+)\(\d+\) node with name '([^
                            r"|running (\w+) node\. Name:'([^']*)'")
 
 
-def _refused(analysis: Analysis, refusal: str, low: frozenset[int]) -> dict[int, str]:
-    """The lowered nodes ONNX Runtime's error ``refusal`` is about, with why they go back to
+def _refused(analysis: Analysis, error: str, low: frozenset[int]) -> dict[int, str]:
+    """The lowered nodes ONNX Runtime's ``error`` is about, with why they go back to
     float32: the node it names (where it has no name, the lowered nodes of its type), and
     every lowered node of the same type and attributes, which the same kernel would run."""
-    found = _REFUSED_NODE.search(refusal)
+    found = _REFUSED_NODE.search(error)
     if not found:
         return {}
     op_type, name = (found.group(1), found.group(2)) if found.group(1) else (
@@ -307,8 +307,7 @@ def _refused(analysis: Analysis, refusal: str, low: frozenset[int]) -> dict[int,
     named = [p for p in low if (analysis.node(p).name == name if name else
                                 analysis.node(p).op_type == op_type)]
     kinds = {_kind(analysis.node(p)) for p in named}
-    text = refusal.removeprefix("ONNX Runtime cannot run the lowered model (")
-    cause = text.removesuffix("); model kept").split("Status Message:")[-1].strip()
+    cause = error.split("Status Message:")[-1].strip()
     return {p: f"ONNX Runtime cannot run it in the lowered type ({cause})" for p in low
             if _kind(analysis.node(p)) in kinds}
 
