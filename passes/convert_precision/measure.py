@@ -47,7 +47,11 @@ The search
    relative-position buckets) move when a rounding crosses an integer, and the lowered nodes
    that compute those floats go back together. A lowered node that only moves values (an
    embedding's Gather) where an error starts goes back with its weights.
-3. After :data:`MAX_ROUNDS` rounds, or when no node is left to blame, the search gives up.
+3. Give back. The nodes step 2b kept on their own error alone, twice as many each time, can
+   be more than the outputs need: those with the smallest own error are lowered again while
+   every output stays within the bar, the largest such share searched by halves in
+   :data:`GIVE_BACK_ROUNDS` measurements at most (each assignment taken measured within it).
+4. After :data:`MAX_ROUNDS` rounds, or when no node is left to blame, the search gives up.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ logger = logging.getLogger(__name__)
 OUTPUT_BUDGET = 0.5  # of the tolerance, for every output on the measured inputs
 LOCAL_RISKY = 0.25  # own error above which a node of a risky op type stays float32
 MAX_ROUNDS = 24
+GIVE_BACK_ROUNDS = 4  # measurements spent lowering again what step 2b kept on rank alone
 
 @dataclasses.dataclass
 class Measured:
@@ -193,6 +198,7 @@ class Search:
         measured = None
         previous: float | None = None
         stalls = 0
+        by_rank: list[int] = []  # kept by step 2b, on their own error alone
         for round_index in range(1, self.max_rounds + 1):
             low = self.analysis.resolve(frozenset(compute - set(kept)), io_low=self.io_low,
                                         pinned=pinned)
@@ -204,7 +210,8 @@ class Search:
             logger.debug("convert-precision round %d: %d nodes lowered, %d kept; failing: %s "
                          "(worst %s)", round_index, len(low), len(kept), failing, _fmt(worst))
             if not failing:
-                return SearchResult(low, kept, measured, round_index, self.local)
+                return self._give_back(SearchResult(low, kept, measured, round_index,
+                                                    self.local), by_rank, pinned)
             if previous is None:
                 measured = self.measure(low, tensors=True)  # to trace the error back
             # Step 2b: an error that builds up over many nodes has no single origin; while
@@ -217,7 +224,9 @@ class Search:
                       if p not in kept}
             if stalled or not blamed:  # no single origin left to trace: by own error
                 self.measure_local(self.analysis.compute_nodes())
-                blamed.update(self.ranked(failing, low, 2 ** max(stalls, 1), measured))
+                ranked = self.ranked(failing, low, 2 ** max(stalls, 1), measured)
+                by_rank += [p for p in ranked if p not in blamed]
+                blamed.update(ranked)
             if not blamed:
                 break
             kept.update(blamed)
@@ -226,6 +235,32 @@ class Search:
                   f"stays at {_fmt(worst[1])} of the tolerance" if worst else "nothing measured")
         return SearchResult(frozenset(), kept, measured, self.max_rounds, self.local,
                             failed=reason)
+
+    def _give_back(self, found: SearchResult, by_rank: Sequence[int],
+                   pinned: frozenset[int]) -> SearchResult:
+        """Step 3 of the module docstring, on the passing assignment ``found``."""
+        order = sorted(by_rank, key=lambda p: (self.local.get(p, 0.0), p))
+        compute = set(self.analysis.compute_nodes())
+        best, rounds = found, found.rounds
+        given, most = 0, len(order)  # given back and within the bar; at most that many
+        for _ in range(GIVE_BACK_ROUNDS):
+            if given >= most:
+                break
+            trial = (given + most + 1) // 2
+            returned = set(order[:trial])
+            kept = {p: why for p, why in found.kept.items() if p not in returned}
+            low = self.analysis.resolve(frozenset(compute - set(kept)), io_low=self.io_low,
+                                        pinned=pinned)
+            measured = self.measure(low)
+            rounds += 1
+            logger.debug("convert-precision give-back: %d of %d lowered again: %s", trial,
+                         len(order), "within the bar" if not measured.failing(self.budget)
+                         else "over")
+            if measured.failing(self.budget):
+                most = trial - 1
+            else:
+                given, best = trial, SearchResult(low, kept, measured, rounds, self.local)
+        return dataclasses.replace(best, rounds=rounds)
 
     def blame_runs(self, runs: Sequence[Mapping[str, np.ndarray]], low: frozenset[int]
                    ) -> dict[int, str]:

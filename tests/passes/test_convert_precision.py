@@ -189,10 +189,40 @@ def test_error_traced_from_an_output_puts_its_origin_back(rng):
     why = " ".join(line for island in result.details["islands"] for line in island["why"])
     assert "output 'y'" in why
     assert result.stats["rounds"] >= 2
-    # Every node of this model computes on the cancelling values: nothing is lowered, and the
-    # pass says so rather than write a model that only gained a record.
+
+
+def test_a_node_kept_on_its_own_error_alone_is_lowered_again_when_the_outputs_allow():
+    # The cancelling Sub stalls the search, which keeps the ancestors with the largest own
+    # error, the Mul among them; lowered again, the Mul leaves y within the bar, so it is.
+    original = parse("""
+    g (float[2,16] x) => (float[2,16] y) {
+        a = Add(x, big)
+        b = Add(x, small)
+        d = Sub(a, b)
+        y = Mul(d, x)
+    }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32))
+    model, result = lowered(copy(original))
+    assert result.skipped is None and result.stats["compute_nodes_lowered"] == 1
+    typed = {v.name: v.type.tensor_type.elem_type for v in onnx.shape_inference.infer_shapes(
+        model).graph.value_info}
+    mul = next(n for n in model.graph.node if n.op_type == "Mul")
+    assert typed[mul.output[0]] == FP16 and typed["d"] == onnx.TensorProto.FLOAT
+    assert check_parity(original, model).passed
+
+
+def test_nothing_lowered_is_said_and_no_record_is_written():
+    # Every node computes on the cancelling values: nothing can be lowered, and the pass says
+    # so, with each node's reason, rather than write a model that only gained a record.
+    model, result = lowered(parse("""
+    g (float[2,16] x) => (float[2,16] y) {
+        a = Add(x, big)
+        b = Add(x, small)
+        y = Sub(a, b)
+    }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32)))
     assert result.skipped and "every node that computes needs float32" in result.skipped
-    assert precision.read(model) is None
+    assert precision.read(model) is None and ops(model) == ["Add", "Add", "Sub"]
+    why = " ".join(line for island in result.details["islands"] for line in island["why"])
+    assert "output 'y'" in why
 
 
 def test_a_border_cast_is_shared_by_its_readers(rng):
