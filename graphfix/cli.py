@@ -484,6 +484,11 @@ def _check_conflicts(ctx: click.Context, command: click.Command, args: list[str]
             v != "fp32" for v in given["io_types"]):
         raise click.UsageError("--io-types lowers the signature with the compute: it needs "
                                "--precision", ctx)
+    if "io_types" in given and "precision" in given and str(given["io_types"][-1]) not in (
+            "fp32", str(given["precision"][-1])):  # the last occurrence is the one click keeps
+        raise click.UsageError(f"--io-types takes fp32 (the default) or the --precision's own "
+                               f"type ({given['precision'][-1]}), got {given['io_types'][-1]}",
+                               ctx)
     session_flags = [flag(n) for n in ("threads", "dynamic_block_base", "cuda_graph")
                      if n in given]
     if "config" in given and session_flags:

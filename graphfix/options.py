@@ -295,7 +295,9 @@ class RunOptions:
                               f"got {self.precision!r}")
         if self.io_types not in (None, "fp32", self.precision):
             raise OptionError(f"io types must be fp32 or the precision ({self.precision}), "
-                              f"got {self.io_types!r}", hint="--io-types needs --precision")
+                              f"got {self.io_types!r}",
+                              hint="--io-types needs --precision" if self.precision is None
+                              else f"--io-types fp32 or --io-types {self.precision}")
         if self.fuse not in (None, *FUSIONS):
             raise OptionError(f"the fusion must be one of {', '.join(FUSIONS)}, "
                               f"got {self.fuse!r}")

@@ -126,6 +126,8 @@ MORE_USAGE = {
                              "> 0"),
     "io-types-without-precision": (["optimize", "m.onnx", "out.onnx", "--io-types", "fp16"],
                                    "needs --precision"),
+    "io-types-of-another-precision": (["optimize", "m.onnx", "out.onnx", "--precision", "fp16",
+                                       "--io-types", "bf16"], "the --precision's own type"),
     "empty-passes": (["optimize", "m.onnx", "out.onnx", "--passes", ""], "names no pass"),
     "comma-passes": (["optimize", "m.onnx", "out.onnx", "--passes", ","], "names no pass"),
     "cuda-graph-on-cpu": (["bench", "m.onnx", "--provider", "cpu", "--cuda-graph"],
