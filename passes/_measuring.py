@@ -85,12 +85,16 @@ def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[
 
 def session(model: onnx.ModelProto) -> Any:
     """A CPU session on ``model`` with ONNX Runtime's optimizations off, for a run or two:
-    no weight is prepacked for faster later calls (that costs more than it saves here)."""
+    no weight is prepacked for faster later calls (that costs more than it saves here), and
+    no buffer is planned for reuse: ORT's planner takes most of the session's start on a
+    graph of Cast pairs whose shapes it only learns at run time (whisper's encoder emulated:
+    15 ms of 17), and a run or two on small inputs needs no reuse."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.add_session_config_entry("session.disable_prepacking", "1")
+    options.enable_mem_reuse = False
     return ort_session(model, optimization="disabled", options=options)
 
 

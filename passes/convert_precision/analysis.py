@@ -14,8 +14,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
+from graphfix.model_io import tensor_value
 from . import ops
 
 __all__ = ["Analysis", "Use", "FLOAT"]
@@ -112,6 +114,39 @@ class Analysis:
 
     def node(self, position: int) -> onnx.NodeProto:
         return self.model.graph.node[position]
+
+    def risk(self, position: int) -> str | None:
+        """Why the node at ``position`` may overflow or lose precision in the lowered type
+        (:data:`~ops.RISKY_OPS`), None where it cannot: a Div by constants of magnitude one
+        or more only scales its numerator down, one rounding like a Mul's."""
+        node = self.node(position)
+        reason = ops.RISKY_OPS.get(node.op_type)
+        if reason and node.op_type == "Div" and len(node.input) > 1:
+            divisor = self._small_constant(node.input[1])
+            if divisor is not None and divisor.size and bool(
+                    np.all(np.abs(divisor.astype(np.float64)) >= 1.0)):
+                return None
+        return reason
+
+    def _small_constant(self, name: str, limit: int = 4096) -> np.ndarray | None:
+        """The value of ``name`` where it is a weight or a Constant of at most ``limit``
+        values; None otherwise (NaN counts as no value: it fails every comparison)."""
+        if name in self.initializers:
+            tensor = self.initializers[name]
+            if int(np.prod(tensor.dims, dtype=np.int64)) > limit:
+                return None
+            return tensor_value(tensor)
+        if name not in self.producer:
+            return None
+        node = self.node(self.producer[name][0])
+        if node.op_type != "Constant" or node.domain not in graph_layer.STANDARD_DOMAINS:
+            return None
+        for item in node.attribute:
+            if item.name == "value" and int(np.prod(item.t.dims, dtype=np.int64)) <= limit:
+                return numpy_helper.to_array(item.t)
+            if item.name in ("value_float", "value_floats"):
+                return np.array(onnx.helper.get_attribute_value(item), dtype=np.float32)
+        return None
 
     # ----------------------------------------------------------------------------------------
     # An assignment and the types it gives

@@ -26,8 +26,9 @@ through this estimate on a CPU.
 The search
 ----------
 1. Start: nodes that cannot be lowered stay float32 (their schema, a subgraph); of the ops
-   known to overflow or lose precision (:data:`~ops.RISKY_OPS`), those whose own error exceeds
-   a quarter of the tolerance stay float32: the start set shrinks to where its risk is
+   known to overflow or lose precision (:data:`~ops.RISKY_OPS`; not a Div by constants of
+   magnitude one or more, which only scales down), those whose own error exceeds a quarter of
+   the tolerance stay float32: the start set shrinks to where its risk is
    measured. A node's own error alone does not keep it: an attention mask's -3.4e38 saturates
    at -65504, an error without consequence downstream; the outputs decide (step 2).
 2. Measure the assignment. While an output's error exceeds half its tolerance (the other half
@@ -66,7 +67,6 @@ import onnx
 
 from graphfix.model_io import skeleton
 from .._measuring import Feeds, run_outputs, session, tolerance_used
-from . import ops
 from .analysis import FLOAT, Analysis
 from .rewrite import emulate, expose, shadow
 
@@ -182,7 +182,7 @@ class Search:
         for position in self.local:
             node = self.analysis.node(position)
             error = self.local.get(position, 0.0)
-            risky = ops.RISKY_OPS.get(node.op_type)
+            risky = self.analysis.risk(position)
             if risky and error > LOCAL_RISKY:
                 kept[position] = f"{node.op_type} {risky}; its own error {_fmt(error)} of the " \
                                  f"tolerance"
@@ -190,8 +190,7 @@ class Search:
 
     def run(self, forced: Mapping[int, str] | None = None) -> SearchResult:
         """The search; ``forced`` nodes stay float32 from the start, with their reason."""
-        self.measure_local([p for p in self.analysis.compute_nodes()
-                            if self.analysis.node(p).op_type in ops.RISKY_OPS])
+        self.measure_local([p for p in self.analysis.compute_nodes() if self.analysis.risk(p)])
         kept = {**self.start(), **(forced or {})}
         compute = set(self.analysis.compute_nodes())
         pinned = frozenset(kept) - compute  # movement nodes kept on request

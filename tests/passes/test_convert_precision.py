@@ -175,6 +175,27 @@ def test_emulation_rounds_where_values_are_computed_not_where_they_move(rng, mon
     assert rounding.op_type == "Cast" and rounding.attribute[0].i == FP16
 
 
+def test_a_div_that_only_scales_down_is_not_risky_and_a_small_divisor_is(rng):
+    model = parse("""
+    g (float[2,8] x) => (float[2,8] a, float[2,8] b, float[2,8] c, float[2,8] d) {
+        k = Constant<value = float[1] {1.4142135}>()
+        a = Div(x, k)
+        b = Div(x, big)
+        c = Div(x, tiny)
+        d = Div(x, x)
+    }""", big=np.array([2.0, -1.0] * 4, np.float32), tiny=np.array([1e-3], np.float32))
+    analysis = Analysis.build(model, tensor_types(model), low=FP16)
+    risks = {analysis.node(p).output[0]: analysis.risk(p) for p in analysis.compute_nodes()}
+    assert risks["a"] is None and risks["b"] is None  # |x / k| <= |x|: one rounding
+    assert risks["c"] == risks["d"] == "small denominators overflow"
+    # What it changes: x / 1e-3 past 65.504 overflows float16, so that Div stays float32,
+    # found by its own error, while the others are lowered.
+    x = {"x": rng.uniform(60, 200, (2, 8)).astype(np.float32)}
+    _, result = lowered(model, feeds=[x])
+    kept = [line for island in result.details["islands"] for line in island["why"]]
+    assert len(kept) == 1 and kept[0].startswith("Div#3 (Div): Div small denominators overflow")
+
+
 def test_error_traced_from_an_output_puts_its_origin_back(rng):
     # No risky op: the Sub cancels two large, nearly equal values; rounding them to float16
     # (spacing 4 near 3000) leaves an error the size of the result. The search traces the
