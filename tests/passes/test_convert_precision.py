@@ -175,6 +175,36 @@ def test_emulation_rounds_where_values_are_computed_not_where_they_move(rng, mon
     assert rounding.op_type == "Cast" and rounding.attribute[0].i == FP16
 
 
+def test_a_large_weight_is_emulated_as_stored_and_cast_back_the_same_values(rng, monkeypatch):
+    """A weight of many values is emulated as the lowered model stores it (float16) and Cast
+    back to float32 by ONNX Runtime, a small one as a rounded float32 copy: same values."""
+    from graphfix.passes.convert_precision import rewrite
+
+    original = parse("""
+    g (float[4,128] x) => (float[4,128] y) {
+        h = MatMul(x, W)
+        y = Add(h, b)
+    }""", W=weights(rng, 128, 128), b=weights(rng, 128))
+    analysis = Analysis.build(original, tensor_types(original), low=FP16)
+    everything = analysis.resolve(frozenset(analysis.compute_nodes()))
+    cast_back = emulate(analysis, everything)
+    stored = {t.name: t.data_type for t in cast_back.graph.initializer}
+    assert stored == {"W_q": FP16, "b_r": onnx.TensorProto.FLOAT}
+    monkeypatch.setattr(rewrite, "_CAST_WEIGHTS_FROM", 1 << 30)
+    copies = emulate(analysis, everything)
+    assert {t.data_type for t in copies.graph.initializer} == {onnx.TensorProto.FLOAT}
+    import onnxruntime as ort
+
+    x = {"x": rng.uniform(-1, 1, (4, 128)).astype(np.float32)}
+
+    def run(m: onnx.ModelProto) -> np.ndarray:
+        return ort.InferenceSession(m.SerializeToString(),
+                                    providers=["CPUExecutionProvider"]).run(None, x)[0]
+
+    np.testing.assert_array_equal(run(cast_back), run(copies))
+    assert not np.array_equal(run(copies), run(original))  # the weights were rounded
+
+
 def test_a_div_that_only_scales_down_is_not_risky_and_a_small_divisor_is(rng):
     model = parse("""
     g (float[2,8] x) => (float[2,8] a, float[2,8] b, float[2,8] c, float[2,8] d) {
