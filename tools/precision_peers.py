@@ -52,6 +52,7 @@ import onnx
 import graphfix
 from graphfix.model_io import load_external_values
 from graphfix.passes._measuring import make_feeds, run_outputs, tolerance_used
+from graphfix.validate.stats import bootstrap_speedup
 from graphfix.passes.convert_precision import ConvertPrecision
 from graphfix.passes.convert_precision.measure import tensor_types
 
@@ -242,6 +243,13 @@ def main(argv: list[str] | None = None) -> int:
             row = {"model": name, "tool": tool, "error": error, "ok": error <= 1.0,
                    "casts": casts, "signature_casts": floor, "seconds": round(seconds, 3),
                    "runs": len(times[tool]), "note": note}
+            if tool == "graphfix" and len(times.get("cc-auto", ())) == len(times[tool]) > 2:
+                # graphfix's time over cc-auto's, the repeats paired, with a 95% interval
+                c = bootstrap_speedup(times["cc-auto"], times[tool])
+                row["time_ratio"] = [round(1 / c.speedup, 3), round(1 / c.ci_high, 3),
+                                     round(1 / c.ci_low, 3)]
+                note = (note + " time vs cc-auto {:.2f}x [{:.2f}, {:.2f}]".format(
+                    *row["time_ratio"])).strip()
             if tool == "graphfix" and lowered is not None and args.bench_runs:
                 row["cpu"] = _bench(lowered, original, args.bench_runs)
                 note = (note + f" cpu {row['cpu']}").strip()
@@ -284,6 +292,12 @@ def _summary(rows: list[dict[str, Any]]) -> None:
               f"{fewer}, as many on {equal} (cc-auto at the signature's Casts on {at_floor}); "
               f"in at most its time on {quicker} (time ratio median {np.median(ratios):.2f}x, "
               f"at most {max(ratios):.2f}x)")
+        paired = [by[(m, "graphfix")]["time_ratio"] for m in both
+                  if "time_ratio" in by[(m, "graphfix")]]
+        if paired:
+            print(f"paired over the repeats (95% intervals, {len(paired)} models): "
+                  f"significantly less time on {sum(hi < 1 for _, _, hi in paired)}, "
+                  f"significantly more on {sum(lo > 1 for _, lo, _ in paired)}")
 
 
 def _bench(lowered: onnx.ModelProto, original: onnx.ModelProto, runs: int) -> str:
