@@ -14,7 +14,9 @@ the float32 graphs it measures with.
 
 Weights and constants are rounded by numpy as :func:`lower` converts them: finite values past
 float16's range saturate at +-65504 (as onnxconverter-common and ONNX Runtime's converter do),
-infinities stay infinite.
+infinities stay infinite. The measuring graphs hold a small rounded weight as a float32 copy,
+and a large one as the lowered model stores it with a Cast back to float32, which ONNX Runtime
+runs (exact either way).
 """
 
 from __future__ import annotations
