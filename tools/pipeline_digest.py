@@ -10,6 +10,10 @@ measured), its node and Transpose counts (subgraphs and local functions included
 SHA-256 of the output's bytes (the pipeline is deterministic: the same input gives the same
 bytes). ``--compare`` prints every model whose digest differs from the file's and exits 1 when
 one does; a restructuring that keeps every behaviour keeps every digest.
+
+``--precision fp16|bf16`` digests the ``convert-precision`` pass alone on each model as it
+is (on parity's own inputs), not the pipeline: does a change of the float16 search or of its
+measuring change which nodes it lowers? Models too large for ``--max-mb`` are left out.
 """
 
 from __future__ import annotations
@@ -26,25 +30,43 @@ from typing import Any
 import graphfix
 from graphfix.graph import all_nodes
 from graphfix.model_io import load_external_values
+from graphfix.passes.convert_precision import ConvertPrecision
 
 
-def digest(path: Path) -> dict[str, Any]:
-    """The pipeline's output of the model at ``path``, summarized."""
+def digest(path: Path, precision: str | None = None) -> dict[str, Any]:
+    """The pipeline's output of the model at ``path`` (with ``precision``, the
+    convert-precision pass's alone), summarized."""
     started = time.perf_counter()
+    extra: dict[str, Any] = {}
     try:
-        result = graphfix.optimize(path, verify=False)
+        if precision is None:
+            result = graphfix.optimize(path, verify=False)
+            model = result.model
+            extra["left_out"] = [item["pass"] for item in result.report.left_out]
+        else:
+            model = graphfix.load(path)
+            load_external_values(model)
+            outcome = ConvertPrecision(precision=precision)(model)
+            model = outcome.model
+            extra["changed"] = outcome.modified
+            extra["skipped"] = outcome.skipped
+            extra["lowered"] = outcome.stats.get("compute_nodes_lowered")
     except graphfix.GraphfixError as error:
         return {"error": str(error).splitlines()[0][:300]}
-    model = result.model
     load_external_values(model)
     nodes = list(all_nodes(model.graph)) + [n for f in model.functions for n in f.node]
     return {
         "nodes": len(nodes),
         "transposes": sum(n.op_type == "Transpose" for n in nodes),
         "sha256": hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest(),
-        "left_out": [item["pass"] for item in result.report.left_out],
+        **extra,
         "seconds": round(time.perf_counter() - started, 2),
     }
+
+
+def _size_mb(path: Path) -> float:
+    data = path.parent / (path.name + ".data")
+    return (path.stat().st_size + (data.stat().st_size if data.exists() else 0)) / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,12 +74,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--json", type=Path, help="write the digests to this file")
     parser.add_argument("--compare", type=Path, help="compare with digests written before")
+    parser.add_argument("--precision", choices=["fp16", "bf16"],
+                        help="digest the convert-precision pass alone, at this precision")
+    parser.add_argument("--max-mb", type=float, default=300.0,
+                        help="with --precision, leave out models larger than this (MiB)")
     args = parser.parse_args(argv)
     results: dict[str, dict[str, Any]] = {}
     for folder in args.folders:
         for path in sorted(folder.glob("*.onnx")):
+            if args.precision and _size_mb(path) > args.max_mb:
+                continue
             key = f"{folder.name}/{path.name}"
-            results[key] = digest(path)
+            results[key] = digest(path, args.precision)
             row = results[key]
             print(f"{key:60s} {row.get('nodes', '-'):>6} {row.get('transposes', '-'):>4} "
                   f"{row.get('sha256', row.get('error', ''))[:16]}", flush=True)
