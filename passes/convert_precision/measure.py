@@ -78,7 +78,7 @@ logger = logging.getLogger(__name__)
 OUTPUT_BUDGET = 0.5  # of the tolerance, for every output on the measured inputs
 LOCAL_RISKY = 0.25  # own error above which a node of a risky op type stays float32
 MAX_ROUNDS = 24
-GIVE_BACK_ROUNDS = 4  # measurements spent lowering again what step 2b kept on rank alone
+GIVE_BACK_ROUNDS = 8  # measurements spent lowering again what step 2b kept on rank alone
 
 @dataclasses.dataclass
 class Measured:
