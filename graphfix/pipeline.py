@@ -16,7 +16,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ import graphfix.passes  # noqa: F401 - the pass library registers its passes on 
 from graphfix import graph as graph_layer
 from graphfix.graph import check_input_shapes, fix_input_shapes
 from graphfix import model_io, registry
+from graphfix import precision as precision_module
 from graphfix import speed_gate as gate
 from graphfix.errors import (
     GraphfixError,
@@ -182,6 +183,9 @@ class PipelineRun:
     passes: list[PassReport]
     fixed: list[str]
     left_out: list[LeftOut]
+    # A copy of the model as it was before the first pass named in ``snapshot_before`` ran
+    # (None when none ran): what the passes made of it at its own precision.
+    before: onnx.ModelProto | None = None
 
 
 def run_pipeline(
@@ -192,6 +196,7 @@ def run_pipeline(
     progress: Progress | None = None,
     judge: Judge | None = None,
     strict: bool = False,
+    snapshot_before: Collection[str] = (),
 ) -> PipelineRun:
     """Run ``passes`` in order on ``model`` (rewritten in place), after fixing the sizes of
     ``input_shapes``.
@@ -200,16 +205,20 @@ def run_pipeline(
     parity); one that fails, or a pass that fails with an error of its own, is taken back and
     its fallbacks are tried, finest first; when none is taken the pass is left out, and the run
     goes on (:class:`LeftOut` records each). ``strict`` refuses instead: a failing pass raises
-    :class:`ParityError` naming it (an error, :class:`PassError`).
+    :class:`ParityError` naming it (an error, :class:`PassError`). ``snapshot_before``:
+    pass names before the first of which a copy of the model is kept (:attr:`PipelineRun.before`).
     """
     reports: list[PassReport] = []
     left_out: list[LeftOut] = []
+    before: onnx.ModelProto | None = None
     fixed = fix_input_shapes(model, input_shapes)
     # -1 as a size is unknown to every pass; the signature says it again at the end.
     unknown_dims = graph_layer.clear_unknown_dims(model)
     for index, pass_ in enumerate(passes):
         if progress:
             progress(pass_.name, index, len(passes))
+        if before is None and pass_.name in snapshot_before:
+            before = _copy(model)
         taken = _run_judged(pass_, model, judge, strict)
         if taken.problem is None:
             model = taken.model
@@ -233,7 +242,9 @@ def run_pipeline(
     if progress:
         progress("", len(passes), len(passes))
     unknown_dims.restore(model)
-    return PipelineRun(model, reports, fixed, left_out)
+    if before is not None:
+        unknown_dims.restore(before)
+    return PipelineRun(model, reports, fixed, left_out, before)
 
 
 @dataclasses.dataclass
@@ -541,6 +552,8 @@ class _Job:
         self.in_place = loaded.owned and (not self.needs_original or loaded.path is not None)
         # The original's side of the parity check, when it runs beside the passes.
         self.reference: ReferenceRun | None = None
+        # The model before the gated passes (run_pipeline's snapshot), for _verify.
+        self.before_gated: onnx.ModelProto | None = None
 
     def optimize(self) -> OptimizeResult:
         with contextlib.ExitStack() as resources:
@@ -573,13 +586,18 @@ class _Job:
             raise self._with_report(error, None) from None
         working = original if self.in_place else _copy(original)
         try:
+            # The passes that change the model's precision or fuse for a provider are judged
+            # at a looser tolerance; what the others made of the model before them is checked
+            # at its own (_verify), so that the looser one lets no other pass's error through.
             done = run_pipeline(working, self.pipeline, input_shapes=self.run.input_shapes,
-                                progress=self.progress, judge=self.loads, strict=self.strict)
+                                progress=self.progress, judge=self.loads, strict=self.strict,
+                                snapshot_before=gate.GATED_PASSES if self.verify else ())
         except BaseException:
             if self.reference is not None:
                 self.reference.cancel()
             raise
         self._record(done)
+        self.before_gated = done.before
         # The passes rewrote the loaded model in place: the original is read again from its
         # file, once and only if something asks for it (a parity check whose reference did not
         # run beside the passes, the search for a pass that broke parity, the benchmark's
@@ -611,9 +629,21 @@ class _Job:
         result = check_parity(None, optimized, reference_run=reference, progress=self.progress,
                               tolerances=self.tolerances)
         self.report.parity = result.to_dict()
-        if result.passed:
+        before, self.before_gated = self.before_gated, None
+        if result.passed and (before is None or precision_module.read(optimized) is None):
             return optimized
-        first = result.describe()
+        if result.passed:
+            # Judged at the lowered type's tolerance, the model would let through an error of
+            # a float32 pass that its own tolerance refuses (ORT's Div/Mul fusion moving a T5
+            # bucket): the model before the lowering is checked at the original's tolerance.
+            base = check_parity(None, before, reference_run=reference,
+                                tolerances=self.tolerances)
+            del before
+            if base.passed:
+                return optimized
+            first = f"before {', '.join(gate.GATED_PASSES)}: {base.describe()}"
+        else:
+            first = result.describe()
         logger.info("parity fails (%s); running the passes again, each checked", first)
         judged: list[ParityResult] = []
 

@@ -450,6 +450,47 @@ def test_optimize_writes_lowered_model_when_the_gate_is_off(rng, tmp_path):
     assert entry.details["lowered_outputs"] == ["y"]
 
 
+def test_the_lowered_types_tolerance_lets_no_float32_passs_error_through(
+        rng, tmp_path, monkeypatch):
+    """A float32 pass whose error parity refuses at float32's tolerance (0.5% on the output)
+    but that float16's would take: the lowered model is judged at float16's, so the model
+    before the lowering is checked at float32's, and the pass that broke it is left out."""
+    from graphfix import registry
+    from graphfix.registry import Pass, PassResult
+
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+    @registry.register("nudges-output")
+    class _Nudges(Pass):
+        """Scales the output by 1.005, as a fusion that moves a value slightly would."""
+
+        may_grow = True
+
+        def call(self, model: onnx.ModelProto) -> PassResult:
+            graph = model.graph
+            producer = next(n for n in graph.node if "y" in n.output)
+            producer.output[list(producer.output).index("y")] = "y_raw"
+            graph.initializer.append(numpy_helper.from_array(np.float32(1.005), "nudge"))
+            graph.node.append(onnx.helper.make_node("Mul", ["y_raw", "nudge"], ["y"]))
+            return PassResult(model, modified=True)
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(rng), path)
+    result = graphfix.optimize_file(path, tmp_path / "out.onnx", precision="fp16",
+                                    speed_gate=False, passes=["nudges-output"])
+    assert [item["pass"] for item in result.report.left_out] == ["nudges-output"]
+    assert "before fuse-transformer, convert-precision" in " ".join(result.report.parity["notes"])
+    written = onnx.load(tmp_path / "out.onnx")
+    assert precision.read(written) is not None  # still lowered
+    assert "nudge" not in {t.name for t in written.graph.initializer}
+    assert result.report.parity["passed"]
+    from graphfix.errors import ParityError
+
+    with pytest.raises(ParityError, match="nudges-output"):
+        graphfix.optimize(mlp(rng), precision="fp16", speed_gate=False,
+                          passes=["nudges-output"], strict=True)
+
+
 def test_optimize_with_the_gate_writes_what_its_verdict_says(rng, tmp_path):
     path = tmp_path / "mlp.onnx"
     onnx.save(mlp(rng), path)
