@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, Union
 
 import google.protobuf.message
+import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from graphfix.errors import ValidationInputError
 
@@ -48,6 +50,7 @@ __all__ = [
     "STANDARD_DOMAINS",
     "ONNX_DOMAINS",
     "attribute",
+    "constant_tensor",
     "is_random",
 ]
 
@@ -77,6 +80,19 @@ _RANDOM_OPS = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
                          "RandomUniformLike", "Bernoulli", "Multinomial"})
 # ONNX Runtime's training dropouts: random whenever they run.
 _RANDOM_CONTRIB = frozenset({"BiasDropout", "BitmaskDropout", "BitmaskBiasDropout"})
+
+
+def constant_tensor(node: onnx.NodeProto) -> onnx.TensorProto | None:
+    """A Constant node's float or tensor value as a tensor (``value``, ``value_float``,
+    ``value_floats``); None for its other forms (integers, strings, a sparse tensor)."""
+    for attr in node.attribute:
+        if attr.name == "value":
+            return attr.t
+        if attr.name == "value_float":
+            return numpy_helper.from_array(np.array(attr.f, np.float32))
+        if attr.name == "value_floats":
+            return numpy_helper.from_array(np.array(list(attr.floats), np.float32))
+    return None
 
 
 def is_random(node: onnx.NodeProto) -> bool:

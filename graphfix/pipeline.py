@@ -552,17 +552,16 @@ class _Job:
         self.in_place = loaded.owned and (not self.needs_original or loaded.path is not None)
         # The original's side of the parity check, when it runs beside the passes.
         self.reference: ReferenceRun | None = None
-        # The model before the gated passes (run_pipeline's snapshot), for _verify.
-        self.before_gated: onnx.ModelProto | None = None
 
     def optimize(self) -> OptimizeResult:
         with contextlib.ExitStack() as resources:
             for pass_ in self.pipeline:  # passes that hold a worker start it now
                 resources.enter_context(pass_)
-            optimized, original = self._rewrite()
+            optimized, original, before = self._rewrite()
             try:
                 if self.verify:
-                    optimized = self._verify(original, optimized)
+                    optimized = self._verify(original, optimized, before)
+                del before
                 optimized = self._gate(optimized, original)
                 if self.bench is not None:
                     _bench(original(), optimized, self.report, self.bench, self.run,
@@ -573,9 +572,12 @@ class _Job:
         self._finish(optimized)
         return OptimizeResult(optimized, self.report)
 
-    def _rewrite(self) -> tuple[onnx.ModelProto, Callable[[], onnx.ModelProto]]:
+    def _rewrite(self) -> tuple[onnx.ModelProto, Callable[[], onnx.ModelProto],
+                                onnx.ModelProto | None]:
         """The passes, with the reference side of parity running beside them; returns the
-        optimized model and the original, read again on demand when the passes rewrote it."""
+        optimized model, the original (read again on demand when the passes rewrote it) and,
+        where the precision is lowered and parity checked, the model before the gated passes
+        (:func:`run_pipeline`'s snapshot, for :meth:`_verify`)."""
         original = self.loaded.model
         try:
             # Read before the passes rewrite the model in place.
@@ -586,24 +588,25 @@ class _Job:
             raise self._with_report(error, None) from None
         working = original if self.in_place else _copy(original)
         try:
-            # The passes that change the model's precision or fuse for a provider are judged
-            # at a looser tolerance; what the others made of the model before them is checked
-            # at its own (_verify), so that the looser one lets no other pass's error through.
+            # A lowered model is judged at the lowered type's looser tolerance; what the other
+            # passes made of it before the gated passes is checked at its own (_verify), so
+            # that the looser one lets no other pass's error through.
+            lowers = any(p.name == "convert-precision" for p in self.pipeline)
             done = run_pipeline(working, self.pipeline, input_shapes=self.run.input_shapes,
                                 progress=self.progress, judge=self.loads, strict=self.strict,
-                                snapshot_before=gate.GATED_PASSES if self.verify else ())
+                                snapshot_before=gate.GATED_PASSES
+                                if self.verify and lowers else ())
         except BaseException:
             if self.reference is not None:
                 self.reference.cancel()
             raise
         self._record(done)
-        self.before_gated = done.before
         # The passes rewrote the loaded model in place: the original is read again from its
         # file, once and only if something asks for it (a parity check whose reference did not
         # run beside the passes, the search for a pass that broke parity, the benchmark's
         # baseline).
         path = self.loaded.path if self.in_place and self.needs_original else None
-        return done.model, _reader(original, path)
+        return done.model, _reader(original, path), done.before
 
     def _record(self, done: PipelineRun) -> None:
         """The report's passes, warnings and what was left out, from a run of the pipeline."""
@@ -618,18 +621,18 @@ class _Job:
                 self.report.warnings.append(f"{entry.name} skipped: {entry.skipped}")
         self.report.warnings += [item.describe() for item in done.left_out]
 
-    def _verify(self, original: Callable[[], onnx.ModelProto],
-                optimized: onnx.ModelProto) -> onnx.ModelProto:
-        """Parity of ``optimized`` with the original; when it fails, the pipeline again from
-        the original with each pass judged by parity, what broke it left out (or, ``strict``,
-        a :class:`ParityError` naming the pass). Returns the model to write."""
+    def _verify(self, original: Callable[[], onnx.ModelProto], optimized: onnx.ModelProto,
+                before: onnx.ModelProto | None) -> onnx.ModelProto:
+        """Parity of ``optimized`` with the original, and of ``before`` (the model before the
+        gated passes) where ``optimized`` was lowered; when either fails, the pipeline again
+        from the original with each pass judged by parity, what broke it left out (or,
+        ``strict``, a :class:`ParityError` naming the pass). Returns the model to write."""
 
         reference = self.reference = self.reference or ReferenceRun(
             original(), **self.reference_arguments)
         result = check_parity(None, optimized, reference_run=reference, progress=self.progress,
                               tolerances=self.tolerances)
         self.report.parity = result.to_dict()
-        before, self.before_gated = self.before_gated, None
         if result.passed and (before is None or precision_module.read(optimized) is None):
             return optimized
         if result.passed:

@@ -32,9 +32,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
 
-from graphfix.graph import STANDARD_DOMAINS, graphs, subgraphs
+from graphfix.graph import STANDARD_DOMAINS, constant_tensor, graphs, subgraphs
 from graphfix.graph import reads as node_reads
 from graphfix.model_io import tensor_value
 
@@ -55,22 +54,10 @@ def _constants(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
                 found[tensor.name] = tensor
         for node in body.node:
             if node.op_type == "Constant" and node.output:
-                for attr in node.attribute:
-                    tensor = _attribute_tensor(attr)
-                    if tensor is not None and tensor.data_type in _FLOATS:
-                        found[node.output[0]] = tensor
+                tensor = constant_tensor(node)
+                if tensor is not None and tensor.data_type in _FLOATS:
+                    found[node.output[0]] = tensor
     return found
-
-
-def _attribute_tensor(attr: onnx.AttributeProto) -> onnx.TensorProto | None:
-    """A Constant's value as a tensor (value_float(s) too: they merge as numbers as well)."""
-    if attr.name == "value":
-        return attr.t
-    if attr.name == "value_float":
-        return numpy_helper.from_array(np.array(attr.f, np.float32))
-    if attr.name == "value_floats":
-        return numpy_helper.from_array(np.array(list(attr.floats), np.float32))
-    return None
 
 
 def _as_numbers(value: np.ndarray) -> np.ndarray:

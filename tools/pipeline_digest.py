@@ -42,6 +42,7 @@ def digest(path: Path, precision: str | None = None) -> dict[str, Any]:
         if precision is None:
             result = graphfix.optimize(path, verify=False)
             model = result.model
+            load_external_values(model)
             extra["left_out"] = [item["pass"] for item in result.report.left_out]
         else:
             model = graphfix.load(path)
@@ -53,7 +54,6 @@ def digest(path: Path, precision: str | None = None) -> dict[str, Any]:
             extra["lowered"] = outcome.stats.get("compute_nodes_lowered")
     except graphfix.GraphfixError as error:
         return {"error": str(error).splitlines()[0][:300]}
-    load_external_values(model)
     nodes = list(all_nodes(model.graph)) + [n for f in model.functions for n in f.node]
     return {
         "nodes": len(nodes),

@@ -141,12 +141,10 @@ class Analysis:
         node = self.node(self.producer[name][0])
         if node.op_type != "Constant" or node.domain not in graph_layer.STANDARD_DOMAINS:
             return None
-        for item in node.attribute:
-            if item.name == "value" and int(np.prod(item.t.dims, dtype=np.int64)) <= limit:
-                return numpy_helper.to_array(item.t)
-            if item.name in ("value_float", "value_floats"):
-                return np.array(onnx.helper.get_attribute_value(item), dtype=np.float32)
-        return None
+        tensor = graph_layer.constant_tensor(node)
+        if tensor is None or int(np.prod(tensor.dims, dtype=np.int64)) > limit:
+            return None
+        return numpy_helper.to_array(tensor)
 
     # ----------------------------------------------------------------------------------------
     # An assignment and the types it gives

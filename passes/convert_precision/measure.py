@@ -252,10 +252,10 @@ class Search:
                                         pinned=pinned)
             measured = self.measure(low)
             rounds += 1
+            over = bool(measured.failing(self.budget))
             logger.debug("convert-precision give-back: %d of %d lowered again: %s", trial,
-                         len(order), "within the bar" if not measured.failing(self.budget)
-                         else "over")
-            if measured.failing(self.budget):
+                         len(order), "over" if over else "within the bar")
+            if over:
                 most = trial - 1
             else:
                 given, best = trial, SearchResult(low, kept, measured, rounds, self.local)
