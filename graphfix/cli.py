@@ -299,14 +299,18 @@ def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
         terminal = False
     last: list[str] = [""]
 
-    def show(step: str, done: int, total: int) -> None:
+    def show(step: str, done: int, total: int, unit: str = "") -> None:
         elapsed = time.perf_counter() - started
         if not step or done >= total:
             if terminal:
                 click.echo("\r".ljust(71) + "\r", err=True, nl=False)
             return
-        text = f"[{done + 1}/{total}] {step}" if step != "parity" else (
-            f"parity {done + 1}/{total}")
+        if step == "parity":
+            text = f"parity {done + 1}/{total}"
+        elif unit:  # a measurement: its calls counted on a terminal, their number elsewhere
+            text = f"{step} {done + 1}/{total} {unit}" if terminal else f"{step}, {total} {unit}"
+        else:
+            text = f"[{done + 1}/{total}] {step}"
         if terminal:
             click.echo(f"\r{text} ... {elapsed:.1f}s".ljust(70), err=True, nl=False)
         elif text != last[0]:
@@ -323,14 +327,16 @@ def _verbose(func: Callable[..., Any]) -> Callable[..., Any]:
 
 def _by_step(show: Callable[[str, int, int], None] | None
              ) -> Callable[[str, int, int], None] | None:
-    """Progress for long measurements: each update on a terminal, else one line per step."""
-    if show is None or sys.stderr.isatty():
-        return show
+    """Progress for long measurements, counted in rounds: each update on a terminal, else one
+    line per step."""
+    if show is None:
+        return None
+    terminal = sys.stderr.isatty()
     last: list[str] = [""]
 
     def step(name: str, done: int, total: int) -> None:
-        if name != last[0] or done >= total:
-            show(name, 0 if name != last[0] else done, total)
+        if terminal or name != last[0] or done >= total:
+            show(name, done if terminal or name == last[0] else 0, total, "rounds")
         last[0] = name
 
     return step

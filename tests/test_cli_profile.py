@@ -29,6 +29,17 @@ def test_profile_prints_the_accounting_and_findings() -> None:
     assert "initializer-inputs" in result.output and "nhwc-transposes" in result.output
 
 
+def test_profile_progress_off_a_terminal_is_a_line_per_step_counted_in_rounds() -> None:
+    result = CliRunner().invoke(cli, ["profile", str(SAMPLE_PATH), *FAST, "--no-try"],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("graphfix: ")]
+    # 1 warm-up + 4 timed calls: one line for the step, not one per round, and no "[1/5]",
+    # which reads as the first of five steps
+    assert len(lines) == 1 and lines[0].startswith("graphfix: profile, 5 rounds"), lines
+    assert "[1/" not in result.stderr
+
+
 def test_profile_json_html_and_trace(tmp_path) -> None:
     page, trace = tmp_path / "p.html", tmp_path / "t.json"
     result = invoke("profile", SAMPLE_PATH, *FAST, "--json", "--html", page, "--trace", trace)
