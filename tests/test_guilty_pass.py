@@ -334,3 +334,23 @@ def test_simplify_loses_only_its_optimizers_when_they_break_a_phase() -> None:
     assert [n.op_type for n in result.model.graph.node] == ["CumSum", "Mul", "Mul", "Mul", "Sin"]
     with pytest.raises(ParityError, match="pass 'simplify' broke output 'y'"):
         graphfix.optimize(model, strict=True)
+
+
+def test_a_pass_left_out_on_an_ill_conditioned_output_says_the_original_moves_as_far(
+        tmp_path) -> None:
+    """ORT's own default optimizations fold the BatchNorm of a fractional-part output as
+    ort-offline and simplify do: the passes are left out (parity keeps its strength), and the
+    run says the original itself moves as far, so the user can judge the tolerance."""
+    from tests.validate.test_parity import _fractional
+
+    src, dst = tmp_path / "in.onnx", tmp_path / "out.onnx"
+    onnx.save(_fractional(), str(src))
+    result = graphfix.optimize_file(src, dst)
+    assert result.report.left_out, "folding the BatchNorm moves the output"
+    assert result.report.parity["passed"]
+    [said] = [w for w in result.report.warnings if "move the original itself" in w]
+    assert "ill-conditioned" in said and "'y'" in said
+    assert any("move the original itself" in n for n in result.report.parity["notes"])
+    with pytest.raises(ParityError, match="nor does the original under ONNX Runtime's default"):
+        graphfix.optimize_file(src, tmp_path / "strict.onnx", strict=True)
+    assert not (tmp_path / "strict.onnx").exists()

@@ -66,7 +66,7 @@ __all__ = [
     "ReferenceRun",
     "check_parity",
     "generated_feeds",
-    "compare_output", "format_parity", "identical"]
+    "compare_output", "format_parity", "identical", "original_spread"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +121,9 @@ class ParityResult:
     # The reference's own runs; when they overlapped the passes, part of them is not in seconds.
     reference_seconds: float = 0.0
     reference_overlapped: bool = False
+    # On a failure: how far ONNX Runtime's own default optimizations move the reference on
+    # the failing input set (:func:`original_spread`), per failing output, in tolerances used.
+    original_spread: dict[str, Any] | None = None
 
     @property
     def worst(self) -> OutputParity | None:
@@ -155,6 +158,9 @@ class ParityResult:
             "notes": self.notes,
             "worst": self.worst.name if self.worst else None,
             "outputs": [o.to_dict() for o in self.outputs],
+            "original_spread": self.original_spread and {
+                **self.original_spread, "outputs": {
+                    k: _json_number(v) for k, v in self.original_spread["outputs"].items()}},
         }
 
 
@@ -504,8 +510,70 @@ def check_parity(
     result.outputs = [by_name[name] for name in output_names if name in by_name]
     result.problem = "; ".join(problems) or None
     result.passed = not problems and all(o.passed for o in result.outputs)
+    if not result.passed and reference is not None:
+        original_spread(reference, reference_run, result)
     result.seconds = time.perf_counter() - started
     return result
+
+
+# The level ONNX Runtime's sessions run at unless told otherwise: what a deployment computes.
+SPREAD_LEVEL = "all"
+
+
+def original_spread(reference: onnx.ModelProto, reference_run: ReferenceRun,
+                    result: ParityResult) -> dict[str, Any] | None:
+    """How far ONNX Runtime's default optimizations move ``reference`` itself on the input set
+    where ``result`` failed worst, for each output that failed by value, in the tolerance
+    ``result`` used; recorded in ``result`` (``original_spread`` and a note) and returned.
+
+    An output that the reference's own optimized session moves beyond its tolerance is
+    ill-conditioned on those inputs (an argmax or a loop's decision near a tie): any rewrite's
+    roundings move it as far, and the failure says more about the inputs or the tolerance than
+    about the candidate. None when nothing failed by value, or the session cannot run."""
+    failing = [o for o in result.outputs if not o.passed and o.mismatched
+               and math.isfinite(o.tolerance_used)]
+    if not failing:
+        return None
+    run = max(failing, key=lambda o: o.severity).run
+    ref = reference_run.result()
+    if run >= len(ref.runs):
+        return None
+    feed, values = ref.runs[run]
+    try:
+        session = model_io.ort_session(reference, optimization=SPREAD_LEVEL,
+                                       providers=reference_run.providers,
+                                       options=_session_options())
+        moved = dict(zip([o.name for o in session.get_outputs()],
+                         session.run(None, _for(session, feed))))
+    except Exception:  # noqa: BLE001 - a diagnosis only: ORT refusing it is not the check's
+        logger.debug("the reference's optimized session did not run", exc_info=True)
+        return None
+    by_name = dict(zip(ref.names, values))
+    used: dict[str, float] = {}
+    for output in failing:
+        if output.name in by_name and output.name in moved:
+            tolerance = (output.atol, output.rtol)
+            used[output.name] = compare_output(output.name, by_name[output.name],
+                                               moved[output.name], tolerance, run).severity
+    if not used:
+        return None
+    spread = {"optimization": SPREAD_LEVEL, "run": run,
+              "outputs": used}
+    result.original_spread = spread
+    name, value = max(used.items(), key=lambda item: item[1])
+    if value > 1.0:
+        result.notes.append(
+            f"ONNX Runtime's default optimizations move the {reference_run.name} itself "
+            f"{value:.3g}x the tolerance on output {name!r} (input set {run}): the output is "
+            f"ill-conditioned on these inputs (an argmax, a rounding or a decision near a tie), so any "
+            f"rewrite's rounding moves it as far; real inputs (--inputs) or a tolerance for "
+            f"that output (--atol, --rtol) judge it better")
+    else:
+        result.notes.append(
+            f"ONNX Runtime's default optimizations keep the {reference_run.name} within "
+            f"{value:.2%} of the tolerance on output {name!r} (input set {run}): the "
+            f"difference is not the {reference_run.name}'s own spread")
+    return spread
 
 
 def _compare_runs(
@@ -548,8 +616,7 @@ def _compare_runs(
     return by_name
 
 
-def _session(model: onnx.ModelProto, providers: list[str], label: str, *,
-             reference: bool = False) -> Any:
+def _session_options() -> Any:
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -557,9 +624,14 @@ def _session(model: onnx.ModelProto, providers: list[str], label: str, *,
     # raises with ORT's message, which graphfix reports; ORT's own log would print it again.
     # The original's runs overlap the passes: idle ORT threads that spin would take their CPU.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
+def _session(model: onnx.ModelProto, providers: list[str], label: str, *,
+             reference: bool = False) -> Any:
     try:
         return model_io.ort_session(
-            model, optimization="disabled", providers=providers, options=options
+            model, optimization="disabled", providers=providers, options=_session_options()
         )
     except Exception as err:  # noqa: BLE001 - ORT raises several unrelated types
         raise ValidationInputError(

@@ -266,3 +266,51 @@ def test_a_model_with_a_weight_no_node_reads_is_checked() -> None:
         numpy_helper.from_array(np.ones((64, 64), np.float32), "unused"),
     ])
     assert check_parity(model, model).passed
+
+
+def _fractional(batchnorm: bool = True) -> onnx.ModelProto:
+    """An ill-conditioned output: the fractional part of 1e4 times a Conv and a BatchNorm,
+    which ONNX Runtime's default optimizations fold into one Conv (rounded otherwise); with
+    ``batchnorm=False`` the fold done by hand, as a rewrite would."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3
+    scale, bias = rng.uniform(0.5, 2, 8), rng.standard_normal(8)
+    mean, var = rng.standard_normal(8), rng.uniform(0.5, 2, 8)
+    factor = scale / np.sqrt(var + 1e-5)
+    if batchnorm:
+        weights = {"w": w, "s": scale, "b": bias, "m": mean, "v": var}
+        body = "c = Conv <pads = [1, 1, 1, 1]> (x, w)\n n = BatchNormalization (c, s, b, m, v)"
+    else:
+        weights = {"w": w * factor[:, None, None, None], "b": bias - mean * factor}
+        body = "n = Conv <pads = [1, 1, 1, 1]> (x, w, b)"
+    model = _model(f"""
+<ir_version: 8, opset_import: ["" : 13]>
+g (float[1, 3, 16, 16] x) => (float[1, 8, 16, 16] y) {{
+    {body}
+    k = Constant <value = float {{10000.0}}> ()
+    big = Mul (n, k)
+    whole = Floor (big)
+    y = Sub (big, whole)
+}}
+""")
+    model.graph.initializer.extend(numpy_helper.from_array(np.asarray(v, np.float32), k)
+                                   for k, v in weights.items())
+    return model
+
+
+def test_a_failure_says_whether_ort_moves_the_original_itself_as_far() -> None:
+    original = _fractional()
+    result = check_parity(original, _fractional(batchnorm=False))
+    assert not result.passed
+    spread = result.original_spread
+    assert spread["optimization"] == "all" and spread["outputs"]["y"] > 1.0
+    assert any("move the original itself" in note and "ill-conditioned" in note
+               for note in result.notes), result.notes
+    assert result.to_dict()["original_spread"] == spread
+
+    # A real mistake on a well-conditioned output: the original stays within its tolerance
+    wrong = _edit(RELU, "y = Relu (x)", "y = Sigmoid (x)")
+    result = check_parity(RELU, wrong)
+    assert result.original_spread["outputs"]["y"] <= 1.0
+    assert any("not the original's own spread" in note for note in result.notes)
+    assert check_parity(RELU, RELU).original_spread is None  # measured on failures only
