@@ -119,6 +119,10 @@ class InputSpec:
         return self.dims is None or any(not isinstance(d, int) for d in self.dims)
 
 
+# What to do about an input graphfix cannot make values for, in every command that feeds one.
+NO_VALUES_HINT = "give real inputs with --inputs (optimize: or skip the check with --no-verify)"
+
+
 def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     """The inputs a caller must feed (initializers listed as inputs are left out), in order."""
     graph = model.graph
@@ -137,7 +141,7 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
             raise ValidationInputError(
                 f"input {value.name!r} is of a type graphfix cannot generate "
                 f"({value.type.WhichOneof('value')})",
-                hint="give real inputs with --inputs, or skip the check with --no-verify",
+                hint=NO_VALUES_HINT,
             )
         dims = graph_layer.dims(value.type.sequence_type.elem_type if kind == "sequence"
                                 else value.type)
@@ -367,7 +371,7 @@ def make_feed_set(
             raise ValidationInputError(
                 f"cannot generate values of type {_type_name(spec.elem_type)} "
                 f"for input {spec.name!r}",
-                hint="give real inputs with --inputs, or skip the check with --no-verify",
+                hint=NO_VALUES_HINT,
             )
         rows = _size_of(spec.index_of, specs, shaped) if spec.index_of else None
         if rows is not None:  # segment ids below the size their table got
@@ -496,7 +500,7 @@ def _values(
         return rng.choice(_WORDS, size=shape).astype(object)
     raise ValidationInputError(
         f"cannot generate values of type {dtype} for input {spec.name!r}",
-        hint="give real inputs with --inputs, or skip the check with --no-verify",
+        hint=NO_VALUES_HINT,
     )
 
 

@@ -387,8 +387,10 @@ class Timer:
         outputs: Mapping[str, np.ndarray] | None = None,
         *,
         io_binding: bool = True,
+        config: Config | None = None,
     ) -> None:
         self.session = session
+        self.config = config  # what a failed call is about
         self.names = [o.name for o in session.get_outputs()]
         self.feeds = dict(feeds)
         self.binding: Any = None
@@ -417,14 +419,23 @@ class Timer:
         self.binding = binding
 
     def __call__(self) -> float:
-        if self.binding is not None:
+        try:
+            if self.binding is not None:
+                started = time.perf_counter_ns()
+                self.session.run_with_iobinding(self.binding)
+                self.binding.synchronize_outputs()
+                return (time.perf_counter_ns() - started) / 1e6
             started = time.perf_counter_ns()
-            self.session.run_with_iobinding(self.binding)
-            self.binding.synchronize_outputs()
+            self.session.run(self.names, self.feeds)
             return (time.perf_counter_ns() - started) / 1e6
-        started = time.perf_counter_ns()
-        self.session.run(self.names, self.feeds)
-        return (time.perf_counter_ns() - started) / 1e6
+        except Exception as err:  # noqa: BLE001 - ORT raises several unrelated types
+            label = self.config.model_label if self.config is not None else "timed"
+            what = "the model" if label == "model" else f"the {label} model"
+            raise ValidationInputError(
+                f"{what} does not run on the given inputs: {first_line(err)}",
+                hint="check the input shapes (input_shapes=...) or pass feeds=...",
+                model=self.config.model_label if self.config is not None else None,
+            ) from None
 
     def close(self) -> None:
         """Let go of the session and its device buffers (its thread pool ends with it)."""
@@ -545,7 +556,7 @@ def _open(arm: Arm, result: Measurement) -> Timer:
             "the CUDA provider loaded once but not for the measurement", hint=CUDA_FIX)
     feed = check_feeds(arm.config.label, session, arm.feeds)
     return Timer(session, feed, arm.settings.provider, arm.outputs,
-                 io_binding=arm.settings.io_binding)
+                 io_binding=arm.settings.io_binding, config=arm.config)
 
 
 def _close(arm: Arm, timer: Timer, result: Measurement) -> None:

@@ -199,6 +199,19 @@ def _always(facts: Workload) -> str | None:
     return None
 
 
+def _positive(text: str) -> int:
+    count = int(text)
+    if count < 1:
+        raise ValueError(f"{count}: expected 1 or more")
+    return count
+
+
+def _batch_size(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise BenchmarkError(f"a batch size is a whole number of 1 or more, not {value!r}")
+    return int(value)
+
+
 def _flag(text: str) -> bool:
     if text.lower() in ("1", "true", "on", "yes"):
         return True
@@ -296,7 +309,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("allow_spinning", "cpu", False, lambda f: (False,), _setting("allow_spinning"),
          parse=_flag, moot=_one_thread),
     Knob("dynamic_block_base", "cpu", False, lambda f: (4,), _setting("dynamic_block_base"),
-         _threaded, parse=int, moot=_one_thread),
+         _threaded, parse=_positive, moot=_one_thread),
     Knob("optimization", "any", True, lambda f: ("extended", "basic"),
          _setting("optimization")),
     Knob("memory_pattern", "any", False, lambda f: (False,), _setting("memory_pattern"),
@@ -316,7 +329,8 @@ KNOBS: tuple[Knob, ...] = (
          _setting("cuda_graph", io_binding=True), _graphable, parse=_flag),
     Knob("io_binding", "cuda", False, lambda f: (True,), _setting("io_binding"), parse=_flag),
     Knob("batch_size", "any", False, lambda f: (2, 4, 8, 16),
-         lambda settings, batch, value: (settings, int(value)), _batched, parse=int),
+         lambda settings, batch, value: (settings, _batch_size(value)), _batched,
+         parse=_positive),
 )
 """Every knob tune knows; adding one is a row here (and a test)."""
 
@@ -403,6 +417,26 @@ class Candidate:
         }
 
 
+def _given_values(knob: Knob, values: Sequence[Any]) -> tuple[Any, ...]:
+    """``values`` of ``knob`` given by the caller, once each; text read as ``--knob`` reads it
+    (a number of threads, a flag). A value ONNX Runtime refuses is dropped later, with its
+    reason."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        values = [values]
+    parsed: list[Any] = []
+    for value in values:
+        if isinstance(value, str):
+            try:
+                value = knob.parse(value)
+            except ValueError as err:
+                raise BenchmarkError(f"knob {knob.name}: {err}") from None
+        if value not in parsed:
+            parsed.append(value)
+    if not parsed:
+        raise BenchmarkError(f"knob {knob.name}: no value given")
+    return tuple(parsed)
+
+
 def _candidates(facts: Workload, default: Settings,
                 space: Mapping[str, Sequence[Any]] | None) -> list[Candidate]:
     """The default, its A/A copy, and one candidate per applicable knob value (``space``
@@ -424,7 +458,8 @@ def _candidates(facts: Workload, default: Settings,
             continue
         why_not = None if space is not None else (knob.applies(facts)
                                                   or knob.moot(default))
-        values = tuple(space[knob.name]) if space is not None else knob.values(facts)
+        values = _given_values(knob, space[knob.name]) if space is not None else \
+            knob.values(facts)
         for value in values:
             name = f"{knob.name}={value}"
             if why_not is not None:
@@ -752,8 +787,8 @@ def tune(
     if objective not in OBJECTIVES:
         raise BenchmarkError(f"unknown objective {objective!r}",
                              hint=f"use one of {', '.join(OBJECTIVES)}")
-    if not budget > 0:
-        raise BenchmarkError(f"the budget must be > 0 seconds, got {budget!r}")
+    if not 0 < budget < math.inf:
+        raise BenchmarkError(f"the budget must be a number of seconds > 0, got {budget!r}")
     proto, model_name = model_io.named_model(model, "model", "tune", name)
     reads = files_read((model, proto), inputs)
     if out is not None:

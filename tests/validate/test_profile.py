@@ -18,7 +18,7 @@ import pytest
 
 from graphfix.providers import ProviderStatus, probe_provider
 from graphfix.options import OptionError
-from graphfix.errors import BenchmarkError
+from graphfix.errors import BenchmarkError, ValidationInputError
 from graphfix.passes import eliminate_transposes
 from graphfix.validate.profile import SCHEMA, profile
 from graphfix.validate.profile.findings import (
@@ -174,6 +174,11 @@ g (float[1,3,8,8] x, float[4,3,3,3] w) => (float[1,4,6,6] y) {
 def test_bad_options_raise(tmp_path) -> None:
     with pytest.raises(BenchmarkError):
         profile(_mlp(), **{**TINY, "runs": 0})
+    # a model that does not run on its inputs: one error naming the model, not ORT's exception
+    with pytest.raises(ValidationInputError, match="^the model does not run on the given"):
+        profile(_mlp(), **TINY, feeds={"x": np.zeros((4, 3), np.float32)})
+    with pytest.raises(ValidationInputError, match="^the other model does not run"):
+        profile(_mlp(), **TINY, vs=_mlp(dtype="float64"), try_fixes=False)
     with pytest.raises(OptionError, match="the provider must be one of auto, cpu, cuda"):
         profile(_mlp(), **{**TINY, "provider": "tpu"})
 

@@ -449,11 +449,22 @@ def test_knobs_that_do_not_apply_are_listed_with_the_reason() -> None:
     result = tune(_mlp(), provider="cpu", budget=5, objective="latency",
                   space={"intra_op_threads": [1]})
     assert [c.name for c in result.candidates][:2] == ["default", "default (A/A copy)"]
-    full = tune(_mlp(), provider="cpu", budget=0.05)  # less than its first rung takes
+    full = tune(_mlp(), provider="cpu", budget=0.001)  # far less than its first rung takes
     reasons = {c.name: c.reason for c in full.candidates if c.status == "not applicable"}
     assert "chain" in reasons["execution_mode=parallel"]
     assert "throughput" in reasons["batch_size=2"]
-    assert any("budget" in w for w in full.warnings)
+    assert any("budget" in w for w in full.warnings), (full.warnings, full.seconds)
+
+
+def test_values_given_twice_are_one_candidate_and_a_batch_below_one_is_dropped() -> None:
+    result = tune(_mlp(), provider="cpu", budget=0.05, space={"intra_op_threads": [1, "1", 1]})
+    assert [c.name for c in result.candidates] == [
+        "default", "default (A/A copy)", "intra_op_threads=1"]
+    result = tune(_mlp("N"), provider="cpu", budget=0.05, objective="throughput",
+                  space={"batch_size": [0, 2]})
+    rows = {c.name: c for c in result.candidates}
+    assert rows["batch_size=0"].status == "dropped" and "1 or more" in rows["batch_size=0"].reason
+    assert rows["batch_size=2"].status != "dropped"
 
 
 def test_a_tuned_configuration_is_rechecked_by_bench(tmp_path) -> None:
@@ -470,6 +481,9 @@ def test_a_tuned_configuration_is_rechecked_by_bench(tmp_path) -> None:
     ({"budget": 0}, "budget"),
     ({"space": {"warp_drive": [1]}}, "unknown knob"),
     ({"space": {"use_tf32": ["0"]}}, "cuda provider"),
+    ({"budget": float("inf")}, "budget"),
+    ({"space": {"intra_op_threads": ["a"]}}, "intra_op_threads"),
+    ({"space": {"dynamic_block_base": []}}, "no value"),
 ])
 def test_bad_options_raise(options: dict, match: str) -> None:
     with pytest.raises(BenchmarkError, match=match):
