@@ -29,8 +29,14 @@ The search
    known to overflow or lose precision (:data:`~ops.RISKY_OPS`; not a Div by constants of
    magnitude one or more, which only scales down), those whose own error exceeds a quarter of
    the tolerance stay float32: the start set shrinks to where its risk is
-   measured. A node's own error alone does not keep it: an attention mask's -3.4e38 saturates
-   at -65504, an error without consequence downstream; the outputs decide (step 2).
+   measured. So do those whose output comes within :data:`RANGE_HEADROOM` of the lowered
+   type's largest value on the measured inputs (float16's 65504: a softmax written without
+   its max subtracted sums to 2e4 on inputs in [-1, 1] and overflows at 1), with what would
+   read that output in the lowered type (the values that move it, and the first node on each
+   path that computes with it), since a Cast at an island's border overflows as surely.
+   A node's own error alone does not keep it: an attention mask's -3.4e38 saturates
+   at -65504, an error without consequence downstream where a row keeps one position (the
+   inputs generated for parity always do); the outputs decide (step 2).
 2. Measure the assignment. While an output's error exceeds half its tolerance (the other half
    is headroom for inputs the measurement did not see), follow the error back from each such
    output through the tensors whose error exceeds that bar, to the nodes where it starts
@@ -77,6 +83,10 @@ logger = logging.getLogger(__name__)
 
 OUTPUT_BUDGET = 0.5  # of the tolerance, for every output on the measured inputs
 LOCAL_RISKY = 0.25  # own error above which a node of a risky op type stays float32
+# A node of a risky op type whose output comes within this factor of the lowered type's largest
+# value on the measured inputs stays float32: inputs the measurement did not see (an image in
+# 0-255, a longer sequence) overflow it where these did not.
+RANGE_HEADROOM = 16.0
 MAX_ROUNDS = 24
 GIVE_BACK_ROUNDS = 8  # measurements spent lowering again what step 2b kept on rank alone
 
@@ -122,6 +132,9 @@ class Search:
         self.reference: list[dict[str, np.ndarray]] = []
         self._full = False
         self.local: dict[int, float] = {}
+        self.peak: dict[int, float] = {}  # largest finite magnitude of a node's outputs
+        self.largest = float(np.finfo(onnx.helper.tensor_dtype_to_np_dtype(
+            analysis.low)).max) if analysis.low == onnx.TensorProto.FLOAT16 else math.inf
 
     def measure_local(self, positions: Sequence[int]) -> None:
         """The own error of each node of ``positions`` (one run of the original with their
@@ -139,13 +152,15 @@ class Search:
             self.reference = [{k: run[k] for k in self.analysis.outputs if k in run}
                               for run in runs]
         for position in todo:
-            worst = 0.0
+            worst = peak = 0.0
             for run in runs:
                 for exposed, original in built.outputs[position]:
                     if exposed in run and original in run:
                         worst = max(worst, tolerance_used(run[original], run[exposed],
                                                           self.atol, self.rtol))
+                        peak = max(peak, _peak(run[original]))
             self.local[position] = worst
+            self.peak[position] = peak
 
     def _reference_tensors(self) -> None:
         """Every float tensor of the original, for tracing an error back (once)."""
@@ -186,7 +201,31 @@ class Search:
             if risky and error > LOCAL_RISKY:
                 kept[position] = f"{node.op_type} {risky}; its own error {_fmt(error)} of the " \
                                  f"tolerance"
+            elif risky and self.peak.get(position, 0.0) * RANGE_HEADROOM > self.largest:
+                why = (f"its output reaches {self.peak[position]:.3g} on the measured inputs, "
+                       f"within {RANGE_HEADROOM:g}x of the lowered type's largest value "
+                       f"({self.largest:g})")
+                kept[position] = f"{node.op_type} {risky}; {why}"
+                self._keep_readers(position, why, kept)
         return kept
+
+    def _keep_readers(self, position: int, why: str, kept: dict[int, str]) -> None:
+        """Keep float32 what would read the outputs of ``position`` in the lowered type: a
+        value near the type's range overflows in the Cast at an island's border as surely as
+        in the node. Nodes that move values pass it on (kept too); the first computing node on
+        each path reads it in float32, and what it computes is judged on its own."""
+        todo = [position]
+        while todo:
+            node = self.analysis.node(todo.pop())
+            for name in node.output:
+                for use in self.analysis.uses.get(name, []):
+                    plan = self.analysis.plans[use.node]
+                    if use.node in kept or plan.kind != "lowerable" or \
+                            use.slot not in plan.low_inputs:
+                        continue
+                    kept[use.node] = f"reads {name!r}, whose producer stays float32: {why}"
+                    if plan.movement:
+                        todo.append(use.node)
 
     def run(self, forced: Mapping[int, str] | None = None) -> SearchResult:
         """The search; ``forced`` nodes stay float32 from the start, with their reason."""
@@ -374,6 +413,17 @@ class Search:
     def _label(self, position: int) -> str:
         node = self.analysis.node(position)
         return f"{node.op_type} {node.name!r}" if node.name else f"{node.op_type} #{position}"
+
+
+def _peak(value: np.ndarray) -> float:
+    """The largest finite magnitude in ``value`` (0 for none, or for an integer tensor)."""
+    if value.dtype.kind != "f" or not value.size:
+        return 0.0
+    largest = float(np.max(np.abs(value), initial=0.0))
+    if math.isfinite(largest):
+        return largest
+    finite = np.abs(value[np.isfinite(value)])
+    return float(finite.max()) if finite.size else 0.0
 
 
 def _fmt(error: float) -> str:

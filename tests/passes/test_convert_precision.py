@@ -226,6 +226,35 @@ def test_a_div_that_only_scales_down_is_not_risky_and_a_small_divisor_is(rng):
     assert len(kept) == 1 and kept[0].startswith("Div#3 (Div): Div small denominators overflow")
 
 
+def test_a_risky_value_near_the_range_stays_float32_and_so_do_its_readers(rng):
+    """A softmax written without its max subtracted: exp(10 x) summed over 16 stays below
+    65504 on the measured inputs, but reaches 352k at x = 1, inside the same range. The Exp and
+    the ReduceSum stay float32 on their headroom, and so does the Div reading them: a Cast at
+    the border would overflow as surely (true float16 arithmetic, onnx's reference evaluator,
+    gives zeros where the original gives 1/16)."""
+    from onnx.reference import ReferenceEvaluator
+
+    original = parse("""
+    g (float[4,16] x) => (float[4,16] y) {
+        k = Constant<value = float {10.0}>()
+        m = MatMul(x, w)
+        a = Mul(m, k)
+        e = Exp(a)
+        s = ReduceSum<keepdims = 1>(e)
+        y = Div(e, s)
+    }""", w=np.eye(16, dtype=np.float32))
+    model, result = lowered(copy(original))
+    [island] = result.details["islands"]
+    assert island["ops"] == {"Div": 1, "Exp": 1, "ReduceSum": 1}, island
+    assert "within 16x of the lowered type's largest value" in island["why"][0]
+    assert "reads 'e', whose producer stays float32" in " ".join(island["why"])
+    assert result.stats["compute_nodes_lowered"] == 2  # the MatMul and the Mul
+    ones = {"x": np.ones((4, 16), np.float32)}
+    reference = ReferenceEvaluator(original).run(None, ones)[0]
+    true_fp16 = np.asarray(ReferenceEvaluator(model).run(None, ones)[0])
+    assert tolerance_used(reference, true_fp16, 1e-2, 1e-2) <= 1.0
+
+
 def test_error_traced_from_an_output_puts_its_origin_back(rng):
     # No risky op: the Sub cancels two large, nearly equal values; rounding them to float16
     # (spacing 4 near 3000) leaves an error the size of the result. The search traces the
