@@ -239,12 +239,13 @@ class Settings:
             cuda_graph = provider_options.pop("enable_cuda_graph", "0") == "1"
             return cls(
                 provider=str(data["provider"]),
-                threads=int(options.get("intra_op_num_threads", 0)),
-                dynamic_block_base=int(dbb) if dbb is not None else None,
+                threads=_count(options.get("intra_op_num_threads", 0)),
+                dynamic_block_base=_count(int(dbb) if isinstance(dbb, str) else dbb)
+                if dbb is not None else None,
                 allow_spinning=str(entries.get("session.intra_op.allow_spinning", "1")) == "1",
                 cuda_graph=cuda_graph,
                 execution_mode=str(options.get("execution_mode", "sequential")),
-                inter_op_threads=int(options.get("inter_op_num_threads", 0)),
+                inter_op_threads=_count(options.get("inter_op_num_threads", 0)),
                 optimization=str(options.get("graph_optimization_level", "all")),
                 memory_pattern=_flag(options.get("enable_mem_pattern", True)),
                 cpu_arena=_flag(options.get("enable_cpu_mem_arena", True)),
@@ -253,6 +254,13 @@ class Settings:
             )
         except (KeyError, TypeError, ValueError) as err:
             raise BenchmarkError(f"malformed session settings: {err}") from None
+
+
+def _count(value: Any) -> int:
+    """A whole number of 0 or more, as JSON holds one (not 1.5, not true)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a whole number of 0 or more, got {value!r}")
+    return value
 
 
 def _flag(value: Any) -> bool:

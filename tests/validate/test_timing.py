@@ -63,6 +63,10 @@ def test_cuda_settings_keep_only_what_differs_from_graphfix_defaults() -> None:
 
 @pytest.mark.parametrize("change", [
     {"session_options": {"intra_op_num_threads": "two"}},
+    {"session_options": {"intra_op_num_threads": 1.5}},
+    {"session_options": {"intra_op_num_threads": True}},
+    {"session_options": {"inter_op_num_threads": -1}},
+    {"session_config_entries": {"session.dynamic_block_base": "x"}},
     {"session_options": {"enable_mem_pattern": "no"}},
     {"session_options": {"graph_optimization_level": "max"}},
     {"session_config_entries": {"session.unknown": "1"}},
