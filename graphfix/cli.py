@@ -287,16 +287,20 @@ def _parity(flags: dict[str, Any]) -> ParityOptions:
 
 
 # ---------------------------------------------------------------- progress
-def _progress(enabled: bool) -> Callable[[str, int, int], None] | None:
+def _on_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):  # no usable stderr
+        return False
+
+
+def _progress(enabled: bool) -> Callable[..., None] | None:
     """Progress on stderr: a line that updates itself on a terminal, a line per step (passes,
     parity input sets, writing) elsewhere; each with the time since the run started."""
     if not enabled:
         return None
     started = time.perf_counter()
-    try:
-        terminal = sys.stderr.isatty()
-    except (AttributeError, ValueError, OSError):  # no usable stderr
-        terminal = False
+    terminal = _on_terminal()
     last: list[str] = [""]
 
     def show(step: str, done: int, total: int, unit: str = "") -> None:
@@ -325,13 +329,12 @@ def _verbose(func: Callable[..., Any]) -> Callable[..., Any]:
                         help="More detail: whole messages; -vv debug logs.")(func)
 
 
-def _by_step(show: Callable[[str, int, int], None] | None
-             ) -> Callable[[str, int, int], None] | None:
+def _by_step(show: Callable[..., None] | None) -> Callable[[str, int, int], None] | None:
     """Progress for long measurements, counted in rounds: each update on a terminal, else one
     line per step."""
     if show is None:
         return None
-    terminal = sys.stderr.isatty()
+    terminal = _on_terminal()
     last: list[str] = [""]
 
     def step(name: str, done: int, total: int) -> None:
@@ -695,7 +698,7 @@ def check(reference: Path, candidate: Path, input_shape: tuple[tuple[str, list[i
     result = graphfix.check_parity(
         *models, **options,
         input_shapes=dict(input_shape) or None, names=("reference", "candidate"),
-        progress=None if as_json else _progress(True))
+        progress=None if as_json else _progress(True), spread=True)
     _emit(json.dumps(result.to_dict(), indent=2, default=str) if as_json
           else format_parity(result.to_dict()), product=True)
     sys.exit(0 if result.passed else 1)

@@ -120,7 +120,7 @@ class InputSpec:
 
 
 # What to do about an input graphfix cannot make values for, in every command that feeds one.
-NO_VALUES_HINT = "give real inputs with --inputs (optimize: or skip the check with --no-verify)"
+NO_VALUES_HINT = "give real inputs with --inputs; with optimize, --no-verify skips the check"
 
 
 def input_specs(model: onnx.ModelProto) -> list[InputSpec]:

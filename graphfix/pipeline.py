@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -650,15 +651,15 @@ class _Job:
             first = result.describe()
             failed = result
         # Whether ORT's own optimizations move the original itself as far: an output that
-        # ill-conditioned is no pass's fault, and the user judges the tolerance (a diagnosis:
-        # not for a model whose weights would be held once more beside both).
-        if model_io.weight_bytes(optimized) <= OVERLAP_MAX_WEIGHT_BYTES:  # one more copy
-            original_spread(original(), reference, failed)
-        spread = failed.notes[-1:] if failed.original_spread else []
+        # ill-conditioned is no pass's fault, and the user judges the tolerance.
+        note = original_spread(original(), reference, failed)
+        if failed is result:
+            self.report.parity = result.to_dict()
+        spread = [note] if note else []
         moved = _ill_conditioned(failed)
         also = "" if moved is None else (
-            f", nor does the original under ONNX Runtime's default optimizations ({moved:.3g}x "
-            "the tolerance)")
+            ", nor does the original under ONNX Runtime's default optimizations (" + (
+                f"{moved:.3g}x the tolerance)" if math.isfinite(moved) else "values change)"))
         self.report.warnings += spread if moved is not None else []
         logger.info("parity fails (%s); running the passes again, each checked", first)
         judged: list[ParityResult] = []
@@ -692,6 +693,7 @@ class _Job:
             None, done.model, reference_run=reference, tolerances=self.tolerances)
         final.notes[:0] = [f"the first output of the passes failed parity ({first}); "
                            "each pass was then checked and what broke it left out", *spread]
+        final.original_spread = failed.original_spread  # where the first output failed
         self.report.parity = final.to_dict()
         return done.model
 

@@ -19,8 +19,8 @@ JSON schema ``graphfix.report/1`` (``Report.to_dict()``), stable within a major 
   ``outputs`` ([{name, dtype, shape, passed, reason, max_abs_error, mean_abs_error,
   p99_abs_error, max_rel_error, cosine, scale, atol, rtol, mismatched, elements,
   tolerance_used, ...}]), ``original_spread`` (null unless parity failed by value: how far
-  ONNX Runtime's default optimizations move the original itself on the failing input set,
-  ``{optimization, run, outputs: {name: tolerance used}}``));
+  ONNX Runtime's default optimizations move the original itself where each output failed,
+  ``{optimization, runs: {name: input set}, outputs: {name: tolerance used}}``));
 - ``bench``: the benchmark result or null (see :mod:`graphfix.validate.bench`);
 - ``warnings``: everything the run warned about, in order; ``written``: output path or null;
 - ``left_out``: what the run left out because its output did not load, broke parity or

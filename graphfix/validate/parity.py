@@ -121,8 +121,9 @@ class ParityResult:
     # The reference's own runs; when they overlapped the passes, part of them is not in seconds.
     reference_seconds: float = 0.0
     reference_overlapped: bool = False
-    # On a failure: how far ONNX Runtime's own default optimizations move the reference on
-    # the failing input set (:func:`original_spread`), per failing output, in tolerances used.
+    # On a failure by value: how far ONNX Runtime's own default optimizations move the
+    # reference (:func:`original_spread`): per failing output, the input set and the
+    # tolerance used (infinite for an output compared exactly whose values change).
     original_spread: dict[str, Any] | None = None
 
     @property
@@ -454,6 +455,7 @@ def check_parity(
     progress: Progress | None = None,
     reference_run: ReferenceRun | None = None,
     names: tuple[str, str] = ("original", "optimized model"),
+    spread: bool = False,
 ) -> ParityResult:
     """Compare ``candidate`` with ``reference`` on the same inputs.
 
@@ -464,6 +466,9 @@ def check_parity(
     ``(atol, rtol)``. ``provider`` is ``cpu`` or ``cuda``. ``reference_run`` is the reference's
     side prepared (and perhaps started) earlier with those options; ``reference`` is then not
     read and may be None.
+
+    With ``spread``, a failure by value also says how far ONNX Runtime's default
+    optimizations move ``reference`` itself there (:func:`original_spread`).
 
     Raises :class:`ValidationInputError` when the reference itself cannot be loaded or run on
     the inputs (nothing can be proven then); a candidate that fails to load or run fails parity.
@@ -510,7 +515,8 @@ def check_parity(
     result.outputs = [by_name[name] for name in output_names if name in by_name]
     result.problem = "; ".join(problems) or None
     result.passed = not problems and all(o.passed for o in result.outputs)
-    if not result.passed and reference is not None:
+    if spread and not result.passed and reference is not None:
+        del cand_session  # one model's weights in ONNX Runtime at a time
         original_spread(reference, reference_run, result)
     result.seconds = time.perf_counter() - started
     return result
@@ -518,62 +524,69 @@ def check_parity(
 
 # The level ONNX Runtime's sessions run at unless told otherwise: what a deployment computes.
 SPREAD_LEVEL = "all"
+# The diagnosis holds the reference's weights in one more session: not past this.
+SPREAD_MAX_WEIGHT_BYTES = 512 * 2**20
 
 
 def original_spread(reference: onnx.ModelProto, reference_run: ReferenceRun,
-                    result: ParityResult) -> dict[str, Any] | None:
-    """How far ONNX Runtime's default optimizations move ``reference`` itself on the input set
-    where ``result`` failed worst, for each output that failed by value, in the tolerance
-    ``result`` used; recorded in ``result`` (``original_spread`` and a note) and returned.
+                    result: ParityResult) -> str | None:
+    """How far ONNX Runtime's default optimizations move ``reference`` itself, on the input set
+    where each output of ``result`` failed by value, in the tolerance ``result`` used (an
+    output compared exactly: whether any value changes); recorded in ``result``
+    (``original_spread`` and a note, which is returned).
 
     An output that the reference's own optimized session moves beyond its tolerance is
     ill-conditioned on those inputs (an argmax or a loop's decision near a tie): any rewrite's
     roundings move it as far, and the failure says more about the inputs or the tolerance than
-    about the candidate. None when nothing failed by value, or the session cannot run."""
-    failing = [o for o in result.outputs if not o.passed and o.mismatched
-               and math.isfinite(o.tolerance_used)]
-    if not failing:
+    about the candidate. None when nothing failed by value, the reference holds more than
+    :data:`SPREAD_MAX_WEIGHT_BYTES` of weights, or its optimized session does not run."""
+    failing = [o for o in result.outputs if not o.passed and o.mismatched]
+    if not failing or model_io.weight_bytes(reference) > SPREAD_MAX_WEIGHT_BYTES:
         return None
-    run = max(failing, key=lambda o: o.severity).run
     ref = reference_run.result()
-    if run >= len(ref.runs):
-        return None
-    feed, values = ref.runs[run]
+    by_run: dict[int, list[OutputParity]] = {}
+    for output in failing:
+        if output.run < len(ref.runs):
+            by_run.setdefault(output.run, []).append(output)
+    moved: dict[str, OutputParity] = {}
     try:
         session = model_io.ort_session(reference, optimization=SPREAD_LEVEL,
                                        providers=reference_run.providers,
                                        options=_session_options())
-        moved = dict(zip([o.name for o in session.get_outputs()],
-                         session.run(None, _for(session, feed))))
+        names = [o.name for o in session.get_outputs()]
+        for run, outputs in sorted(by_run.items()):
+            feed, values = ref.runs[run]
+            again = dict(zip(names, session.run(None, _for(session, feed))))
+            before = dict(zip(ref.names, values))
+            for output in outputs:
+                if output.name in before and output.name in again:
+                    moved[output.name] = compare_output(
+                        output.name, before[output.name], again[output.name],
+                        (output.atol, output.rtol), run)
     except Exception:  # noqa: BLE001 - a diagnosis only: ORT refusing it is not the check's
         logger.debug("the reference's optimized session did not run", exc_info=True)
         return None
-    by_name = dict(zip(ref.names, values))
-    used: dict[str, float] = {}
-    for output in failing:
-        if output.name in by_name and output.name in moved:
-            tolerance = (output.atol, output.rtol)
-            used[output.name] = compare_output(output.name, by_name[output.name],
-                                               moved[output.name], tolerance, run).severity
-    if not used:
+    if not moved:
         return None
-    spread = {"optimization": SPREAD_LEVEL, "run": run,
-              "outputs": used}
-    result.original_spread = spread
-    name, value = max(used.items(), key=lambda item: item[1])
-    if value > 1.0:
-        result.notes.append(
-            f"ONNX Runtime's default optimizations move the {reference_run.name} itself "
-            f"{value:.3g}x the tolerance on output {name!r} (input set {run}): the output is "
-            f"ill-conditioned on these inputs (an argmax, a rounding or a decision near a tie), so any "
-            f"rewrite's rounding moves it as far; real inputs (--inputs) or a tolerance for "
-            f"that output (--atol, --rtol) judge it better")
+    result.original_spread = {
+        "optimization": SPREAD_LEVEL,
+        "runs": {name: o.run for name, o in moved.items()},
+        "outputs": {name: o.severity for name, o in moved.items()}}
+    worst = max(moved.values(), key=lambda o: o.severity)
+    how_far = (f"{worst.mismatched} of its {worst.elements} values"
+               if math.isinf(worst.severity) else f"{worst.severity:.3g}x the tolerance")
+    if worst.severity > 1.0:
+        note = (f"ONNX Runtime's default optimizations change the {reference_run.name} itself "
+                f"by {how_far} on output {worst.name!r} (input set {worst.run}): the output is "
+                "ill-conditioned on these inputs (an argmax, a rounding or a decision near a "
+                "tie), so any rewrite's rounding moves it as far; real inputs (--inputs) or "
+                "that output's own tolerance (--tol NAME:ATOL:RTOL) judge it better")
     else:
-        result.notes.append(
-            f"ONNX Runtime's default optimizations keep the {reference_run.name} within "
-            f"{value:.2%} of the tolerance on output {name!r} (input set {run}): the "
-            f"difference is not the {reference_run.name}'s own spread")
-    return spread
+        note = (f"ONNX Runtime's default optimizations keep the {reference_run.name} within "
+                f"{worst.severity:.2%} of the tolerance on the failing output(s): the "
+                f"difference is not the {reference_run.name}'s own spread")
+    result.notes.append(note)
+    return note
 
 
 def _compare_runs(

@@ -58,7 +58,7 @@ __all__ = ["Placement", "Config", "Settings", "Arm", "Measurement", "EXECUTION_M
            "OPTIMIZATION_LEVELS", "ALONE_ROUNDS", "open_session", "profile", "parse_profile",
            "Timer", "measure", "measure_runs",
            "check_cuda_graph", "check_feeds", "graph_inputs", "default_threads", "thread_limit",
-           "ort_version", "Progress"]
+           "ort_version", "Progress", "RunFailed"]
 
 logger = logging.getLogger(__name__)
 
@@ -381,6 +381,17 @@ def profile(
     return parse_profile(events, provider=settings.provider), dict(zip(names, values))
 
 
+# What a timed call is about, by its arm's label: bench's two models and profile's.
+_TIMED = {"candidate": ("the candidate model", "candidate"),
+          "baseline": ("the baseline model", "baseline"),
+          "model": ("the model", None), "other": ("the other model", None)}
+
+
+class RunFailed(ValidationInputError, BenchmarkError):
+    """A timed call ONNX Runtime refused: the inputs' fault for bench and profile, a
+    candidate's to drop for tune (it catches :class:`BenchmarkError`)."""
+
+
 class Timer:
     """Times one call of one session, in milliseconds. On CUDA with ``io_binding`` the inputs
     are copied to the device once and the outputs pre-allocated there (at the shapes of
@@ -405,7 +416,10 @@ class Timer:
         self._keep: list[Any] = []
         if provider == "cuda" and io_binding:
             if outputs is None:
-                outputs = dict(zip(self.names, session.run(self.names, self.feeds)))
+                try:
+                    outputs = dict(zip(self.names, session.run(self.names, self.feeds)))
+                except Exception as err:  # noqa: BLE001 - ORT raises several unrelated types
+                    raise self._failed(err) from None
             self._bind(outputs)
 
     def _bind(self, outputs: Mapping[str, np.ndarray]) -> None:
@@ -437,13 +451,16 @@ class Timer:
             self.session.run(self.names, self.feeds)
             return (time.perf_counter_ns() - started) / 1e6
         except Exception as err:  # noqa: BLE001 - ORT raises several unrelated types
-            label = self.config.model_label if self.config is not None else "timed"
-            what = "the model" if label == "model" else f"the {label} model"
-            raise ValidationInputError(
-                f"{what} does not run on the given inputs: {first_line(err)}",
-                hint="check the input shapes (input_shapes=...) or pass feeds=...",
-                model=self.config.model_label if self.config is not None else None,
-            ) from None
+            raise self._failed(err) from None
+
+    def _failed(self, err: Exception) -> RunFailed:
+        """ONNX Runtime's failure of a call, as one line naming what was timed."""
+        label = self.config.label.removesuffix("_profiled") if self.config else ""
+        what, model = _TIMED.get(label, (f"the session {label!r}" if label else "the session",
+                                         None))
+        return RunFailed(f"{what} does not run on the given inputs: {first_line(err)}",
+                         hint="check the input shapes (--input-shape, input_shapes=) or give "
+                              "real inputs (--inputs, feeds=)", model=model)
 
     def close(self) -> None:
         """Let go of the session and its device buffers (its thread pool ends with it)."""

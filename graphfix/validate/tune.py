@@ -111,7 +111,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -421,7 +421,7 @@ def _given_values(knob: Knob, values: Sequence[Any]) -> tuple[Any, ...]:
     """``values`` of ``knob`` given by the caller, once each; text read as ``--knob`` reads it
     (a number of threads, a flag). A value ONNX Runtime refuses is dropped later, with its
     reason."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         values = [values]
     parsed: list[Any] = []
     for value in values:
@@ -430,7 +430,8 @@ def _given_values(knob: Knob, values: Sequence[Any]) -> tuple[Any, ...]:
                 value = knob.parse(value)
             except ValueError as err:
                 raise BenchmarkError(f"knob {knob.name}: {err}") from None
-        if value not in parsed:
+        value = value.item() if isinstance(value, np.generic) else value
+        if not any(type(v) is type(value) and v == value for v in parsed):  # True is not 1
             parsed.append(value)
     if not parsed:
         raise BenchmarkError(f"knob {knob.name}: no value given")

@@ -31,9 +31,10 @@ The search
    the tolerance stay float32: the start set shrinks to where its risk is
    measured. So do those whose output comes within :data:`RANGE_HEADROOM` of the lowered
    type's largest value on the measured inputs (float16's 65504: a softmax written without
-   its max subtracted sums to 2e4 on inputs in [-1, 1] and overflows at 1), with what would
-   read that output in the lowered type (the values that move it, and the first node on each
-   path that computes with it), since a Cast at an island's border overflows as surely.
+   its max subtracted sums to 2e4 on inputs in [-1, 1] and overflows at 1), whatever its own
+   error, with what would read that output in the lowered type (nodes that move it, and nodes
+   that compute with it, on until their own output is away from the range), since a Cast at
+   an island's border overflows as surely.
    A node's own error alone does not keep it: an attention mask's -3.4e38 saturates
    at -65504, an error without consequence downstream where a row keeps one position (the
    inputs generated for parity always do); the outputs decide (step 2).
@@ -192,29 +193,47 @@ class Search:
         return Measured(errors, {name: errors.get(name, 0.0) for name in self.analysis.outputs})
 
     def start(self) -> dict[int, str]:
-        """Step 1: the nodes of risky op types whose own error keeps them float32."""
+        """Step 1: the nodes of risky op types that stay float32, on their own error or on an
+        output near the lowered type's range, and what would read such an output lowered."""
         kept: dict[int, str] = {}
+        near: list[int] = []
         for position in self.local:
-            node = self.analysis.node(position)
-            error = self.local.get(position, 0.0)
             risky = self.analysis.risk(position)
-            if risky and error > LOCAL_RISKY:
-                kept[position] = f"{node.op_type} {risky}; its own error {_fmt(error)} of the " \
-                                 f"tolerance"
-            elif risky and self.peak.get(position, 0.0) * RANGE_HEADROOM > self.largest:
-                why = (f"its output reaches {self.peak[position]:.3g} on the measured inputs, "
-                       f"within {RANGE_HEADROOM:g}x of the lowered type's largest value "
-                       f"({self.largest:g})")
-                kept[position] = f"{node.op_type} {risky}; {why}"
-                self._keep_readers(position, why, kept)
+            if not risky:
+                continue
+            reasons = []
+            error = self.local.get(position, 0.0)
+            if error > LOCAL_RISKY:
+                reasons.append(f"its own error {_fmt(error)} of the tolerance")
+            if self._near_range(self.peak.get(position, 0.0)):
+                reasons.append(f"its output {self._reaches(self.peak[position])}")
+                near.append(position)
+            if reasons:
+                kept[position] = f"{self.analysis.node(position).op_type} {risky}; " + \
+                    "; ".join(reasons)
+        if near:
+            self._keep_readers(near, kept)
         return kept
 
-    def _keep_readers(self, position: int, why: str, kept: dict[int, str]) -> None:
-        """Keep float32 what would read the outputs of ``position`` in the lowered type: a
-        value near the type's range overflows in the Cast at an island's border as surely as
-        in the node. Nodes that move values pass it on (kept too); the first computing node on
-        each path reads it in float32, and what it computes is judged on its own."""
-        todo = [position]
+    def _near_range(self, peak: float) -> bool:
+        return peak * RANGE_HEADROOM > self.largest
+
+    def _reaches(self, peak: float) -> str:
+        return (f"reaches {peak:.3g} on the measured inputs, within {RANGE_HEADROOM:g}x of the "
+                f"lowered type's largest value ({self.largest:g})")
+
+    def _keep_readers(self, near: Sequence[int], kept: dict[int, str]) -> None:
+        """Keep float32 what would read the outputs of the nodes ``near`` in the lowered type:
+        a value near the type's range overflows in the Cast at an island's border as surely
+        as in the node. The walk goes on through nodes that move values, and through nodes
+        that compute while their own output is still near the range (the original's values,
+        every float tensor exposed once)."""
+        self._reference_tensors()
+
+        def peak(name: str) -> float:
+            return max((_peak(run[name]) for run in self.reference if name in run), default=0.0)
+
+        todo = list(near)
         while todo:
             node = self.analysis.node(todo.pop())
             for name in node.output:
@@ -223,8 +242,10 @@ class Search:
                     if use.node in kept or plan.kind != "lowerable" or \
                             use.slot not in plan.low_inputs:
                         continue
-                    kept[use.node] = f"reads {name!r}, whose producer stays float32: {why}"
-                    if plan.movement:
+                    kept[use.node] = f"reads {name!r}, which {self._reaches(peak(name))}"
+                    reader = self.analysis.node(use.node)
+                    if plan.movement or any(self._near_range(peak(out))
+                                            for out in reader.output if out):
                         todo.append(use.node)
 
     def run(self, forced: Mapping[int, str] | None = None) -> SearchResult:

@@ -247,12 +247,41 @@ def test_a_risky_value_near_the_range_stays_float32_and_so_do_its_readers(rng):
     [island] = result.details["islands"]
     assert island["ops"] == {"Div": 1, "Exp": 1, "ReduceSum": 1}, island
     assert "within 16x of the lowered type's largest value" in island["why"][0]
-    assert "reads 'e', whose producer stays float32" in " ".join(island["why"])
+    assert "Div#5 (Div): reads '" in " ".join(island["why"])  # the Exp's or the sum's output
     assert result.stats["compute_nodes_lowered"] == 2  # the MatMul and the Mul
     ones = {"x": np.ones((4, 16), np.float32)}
     reference = ReferenceEvaluator(original).run(None, ones)[0]
     true_fp16 = np.asarray(ReferenceEvaluator(model).run(None, ones)[0])
     assert tolerance_used(reference, true_fp16, 1e-2, 1e-2) <= 1.0
+
+
+def test_values_near_the_range_are_never_cast_down_whatever_keeps_their_producer(rng):
+    """An Exp past the range (its own error infinite) keeps its readers float32 too, through
+    a Concat; a sum near the range keeps the Add reading it, and the Mul after that Add,
+    whose output is as large: no Cast to float16 ever reads those values."""
+    original = parse("""
+    g (float[4,16] x) => (float[4,32] y, float[4,1] z) {
+        k = Constant<value = float {12.0}>()
+        big = Constant<value = float {2000.0}>()
+        one = Constant<value = float {1.0}>()
+        half = Constant<value = float {0.5}>()
+        m = MatMul(x, w)
+        a = Mul(m, k)
+        e = Exp(a)
+        h = MatMul(x, w2)
+        c = Concat<axis = 1>(e, h)
+        y = Mul(c, half)
+        ax = Constant<value = int64[1] {1}>()
+        b = Mul(x, big)
+        t = ReduceSum<keepdims = 1>(b, ax)
+        t2 = Add(t, one)
+        z = Mul(t2, half)
+    }""", w=np.eye(16, dtype=np.float32), w2=weights(rng, 16, 16))
+    model, result = lowered(copy(original))
+    cast_down = {n.input[0] for n in model.graph.node if n.op_type == "Cast"
+                 and n.attribute[0].i == FP16}
+    assert not cast_down & {"e", "c", "t", "t2"}, cast_down
+    assert result.stats["compute_nodes_lowered"] >= 2  # the MatMul and Mul feeding the Exp
 
 
 def test_error_traced_from_an_output_puts_its_origin_back(rng):

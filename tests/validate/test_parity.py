@@ -300,17 +300,31 @@ g (float[1, 3, 16, 16] x) => (float[1, 8, 16, 16] y) {{
 
 def test_a_failure_says_whether_ort_moves_the_original_itself_as_far() -> None:
     original = _fractional()
-    result = check_parity(original, _fractional(batchnorm=False))
+    result = check_parity(original, _fractional(batchnorm=False), spread=True)
     assert not result.passed
     spread = result.original_spread
     assert spread["optimization"] == "all" and spread["outputs"]["y"] > 1.0
-    assert any("move the original itself" in note and "ill-conditioned" in note
+    assert spread["runs"] == {"y": result.worst.run}
+    assert any("change the original itself" in note and "ill-conditioned" in note
                for note in result.notes), result.notes
     assert result.to_dict()["original_spread"] == spread
+    assert check_parity(original, _fractional(batchnorm=False)).original_spread is None  # asked
 
     # A real mistake on a well-conditioned output: the original stays within its tolerance
     wrong = _edit(RELU, "y = Relu (x)", "y = Sigmoid (x)")
-    result = check_parity(RELU, wrong)
+    result = check_parity(RELU, wrong, spread=True)
     assert result.original_spread["outputs"]["y"] <= 1.0
     assert any("not the original's own spread" in note for note in result.notes)
-    assert check_parity(RELU, RELU).original_spread is None  # measured on failures only
+    assert check_parity(RELU, RELU, spread=True).original_spread is None  # failures only
+
+
+def test_the_spread_of_an_output_compared_exactly_counts_its_changed_values() -> None:
+    """An argmax of the ill-conditioned output: ORT's defaults change some of its indices."""
+    original = _fractional()
+    for model in (original, candidate := _fractional(batchnorm=False)):
+        model.graph.node.append(onnx.helper.make_node("ArgMax", ["y"], ["i"], axis=1))
+        model.graph.output.append(onnx.helper.make_tensor_value_info(
+            "i", onnx.TensorProto.INT64, [1, 1, 16, 16]))
+    result = check_parity(original, candidate, spread=True)
+    assert result.original_spread["outputs"]["i"] == math.inf
+    assert result.to_dict()["original_spread"]["outputs"]["i"] == "inf"

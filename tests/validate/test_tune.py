@@ -457,9 +457,12 @@ def test_knobs_that_do_not_apply_are_listed_with_the_reason() -> None:
 
 
 def test_values_given_twice_are_one_candidate_and_a_batch_below_one_is_dropped() -> None:
-    result = tune(_mlp(), provider="cpu", budget=0.05, space={"intra_op_threads": [1, "1", 1]})
+    result = tune(_mlp(), provider="cpu", budget=0.05,
+                  space={"intra_op_threads": [1, "1", np.int64(1)]})
     assert [c.name for c in result.candidates] == [
         "default", "default (A/A copy)", "intra_op_threads=1"]
+    result = tune(_mlp(), provider="cpu", budget=0.05, space={"intra_op_threads": np.array([1, 2])})
+    assert [c.name for c in result.candidates][2:] == ["intra_op_threads=1", "intra_op_threads=2"]
     result = tune(_mlp("N"), provider="cpu", budget=0.05, objective="throughput",
                   space={"batch_size": [0, 2]})
     rows = {c.name: c for c in result.candidates}
