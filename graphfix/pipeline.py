@@ -522,6 +522,9 @@ class _LoadCheck:
     def __call__(self, model: onnx.ModelProto) -> str | None:
         if not self.enabled:
             return None
+        record = precision_module.read(model)
+        if record is not None and record.dtype == "bfloat16":  # no bfloat16 kernels on the CPU
+            model = precision_module.float16_stand_in(model_io.weights_as_inputs(model))
         found = model_io.runtime_problem(model, weightless=True)
         return None if found is None else (
             f"broke the model: ONNX Runtime cannot load its output ({found})")
@@ -670,8 +673,9 @@ class _Job:
                 return problem
             check = check_parity(None, model, reference_run=reference,
                                  tolerances=self.tolerances)
-            if not check.passed:
-                return f"broke {check.describe()}"
+            if not check.passed:  # an output it broke, or why the check could not run
+                return (f"failed the check: {check.problem}" if check.problem
+                        else f"broke {check.describe()}")
             judged.append(check)
             return None
 

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 
 __all__ = ["KEY", "PrecisionRecord", "read", "write", "tolerance_dtypes", "to_candidate",
-           "from_candidate", "to_reference", "numpy_dtype"]
+           "from_candidate", "to_reference", "numpy_dtype", "float16_stand_in"]
 
 KEY = "graphfix.precision"
 
@@ -122,3 +122,65 @@ def _in_types(values: Mapping[str, Any], types: Mapping[str, Any]) -> dict[str, 
     """``values`` with those named in ``types`` cast to the element type given there."""
     return {name: np.asarray(value).astype(numpy_dtype(types[name])) if name in types else value
             for name, value in values.items()}
+
+
+def float16_stand_in(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` with every bfloat16 tensor, type and type attribute made float16:
+    what ONNX Runtime's CPU provider, which has no bfloat16 kernels (and no Casts it inserts
+    around them, as it does for float16), loads in a bfloat16 model's place, so that a
+    lowered model's structure is checked where it cannot run. Values beyond float16's range
+    become infinities: the stand-in is loaded, never run for its values."""
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for graph in _graphs(out.graph):
+        for value in [*graph.input, *graph.output, *graph.value_info]:
+            _retype(value.type)
+        for index, tensor in enumerate(graph.initializer):
+            if tensor.data_type == onnx.TensorProto.BFLOAT16:
+                graph.initializer[index].CopyFrom(_as_float16(tensor))
+        for node in graph.node:
+            _retype_node(node)
+    for function in out.functions:
+        for node in function.node:
+            _retype_node(node)
+            for attribute in node.attribute:
+                for graph in [attribute.g, *attribute.graphs]:
+                    for inner in _graphs(graph):
+                        for n in inner.node:
+                            _retype_node(n)
+    return out
+
+
+def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    found = [graph]
+    for node in graph.node:
+        for attribute in node.attribute:
+            for sub in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                found += _graphs(sub)
+    return found
+
+
+def _retype(value_type: onnx.TypeProto) -> None:
+    kind = value_type.WhichOneof("value")
+    if kind == "tensor_type" and value_type.tensor_type.elem_type == onnx.TensorProto.BFLOAT16:
+        value_type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
+    elif kind == "sequence_type":
+        _retype(value_type.sequence_type.elem_type)
+    elif kind == "optional_type":
+        _retype(value_type.optional_type.elem_type)
+
+
+def _retype_node(node: onnx.NodeProto) -> None:
+    for attribute in node.attribute:
+        if attribute.type == onnx.AttributeProto.INT and attribute.name in ("to", "dtype") \
+                and attribute.i == onnx.TensorProto.BFLOAT16:
+            attribute.i = onnx.TensorProto.FLOAT16
+        elif attribute.type == onnx.AttributeProto.TENSOR and \
+                attribute.t.data_type == onnx.TensorProto.BFLOAT16:
+            attribute.t.CopyFrom(_as_float16(attribute.t))
+
+
+def _as_float16(tensor: onnx.TensorProto) -> onnx.TensorProto:
+    values = onnx.numpy_helper.to_array(tensor).astype(np.float32)
+    with np.errstate(over="ignore"):
+        return onnx.numpy_helper.from_array(values.astype(np.float16), tensor.name)

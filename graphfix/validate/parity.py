@@ -495,6 +495,13 @@ def check_parity(
     except ValidationInputError as err:
         result.passed = False
         result.problem = str(err)
+        lowered = precision_module.read(candidate)
+        if lowered is not None and lowered.dtype == "bfloat16" and \
+                reference_run.provider == "cpu":
+            result.problem = (
+                f"the {names[1]} computes in bfloat16, which ONNX Runtime's CPU provider has "
+                "no kernels for: check it on CUDA (--provider cuda), or skip the check "
+                f"(--no-verify) ({err.args[0]})")
         result.seconds = time.perf_counter() - started
         return result
     output_names = ref.names

@@ -469,6 +469,34 @@ def test_bfloat16_keeps_nodes_its_schema_lacks(rng):
     assert "allows no bfloat16" in why
 
 
+def test_optimize_writes_bfloat16_where_its_check_cannot_run_only_when_told(rng, tmp_path):
+    """ONNX Runtime's CPU provider has no bfloat16 kernels: the load check after each pass
+    loads a float16 stand-in of the lowered model instead (same structure), so that
+    --no-verify writes the bfloat16 model; with the check on, the pass is left out saying
+    where it can be checked."""
+    from graphfix.model_io import runtime_problem
+
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp(rng), path)
+    graphfix.optimize_file(path, tmp_path / "bf16.onnx", precision="bf16", verify=False,
+                           speed_gate=False)
+    written = onnx.load(tmp_path / "bf16.onnx")
+    assert precision.read(written).dtype == "bfloat16"
+    assert onnx.TensorProto.BFLOAT16 in types(written).values()
+    onnx.checker.check_model(written, full_check=True)
+    assert "Could not find an implementation" in runtime_problem(written)  # no CPU kernels
+    stand_in = precision.float16_stand_in(written)
+    assert runtime_problem(stand_in) is None
+    assert onnx.TensorProto.BFLOAT16 not in types(stand_in).values()
+
+    result = graphfix.optimize_file(path, tmp_path / "checked.onnx", precision="bf16",
+                                    speed_gate=False)
+    assert precision.read(onnx.load(tmp_path / "checked.onnx")) is None
+    [left_out] = result.report.left_out
+    assert left_out["pass"] == "convert-precision"
+    assert "no kernels for: check it on CUDA (--provider cuda)" in left_out["reason"]
+
+
 def test_estimate_holds_against_a_true_float16_run(rng):
     """ORT's CPU provider computes most float16 ops in float32 between Casts; onnx's reference
     evaluator computes each op in numpy float16. The estimate must hold for the latter too."""
