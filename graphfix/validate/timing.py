@@ -58,9 +58,13 @@ __all__ = ["Placement", "Config", "Settings", "Arm", "Measurement", "EXECUTION_M
            "OPTIMIZATION_LEVELS", "ALONE_ROUNDS", "open_session", "profile", "parse_profile",
            "Timer", "measure", "measure_runs",
            "check_cuda_graph", "check_feeds", "graph_inputs", "default_threads", "thread_limit",
-           "ort_version", "Progress", "RunFailed"]
+           "ort_version", "Progress", "RunFailed", "RUN_HINT"]
 
 logger = logging.getLogger(__name__)
+
+# What to do about a model that does not run on the inputs it was given or generated.
+RUN_HINT = ("check the input shapes (--input-shape, input_shapes=) or give real inputs "
+            "(--inputs, feeds=)")
 
 Progress = Callable[[str, int, int], None]
 
@@ -372,7 +376,7 @@ def profile(
         except Exception as err:  # noqa: BLE001
             raise ValidationInputError(
                 f"the {config.label} model does not run on the given inputs: {first_line(err)}",
-                hint="check the input shapes (input_shapes=...) or pass feeds=...",
+                hint=RUN_HINT,
                 model=config.model_label,
             ) from None
         path = session.end_profiling()
@@ -459,8 +463,7 @@ class Timer:
         what, model = _TIMED.get(label, (f"the session {label!r}" if label else "the session",
                                          None))
         return RunFailed(f"{what} does not run on the given inputs: {first_line(err)}",
-                         hint="check the input shapes (--input-shape, input_shapes=) or give "
-                              "real inputs (--inputs, feeds=)", model=model)
+                         hint=RUN_HINT, model=model)
 
     def close(self) -> None:
         """Let go of the session and its device buffers (its thread pool ends with it)."""

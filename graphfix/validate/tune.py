@@ -138,6 +138,7 @@ from graphfix.validate.stats import (
     bootstrap_speedup,
 )
 from graphfix.validate.timing import (
+    RUN_HINT,
     Arm,
     Config,
     Progress,
@@ -522,7 +523,9 @@ def _run_once(model: onnx.ModelProto | model_io.LentModel, candidate: Candidate,
     try:
         return dict(zip(names, session.run(names, feed)))
     except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
-        raise BenchmarkError(f"does not run: {first_line(err)}") from None
+        what = "the model" if candidate.name == "default" else f"the session {candidate.name!r}"
+        raise BenchmarkError(f"{what} does not run on the given inputs: {first_line(err)}",
+                             hint=RUN_HINT) from None
 
 
 def _check_numerics(model: onnx.ModelProto, candidates: list[Candidate],
