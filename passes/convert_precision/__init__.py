@@ -213,6 +213,11 @@ class ConvertPrecision(Pass):
         if stats.values_saturated:
             warnings.append(f"{stats.values_saturated} weight value(s) beyond float16's range "
                             f"saturated at +-65504")
+        if io_low:  # outputs the signature lowers on request: near the range, they overflow
+            warnings += [f"output {name!r} {search.reaches(peak)}: --io-types fp16 makes it "
+                         f"{dtype}, where larger inputs overflow it"
+                         for name, peak in search.output_peaks().items()
+                         if search.near_range(peak)]
         return PassResult(model, True, stats=pass_stats, warnings=warnings,
                           details={"precision": dtype,
                                    "islands": [island.to_dict() for island in islands],

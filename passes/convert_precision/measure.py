@@ -205,8 +205,8 @@ class Search:
             error = self.local.get(position, 0.0)
             if error > LOCAL_RISKY:
                 reasons.append(f"its own error {_fmt(error)} of the tolerance")
-            if self._near_range(self.peak.get(position, 0.0)):
-                reasons.append(f"its output {self._reaches(self.peak[position])}")
+            if self.near_range(self.peak.get(position, 0.0)):
+                reasons.append(f"its output {self.reaches(self.peak[position])}")
                 near.append(position)
             if reasons:
                 kept[position] = f"{self.analysis.node(position).op_type} {risky}; " + \
@@ -215,10 +215,19 @@ class Search:
             self._keep_readers(near, kept)
         return kept
 
-    def _near_range(self, peak: float) -> bool:
+    def near_range(self, peak: float) -> bool:
+        """Whether a magnitude comes within :data:`RANGE_HEADROOM` of the lowered type's
+        largest value."""
         return peak * RANGE_HEADROOM > self.largest
 
-    def _reaches(self, peak: float) -> str:
+    def output_peaks(self) -> dict[str, float]:
+        """The largest finite magnitude of each float output of the original."""
+        return {name: max(_peak(run[name]) for run in self.reference)
+                for name in self.analysis.outputs
+                if self.analysis.types.get(name) == FLOAT and self.reference
+                and all(name in run for run in self.reference)}
+
+    def reaches(self, peak: float) -> str:
         return (f"reaches {peak:.3g} on the measured inputs, within {RANGE_HEADROOM:g}x of the "
                 f"lowered type's largest value ({self.largest:g})")
 
@@ -242,9 +251,9 @@ class Search:
                     if use.node in kept or plan.kind != "lowerable" or \
                             use.slot not in plan.low_inputs:
                         continue
-                    kept[use.node] = f"reads {name!r}, which {self._reaches(peak(name))}"
+                    kept[use.node] = f"reads {name!r}, which {self.reaches(peak(name))}"
                     reader = self.analysis.node(use.node)
-                    if plan.movement or any(self._near_range(peak(out))
+                    if plan.movement or any(self.near_range(peak(out))
                                             for out in reader.output if out):
                         todo.append(use.node)
 

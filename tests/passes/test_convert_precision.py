@@ -453,6 +453,18 @@ def test_io_types_lowers_the_signature_and_parity_feeds_each_its_own(rng):
     assert model.graph.output[0].type.tensor_type.elem_type == FP16
     assert "Cast" not in ops(model)
     assert check_parity(original, model).passed
+    _, result = lowered(copy(original), io_types="fp16")
+    assert result.warnings == []
+    # an output near float16's range that the signature lowers on request: said
+    scaled = parse("""
+    g (float[4,16] x) => (float[4,16] y) {
+        k = Constant<value = float {20000.0}>()
+        m = MatMul(x, w)
+        y = Mul(m, k)
+    }""", w=np.eye(16, dtype=np.float32))
+    _, result = lowered(scaled, io_types="fp16")
+    [warning] = result.warnings
+    assert warning.startswith("output 'y' reaches") and "--io-types fp16" in warning
 
 
 def test_bfloat16_keeps_nodes_its_schema_lacks(rng):
