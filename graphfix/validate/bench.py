@@ -417,7 +417,15 @@ def settings_from_config(
     """The session settings of a ``graphfix.tune/1`` configuration, checked against the
     provider that loads here; options that the configuration sets too are refused rather than
     silently mixed."""
-    loaded = config if isinstance(config, SessionConfig) else read_config(config)
+    if isinstance(config, SessionConfig):
+        loaded = config
+    elif isinstance(config, Mapping):  # a configuration's JSON, already read
+        loaded = SessionConfig.from_dict(config)
+    elif isinstance(config, (str, os.PathLike)):
+        loaded = read_config(config)
+    else:
+        raise BenchmarkError(f"config must be a graphfix.tune/1 file, its JSON as a dict, or a "
+                             f"SessionConfig, not {type(config).__name__}")
     settings = loaded.settings
     clashes = [name for name, given in (("threads", threads is not None),
                                         ("dynamic_block_base", dynamic_block_base is not None),

@@ -458,6 +458,9 @@ def _candidates(facts: Workload, default: Settings,
                 raise BenchmarkError(f"knob {knob.name} is for the {knob.provider} provider, "
                                      f"not {facts.provider}")
             continue
+        if space is not None and knob.name == "batch_size" and facts.objective != "throughput":
+            raise BenchmarkError("batch sizes are judged per sample, for the throughput "
+                                 "objective only", hint="add --objective throughput")
         why_not = None if space is not None else (knob.applies(facts)
                                                   or knob.moot(default))
         values = _given_values(knob, space[knob.name]) if space is not None else \
@@ -791,8 +794,11 @@ def tune(
     if objective not in OBJECTIVES:
         raise BenchmarkError(f"unknown objective {objective!r}",
                              hint=f"use one of {', '.join(OBJECTIVES)}")
-    if not 0 < budget < math.inf:
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or \
+            not 0 < budget < math.inf:
         raise BenchmarkError(f"the budget must be a number of seconds > 0, got {budget!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise BenchmarkError(f"the seed must be a whole number of 0 or more, got {seed!r}")
     proto, model_name = model_io.named_model(model, "model", "tune", name)
     reads = files_read((model, proto), inputs)
     if out is not None:

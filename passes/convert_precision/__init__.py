@@ -60,7 +60,7 @@ from .measure import (
     SearchResult,
     tensor_types,
 )
-from .rewrite import LowerStats, expose, lower
+from .rewrite import LowerStats, expose, largest_value, lower
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["ConvertPrecision", "convert_precision", "PRECISIONS", "Island"]
@@ -211,8 +211,8 @@ class ConvertPrecision(Pass):
             pass_stats["measured_error_permille"] = _permille(checked)
         warnings = []
         if stats.values_saturated:
-            warnings.append(f"{stats.values_saturated} weight value(s) beyond float16's range "
-                            f"saturated at +-65504")
+            warnings.append(f"{stats.values_saturated} weight value(s) beyond {dtype}'s range "
+                            f"saturated at +-{largest_value(low):.5g}")
         if io_low:  # outputs the signature lowers on request: near the range, they overflow
             warnings += [f"output {name!r} {search.reaches(peak)}: --io-types fp16 makes it "
                          f"{dtype}, where larger inputs overflow it"

@@ -33,7 +33,8 @@ from graphfix import graph as graph_layer
 from graphfix.model_io import tensor_value
 from .analysis import FLOAT, Analysis, Use
 
-__all__ = ["lower", "emulate", "shadow", "LowerStats", "round_array", "expose", "Shadow"]
+__all__ = ["lower", "emulate", "shadow", "LowerStats", "round_array", "expose", "Shadow",
+           "largest_value"]
 
 _SHORT = {onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16", FLOAT: "fp32"}
 _FP16_MAX = float(np.finfo(np.float16).max)
@@ -42,22 +43,31 @@ _FP16_MAX = float(np.finfo(np.float16).max)
 _CAST_WEIGHTS_FROM = 1 << 14
 
 
+def largest_value(low: int) -> float:
+    """The largest finite value of element type ``low`` (float16 or bfloat16)."""
+    if low == onnx.TensorProto.FLOAT16:
+        return _FP16_MAX
+    import ml_dtypes  # onnx's own dependency, for bfloat16 values
+
+    return float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
+
+
 def round_array(value: np.ndarray, low: int) -> tuple[np.ndarray, int]:
     """``value`` converted to element type ``low``; returns it and how many finite values
     saturated at the type's largest finite value."""
     value = np.asarray(value, dtype=np.float32)
-    if low == onnx.TensorProto.FLOAT16:
-        saturated = 0
-        # Most weights are within range: two reductions tell, without a mask (NaN fails <=).
-        if value.size and not max(-float(value.min()), float(value.max())) <= _FP16_MAX:
-            over = np.isfinite(value) & (np.abs(value) > _FP16_MAX)
-            saturated = int(np.count_nonzero(over))
-            if saturated:
-                value = np.where(over, np.sign(value) * _FP16_MAX, value)
-        return value.astype(np.float16), saturated
-    import ml_dtypes  # onnx's own dependency, for bfloat16 values
-
-    return value.astype(ml_dtypes.bfloat16), 0
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(low)
+    # bfloat16's largest is just below float32's: float32's lowest (an attention mask's fill)
+    # would round to -inf, and a fully masked row to NaN.
+    largest = largest_value(low)
+    saturated = 0
+    # Most weights are within range: two reductions tell, without a mask (NaN fails <=).
+    if value.size and not max(-float(value.min()), float(value.max())) <= largest:
+        over = np.isfinite(value) & (np.abs(value) > largest)
+        saturated = int(np.count_nonzero(over))
+        if saturated:
+            value = np.where(over, np.sign(value) * np.float32(largest), value)
+    return value.astype(dtype), saturated
 
 
 def _tensor(name: str, value: np.ndarray, low: int) -> onnx.TensorProto:

@@ -509,6 +509,24 @@ def test_optimize_writes_bfloat16_where_its_check_cannot_run_only_when_told(rng,
     assert "no kernels for: check it on CUDA (--provider cuda)" in left_out["reason"]
 
 
+def test_bfloat16_saturates_float32s_lowest_instead_of_making_it_infinite(rng):
+    """An attention mask's fill, float32's lowest, is past bfloat16's largest: rounded, it
+    would be -inf, and a fully masked row NaN. It saturates, and the report counts it."""
+    lowest = np.float32(np.finfo(np.float32).min)
+    model, result = lowered(parse("""
+    g (float[4,8] x) => (float[4,8] y) {
+        m = MatMul(x, W)
+        y = Add(m, fill)
+    }""", W=weights(rng, 8, 8), fill=np.array([lowest, 0, 0, 0, 0, 0, 0, 0], np.float32)),
+        precision="bf16")
+    fill = next(t for t in model.graph.initializer if t.name == "fill")
+    assert fill.data_type == onnx.TensorProto.BFLOAT16
+    values = numpy_helper.to_array(fill).astype(np.float32)
+    assert np.isfinite(values).all() and values[0] < -3e38
+    assert result.stats["values_saturated"] == 1
+    assert "bfloat16's range saturated" in result.warnings[0]
+
+
 def test_estimate_holds_against_a_true_float16_run(rng):
     """ORT's CPU provider computes most float16 ops in float32 between Casts; onnx's reference
     evaluator computes each op in numpy float16. The estimate must hold for the latter too."""

@@ -179,6 +179,10 @@ def test_bad_options_raise(tmp_path) -> None:
         profile(_mlp(), **TINY, feeds={"x": np.zeros((4, 3), np.float32)})
     with pytest.raises(ValidationInputError, match="^the other model does not run"):
         profile(_mlp(), **TINY, vs=_mlp(dtype="float64"), try_fixes=False)
+    with pytest.raises(BenchmarkError, match="config must be"):
+        profile(_mlp(), **TINY, config=3)
+    with pytest.raises(BenchmarkError, match="not a graphfix.tune/1"):
+        profile(_mlp(), **TINY, config={"schema": "other"})
     with pytest.raises(OptionError, match="the provider must be one of auto, cpu, cuda"):
         profile(_mlp(), **{**TINY, "provider": "tpu"})
 

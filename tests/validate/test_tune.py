@@ -485,6 +485,9 @@ def test_a_tuned_configuration_is_rechecked_by_bench(tmp_path) -> None:
     ({"space": {"warp_drive": [1]}}, "unknown knob"),
     ({"space": {"use_tf32": ["0"]}}, "cuda provider"),
     ({"budget": float("inf")}, "budget"),
+    ({"budget": "5"}, "budget"),
+    ({"seed": -1}, "seed"),
+    ({"space": {"batch_size": [2]}}, "throughput objective only"),
     ({"space": {"intra_op_threads": ["a"]}}, "intra_op_threads"),
     ({"space": {"dynamic_block_base": []}}, "no value"),
 ])

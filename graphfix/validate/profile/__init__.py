@@ -218,6 +218,7 @@ def profile(
     ``names``: the models' file names, when they are given in memory.
     """
     started = time.perf_counter()
+    names = tuple(names or ("model.onnx", "other.onnx"))
     if runs < 1 or warmup < 0:
         raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
     main, main_name = model_io.named_model(model, "model", "profile", names[0])
