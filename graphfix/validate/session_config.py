@@ -42,9 +42,12 @@ from graphfix.errors import BenchmarkError, shown
 from graphfix.model_io import write_text
 from graphfix.validate.timing import Settings
 
-__all__ = ["SCHEMA", "SessionConfig", "read_config", "model_digest", "python_snippet"]
+__all__ = ["SCHEMA", "OBJECTIVES", "SessionConfig", "read_config", "model_digest",
+           "python_snippet"]
 
 SCHEMA = "graphfix.tune/1"
+# What tune minimizes; a configuration names the one its winner was chosen for.
+OBJECTIVES = ("latency", "p99", "throughput", "memory")
 
 
 @dataclasses.dataclass
@@ -78,13 +81,17 @@ class SessionConfig:
         settings = data.get("settings")
         if not isinstance(settings, Mapping):
             raise BenchmarkError(f"{source} has no settings")
+        objective = data.get("objective", "latency")
+        if objective not in OBJECTIVES:
+            raise BenchmarkError(f"{source}: unknown objective {objective!r}",
+                                 hint=f"one of {', '.join(OBJECTIVES)}")
         batch = data.get("batch_size")
         if batch is not None and (not isinstance(batch, int) or batch < 1):
             raise BenchmarkError(f"{source}: batch_size must be an integer >= 1, got {batch!r}")
         return cls(
             settings=Settings.from_dict(settings),
             batch_size=batch,
-            objective=str(data.get("objective", "latency")),
+            objective=objective,
             model={str(k): str(v) for k, v in dict(data.get("model") or {}).items()},
             measured=dict(data["measured"]) if data.get("measured") else None,
             versions={str(k): str(v) for k, v in dict(data.get("versions") or {}).items()},

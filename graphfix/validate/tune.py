@@ -126,6 +126,7 @@ from graphfix.feeds import input_specs
 from graphfix.validate.parity import compare_output, identical
 from graphfix.validate.profile import files_read
 from graphfix.validate.session_config import (
+    OBJECTIVES,
     SessionConfig,
     model_digest,
     python_snippet,
@@ -158,7 +159,6 @@ __all__ = ["OBJECTIVES", "Knob", "KNOBS", "Workload", "Candidate", "TuneResult",
 logger = logging.getLogger(__name__)
 
 SCHEMA = "graphfix.tune-result/1"
-OBJECTIVES = ("latency", "p99", "throughput", "memory")
 _STATISTIC = {"latency": "median", "p99": "p99", "throughput": "median", "memory": "median"}
 _QUANTILE = {"median": 0.5, "p99": 0.99}
 BLOCK_SECONDS = 0.15

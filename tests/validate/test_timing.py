@@ -108,6 +108,9 @@ def test_configuration_file_round_trip_and_errors(tmp_path) -> None:
         read_config(tmp_path / "bad.json")
     with pytest.raises(BenchmarkError, match="cannot read"):
         read_config(tmp_path / "missing.json")
+    (tmp_path / "bogus.json").write_text(json.dumps({**data, "objective": "bogus"}))
+    with pytest.raises(BenchmarkError, match="unknown objective 'bogus'"):
+        read_config(tmp_path / "bogus.json")
 
 
 def test_python_snippet_makes_the_session_it_describes(tmp_path) -> None:
