@@ -106,7 +106,7 @@ from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError
 from graphfix.feeds import load_feeds, make_feeds, text_as_str
 from graphfix.validate.parity import generated_feeds
-from graphfix.validate.session_config import SessionConfig, read_config
+from graphfix.validate.session_config import SessionConfig, model_digest, read_config
 from graphfix.validate.stats import (
     FASTER,
     NO_DIFFERENCE,
@@ -355,6 +355,7 @@ def benchmark(
     if offline:
         configs += [Config(f"{label}_offline", m, "disabled") for label, m in models.items()]
     placements, outputs, warnings = _placements(configs, by_label, by_model)
+    warnings += [w for w in (_tuned_elsewhere(config, model),) if w]
     arms = [Arm(c.label, c, by_label[c.model_label], by_model[c.model_label], outputs[c.label])
             for c in configs]
     measured = measure_runs(arms, warmup=warmup, runs=runs, progress=progress)
@@ -443,6 +444,20 @@ def settings_from_config(
         )
     resolve_provider(settings.provider)
     return settings
+
+
+def _tuned_elsewhere(config: SessionConfig | str | os.PathLike[str] | Mapping[str, Any] | None,
+                     model: onnx.ModelProto) -> str | None:
+    """Why ``config`` may not be ``model``'s fastest: it was tuned for another graph."""
+    if config is None:
+        return None
+    loaded = config if isinstance(config, SessionConfig) else (
+        SessionConfig.from_dict(config) if isinstance(config, Mapping) else read_config(config))
+    digest = loaded.model.get("sha256")
+    if not digest or digest == model_digest(model):
+        return None
+    return (f"the configuration was tuned for {loaded.model.get('name', 'another model')!r}, "
+            "whose graph differs from this model's: its settings are not measured for it")
 
 
 def read_feeds(inputs: str | os.PathLike[str], model: onnx.ModelProto) -> dict[str, Any]:

@@ -477,6 +477,10 @@ def test_a_tuned_configuration_is_rechecked_by_bench(tmp_path) -> None:
     assert result.baseline is not None and result.method == "alone"
     assert result.baseline_settings == Settings.ort_defaults("cpu")
     assert result.settings == read_config(out).settings
+    assert not any("tuned for" in w for w in result.warnings)
+    # re-checked on another model: measured all the same, and said
+    other = benchmark(_mlp(batch=2), config=out, runs=2, warmup=0)
+    assert any("the configuration was tuned for" in w for w in other.warnings), other.warnings
 
 
 @pytest.mark.parametrize(("options", "match"), [
