@@ -234,9 +234,9 @@ class Search:
     def _keep_readers(self, near: Sequence[int], kept: dict[int, str]) -> None:
         """Keep float32 what would read the outputs of the nodes ``near`` in the lowered type:
         a value near the type's range overflows in the Cast at an island's border as surely
-        as in the node. The walk goes on through nodes that move values, and through nodes
-        that compute while their own output is still near the range (the original's values,
-        every float tensor exposed once)."""
+        as in the node. The walk goes on from each reader whose own output is still near the
+        range (a Reshape or Concat that moves the value, an Add that keeps its magnitude),
+        judged on the original's values (every float tensor exposed once)."""
         self._reference_tensors()
 
         def peak(name: str) -> float:
@@ -244,18 +244,16 @@ class Search:
 
         todo = list(near)
         while todo:
-            node = self.analysis.node(todo.pop())
-            for name in node.output:
+            for name in self.analysis.node(todo.pop()).output:
+                if not name or not self.near_range(peak(name)):
+                    continue  # values away from the range: lowered as the search decides
                 for use in self.analysis.uses.get(name, []):
                     plan = self.analysis.plans[use.node]
                     if use.node in kept or plan.kind != "lowerable" or \
                             use.slot not in plan.low_inputs:
                         continue
                     kept[use.node] = f"reads {name!r}, which {self.reaches(peak(name))}"
-                    reader = self.analysis.node(use.node)
-                    if plan.movement or any(self.near_range(peak(out))
-                                            for out in reader.output if out):
-                        todo.append(use.node)
+                    todo.append(use.node)
 
     def run(self, forced: Mapping[int, str] | None = None) -> SearchResult:
         """The search; ``forced`` nodes stay float32 from the start, with their reason."""
