@@ -336,6 +336,7 @@ def benchmark(
                              f"and {dynamic_block_base}")
     if inputs is not None and feeds is None:
         feeds = read_feeds(inputs, model)
+    config = load_config(config) if config is not None else None  # read once
     settings = session_settings(provider=provider, threads=threads,
                                 dynamic_block_base=dynamic_block_base,
                                 allow_spinning=allow_spinning, cuda_graph=cuda_graph,
@@ -418,16 +419,7 @@ def settings_from_config(
     """The session settings of a ``graphfix.tune/1`` configuration, checked against the
     provider that loads here; options that the configuration sets too are refused rather than
     silently mixed."""
-    if isinstance(config, SessionConfig):
-        loaded = config
-    elif isinstance(config, Mapping):  # a configuration's JSON, already read
-        loaded = SessionConfig.from_dict(config)
-    elif isinstance(config, (str, os.PathLike)):
-        loaded = read_config(config)
-    else:
-        raise BenchmarkError(f"config must be a graphfix.tune/1 file, its JSON as a dict, or a "
-                             f"SessionConfig, not {type(config).__name__}")
-    settings = loaded.settings
+    settings = load_config(config).settings
     clashes = [name for name, given in (("threads", threads is not None),
                                         ("dynamic_block_base", dynamic_block_base is not None),
                                         ("allow_spinning", allow_spinning),
@@ -446,13 +438,23 @@ def settings_from_config(
     return settings
 
 
-def _tuned_elsewhere(config: SessionConfig | str | os.PathLike[str] | Mapping[str, Any] | None,
-                     model: onnx.ModelProto) -> str | None:
-    """Why ``config`` may not be ``model``'s fastest: it was tuned for another graph."""
-    if config is None:
+def load_config(config: SessionConfig | str | os.PathLike[str] | Mapping[str, Any]
+                ) -> SessionConfig:
+    """A ``graphfix.tune/1`` configuration given as itself, its file or its JSON as a dict."""
+    if isinstance(config, SessionConfig):
+        return config
+    if isinstance(config, Mapping):  # a configuration's JSON, already read
+        return SessionConfig.from_dict(config)
+    if isinstance(config, (str, os.PathLike)):
+        return read_config(config)
+    raise BenchmarkError(f"config must be a graphfix.tune/1 file, its JSON as a dict, or a "
+                         f"SessionConfig, not {type(config).__name__}")
+
+
+def _tuned_elsewhere(loaded: SessionConfig | None, model: onnx.ModelProto) -> str | None:
+    """Why ``loaded`` may not be ``model``'s fastest: it was tuned for another graph."""
+    if loaded is None:
         return None
-    loaded = config if isinstance(config, SessionConfig) else (
-        SessionConfig.from_dict(config) if isinstance(config, Mapping) else read_config(config))
     digest = loaded.model.get("sha256")
     if not digest or digest == model_digest(model):
         return None
