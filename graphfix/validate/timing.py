@@ -166,6 +166,10 @@ class Settings:
         if self.optimization not in OPTIMIZATION_LEVELS:
             raise BenchmarkError(f"optimization level must be one of "
                                  f"{', '.join(OPTIMIZATION_LEVELS)}, got {self.optimization!r}")
+        if self.provider != "cuda" and (self.cuda_options or self.cuda_graph):
+            named = sorted(dict(self.cuda_options)) + (["cuda_graph"] if self.cuda_graph else [])
+            raise BenchmarkError(f"{', '.join(named)}: CUDA provider settings, in settings for "
+                                 f"the {self.provider} provider")
         if self.cuda_graph and not self.io_binding:
             raise BenchmarkError("CUDA graphs replay on bound device buffers: they need "
                                  "io_binding")

@@ -71,6 +71,8 @@ def test_cuda_settings_keep_only_what_differs_from_graphfix_defaults() -> None:
     {"session_options": {"graph_optimization_level": "max"}},
     {"session_config_entries": {"session.unknown": "1"}},
     {"provider": "tpu"},
+    {"provider_options": {"gpu_mem_limit": "1073741824"}},  # CUDA's, on the CPU
+    {"provider_options": {"enable_cuda_graph": "1"}},
 ])
 def test_malformed_settings_are_refused(change: dict) -> None:
     data = {**CPU.to_dict(), **change}
