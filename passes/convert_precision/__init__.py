@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from graphfix import feeds as feeds_module
 from graphfix import precision as precision_record
 from graphfix.errors import GraphfixError, PassError, first_line
 from graphfix.model_io import new_checker_problem
@@ -125,6 +126,10 @@ class ConvertPrecision(Pass):
         self.inputs = inputs
         self.seed = seed
         self.max_rounds = max_rounds
+        if feeds is not None and (isinstance(feeds, Mapping) or not feeds or not all(
+                isinstance(f, Mapping) for f in feeds)):
+            raise PassError("convert-precision: feeds must be a non-empty list of input sets "
+                            f"({{input name: array}}), got {type(feeds).__name__}")
         self._feeds = [dict(f) for f in feeds] if feeds is not None else None
 
     @classmethod
@@ -140,6 +145,10 @@ class ConvertPrecision(Pass):
         io_low = self.io_types != "fp32"
         if not analysis.compute_nodes():
             return PassResult(model, False, stats={"nodes_lowered": 0})
+        if self._feeds is not None:  # the caller's own: a mismatch is theirs, not the pass's
+            specs = feeds_module.input_specs(model)
+            for index, feed in enumerate(self._feeds):
+                feeds_module.check_feeds(specs, feed, where=f"convert-precision's feeds[{index}]")
         try:
             feeds = self._feeds if self._feeds is not None else make_feeds(
                 model, seed=self.seed, runs=None, input_shapes=self.input_shapes,

@@ -550,6 +550,24 @@ def test_function_twin_and_option_checks(rng):
         ConvertPrecision(precision="int8")
     with pytest.raises(graphfix.errors.PassError, match="io_types"):
         ConvertPrecision(precision="fp16", io_types="bf16")
+    for feeds in ([], {"x": np.ones((4, 16), np.float32)}, ["x"]):
+        with pytest.raises(graphfix.errors.PassError, match="feeds"):
+            ConvertPrecision(feeds=feeds)
+
+
+def test_feeds_that_do_not_fit_the_model_are_the_callers_error_not_a_left_out_pass(rng):
+    """Given feeds are checked against the model: optimize raises, as it does for --inputs,
+    instead of leaving the pass out as if it had failed on the model."""
+    wrong = [{"x": np.ones((3, 16), np.float32)}]
+    with pytest.raises(graphfix.errors.ValidationInputError, match=r"feeds\[0\].*\[3, 16\]"):
+        ConvertPrecision(feeds=wrong)(mlp(rng))
+    with pytest.raises(graphfix.errors.ValidationInputError, match="feeds"):
+        graphfix.optimize(mlp(rng), precision="fp16", speed_gate=False,
+                          pass_options={"convert-precision": {"feeds": wrong}})
+    right = [{"x": rng.standard_normal((4, 16)).astype(np.float32)}]
+    result = graphfix.optimize(mlp(rng), precision="fp16", speed_gate=False,
+                               pass_options={"convert-precision": {"feeds": right}})
+    assert not result.report.left_out and precision.read(result.model) is not None
 
 
 def test_optimize_writes_lowered_model_when_the_gate_is_off(rng, tmp_path):
