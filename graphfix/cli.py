@@ -309,8 +309,9 @@ def _progress(enabled: bool) -> Callable[..., None] | None:
             if terminal:
                 click.echo("\r".ljust(71) + "\r", err=True, nl=False)
             return
-        if step == "parity":
-            text = f"parity {done + 1}/{total}"
+        if step == "parity":  # counted in runs: the reference's, then the candidate's
+            sets = max(total // 2, 1)
+            text = f"parity, input set {done % sets + 1}/{sets}"
         elif unit:  # a measurement: its calls counted on a terminal, their number elsewhere
             text = f"{step} {done + 1}/{total} {unit}" if terminal else f"{step}, {total} {unit}"
         else:

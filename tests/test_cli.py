@@ -76,6 +76,17 @@ def test_optimize_writes_and_reports(runner, tmp_path):
     assert "remove-initializer-inputs" in result.output  # the summary table
 
 
+def test_parity_progress_counts_the_input_sets_the_summary_names(runner, tmp_path):
+    """Off a terminal, parity's progress names input sets, as the summary does (it counts the
+    reference's and the candidate's runs, which read as twice the sets)."""
+    result = invoke(runner, "optimize", RESNET, tmp_path / "out.onnx", *FAST)
+    assert result.exit_code == 0, result.output
+    sets = int(result.output.split("parity: passed on ")[1].split(" input set")[0])
+    shown = [line for line in result.stderr.splitlines() if "parity, input set" in line]
+    assert shown and shown[-1].startswith(f"graphfix: parity, input set {sets}/{sets} ")
+    assert f"/{2 * sets}" not in "".join(shown)
+
+
 def test_input_file_is_never_modified(runner, tmp_path):
     src = tmp_path / "in.onnx"
     src.write_bytes(RESNET.read_bytes())
