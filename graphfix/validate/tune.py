@@ -846,6 +846,11 @@ def tune(
     deadline = started + budget
     warnings: list[str] = []
     first = _first_rounds(len(challengers) + 2, round_cost, budget)
+    floor = round_cost * ((len(challengers) + 2) * first + 3 * FINAL_ROUNDS)
+    if floor > 1.5 * budget:  # said before the wait, not only after it
+        logger.warning("tune: every candidate's first rung and the confirmation take about "
+                       "%.0f s on this model (%d candidates, %.2f s a session's round), over "
+                       "the %g s budget", floor, len(challengers) + 2, round_cost, budget)
     try:
         cost = run_rung([default, copy, *challengers], first)  # s per arm and round
     except BenchmarkError:  # a CPU session option that does not open or run: drop it, again

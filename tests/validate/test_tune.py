@@ -361,6 +361,20 @@ def test_the_default_is_kept_when_nothing_is_significantly_better() -> None:
     assert result.aa is not None
 
 
+def test_a_budget_below_what_the_first_rung_needs_is_said_before_and_after(caplog) -> None:
+    """The first rung and the confirmation always run: a budget they overrun is said when
+    the search starts (what to expect), and in the result (what it took)."""
+    with caplog.at_level("WARNING", logger="graphfix"):
+        result = tune(_mlp(), provider="cpu", budget=0.001, space={"intra_op_threads": [1]})
+    before = [r.getMessage() for r in caplog.records if "take about" in r.getMessage()]
+    assert len(before) == 1 and "over the 0.001 s budget" in before[0]
+    assert any("for a budget of 0.001 s" in w for w in result.warnings)
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="graphfix"):
+        tune(_mlp(), provider="cpu", budget=60, space={"intra_op_threads": [1]})
+    assert not [r for r in caplog.records if "take about" in r.getMessage()]
+
+
 def test_throughput_tries_batch_sizes_per_sample(tmp_path) -> None:
     out = tmp_path / "tuned.json"
     result = tune(_mlp("N"), provider="cpu", objective="throughput", budget=10,
