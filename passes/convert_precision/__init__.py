@@ -213,6 +213,8 @@ class ConvertPrecision(Pass):
             "casts_added": stats.casts,
             "weights_converted": stats.weights_converted + stats.weights_copied,
             "values_saturated": stats.values_saturated,
+            # too small for the type, kept at its smallest positive value (an epsilon)
+            "values_kept_nonzero": stats.values_raised,
             "rounds": result.rounds,
             "estimated_error_permille": _permille(estimate),
         }

@@ -52,22 +52,40 @@ def largest_value(low: int) -> float:
     return float(ml_dtypes.finfo(ml_dtypes.bfloat16).max)
 
 
-def round_array(value: np.ndarray, low: int) -> tuple[np.ndarray, int]:
-    """``value`` converted to element type ``low``; returns it and how many finite values
-    saturated at the type's largest finite value."""
+def smallest_value(low: int) -> float:
+    """The smallest positive value of element type ``low`` (float16's is a subnormal)."""
+    if low == onnx.TensorProto.FLOAT16:
+        return float(np.finfo(np.float16).smallest_subnormal)
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_subnormal)
+
+
+def round_array(value: np.ndarray, low: int) -> tuple[np.ndarray, int, int]:
+    """``value`` converted to element type ``low``; returns it, how many finite values
+    saturated at the type's largest finite value, and how many non-zero values too small for
+    the type were kept non-zero at its smallest positive value (with their sign)."""
     value = np.asarray(value, dtype=np.float32)
     dtype = onnx.helper.tensor_dtype_to_np_dtype(low)
     # bfloat16's largest is just below float32's: float32's lowest (an attention mask's fill)
     # would round to -inf, and a fully masked row to NaN.
     largest = largest_value(low)
-    saturated = 0
+    saturated = raised = 0
     # Most weights are within range: two reductions tell, without a mask (NaN fails <=).
     if value.size and not max(-float(value.min()), float(value.max())) <= largest:
         over = np.isfinite(value) & (np.abs(value) > largest)
         saturated = int(np.count_nonzero(over))
         if saturated:
             value = np.where(over, np.sign(value) * np.float32(largest), value)
-    return value.astype(dtype), saturated
+    # A non-zero value the type rounds to zero (BERT's LayerNorm epsilon, 1e-12, in float16)
+    # keeps its reason to exist: sqrt(variance + epsilon) of a constant row (padding, a blank
+    # frame) is 0 in float16 and the row NaN, where the original computes 0.
+    smallest = smallest_value(low)
+    tiny = (value != 0) & (np.abs(value) < smallest)
+    if value.size and tiny.any():
+        raised = int(np.count_nonzero(tiny))
+        value = np.where(tiny, np.sign(value) * np.float32(smallest), value)
+    return value.astype(dtype), saturated, raised
 
 
 def _tensor(name: str, value: np.ndarray, low: int) -> onnx.TensorProto:
@@ -79,9 +97,9 @@ def _tensor(name: str, value: np.ndarray, low: int) -> onnx.TensorProto:
     return numpy_helper.from_array(value, name)
 
 
-def _rounded(analysis: Analysis, tensor: onnx.TensorProto) -> tuple[np.ndarray, int]:
-    """Weight ``tensor``'s values in the analysis's lowered type and how many saturated,
-    rounded once (``analysis.rounded``)."""
+def _rounded(analysis: Analysis, tensor: onnx.TensorProto) -> tuple[np.ndarray, int, int]:
+    """Weight ``tensor``'s values in the analysis's lowered type, how many saturated and how
+    many were kept non-zero (:func:`round_array`), rounded once (``analysis.rounded``)."""
     if tensor.name not in analysis.rounded:
         value = tensor_value(tensor)
         if value is None:
@@ -91,11 +109,11 @@ def _rounded(analysis: Analysis, tensor: onnx.TensorProto) -> tuple[np.ndarray, 
 
 
 def _rounded_tensor(analysis: Analysis, tensor: onnx.TensorProto, name: str
-                    ) -> tuple[onnx.TensorProto, int]:
+                    ) -> tuple[onnx.TensorProto, int, int]:
     """Weight ``tensor`` rounded to the analysis's lowered type and stored in it, named
     ``name``."""
-    rounded, saturated = _rounded(analysis, tensor)
-    return _tensor(name, rounded, analysis.low), saturated
+    rounded, saturated, raised = _rounded(analysis, tensor)
+    return _tensor(name, rounded, analysis.low), saturated, raised
 
 
 def _cast(source: str, target: str, to: int, name: str) -> onnx.NodeProto:
@@ -108,6 +126,7 @@ class LowerStats:
     weights_converted: int = 0
     weights_copied: int = 0
     values_saturated: int = 0
+    values_raised: int = 0  # non-zero values too small for the type, kept non-zero
 
 
 class _Inserts:
@@ -178,7 +197,9 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
                 if attr.name == "to":
                     attr.i = low_type
         elif node.op_type in ("Constant", "ConstantOfShape"):
-            stats.values_saturated += _lower_constant(node, low_type)
+            saturated, raised = _lower_constant(node, low_type)
+            stats.values_saturated += saturated
+            stats.values_raised += raised
 
     converted: dict[tuple[str, int], str] = {}
     listed = {value.name for value in graph.input}  # an IR-3 model's weights are inputs too
@@ -226,40 +247,42 @@ def _convert_initializer(analysis: Analysis, name: str, target: int, in_place: b
                          names: graph_layer.Names, stats: LowerStats) -> str:
     tensor = analysis.initializers[name]
     if in_place:
-        rounded, saturated = _rounded_tensor(analysis, tensor, name)
+        rounded, saturated, raised = _rounded_tensor(analysis, tensor, name)
         tensor.CopyFrom(rounded)
         stats.weights_converted += 1
         stats.values_saturated += saturated
+        stats.values_raised += raised
         return name
     copy_name = names.fresh(f"{name}_{_SHORT[target]}")
-    rounded, saturated = _rounded_tensor(analysis, tensor, copy_name)
+    rounded, saturated, raised = _rounded_tensor(analysis, tensor, copy_name)
     analysis.model.graph.initializer.append(rounded)
     stats.weights_copied += 1
     stats.values_saturated += saturated
+    stats.values_raised += raised
     return copy_name
 
 
-def _lower_constant(node: onnx.NodeProto, low: int) -> int:
+def _lower_constant(node: onnx.NodeProto, low: int) -> tuple[int, int]:
     """A float Constant or ConstantOfShape's value in the lowered type; returns the values
-    that saturated."""
-    saturated = 0
+    that saturated and those kept non-zero (:func:`round_array`)."""
+    saturated = raised = 0
     for attr in list(node.attribute):
         if attr.name == "value" and attr.type == onnx.AttributeProto.TENSOR:
             if attr.t.data_type == FLOAT:
-                value, saturated = round_array(numpy_helper.to_array(attr.t), low)
+                value, saturated, raised = round_array(numpy_helper.to_array(attr.t), low)
                 attr.t.CopyFrom(_tensor(attr.t.name, value, low))
-            return saturated
+            return saturated, raised
         if attr.name in ("value_float", "value_floats"):
             raw = np.array(attr.f if attr.name == "value_float" else list(attr.floats),
                            dtype=np.float32)
             node.attribute.remove(attr)
-            value, saturated = round_array(raw, low)
+            value, saturated, raised = round_array(raw, low)
             node.attribute.append(onnx.helper.make_attribute("value", _tensor("", value, low)))
-            return saturated
+            return saturated, raised
     if node.op_type == "ConstantOfShape":  # no value: a float32 zero
-        zero, _ = round_array(np.zeros(1, np.float32), low)
+        zero = round_array(np.zeros(1, np.float32), low)[0]
         node.attribute.append(onnx.helper.make_attribute("value", _tensor("", zero, low)))
-    return saturated
+    return saturated, raised
 
 
 def _retype_value_info(analysis: Analysis, graph: onnx.GraphProto, low: frozenset[int],
@@ -301,7 +324,7 @@ class _Rounder:
                 # ORT runs: exact, and cheaper than numpy making and encoding a float32 copy
                 # (resnet18's emulation: 0.79x the time), but a node more to open.
                 middle = self.names.fresh(f"{name}_q")
-                tensor, _ = _rounded_tensor(self.analysis, weight, middle)
+                tensor = _rounded_tensor(self.analysis, weight, middle)[0]
                 self.graph.initializer.append(tensor)
                 target = self.names.fresh(f"{name}_r")
                 self._place(_cast(middle, target, FLOAT, self.names.fresh(f"{name}_r")), -1)
@@ -396,7 +419,7 @@ def _round_constant(node: onnx.NodeProto, low: int) -> None:
     """A Constant's or ConstantOfShape's float32 value, rounded as :func:`lower` converts it."""
     for attr in list(node.attribute):
         if attr.name == "value" and attr.t.data_type == FLOAT:
-            rounded, _ = round_array(numpy_helper.to_array(attr.t), low)
+            rounded = round_array(numpy_helper.to_array(attr.t), low)[0]
             attr.t.CopyFrom(numpy_helper.from_array(rounded.astype(np.float32), attr.t.name))
         elif attr.name in ("value_float", "value_floats"):
             raw = np.array(attr.f if attr.name == "value_float" else list(attr.floats),

@@ -60,6 +60,13 @@ def lowered(model: onnx.ModelProto, **options) -> tuple[onnx.ModelProto, object]
     return result.model, result
 
 
+def ort_run(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
 def mlp(rng: np.random.Generator) -> onnx.ModelProto:
     return parse("""
     g (float[4,16] x) => (float[4,8] y) {
@@ -525,6 +532,35 @@ def test_bfloat16_saturates_float32s_lowest_instead_of_making_it_infinite(rng):
     assert np.isfinite(values).all() and values[0] < -3e38
     assert result.stats["values_saturated"] == 1
     assert "bfloat16's range saturated" in result.warnings[0]
+
+
+def test_an_epsilon_too_small_for_float16_stays_non_zero_so_a_constant_row_is_not_nan(rng):
+    """BERT's LayerNorm epsilon, 1e-12, is 0 in float16: a constant row (padding, a blank
+    frame) would be 0 / sqrt(0 + 0) = NaN where the original gives 0. It is kept at float16's
+    smallest positive value, in ORT's run and in true float16 arithmetic."""
+    from onnx.reference import ReferenceEvaluator
+
+    original = parse("""
+    g (float[3,16] x) => (float[3,16] y) {
+        h = MatMul(x, W)
+        mu = ReduceMean<axes=[-1]>(h)
+        d = Sub(h, mu)
+        sq = Mul(d, d)
+        var = ReduceMean<axes=[-1]>(sq)
+        ve = Add(var, eps)
+        sd = Sqrt(ve)
+        y = Div(d, sd)
+    }""", W=weights(rng, 16, 16), eps=np.array(1e-12, np.float32))
+    model, result = lowered(copy(original))
+    eps = next(t for t in model.graph.initializer if t.name == "eps")
+    assert eps.data_type == FP16 and float(numpy_helper.to_array(eps)) > 0
+    assert result.stats["values_kept_nonzero"] == 1
+    x = {"x": rng.uniform(-1, 1, (3, 16)).astype(np.float32)}
+    x["x"][0] = 0.0
+    for run in (lambda m: ort_run(m, x), lambda m: ReferenceEvaluator(m).run(None, x)[0]):
+        expected, got = run(original), np.asarray(run(model), np.float32)
+        assert np.isfinite(got).all() and not got[0].any()
+        assert tolerance_used(expected, got, 1e-2, 1e-2) <= 1.0
 
 
 def test_estimate_holds_against_a_true_float16_run(rng):
