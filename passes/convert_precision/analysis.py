@@ -97,6 +97,7 @@ class Analysis:
                 node_plan = ops.NodePlan("fixed", free_inputs=node_plan.free_inputs,
                                          reason="its output is read inside a subgraph")
             plans.append(node_plan)
+        _keep_sizes_float32(graph, known, plans, set(initializers), low)
         # ONNX keeps a graph's nodes in topological order, and every pass leaves them so.
         order = list(range(len(graph.node)))
         return cls(model, low, known, plans, producer, uses,
@@ -253,4 +254,48 @@ class Analysis:
             stack += [self.producer[n][0] for n in graph_layer.reads(self.node(position))
                       if n in self.producer]
         return seen
+
+
+_INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT16,
+                       onnx.TensorProto.UINT16, onnx.TensorProto.INT32, onnx.TensorProto.UINT32,
+                       onnx.TensorProto.INT64, onnx.TensorProto.UINT64})
+
+
+def _keep_sizes_float32(graph: onnx.GraphProto, types: Mapping[str, int],
+                        plans: list[ops.NodePlan], constants: set[str], low: int) -> None:
+    """Pin float32 the nodes that compute in float on sizes read from shapes (a Shape or Size,
+    integer arithmetic, a Cast to float: half a length, 1/sqrt(head size), positions from a
+    Range to the sequence length) with nothing but constants beside them. The lowered type
+    holds every integer only up to 2048 (float16) or 256 (bfloat16), and parity's inputs are
+    far smaller than the sizes a deployment meets: past them a slice, a reshape or a rotary
+    angle comes out wrong, which no measurement here can see."""
+    exact = 2048 if low == onnx.TensorProto.FLOAT16 else 256
+    sized: set[str] = set()  # integer tensors computed from shapes
+    floats: set[str] = set()  # float tensors computed from them and constants alone
+    constants = set(constants)
+    for position, node in enumerate(graph.node):
+        names = [n for n in node.input if n]
+        standard = node.domain in graph_layer.STANDARD_DOMAINS
+        if standard and node.op_type in ("Shape", "Size"):
+            sized.update(n for n in node.output if n)
+            continue
+        if (standard and node.op_type in ("Constant", "ConstantOfShape")) or (
+                names and all(n in constants for n in names)):
+            constants.update(n for n in node.output if n)
+            continue
+        if not any(n in sized or n in floats for n in names):
+            continue
+        if any(types.get(n) == FLOAT and n not in floats and n not in constants for n in names):
+            continue  # computes with activations: measured as any node is
+        for name in node.output:
+            if types.get(name) in _INTEGERS:
+                sized.add(name)
+            elif types.get(name) == FLOAT:
+                floats.add(name)
+        plan = plans[position]
+        if plan.kind == "lowerable":
+            plans[position] = ops.NodePlan(
+                "fixed", free_inputs=plan.free_inputs,
+                reason=f"computes on sizes read from shapes, which the lowered type holds "
+                       f"exactly only up to {exact}")
 

@@ -563,6 +563,48 @@ def test_an_epsilon_too_small_for_float16_stays_non_zero_so_a_constant_row_is_no
         assert tolerance_used(expected, got, 1e-2, 1e-2) <= 1.0
 
 
+def test_float_arithmetic_on_sizes_read_from_shapes_stays_float32(rng):
+    """Half a length (Shape -> Cast -> Mul -> Cast back) and rotary angles (positions from a
+    Range to the sequence length, times frequencies, Sin and Cos) are exact at parity's sizes
+    in float16, which holds integers only up to 2048; past that the slice is one too long and
+    the angles off by radians. Those nodes stay float32; the model's own compute is lowered,
+    and true float16 arithmetic matches the original at a length of 4099."""
+    from onnx.reference import ReferenceEvaluator
+
+    original = parse("""
+    g (float[1,N] x) => (float[1,M] y, float[N,8] r) {
+        s = Shape(x)
+        n = Gather<axis=0>(s, one)
+        nf = Cast<to=1>(n)
+        hf = Mul(nf, half)
+        hi = Cast<to=7>(hf)
+        hi1 = Unsqueeze(hi, zero)
+        xs = Slice(x, zero, hi1, one1)
+        y = Mul(xs, w)
+        pos = Range(zero_s, n, one)
+        pf = Cast<to=1>(pos)
+        p2 = Unsqueeze(pf, one1)
+        angle = Mul(p2, freq)
+        c = Cos(angle)
+        xt = Transpose<perm=[1,0]>(x)
+        r = Mul(xt, c)
+    }""", one=np.array(1, np.int64), zero=np.array([0], np.int64),
+        one1=np.array([1], np.int64), zero_s=np.array(0, np.int64),
+        half=np.array(0.5, np.float32), w=np.array(3.0, np.float32),
+        freq=(1.0 / 10000 ** (np.arange(8) / 8)).astype(np.float32))
+    model, result = lowered(copy(original))
+    kept = {node for island in result.details["islands"] for node in island["nodes"]}
+    assert {"Cast#2", "Mul#3", "Cast#9", "Unsqueeze#10", "Mul#11", "Cos#12"} <= kept
+    lowered_ops = [n.op_type for n in model.graph.node]
+    assert lowered_ops.count("Cast") > 4  # y's and r's Muls run lowered, behind Casts
+    x = {"x": rng.uniform(-1, 1, (1, 4099)).astype(np.float32)}
+    expected = ReferenceEvaluator(original).run(None, x)
+    got = ReferenceEvaluator(model).run(None, x)
+    for e, g in zip(expected, got):
+        assert e.shape == g.shape
+        assert tolerance_used(e, np.asarray(g, np.float32), 1e-2, 1e-2) <= 1.0
+
+
 def test_estimate_holds_against_a_true_float16_run(rng):
     """ORT's CPU provider computes most float16 ops in float32 between Casts; onnx's reference
     evaluator computes each op in numpy float16. The estimate must hold for the latter too."""
