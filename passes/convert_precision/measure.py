@@ -29,12 +29,17 @@ The search
    known to overflow or lose precision (:data:`~ops.RISKY_OPS`; not a Div by constants of
    magnitude one or more, which only scales down), those whose own error exceeds a quarter of
    the tolerance stay float32: the start set shrinks to where its risk is
-   measured. So do those whose output comes within :data:`RANGE_HEADROOM` of the lowered
-   type's largest value on the measured inputs (float16's 65504: a softmax written without
-   its max subtracted sums to 2e4 on inputs in [-1, 1] and overflows at 1), whatever its own
-   error, with what would read that output in the lowered type (nodes that move it, and nodes
-   that compute with it, on until their own output is away from the range), since a Cast at
-   an island's border overflows as surely.
+   measured. So do the compute nodes of any type whose output comes within
+   :data:`RANGE_HEADROOM` of the lowered type's largest value on the measured inputs
+   (float16's 65504: a softmax written without its max subtracted sums to 2e4 on inputs in
+   [-1, 1] and overflows at 1; a MatMul at 4e4 overflows on inputs 1.6x larger), whatever
+   their own error, with what would read that output, or a graph input given near the range,
+   in the lowered type (nodes that move it, and nodes that compute with it, on until their own
+   output is away from the range), since a Cast at an island's border overflows as surely.
+   The magnitudes come from the first run, which reads every tensor of the original. A
+   magnitude fixed by a constant is no such risk: a value computed without any float graph
+   input (an attention mask's fill, an embedding's rows), or the sum or selection of such a
+   value as large as its output (scores plus the fill), keeps its magnitude on any input.
    A node's own error alone does not keep it: an attention mask's -3.4e38 saturates
    at -65504, an error without consequence downstream where a row keeps one position (the
    inputs generated for parity always do); the outputs decide (step 2).
@@ -72,7 +77,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import onnx
 
-from graphfix.model_io import skeleton
+from graphfix import graph as graph_layer
+from graphfix.model_io import skeleton, tensor_value
 from .._measuring import Feeds, run_outputs, session, tolerance_used
 from .analysis import FLOAT, Analysis
 from .rewrite import emulate, expose, shadow
@@ -84,12 +90,15 @@ logger = logging.getLogger(__name__)
 
 OUTPUT_BUDGET = 0.5  # of the tolerance, for every output on the measured inputs
 LOCAL_RISKY = 0.25  # own error above which a node of a risky op type stays float32
-# A node of a risky op type whose output comes within this factor of the lowered type's largest
+# A compute node whose output comes within this factor of the lowered type's largest
 # value on the measured inputs stays float32: inputs the measurement did not see (an image in
 # 0-255, a longer sequence) overflow it where these did not.
 RANGE_HEADROOM = 16.0
 MAX_ROUNDS = 24
 GIVE_BACK_ROUNDS = 8  # measurements spent lowering again what step 2b kept on rank alone
+# Ops that add or select a value: where one input is as large as the output, the output's
+# magnitude is that input's.
+_OFFSETS = frozenset({"Add", "Sub", "Where", "Max", "Min", "Sum"})
 
 @dataclasses.dataclass
 class Measured:
@@ -134,24 +143,32 @@ class Search:
         self._full = False
         self.local: dict[int, float] = {}
         self.peak: dict[int, float] = {}  # largest finite magnitude of a node's outputs
+        self._data: set[str] | None = None  # tensors that depend on a float graph input
         self.largest = float(np.finfo(onnx.helper.tensor_dtype_to_np_dtype(
             analysis.low)).max) if analysis.low == onnx.TensorProto.FLOAT16 else math.inf
 
     def measure_local(self, positions: Sequence[int]) -> None:
         """The own error of each node of ``positions`` (one run of the original with their
-        shadows); the original's outputs come with it."""
+        shadows); the first run also reads every tensor of the original (the reference, and
+        the magnitude each compute node reaches)."""
         todo = [p for p in positions if p not in self.local]
         if not todo and self.reference:
             return
+        first = not self.reference
         built = shadow(self.analysis, todo)
         pairs = [pair for position in todo for pair in built.outputs[position]]
         shadows = {name for name, _ in pairs}
-        names = expose(built.model, [*self.analysis.outputs,
+        names = expose(built.model, [*self.analysis.outputs, *(self.tensors if first else []),
                                      *(original for _, original in pairs), *shadows])
         runs = run_outputs(built.model, self.feeds, names)
-        if not self.reference:
-            self.reference = [{k: run[k] for k in self.analysis.outputs if k in run}
-                              for run in runs]
+        if first:
+            kept = {*self.analysis.outputs, *self.tensors}
+            self.reference = [{k: v for k, v in run.items() if k in kept} for run in runs]
+            self._full = True
+            for position in self.analysis.compute_nodes():
+                self.peak[position] = max((_peak(run[name]) for run in self.reference
+                                           for name in self.analysis.node(position).output
+                                           if name in run), default=0.0)
         for position in todo:
             worst = peak = 0.0
             for run in runs:
@@ -193,27 +210,69 @@ class Search:
         return Measured(errors, {name: errors.get(name, 0.0) for name in self.analysis.outputs})
 
     def start(self) -> dict[int, str]:
-        """Step 1: the nodes of risky op types that stay float32, on their own error or on an
-        output near the lowered type's range, and what would read such an output lowered."""
+        """Step 1: the nodes of risky op types that stay float32 on their own error, the
+        compute nodes whose output comes near the lowered type's range, and what would read
+        such an output, or a graph input near the range, in the lowered type."""
         kept: dict[int, str] = {}
-        near: list[int] = []
-        for position in self.local:
+        near: list[str] = []
+        for position in self.analysis.compute_nodes():
             risky = self.analysis.risk(position)
-            if not risky:
-                continue
             reasons = []
             error = self.local.get(position, 0.0)
-            if error > LOCAL_RISKY:
+            if risky and error > LOCAL_RISKY:
                 reasons.append(f"its own error {_fmt(error)} of the tolerance")
-            if self.near_range(self.peak.get(position, 0.0)):
+            if self.near_range(self.peak.get(position, 0.0)) and not self._fixed_magnitude(
+                    position, self.peak[position]):
                 reasons.append(f"its output {self.reaches(self.peak[position])}")
-                near.append(position)
+                near += [n for n in self.analysis.node(position).output if n]
             if reasons:
-                kept[position] = f"{self.analysis.node(position).op_type} {risky}; " + \
-                    "; ".join(reasons)
+                op = self.analysis.node(position).op_type
+                kept[position] = (f"{op} {risky}; " if risky else f"{op}: ") + "; ".join(reasons)
+        if not self.io_low:  # a float32 input read lowered goes through a Cast at the border
+            near += [name for name in sorted(self.analysis.inputs)
+                     if self.analysis.types.get(name) == FLOAT and self.near_range(max(
+                         (_peak(np.asarray(feed[name])) for feed in self.feeds
+                          if name in feed), default=0.0))]
         if near:
             self._keep_readers(near, kept)
         return kept
+
+    def _fixed_magnitude(self, position: int, peak: float) -> bool:
+        """Whether the node at ``position`` reaches ``peak`` by a constant's magnitude, which
+        inputs do not grow: its output is computed without any float graph input (an
+        attention mask's fill from an integer mask, an embedding's rows), or it adds or
+        selects such a value as large as its output (scores plus that fill, which saturates
+        in the lowered type and weighs nothing after the Softmax, as in the original)."""
+        node = self.analysis.node(position)
+        data = self._data_dependent()
+        if not any(name in data for name in node.output if name):
+            return True
+        return node.op_type in _OFFSETS and any(
+            name and name not in data and 2 * self._value_peak(name) >= peak
+            for name in node.input)
+
+    def _data_dependent(self) -> set[str]:
+        """Tensors whose values depend on a float graph input (sizes read by Shape or Size
+        do not)."""
+        if self._data is None:
+            data = {n for n in self.analysis.inputs if self.analysis.types.get(n) == FLOAT}
+            for position in self.analysis.order:
+                node = self.analysis.node(position)
+                if node.op_type not in ("Shape", "Size") and any(n in data for n in node.input):
+                    data.update(n for n in node.output if n)
+                for sub in graph_layer.subgraphs(node):  # outer values a body reads
+                    if graph_layer.outer_refs(sub) & data:
+                        data.update(n for n in node.output if n)
+            self._data = data
+        return self._data
+
+    def _value_peak(self, name: str) -> float:
+        """The largest finite magnitude of tensor ``name`` on the measured inputs, or of the
+        weight it is."""
+        if name in self.analysis.initializers:
+            value = tensor_value(self.analysis.initializers[name])
+            return _peak(value) if value is not None else 0.0
+        return max((_peak(run[name]) for run in self.reference if name in run), default=0.0)
 
     def near_range(self, peak: float) -> bool:
         """Whether a magnitude comes within :data:`RANGE_HEADROOM` of the lowered type's
@@ -231,29 +290,33 @@ class Search:
         return (f"reaches {peak:.3g} on the measured inputs, within {RANGE_HEADROOM:g}x of the "
                 f"lowered type's largest value ({self.largest:g})")
 
-    def _keep_readers(self, near: Sequence[int], kept: dict[int, str]) -> None:
-        """Keep float32 what would read the outputs of the nodes ``near`` in the lowered type:
-        a value near the type's range overflows in the Cast at an island's border as surely
-        as in the node. The walk goes on from each reader whose own output is still near the
-        range (a Reshape or Concat that moves the value, an Add that keeps its magnitude),
-        judged on the original's values (every float tensor exposed once)."""
+    def _keep_readers(self, near: Sequence[str], kept: dict[int, str]) -> None:
+        """Keep float32 what would read the tensors ``near`` in the lowered type: a value near
+        the type's range overflows in the Cast at an island's border as surely as in the
+        node. The walk goes on from each reader whose own output is still near the range (a
+        Reshape or Concat that moves the value, an Add that keeps its magnitude), judged on
+        the original's values (every float tensor exposed once)."""
         self._reference_tensors()
 
         def peak(name: str) -> float:
-            return max((_peak(run[name]) for run in self.reference if name in run), default=0.0)
+            found = [_peak(run[name]) for run in self.reference if name in run]
+            found += [_peak(np.asarray(feed[name])) for feed in self.feeds if name in feed]
+            return max(found, default=0.0)
 
         todo = list(near)
+        seen: set[str] = set()
         while todo:
-            for name in self.analysis.node(todo.pop()).output:
-                if not name or not self.near_range(peak(name)):
-                    continue  # values away from the range: lowered as the search decides
-                for use in self.analysis.uses.get(name, []):
-                    plan = self.analysis.plans[use.node]
-                    if use.node in kept or plan.kind != "lowerable" or \
-                            use.slot not in plan.low_inputs:
-                        continue
+            name = todo.pop()
+            if not name or name in seen or not self.near_range(peak(name)):
+                continue  # values away from the range: lowered as the search decides
+            seen.add(name)
+            for use in self.analysis.uses.get(name, []):
+                plan = self.analysis.plans[use.node]
+                if plan.kind != "lowerable" or use.slot not in plan.low_inputs:
+                    continue
+                if use.node not in kept:
                     kept[use.node] = f"reads {name!r}, which {self.reaches(peak(name))}"
-                    todo.append(use.node)
+                todo += [n for n in self.analysis.node(use.node).output if n]
 
     def run(self, forced: Mapping[int, str] | None = None) -> SearchResult:
         """The search; ``forced`` nodes stay float32 from the start, with their reason."""

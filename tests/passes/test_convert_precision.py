@@ -291,6 +291,61 @@ def test_values_near_the_range_are_never_cast_down_whatever_keeps_their_producer
     assert result.stats["compute_nodes_lowered"] >= 2  # the MatMul and Mul feeding the Exp
 
 
+def test_any_compute_node_or_input_near_the_range_stays_float32_with_its_readers(rng):
+    """The headroom holds for every op, not only the risky ones: a MatMul whose output
+    reaches 4e4 on inputs in [-1, 1] overflows float16 on inputs 1.6x larger, so it stays
+    float32 and so does the Mul that reads it. A graph input whose given values come near
+    the range (audio at int16 scale) is read in float32 too: the Cast at the border would
+    overflow. The compute away from both is lowered."""
+    big = np.where(rng.standard_normal((64, 16)) > 0, 3000.0, -3000.0).astype(np.float32)
+    original = parse("""
+    g (float[4,64] x, float[4,16] a) => (float[4,16] y, float[4,16] z) {
+        h = MatMul(x, W)
+        y = Mul(h, s)
+        b = Mul(a, t)
+        z = MatMul(b, V)
+    }""", W=big, s=np.array(1e-4, np.float32), t=np.array(0.25, np.float32),
+        V=weights(rng, 16, 16) * np.float32(0.01))
+    feeds = [{"x": rng.uniform(-1, 1, (4, 64)).astype(np.float32),
+              "a": rng.uniform(-1e4, 1e4, (4, 16)).astype(np.float32)}]
+    model, result = lowered(copy(original), feeds=feeds)
+    why = {reason for island in result.details["islands"] for reason in island["why"]}
+    assert any(r.startswith("MatMul#0 (MatMul): MatMul: its output reaches") for r in why), why
+    assert any(r.startswith("Mul#1 (Mul): reads 'h'") for r in why), why
+    assert any(r.startswith("Mul#2 (Mul): reads 'a'") for r in why), why
+    cast_down = {n.input[0] for n in model.graph.node if n.op_type == "Cast"
+                 and n.attribute[0].i == FP16}
+    assert not cast_down & {"a", "h"}, cast_down
+    assert "b" in cast_down and result.stats["compute_nodes_lowered"] == 1  # z's MatMul
+
+
+def test_a_masks_fill_near_the_range_is_no_reason_to_keep_float32(rng):
+    """A mask's fill (-10000 from an integer mask, float32's lowest from a Where) reaches the
+    range by a constant's magnitude, which no input grows: the scores plus that fill, and
+    the Softmax after, are lowered as the measurement decides, not kept for the range."""
+    original = parse("""
+    g (float[2,8,16] x, int64[2,16] mask) => (float[2,8,16] y, float[2,8,16] z) {
+        s = MatMul(x, W)
+        mf = Cast<to=1>(mask)
+        inv = Sub(one, mf)
+        fill = Mul(inv, neg)
+        fill3 = Unsqueeze(fill, ax)
+        biased = Add(s, fill3)
+        y = Softmax<axis=-1>(biased)
+        keep = Cast<to=9>(mask)
+        keep3 = Unsqueeze(keep, ax)
+        picked = Where(keep3, s, lowest)
+        z = Softmax<axis=-1>(picked)
+    }""", W=weights(rng, 16, 16), one=np.array(1.0, np.float32),
+        neg=np.array(-10000.0, np.float32), ax=np.array([1], np.int64),
+        lowest=np.array(np.finfo(np.float32).min, np.float32))
+    model, result = lowered(copy(original))
+    why = " ".join(reason for island in result.details["islands"] for reason in island["why"])
+    assert "reaches" not in why, why
+    lowered_ops = {n.op_type for n in model.graph.node if n.op_type != "Cast"}
+    assert result.stats["compute_nodes_lowered"] >= 4, (result.stats, lowered_ops)
+
+
 def test_error_traced_from_an_output_puts_its_origin_back(rng):
     # No risky op: the Sub cancels two large, nearly equal values; rounding them to float16
     # (spacing 4 near 3000) leaves an error the size of the result. The search traces the
