@@ -86,15 +86,27 @@ class SessionConfig:
             raise BenchmarkError(f"{source}: unknown objective {objective!r}",
                                  hint=f"one of {', '.join(OBJECTIVES)}")
         batch = data.get("batch_size")
-        if batch is not None and (not isinstance(batch, int) or batch < 1):
+        if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
+                                  or batch < 1):
             raise BenchmarkError(f"{source}: batch_size must be an integer >= 1, got {batch!r}")
+        fields = {}
+        for field in ("model", "measured", "versions"):
+            value = data.get(field)
+            if value is not None and not isinstance(value, Mapping):
+                raise BenchmarkError(f"{source}: {field} must be an object, got "
+                                     f"{type(value).__name__}")
+            fields[field] = value or {}
+        try:
+            chosen = Settings.from_dict(settings)
+        except BenchmarkError as err:
+            raise BenchmarkError(f"{source}: {err.args[0]}", hint=err.hint) from None
         return cls(
-            settings=Settings.from_dict(settings),
+            settings=chosen,
             batch_size=batch,
             objective=objective,
-            model={str(k): str(v) for k, v in dict(data.get("model") or {}).items()},
-            measured=dict(data["measured"]) if data.get("measured") else None,
-            versions={str(k): str(v) for k, v in dict(data.get("versions") or {}).items()},
+            model={str(k): str(v) for k, v in fields["model"].items()},
+            measured=dict(fields["measured"]) or None,
+            versions={str(k): str(v) for k, v in fields["versions"].items()},
         )
 
     def write(self, path: str | os.PathLike[str], *,
@@ -118,6 +130,9 @@ def read_config(path: str | os.PathLike[str]) -> SessionConfig:
                              hint="write one with `graphfix tune MODEL --out FILE`") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise BenchmarkError(f"{where} is not JSON: {err}") from None
+    except RecursionError:
+        raise BenchmarkError(f"{where} is not a configuration: JSON nested too deeply to "
+                             "read") from None
     return SessionConfig.from_dict(data, source=where)
 
 

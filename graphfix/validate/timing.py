@@ -174,9 +174,10 @@ class Settings:
             raise BenchmarkError("CUDA graphs replay on bound device buffers: they need "
                                  "io_binding")
         if self.threads < 0 or self.inter_op_threads < 0 or (
-            self.dynamic_block_base is not None and self.dynamic_block_base < 1
+            self.dynamic_block_base is not None and not 1 <= self.dynamic_block_base < 2**31
         ):
-            raise BenchmarkError("threads must be >= 0 and dynamic_block_base >= 1")
+            raise BenchmarkError("threads must be >= 0 and dynamic_block_base from 1 to "
+                                 f"{2**31 - 1} (ONNX Runtime reads it as an int)")
         most = thread_limit()
         if max(self.threads, self.inter_op_threads) > most:
             raise BenchmarkError(
@@ -250,7 +251,7 @@ class Settings:
                 threads=_count(options.get("intra_op_num_threads", 0)),
                 dynamic_block_base=_count(int(dbb) if isinstance(dbb, str) else dbb)
                 if dbb is not None else None,
-                allow_spinning=str(entries.get("session.intra_op.allow_spinning", "1")) == "1",
+                allow_spinning=_switch(entries.get("session.intra_op.allow_spinning", "1")),
                 cuda_graph=cuda_graph,
                 execution_mode=str(options.get("execution_mode", "sequential")),
                 inter_op_threads=_count(options.get("inter_op_num_threads", 0)),
@@ -269,6 +270,13 @@ def _count(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"expected a whole number of 0 or more, got {value!r}")
     return value
+
+
+def _switch(value: Any) -> bool:
+    """A session configuration entry's "0" or "1"."""
+    if value not in ("0", "1"):
+        raise ValueError(f"expected \"0\" or \"1\", got {value!r}")
+    return value == "1"
 
 
 def _flag(value: Any) -> bool:
@@ -326,7 +334,9 @@ def open_session(
         )
     except Exception as err:  # noqa: BLE001 - ORT raises its own exception types
         raise BenchmarkError(
-            f"ONNX Runtime cannot open the {config.label} model on {settings.provider}: "
+            f"ONNX Runtime cannot open the "
+            f"{'model' if config.label == 'model' else config.label + ' model'} on "
+            f"{settings.provider} with these settings: "
             f"{first_line(err)}", model=config.model_label,
         ) from None
     return session, (time.perf_counter() - started) * 1e3

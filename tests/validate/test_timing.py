@@ -73,6 +73,8 @@ def test_cuda_settings_keep_only_what_differs_from_graphfix_defaults() -> None:
     {"provider": "tpu"},
     {"provider_options": {"gpu_mem_limit": "1073741824"}},  # CUDA's, on the CPU
     {"provider_options": {"enable_cuda_graph": "1"}},
+    {"session_config_entries": {"session.intra_op.allow_spinning": "yes"}},
+    {"session_config_entries": {"session.dynamic_block_base": str(2**40)}},
 ])
 def test_malformed_settings_are_refused(change: dict) -> None:
     data = {**CPU.to_dict(), **change}
@@ -113,6 +115,19 @@ def test_configuration_file_round_trip_and_errors(tmp_path) -> None:
     (tmp_path / "bogus.json").write_text(json.dumps({**data, "objective": "bogus"}))
     with pytest.raises(BenchmarkError, match="unknown objective 'bogus'"):
         read_config(tmp_path / "bogus.json")
+    for field, value in (("measured", "fast"), ("model", "m.onnx"), ("versions", ["1"]),
+                         ("batch_size", True)):
+        (tmp_path / "field.json").write_text(json.dumps({**data, field: value}))
+        with pytest.raises(BenchmarkError, match=f"field.json: {field} must be"):
+            read_config(tmp_path / "field.json")
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(BenchmarkError, match="nested too deeply"):
+        read_config(tmp_path / "deep.json")
+    spinning = {**data["settings"], "session_config_entries": {
+        "session.intra_op.allow_spinning": "yes"}}
+    (tmp_path / "spin.json").write_text(json.dumps({**data, "settings": spinning}))
+    with pytest.raises(BenchmarkError, match=r"spin.json: malformed session settings"):
+        read_config(tmp_path / "spin.json")
 
 
 def test_python_snippet_makes_the_session_it_describes(tmp_path) -> None:
