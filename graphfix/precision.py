@@ -61,23 +61,61 @@ class PrecisionRecord:
         return json.dumps(data, sort_keys=True)
 
 
+_LOWERED = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT16}
+
+
 def read(model: onnx.ModelProto) -> PrecisionRecord | None:
-    """The record of ``model``, or None (none, or unreadable)."""
+    """The record of ``model``, or None: none, unreadable (a type it does not know, names
+    the model does not have) or stale (the model holds nothing of the lowered type). A
+    record loosens parity's tolerance, so only one that fits the model is believed."""
     for prop in model.metadata_props:
         if prop.key != KEY:
             continue
         try:
             data = json.loads(prop.value)
             io = data.get("io") or {}
-            return PrecisionRecord(
+            record = PrecisionRecord(
                 dtype=str(data["dtype"]),
                 outputs={str(k): str(v) for k, v in (data.get("outputs") or {}).items()},
                 io_inputs={str(k): str(v) for k, v in (io.get("inputs") or {}).items()},
                 io_outputs={str(k): str(v) for k, v in (io.get("outputs") or {}).items()},
             )
-        except (ValueError, TypeError, AttributeError, KeyError):
+        except (ValueError, TypeError, AttributeError, KeyError, RecursionError):
             return None
+        return record if _fits(record, model) else None
     return None
+
+
+def _fits(record: PrecisionRecord, model: onnx.ModelProto) -> bool:
+    """Whether ``record`` describes ``model``: known types, names the model has, and the
+    lowered type present in it."""
+    if record.dtype not in _LOWERED or any(
+            t != record.dtype for t in record.outputs.values()) or any(
+            t not in _NUMPY for t in (*record.io_inputs.values(), *record.io_outputs.values())):
+        return False
+    inputs = {v.name for v in model.graph.input}
+    outputs = {v.name for v in model.graph.output}
+    if not (set(record.outputs) | set(record.io_outputs)) <= outputs or \
+            not set(record.io_inputs) <= inputs:
+        return False
+    return _holds(model, _LOWERED[record.dtype])
+
+
+def _holds(model: onnx.ModelProto, element_type: int) -> bool:
+    """Whether some tensor, declared value, Cast or Constant of ``model``'s main graph is of
+    ``element_type``."""
+    graph = model.graph
+    if any(t.data_type == element_type for t in graph.initializer):
+        return True
+    if any(v.type.tensor_type.elem_type == element_type
+           for v in (*graph.input, *graph.output, *graph.value_info)):
+        return True
+    for node in graph.node:
+        for attr in node.attribute:
+            if (attr.name == "to" and attr.i == element_type) or (
+                    attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == element_type):
+                return True
+    return False
 
 
 def write(model: onnx.ModelProto, record: PrecisionRecord | None) -> None:
@@ -106,22 +144,45 @@ def to_candidate(feed: Mapping[str, Any], candidate: onnx.ModelProto) -> dict[st
             for name, value in feed.items()}
 
 
-def from_candidate(feed: Mapping[str, Any], candidate: onnx.ModelProto) -> dict[str, Any]:
-    """The candidate's inputs in the original's types (for a baseline fed the same values)."""
+def from_candidate(feed: Mapping[str, Any], candidate: onnx.ModelProto,
+                   baseline: onnx.ModelProto | None = None) -> dict[str, Any]:
+    """The candidate's inputs in the original's types (for a baseline fed the same values);
+    in ``baseline``'s own declared types where it declares them (a baseline lowered as the
+    candidate was takes them lowered)."""
     record = read(candidate)
-    return _in_types(feed, record.io_inputs if record is not None else {})
+    types = dict(record.io_inputs) if record is not None else {}
+    if baseline is not None:
+        types.update({name: t for name, t in _declared(baseline.graph.input).items()
+                      if name in types})
+    return _in_types(feed, types)
 
 
-def to_reference(outputs: Mapping[str, Any], candidate: onnx.ModelProto) -> dict[str, Any]:
-    """The candidate's outputs in the original's types."""
+def to_reference(outputs: Mapping[str, Any], candidate: onnx.ModelProto,
+                 like: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The candidate's outputs in the original's types, or in those of the reference's
+    values ``like`` where given (a reference lowered as the candidate was)."""
     record = read(candidate)
-    return _in_types(outputs, record.io_outputs if record is not None else {})
+    types: dict[str, Any] = dict(record.io_outputs) if record is not None else {}
+    for name in types:
+        if like is not None and name in like:
+            types[name] = np.asarray(like[name]).dtype
+    return _in_types(outputs, types)
+
+
+def _declared(values: Any) -> dict[str, str]:
+    """Name -> element type name of the declared float tensors in ``values``."""
+    names = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.FLOAT16: "float16",
+             onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.BFLOAT16: "bfloat16"}
+    return {v.name: names[v.type.tensor_type.elem_type] for v in values
+            if v.type.tensor_type.elem_type in names}
 
 
 def _in_types(values: Mapping[str, Any], types: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with those named in ``types`` cast to the element type given there."""
-    return {name: np.asarray(value).astype(numpy_dtype(types[name])) if name in types else value
-            for name, value in values.items()}
+    """``values`` with those named in ``types`` cast to the element type given there (a
+    name, or a numpy dtype)."""
+    return {name: np.asarray(value).astype(
+        numpy_dtype(types[name]) if isinstance(types[name], str) else types[name])
+        if name in types else value for name, value in values.items()}
 
 
 def float16_stand_in(model: onnx.ModelProto) -> onnx.ModelProto:

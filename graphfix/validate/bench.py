@@ -502,7 +502,7 @@ def feeds_by_model(
             arrays, layout.relative(layout.read(baseline), layout.read(model)))
         # Inputs the candidate lowered on request (graphfix.precision): the same values in the
         # baseline's own type.
-        by_model["baseline"] = precision.from_candidate(by_model["baseline"], model)
+        by_model["baseline"] = precision.from_candidate(by_model["baseline"], model, baseline)
     return by_model
 
 

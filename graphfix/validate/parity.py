@@ -621,7 +621,8 @@ def _compare_runs(
             break
         cand_by_name = layout_module.to_reference(dict(zip(cand_names, cand_out)), moved)
         if model is not None:
-            cand_by_name = precision_module.to_reference(cand_by_name, model)
+            cand_by_name = precision_module.to_reference(cand_by_name, model,
+                                                         dict(zip(ref.names, ref_out)))
         for name, ref_value in zip(ref.names, ref_out):
             if name not in cand_by_name:
                 stats = OutputParity(name, _dtype_name(ref_value), None, run=run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -527,6 +528,38 @@ def test_io_types_lowers_the_signature_and_parity_feeds_each_its_own(rng):
     _, result = lowered(scaled, io_types="fp16")
     [warning] = result.warnings
     assert warning.startswith("output 'y' reaches") and "--io-types fp16" in warning
+
+
+def test_a_lowered_signature_is_checked_timed_and_optimized_against_itself(rng):
+    """A model written with --io-types fp16 is a reference too: checked against itself, timed
+    beside itself, and optimized again (a fixed point), each model fed and compared in its
+    own types."""
+    model, _ = lowered(copy(mlp(rng)), io_types="fp16")
+    assert check_parity(model, model).passed
+    assert graphfix.benchmark(model, baseline=model, provider="cpu", warmup=1,
+                              runs=3).speedup is not None
+    again = graphfix.optimize(model, speed_gate=False)
+    assert again.report.parity["passed"] and not again.report.left_out
+
+
+def test_a_record_that_does_not_fit_the_model_is_not_believed(rng):
+    """The record loosens parity's tolerance to the lowered type's: one naming a type graphfix
+    does not know, an output the model lacks, or copied onto a float32 model is ignored, and
+    parity judges at float32's tolerance."""
+    original = mlp(rng)
+    lowered_model, _ = lowered(copy(original))
+    assert check_parity(original, lowered_model).passed  # at float16's bar
+    record = precision.read(lowered_model)
+    assert record is not None and record.outputs == {"y": "float16"}
+    float32_model = mlp(rng)
+    for bad in (record, dataclasses.replace(record, dtype="float8"),
+                dataclasses.replace(record, outputs={"nope": "float16"}),
+                dataclasses.replace(record, io_outputs={"y": "float7"})):
+        precision.write(float32_model, bad)
+        assert precision.read(float32_model) is None
+    precision.write(lowered_model, dataclasses.replace(record, dtype="float8"))
+    assert precision.read(lowered_model) is None
+    assert not check_parity(original, lowered_model).passed  # float32's bar now
 
 
 def test_bfloat16_keeps_nodes_its_schema_lacks(rng):
