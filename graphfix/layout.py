@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 __all__ = ["KEY", "Layout", "read", "record", "relative", "to_candidate", "from_candidate",
-           "to_reference", "move_shapes", "describe", "invert"]
+           "to_reference", "move_shapes", "describe", "invert", "to_channels_first"]
 
 KEY = "graphfix.layout"
 
@@ -123,6 +123,12 @@ def from_candidate(feed: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
 def to_reference(outputs: Mapping[str, Any], layout: Layout) -> dict[str, Any]:
     """The candidate's outputs by name, in the reference's layout."""
     return _moved(outputs, layout["outputs"], inverse=True)
+
+
+def to_channels_first(rank: int) -> Perm:
+    """The permutation that makes a channels-last tensor of ``rank`` channels-first
+    ([N, H, W, C] -> [N, C, H, W]): what ``inputs_as_nchw`` applies."""
+    return (0, rank - 1, *range(1, rank - 1))
 
 
 def move_shapes(shapes: Mapping[str, Any], layout: Layout) -> dict[str, list[int]]:

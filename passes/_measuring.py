@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from graphfix import feeds as feeds_module
+from graphfix import layout
 from graphfix.model_io import ort_session
 from graphfix.options import default_tolerance
 
@@ -107,13 +108,32 @@ def _fetchable(session: Any, names: Sequence[str]) -> list[str]:
 
 def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
                input_shapes: Mapping[str, Sequence[int]] | None,
-               inputs: str | os.PathLike[str] | None = None) -> list[Feeds]:
+               inputs: str | os.PathLike[str] | None = None,
+               nchw_inputs: Sequence[str] = ()) -> list[Feeds]:
     """The inputs parity uses for ``model``: real ``inputs`` when given, else those it
     generates (same seeds, same sizes, the same retries up the size ladder when the model
-    rejects a size), so that a pass judges its rewrite on the inputs the check will run."""
+    rejects a size), so that a pass judges its rewrite on the inputs the check will run.
+    ``nchw_inputs``: inputs an earlier pass made channels-first on request, whose
+    ``input_shapes`` and ``inputs`` are given in the source's channels-last layout."""
     # Inputs are validation's (graphfix.feeds, which itself depends only on the graph
     # layer and tensor access); the pass measures on exactly parity's inputs.
 
+    def first(dims: Sequence[int]) -> list[int]:
+        return [dims[a] for a in layout.to_channels_first(len(dims))] if len(dims) >= 3 \
+            else list(dims)
+
+    if input_shapes and nchw_inputs:
+        input_shapes = {name: first(dims) if name in nchw_inputs else dims
+                        for name, dims in input_shapes.items()}
+    if inputs is not None and nchw_inputs:
+        specs = feeds_module.input_specs(model)
+        found = []
+        for index, feed in enumerate(feeds_module.load_feeds(inputs)):
+            feed = {name: np.transpose(value, first(list(range(np.ndim(value)))))
+                    if name in nchw_inputs else value for name, value in feed.items()}
+            feeds_module.check_feeds(specs, feed, where=f"input set {index}")
+            found.append(feed)
+        return found
     if inputs is not None:
         return [dict(feed) for feed in feeds_module.load_feeds(inputs, model)]
 

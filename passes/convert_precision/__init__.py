@@ -107,6 +107,7 @@ class ConvertPrecision(Pass):
         inputs: str | os.PathLike[str] | None = None,
         seed: int = 0,
         max_rounds: int = MAX_ROUNDS,
+        nchw_inputs: Sequence[str] = (),
     ) -> None:
         if precision not in PRECISIONS:
             raise PassError(f"convert-precision: precision must be one of "
@@ -131,11 +132,15 @@ class ConvertPrecision(Pass):
             raise PassError("convert-precision: feeds must be a non-empty list of input sets "
                             f"({{input name: array}}), got {type(feeds).__name__}")
         self._feeds = [dict(f) for f in feeds] if feeds is not None else None
+        # Inputs an earlier pass made channels-first on request: ``input_shapes`` and
+        # ``inputs`` are in the source's layout, and move with them.
+        self.nchw_inputs = tuple(nchw_inputs)
 
     @classmethod
     def configured(cls, run: RunOptions) -> ConvertPrecision:
         return cls(precision=run.precision or "fp16", io_types=run.io_types,
-                   input_shapes=run.input_shapes, inputs=run.inputs)
+                   input_shapes=run.input_shapes, inputs=run.inputs,
+                   nchw_inputs=run.inputs_as_nchw)
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         low, dtype = PRECISIONS[self.precision]
@@ -152,7 +157,7 @@ class ConvertPrecision(Pass):
         try:
             feeds = self._feeds if self._feeds is not None else make_feeds(
                 model, seed=self.seed, runs=None, input_shapes=self.input_shapes,
-                inputs=self.inputs)
+                inputs=self.inputs, nchw_inputs=self.nchw_inputs)
         except (ValueError, GraphfixError) as err:
             reason = f"nothing to measure on: {err}"
             logger.warning("convert-precision: %s", reason)

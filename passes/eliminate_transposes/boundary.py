@@ -72,7 +72,7 @@ def channels_first(
         info = declared[kind][name]
         dims = info.type.tensor_type.shape.dim
         rank = len(dims)
-        to_first: Perm = (0, rank - 1, *range(1, rank - 1))
+        to_first: Perm = layout.to_channels_first(rank)
         inner = names.fresh(f"{name}_channels_last")
         for node in graph.node:
             for slot, used in enumerate(node.input):

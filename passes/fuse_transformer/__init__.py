@@ -95,6 +95,7 @@ class FuseTransformer(Pass):
         inputs: str | os.PathLike[str] | None = None,
         seed: int = 0,
         packed_attention: bool = True,
+        nchw_inputs: Sequence[str] = (),
     ) -> None:
         if model_type is not None and model_type not in MODEL_TYPES:
             raise PassError(f"fuse-transformer: model_type must be one of "
@@ -112,6 +113,7 @@ class FuseTransformer(Pass):
         self.provider = provider
         self.input_shapes = dict(input_shapes) if input_shapes else None
         self.inputs = inputs
+        self.nchw_inputs = tuple(nchw_inputs)  # as convert-precision's
         self.seed = seed
         self.packed_attention = packed_attention
         self._feeds = [dict(f) for f in feeds] if feeds is not None else None
@@ -119,7 +121,8 @@ class FuseTransformer(Pass):
     @classmethod
     def configured(cls, run: RunOptions) -> FuseTransformer:
         return cls(provider="cuda" if run.provider == "cuda" else "cpu",
-                   input_shapes=run.input_shapes, inputs=run.inputs)
+                   input_shapes=run.input_shapes, inputs=run.inputs,
+                   nchw_inputs=run.inputs_as_nchw)
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         if any(n.domain == _CONTRIB and n.op_type in FUSED_OPS for n in model.graph.node):
@@ -135,7 +138,7 @@ class FuseTransformer(Pass):
         try:
             feeds = self._feeds if self._feeds is not None else make_feeds(
                 model, seed=self.seed, runs=None, input_shapes=self.input_shapes,
-                inputs=self.inputs)
+                inputs=self.inputs, nchw_inputs=self.nchw_inputs)
             names = [o.name for o in model.graph.output]
             reference = run_outputs(model, feeds, names)
         except Exception as err:  # noqa: BLE001 - ORT cannot run the input: nothing to check

@@ -562,6 +562,37 @@ def test_a_record_that_does_not_fit_the_model_is_not_believed(rng):
     assert not check_parity(original, lowered_model).passed  # float32's bar now
 
 
+@pytest.mark.parametrize("given", ["input_shapes", "inputs"])
+def test_shapes_and_inputs_given_channels_last_reach_a_model_made_channels_first(
+        rng, tmp_path, given):
+    """--input-shape and --inputs are in the source's layout; with --inputs-as-nchw the pass
+    measures a model that takes the input channels-first, and moves them as the signature
+    moved (before: ORT's "invalid dimensions", the pass left out, or --strict refusing)."""
+    model = parse("""
+    g (float[N,H,W,3] x) => (float[N,4] y) {
+        t = Transpose<perm=[0,3,1,2]>(x)
+        c = Conv<pads=[1,1,1,1]>(t, w)
+        r = Relu(c)
+        y = ReduceMean<axes=[2,3], keepdims=0>(r)
+    }""", w=weights(rng, 4, 3, 3, 3))
+    source = tmp_path / "nhwc.onnx"
+    onnx.save(model, source)
+    options: dict = {"input_shapes": {"x": [1, 8, 6, 3]}}
+    expected = [1, 3, 8, 6]  # the shapes given are fixed in the model
+    if given == "inputs":
+        np.savez(tmp_path / "x.npz", x=rng.uniform(-1, 1, (2, 8, 6, 3)).astype(np.float32))
+        options = {"parity": graphfix.ParityOptions(inputs=tmp_path / "x.npz")}
+        expected = ["N", 3, "H", "W"]
+    result = graphfix.optimize_file(source, tmp_path / "out.onnx", precision="fp16",
+                                    inputs_as_nchw=["x"], speed_gate=False, strict=True,
+                                    **options)
+    entry = next(p for p in result.report.passes if p.name == "convert-precision")
+    assert entry.modified and not result.report.left_out
+    written = onnx.load(tmp_path / "out.onnx")
+    assert [d.dim_param or d.dim_value for d in
+            written.graph.input[0].type.tensor_type.shape.dim] == expected
+
+
 def test_bfloat16_keeps_nodes_its_schema_lacks(rng):
     # Conv has no bfloat16 before opset 22; MatMul has since opset 13.
     model, result = lowered(parse("""
