@@ -439,8 +439,9 @@ def convert_precision(
     inputs: str | os.PathLike[str] | None = None,
     seed: int = 0,
     max_rounds: int = MAX_ROUNDS,
+    nchw_inputs: Sequence[str] = (),
 ) -> onnx.ModelProto:
     """Function twin of :class:`ConvertPrecision`: rewrites ``model`` in place, returns it."""
     return ConvertPrecision(precision=precision, io_types=io_types, keep_float32=keep_float32,
                             feeds=feeds, input_shapes=input_shapes, inputs=inputs, seed=seed,
-                            max_rounds=max_rounds)(model).model
+                            max_rounds=max_rounds, nchw_inputs=nchw_inputs)(model).model

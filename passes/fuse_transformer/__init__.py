@@ -328,10 +328,11 @@ def fuse_transformer(
     inputs: str | os.PathLike[str] | None = None,
     seed: int = 0,
     packed_attention: bool = True,
+    nchw_inputs: Sequence[str] = (),
 ) -> onnx.ModelProto:
     """Function twin of :class:`FuseTransformer`: rewrites ``model`` in place, returns it."""
     return FuseTransformer(model_type=model_type, num_heads=num_heads, hidden_size=hidden_size,
                            provider=provider, feeds=feeds, input_shapes=input_shapes,
-                           inputs=inputs, seed=seed,
-                           packed_attention=packed_attention)(model).model
+                           inputs=inputs, seed=seed, packed_attention=packed_attention,
+                           nchw_inputs=nchw_inputs)(model).model
 
