@@ -197,6 +197,33 @@ def check_tolerances(function: str, value: object) -> None:
                               f"number or None, got {_brief(pair)}")
 
 
+def check_fraction(function: str, name: str, value: object) -> None:
+    """A number strictly between 0 and 1 (a confidence level)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+        raise OptionError(f"{function}(): {name} must be a number between 0 and 1, got "
+                          f"{_brief(value)}")
+
+
+def check_feeds(function: str, value: object, *, sets: bool = False) -> None:
+    """Inputs given as arrays: ``{input name: array}`` (or, with ``sets``, a list of such
+    dicts), or None."""
+    if value is None or isinstance(value, Mapping):
+        return
+    if sets and isinstance(value, Sequence) and not isinstance(value, (str, bytes)) and all(
+            isinstance(feed, Mapping) for feed in value):
+        return
+    raise OptionError(f"{function}(): feeds must map input names to arrays"
+                      f"{' (or be a list of such dicts)' if sets else ''}, got {_brief(value)}")
+
+
+def check_shapes(function: str, value: object) -> dict[str, tuple[int, ...]] | None:
+    """``{input name: [sizes]}``, or None; the shapes as tuples."""
+    try:
+        return _check_shapes(value)  # type: ignore[arg-type]
+    except OptionError as err:
+        raise OptionError(f"{function}(): {err.args[0]}", hint=err.hint) from None
+
+
 def check_max_growth(value: object) -> float | None:
     """A growth factor >= 1, or None (any growth; 0 means the same)."""
     if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -290,12 +317,14 @@ class RunOptions:
         object.__setattr__(self, "inputs_as_nchw", _names(self.inputs_as_nchw))
         object.__setattr__(self, "outputs_as_nchw", _names(self.outputs_as_nchw))
         object.__setattr__(self, "input_shapes", _check_shapes(self.input_shapes))
-        if self.precision not in (None, *PRECISIONS):
+        if self.precision is not None and (not isinstance(self.precision, str)
+                                           or self.precision not in PRECISIONS):
             raise OptionError(f"the precision must be one of {', '.join(PRECISIONS)}, "
-                              f"got {self.precision!r}")
-        if self.io_types not in (None, "fp32", self.precision):
+                              f"got {_brief(self.precision)}")
+        if self.io_types is not None and (not isinstance(self.io_types, str) or
+                                          self.io_types not in ("fp32", self.precision)):
             raise OptionError(f"io types must be fp32 or the precision ({self.precision}), "
-                              f"got {self.io_types!r}",
+                              f"got {_brief(self.io_types)}",
                               hint="--io-types needs --precision" if self.precision is None
                               else f"--io-types fp32 or --io-types {self.precision}")
         if self.fuse not in (None, *FUSIONS):

@@ -104,6 +104,8 @@ from graphfix import layout, model_io, precision
 from graphfix.graph import count_nodes
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError
+from graphfix.options import (OptionError, check_count, check_feeds, check_fraction,
+                              check_shapes)
 from graphfix.feeds import load_feeds, make_feeds, text_as_str
 from graphfix.validate.parity import generated_feeds
 from graphfix.validate.session_config import SessionConfig, model_digest, read_config
@@ -327,13 +329,10 @@ def benchmark(
     model = model_io.model_argument(model, "model", "benchmark")
     if baseline is not None:
         baseline = model_io.model_argument(baseline, "baseline", "benchmark")
-    if runs < 1 or warmup < 0:
-        raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
-    if (threads is not None and threads < 1) or (
-        dynamic_block_base is not None and dynamic_block_base < 1
-    ):
-        raise BenchmarkError(f"threads and dynamic_block_base must be >= 1, got {threads} "
-                             f"and {dynamic_block_base}")
+    input_shapes = check_arguments(
+        "benchmark", runs=runs, warmup=warmup, threads=threads,
+        dynamic_block_base=dynamic_block_base, feeds=feeds, input_shapes=input_shapes,
+        seed=seed, confidence=confidence, resamples=resamples)
     if inputs is not None and feeds is None:
         feeds = read_feeds(inputs, model)
     config = load_config(config) if config is not None else None  # read once
@@ -478,6 +477,26 @@ def _speedups(times: Mapping[str, list[list[float]]], offline: bool, *, confiden
     return {key: bootstrap_speedup(times[slow], times[fast], confidence=confidence,
                                    resamples=resamples, seed=seed)
             for key, (slow, fast) in pairs.items()}
+
+
+def check_arguments(function: str, *, runs: Any = 1, warmup: Any = 0, threads: Any = None,
+                    dynamic_block_base: Any = None, feeds: Any = None, input_shapes: Any = None,
+                    seed: Any = 0, confidence: Any = 0.95, resamples: Any = 1
+                    ) -> dict[str, tuple[int, ...]] | None:
+    """The arguments ``benchmark``, ``profile`` and ``tune`` share, checked before anything
+    runs (:class:`BenchmarkError` naming ``function``); the input shapes, as tuples."""
+    try:
+        check_count(function, "runs", runs, optional=False)
+        check_count(function, "warmup", warmup, low=0, optional=False)
+        check_count(function, "threads", threads)
+        check_count(function, "dynamic_block_base", dynamic_block_base)
+        check_count(function, "seed", seed, low=0, optional=False)
+        check_count(function, "resamples", resamples, optional=False)
+        check_fraction(function, "confidence", confidence)
+        check_feeds(function, feeds)
+        return check_shapes(function, input_shapes)
+    except OptionError as err:
+        raise BenchmarkError(err.args[0], hint=err.hint) from None
 
 
 def feeds_by_model(

@@ -53,7 +53,8 @@ from graphfix import precision as precision_module
 from graphfix.errors import ProviderUnavailableError, ValidationInputError, first_line
 from graphfix.graph import all_nodes, is_random
 from graphfix.options import (DEVICES, PROVIDERS, OptionError, Tolerance, check_count,
-                              check_provider, default_tolerance)
+                              check_feeds, check_provider, check_shapes, check_tolerances,
+                              default_tolerance)
 from graphfix.providers import resolve_provider, session_providers
 from graphfix import feeds as feeds_module
 from graphfix.feeds import Feeds
@@ -351,6 +352,9 @@ class ReferenceRun:
     ) -> None:
         check_provider(provider, allowed=DEVICES, what="parity's provider")
         check_count("check_parity", "runs", runs)
+        check_count("check_parity", "seed", seed, low=0, optional=False)
+        check_feeds("check_parity", feeds, sets=True)
+        input_shapes = check_shapes("check_parity", input_shapes)
         if feeds is not None and not isinstance(feeds, Mapping) and len(feeds) == 0:
             raise OptionError("check_parity(): feeds is an empty list: nothing would be compared")
         if provider == "cuda":  # refused, naming what is missing, when CUDA does not load
@@ -477,9 +481,11 @@ def check_parity(
     if reference is not None:  # a path or bytes is a model, as graphfix.load takes it
         reference = model_io.model_argument(reference, "reference", "check_parity")
     candidate = model_io.model_argument(candidate, "candidate", "check_parity")
+    check_tolerances("check_parity", tolerances)
     if reference_run is None:
         if reference is None:
-            raise ValueError("check_parity needs a reference model or a reference_run")
+            raise OptionError("check_parity(): reference is None, and no reference_run is "
+                              "given: there is nothing to compare with")
         reference_run = ReferenceRun(
             reference, feeds=feeds, inputs=inputs, runs=runs, seed=seed,
             input_shapes=input_shapes, provider=provider, name=names[0],

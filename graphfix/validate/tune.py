@@ -121,7 +121,8 @@ from graphfix import model_io
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.graph import all_nodes
-from graphfix.validate.bench import feeds_by_model, read_feeds
+from graphfix.options import check_path
+from graphfix.validate.bench import check_arguments, feeds_by_model, read_feeds
 from graphfix.feeds import input_specs
 from graphfix.validate.parity import compare_output, identical
 from graphfix.validate.profile import files_read
@@ -799,6 +800,15 @@ def tune(
         raise BenchmarkError(f"the budget must be a number of seconds > 0, got {budget!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise BenchmarkError(f"the seed must be a whole number of 0 or more, got {seed!r}")
+    input_shapes = check_arguments("tune", feeds=feeds, input_shapes=input_shapes,
+                                   confidence=confidence, resamples=resamples)
+    check_path("tune", "out", out, optional=True)
+    if space is not None and (not isinstance(space, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, Iterable) and not isinstance(v, Mapping)
+            for k, v in space.items())):
+        raise BenchmarkError("tune(): space must map knob names to lists of values, got "
+                          f"{type(space).__name__}",
+                          hint="e.g. space={'intra_op_threads': [1, 2]}")
     proto, model_name = model_io.named_model(model, "model", "tune", name)
     reads = files_read((model, proto), inputs)
     if out is not None:

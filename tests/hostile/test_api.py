@@ -175,3 +175,35 @@ def test_tune_drops_a_thread_count_past_the_limit(gf):
     dropped = [c for c in result.candidates if c.name == "intra_op_threads=99999"]
     assert dropped and dropped[0].status == "dropped" and "at most" in dropped[0].reason
     assert result.kept_default
+
+
+ARRAY = __import__("numpy").zeros(3)
+CALLS = {
+    "optimize-precision-array": (lambda m: graphfix.optimize(m, precision=ARRAY), "precision"),
+    "optimize-io-types-array": (lambda m: graphfix.optimize(m, precision="fp16", io_types=ARRAY),
+                                "io types"),
+    "check-feeds-array": (lambda m: graphfix.check_parity(m, m, feeds=ARRAY), "feeds"),
+    "check-tolerances-array": (lambda m: graphfix.check_parity(m, m, tolerances=ARRAY),
+                               "tolerances"),
+    "check-shapes-array": (lambda m: graphfix.check_parity(m, m, input_shapes=ARRAY), "shapes"),
+    "check-no-reference": (lambda m: graphfix.check_parity(None, m), "reference"),
+    "bench-feeds-array": (lambda m: graphfix.benchmark(m, feeds=ARRAY), "feeds"),
+    "bench-threads-string": (lambda m: graphfix.benchmark(m, threads="2"), "threads"),
+    "bench-shapes-array": (lambda m: graphfix.benchmark(m, input_shapes=ARRAY), "shapes"),
+    "bench-confidence": (lambda m: graphfix.benchmark(m, baseline=m, confidence=1.5),
+                         "confidence"),
+    "bench-resamples": (lambda m: graphfix.benchmark(m, baseline=m, resamples=0), "resamples"),
+    "profile-trace-array": (lambda m: graphfix.profile(m, trace=ARRAY), "trace"),
+    "profile-runs-string": (lambda m: graphfix.profile(m, runs="5"), "runs"),
+    "tune-space-array": (lambda m: graphfix.tune(m, space=ARRAY), "space"),
+    "tune-out-array": (lambda m: graphfix.tune(m, out=ARRAY), "out"),
+}
+
+
+@pytest.mark.parametrize("case", list(CALLS))
+def test_arrays_and_strings_where_options_go_are_refused_before_anything_runs(gf, model, case):
+    """A numpy array where a name, a mapping or a path goes, or a string where a count goes:
+    graphfix's own error naming the argument, raised before any session opens (a confidence
+    out of range used to surface only after the whole benchmark had run)."""
+    call, name = CALLS[case]
+    _refused(gf, lambda: call(model), name)

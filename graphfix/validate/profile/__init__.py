@@ -84,7 +84,9 @@ import graphfix.passes  # noqa: F401 - the pass library registers its passes on 
 from graphfix import model_io, registry
 from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
-from graphfix.validate.bench import feeds_by_model, read_feeds, session_settings
+from graphfix.options import check_path
+from graphfix.validate.bench import (check_arguments, feeds_by_model, read_feeds,
+                                     session_settings)
 from graphfix.feeds import input_specs
 from graphfix.validate.parity import check_parity
 from graphfix.validate.profile.accounting import Accounting, ModelProfile, account
@@ -219,8 +221,12 @@ def profile(
     """
     started = time.perf_counter()
     names = tuple(names or ("model.onnx", "other.onnx"))
-    if runs < 1 or warmup < 0:
-        raise BenchmarkError(f"runs must be >= 1 and warmup >= 0 (got {runs}, {warmup})")
+    input_shapes = check_arguments(
+        "profile", runs=runs, warmup=warmup, threads=threads,
+        dynamic_block_base=dynamic_block_base, feeds=feeds, input_shapes=input_shapes,
+        seed=seed, confidence=confidence, resamples=resamples)
+    for role, path in (("trace", trace), ("html", html)):
+        check_path("profile", role, path, optional=True)
     main, main_name = model_io.named_model(model, "model", "profile", names[0])
     other, other_name = (model_io.named_model(vs, "vs", "profile", names[1]) if vs is not None
                          else (None, ""))
