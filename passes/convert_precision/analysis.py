@@ -285,13 +285,20 @@ def _keep_sizes_float32(graph: onnx.GraphProto, types: Mapping[str, int],
             continue
         if not any(n in sized or n in floats for n in names):
             continue
-        if any(types.get(n) == FLOAT and n not in floats and n not in constants for n in names):
-            continue  # computes with activations: measured as any node is
+        float_inputs = [n for n in names if types.get(n) == FLOAT]
+        seed = standard and node.op_type in ("Cast", "CastLike") and names[0] in sized
+        # Floats computed from sizes: a Cast of sized integers, or arithmetic on such floats
+        # and constants alone (a Gather of an embedding table by sized indices selects
+        # the table's values: nothing computed from sizes, and exact in any precision).
+        from_sizes = seed or (any(n in floats for n in float_inputs) and all(
+            n in floats or n in constants for n in float_inputs))
         for name in node.output:
             if types.get(name) in _INTEGERS:
                 sized.add(name)
-            elif types.get(name) == FLOAT:
+            elif types.get(name) == FLOAT and from_sizes:
                 floats.add(name)
+        if not from_sizes:
+            continue  # computes with activations, or selects weights: measured as any node
         plan = plans[position]
         if plan.kind == "lowerable":
             plans[position] = ops.NodePlan(
