@@ -173,13 +173,14 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
     carrier: dict[str, str] = {}
     for output in graph.output:
         name = output.name
-        if analysis.types.get(name) != FLOAT or name not in analysis.producer:
-            continue
+        produced = name in analysis.producer
+        if analysis.types.get(name) != FLOAT or not (produced or name in analysis.inputs):
+            continue  # a weight listed as an output keeps its declared type
         declared = low_type if io_low else FLOAT
-        if io_low:
+        if io_low:  # an input listed as an output too: one tensor, of the input's type
             output.type.tensor_type.elem_type = low_type
-        if actual(name) == declared:
-            continue
+        if not produced or name in carrier or actual(name) == declared:
+            continue  # an output listed twice has one carrier
         position, slot = analysis.producer[name]
         carrier[name] = names.fresh(f"{name}_{_SHORT[actual(name)]}")
         graph.node[position].output[slot] = carrier[name]

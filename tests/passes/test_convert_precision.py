@@ -593,6 +593,27 @@ def test_shapes_and_inputs_given_channels_last_reach_a_model_made_channels_first
             written.graph.input[0].type.tensor_type.shape.dim] == expected
 
 
+@pytest.mark.parametrize("io_types", ["fp32", "fp16"])
+def test_an_output_listed_twice_or_an_input_listed_as_output_is_lowered(rng, io_types):
+    """One tensor listed twice as an output has one carrier and one Cast; an input that is
+    also an output takes the input's type (before: an unsorted graph or an inconsistent type,
+    and the pass left out)."""
+    original = parse("""
+    g (float[4,16] x) => (float[4,8] y, float[4,8] y2, float[4,16] x2) {
+        h = MatMul(x, W)
+        y = Relu(h)
+        y2 = Identity(y)
+        x2 = Identity(x)
+    }""", W=weights(rng, 16, 8))
+    original.graph.output[1].name = "y"   # y twice
+    original.graph.output[2].name = "x"   # the input as an output
+    del original.graph.node[2:]
+    model, result = lowered(copy(original), io_types=io_types)
+    assert result.modified and result.stats["compute_nodes_lowered"] == 1  # the MatMul
+    feeds = [{"x": rng.uniform(-1, 1, (4, 16)).astype(np.float32)}]
+    assert check_parity(original, model, feeds=feeds).passed
+
+
 def test_bfloat16_keeps_nodes_its_schema_lacks(rng):
     # Conv has no bfloat16 before opset 22; MatMul has since opset 13.
     model, result = lowered(parse("""
