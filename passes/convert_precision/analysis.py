@@ -56,6 +56,10 @@ class Analysis:
     # A weight's values in the lowered type and how many saturated, by name: every round's
     # emulation and the lowering read them (a copy of the analysis shares the dict).
     rounded: dict[str, tuple[np.ndarray, int]] = dataclasses.field(default_factory=dict)
+    # Nodes that compute in float on sizes read from shapes, with the Casts of sizes to float
+    # their values come from (:func:`_from_sizes`); the search keeps them float32 where those
+    # sizes change from one call to the next.
+    from_sizes: dict[int, frozenset[str]] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def build(cls, model: onnx.ModelProto, types: Mapping[str, int], *, low: int) -> Analysis:
@@ -97,13 +101,13 @@ class Analysis:
                 node_plan = ops.NodePlan("fixed", free_inputs=node_plan.free_inputs,
                                          reason="its output is read inside a subgraph")
             plans.append(node_plan)
-        _keep_sizes_float32(graph, known, plans, set(initializers), low)
         # ONNX keeps a graph's nodes in topological order, and every pass leaves them so.
         order = list(range(len(graph.node)))
         return cls(model, low, known, plans, producer, uses,
                    {v.name for v in graph.input if v.name not in initializers},
                    [v.name for v in graph.output], initializers, order,
-                   frozenset(read_by_bodies))
+                   frozenset(read_by_bodies),
+                   from_sizes=_from_sizes(graph, known, plans, set(initializers)))
 
     def lowerable(self) -> list[int]:
         return [p for p, plan in enumerate(self.plans) if plan.kind == "lowerable"]
@@ -261,18 +265,19 @@ _INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.Tenso
                        onnx.TensorProto.INT64, onnx.TensorProto.UINT64})
 
 
-def _keep_sizes_float32(graph: onnx.GraphProto, types: Mapping[str, int],
-                        plans: list[ops.NodePlan], constants: set[str], low: int) -> None:
-    """Pin float32 the nodes that compute in float on sizes read from shapes (a Shape or Size,
-    integer arithmetic, a Cast to float: half a length, 1/sqrt(head size), positions from a
-    Range to the sequence length) with nothing but constants beside them. The lowered type
-    holds every integer only up to 2048 (float16) or 256 (bfloat16), and parity's inputs are
-    far smaller than the sizes a deployment meets: past them a slice, a reshape or a rotary
-    angle comes out wrong, which no measurement here can see."""
-    exact = 2048 if low == onnx.TensorProto.FLOAT16 else 256
+def _from_sizes(graph: onnx.GraphProto, types: Mapping[str, int], plans: list[ops.NodePlan],
+                constants: set[str]) -> dict[int, frozenset[str]]:
+    """The lowerable nodes that compute in float on sizes read from shapes (a Shape or Size,
+    integer arithmetic, a Cast to float: half a length, positions from a Range to the sequence
+    length, 1/sqrt of a head size) with nothing but constants beside them, each with the
+    Casts of sizes to float whose values it computes on. The lowered type holds every integer
+    exactly only up to 2048 (float16) or 256 (bfloat16), and parity's sizes are far smaller
+    than a deployment's: past them a slice, a reshape or a rotary angle comes out wrong, which
+    no measurement here can see."""
     sized: set[str] = set()  # integer tensors computed from shapes
-    floats: set[str] = set()  # float tensors computed from them and constants alone
+    seeds: dict[str, frozenset[str]] = {}  # float tensors computed from them -> their Casts
     constants = set(constants)
+    found: dict[int, frozenset[str]] = {}
     for position, node in enumerate(graph.node):
         names = [n for n in node.input if n]
         standard = node.domain in graph_layer.STANDARD_DOMAINS
@@ -283,26 +288,20 @@ def _keep_sizes_float32(graph: onnx.GraphProto, types: Mapping[str, int],
                 names and all(n in constants for n in names)):
             constants.update(n for n in node.output if n)
             continue
-        if not any(n in sized or n in floats for n in names):
+        if not any(n in sized or n in seeds for n in names):
             continue
-        float_inputs = [n for n in names if types.get(n) == FLOAT]
-        seed = standard and node.op_type in ("Cast", "CastLike") and names[0] in sized
-        # Floats computed from sizes: a Cast of sized integers, or arithmetic on such floats
-        # and constants alone (a Gather of an embedding table by sized indices selects
-        # the table's values: nothing computed from sizes, and exact in any precision).
-        from_sizes = seed or (any(n in floats for n in float_inputs) and all(
-            n in floats or n in constants for n in float_inputs))
-        for name in node.output:
-            if types.get(name) in _INTEGERS:
-                sized.add(name)
-            elif types.get(name) == FLOAT and from_sizes:
-                floats.add(name)
-        if not from_sizes:
-            continue  # computes with activations, or selects weights: measured as any node
-        plan = plans[position]
-        if plan.kind == "lowerable":
-            plans[position] = ops.NodePlan(
-                "fixed", free_inputs=plan.free_inputs,
-                reason=f"computes on sizes read from shapes, which the lowered type holds "
-                       f"exactly only up to {exact}")
-
+        sized.update(n for n in node.output if n and types.get(n) in _INTEGERS)
+        floats_in = [n for n in names if types.get(n) == FLOAT]
+        if standard and node.op_type in ("Cast", "CastLike") and names[0] in sized:
+            origin = frozenset(n for n in node.output if n)  # a Cast of sizes to float
+        elif any(n in seeds for n in floats_in) and all(
+                n in seeds or n in constants for n in floats_in):
+            origin = frozenset().union(*(seeds[n] for n in floats_in if n in seeds))
+        else:
+            # computes with activations, or selects weights (a Gather of an embedding
+            # table by positions): measured as any node is
+            continue
+        seeds.update({n: origin for n in node.output if n and types.get(n) == FLOAT})
+        if plans[position].kind == "lowerable":
+            found[position] = origin
+    return found

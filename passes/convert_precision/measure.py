@@ -40,6 +40,11 @@ The search
    magnitude fixed by a constant is no such risk: a value computed without any float graph
    input (an attention mask's fill, an embedding's rows), or the sum or selection of such a
    value as large as its output (scores plus the fill), keeps its magnitude on any input.
+   Float arithmetic on sizes read from shapes (:attr:`~analysis.Analysis.from_sizes`: half a
+   length, positions to the sequence length) stays float32 where those sizes change between
+   the measured input sets, each of which gives every dynamic dimension another size: the
+   lowered type holds integers exactly only up to 2048 (bfloat16: 256), far past parity's
+   sizes. A size the model fixes (a head size) is a constant and is lowered.
    A node's own error alone does not keep it: an attention mask's -3.4e38 saturates
    at -65504, an error without consequence downstream where a row keeps one position (the
    inputs generated for parity always do); the outputs decide (step 2).
@@ -77,6 +82,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import onnx
 
+from graphfix import feeds as feeds_module
 from graphfix import graph as graph_layer
 from graphfix.model_io import skeleton, tensor_value
 from .._measuring import Feeds, run_outputs, session, tolerance_used
@@ -228,6 +234,12 @@ class Search:
             if reasons:
                 op = self.analysis.node(position).op_type
                 kept[position] = (f"{op} {risky}; " if risky else f"{op}: ") + "; ".join(reasons)
+        exact = 2048 if self.analysis.low == onnx.TensorProto.FLOAT16 else 256
+        for position, origin in self.analysis.from_sizes.items():
+            if position not in kept and self._sizes_change(origin):
+                kept[position] = (f"computes on sizes read from shapes, which change from one "
+                                  f"call to the next and which the lowered type holds exactly "
+                                  f"only up to {exact}")
         if not self.io_low:  # a float32 input read lowered goes through a Cast at the border
             near += [name for name in sorted(self.analysis.inputs)
                      if self.analysis.types.get(name) == FLOAT and self.near_range(max(
@@ -236,6 +248,19 @@ class Search:
         if near:
             self._keep_readers(near, kept)
         return kept
+
+    def _sizes_change(self, origin: frozenset[str]) -> bool:
+        """Whether the sizes cast to float in ``origin`` can change from one call to the next:
+        they differ between the measured input sets (each dynamic dimension takes another size
+        in each), or, measured on one set (real inputs) or not at all, the model has a
+        dynamic dimension. A dimension the model fixes (a head size) is a constant read the
+        long way."""
+        runs = [[run.get(name) for run in self.reference] for name in sorted(origin)]
+        if len(self.reference) < 2 or any(v is None for values in runs for v in values):
+            return any(not isinstance(d, int) for spec in feeds_module.input_specs(
+                self.analysis.model) for d in (spec.dims or [None]))
+        return any(not all(np.array_equal(values[0], v) for v in values[1:])
+                   for values in runs)
 
     def _fixed_magnitude(self, position: int, peak: float) -> bool:
         """Whether the node at ``position`` reaches ``peak`` by a constant's magnitude, which

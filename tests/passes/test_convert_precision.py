@@ -745,6 +745,23 @@ def test_float_arithmetic_on_sizes_read_from_shapes_stays_float32(rng):
         assert tolerance_used(e, np.asarray(g, np.float32), 1e-2, 1e-2) <= 1.0
 
 
+def test_a_size_the_model_fixes_is_a_constant_read_the_long_way_and_is_lowered(rng):
+    """1/sqrt(head size) from Shape(q)[-1], where the model fixes that dimension (64) and the
+    batch changes: the same on every call, so nothing keeps it float32."""
+    model, result = lowered(parse("""
+    g (float[N,64] x) => (float[N,64] y) {
+        s = Shape(x)
+        d = Gather<axis=0>(s, one)
+        df = Cast<to=1>(d)
+        r = Sqrt(df)
+        scale = Div(unit, r)
+        h = MatMul(x, W)
+        y = Mul(h, scale)
+    }""", one=np.array(1, np.int64), unit=np.array(1.0, np.float32), W=weights(rng, 64, 64)))
+    assert not result.details["islands"], result.details["islands"]
+    assert result.stats["compute_nodes_float32"] == 0
+
+
 def test_estimate_holds_against_a_true_float16_run(rng):
     """ORT's CPU provider computes most float16 ops in float32 between Casts; onnx's reference
     evaluator computes each op in numpy float16. The estimate must hold for the latter too."""
