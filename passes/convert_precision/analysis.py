@@ -56,10 +56,13 @@ class Analysis:
     # A weight's values in the lowered type and how many saturated, by name: every round's
     # emulation and the lowering read them (a copy of the analysis shares the dict).
     rounded: dict[str, tuple[np.ndarray, int]] = dataclasses.field(default_factory=dict)
-    # Nodes that compute in float on sizes read from shapes, with the Casts of sizes to float
-    # their values come from (:func:`_from_sizes`); the search keeps them float32 where those
-    # sizes change from one call to the next.
-    from_sizes: dict[int, frozenset[str]] = dataclasses.field(default_factory=dict)
+    # Nodes that compute in float on integers (sizes, positions) up to an op that needs them
+    # exact, with the float tensors that carry those integers (:func:`_exact_integers`); the
+    # search keeps them float32 where those values can pass the lowered type's exact range.
+    from_integers: dict[int, frozenset[str]] = dataclasses.field(default_factory=dict)
+    # Of those carriers, the ones whose values are an integer graph input's (a mask, ids; not a
+    # count over them, which changes with the sequence as sizes do).
+    fed_by_inputs: frozenset[str] = frozenset()
 
     @classmethod
     def build(cls, model: onnx.ModelProto, types: Mapping[str, int], *, low: int) -> Analysis:
@@ -103,11 +106,12 @@ class Analysis:
             plans.append(node_plan)
         # ONNX keeps a graph's nodes in topological order, and every pass leaves them so.
         order = list(range(len(graph.node)))
+        from_integers, fed_by_inputs = _exact_integers(graph, known, plans, set(initializers))
         return cls(model, low, known, plans, producer, uses,
                    {v.name for v in graph.input if v.name not in initializers},
                    [v.name for v in graph.output], initializers, order,
-                   frozenset(read_by_bodies),
-                   from_sizes=_from_sizes(graph, known, plans, set(initializers)))
+                   frozenset(read_by_bodies), from_integers=from_integers,
+                   fed_by_inputs=fed_by_inputs)
 
     def lowerable(self) -> list[int]:
         return [p for p, plan in enumerate(self.plans) if plan.kind == "lowerable"]
@@ -265,43 +269,78 @@ _INTEGERS = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.Tenso
                        onnx.TensorProto.INT64, onnx.TensorProto.UINT64})
 
 
-def _from_sizes(graph: onnx.GraphProto, types: Mapping[str, int], plans: list[ops.NodePlan],
-                constants: set[str]) -> dict[int, frozenset[str]]:
-    """The lowerable nodes that compute in float on sizes read from shapes (a Shape or Size,
-    integer arithmetic, a Cast to float: half a length, positions from a Range to the sequence
-    length, 1/sqrt of a head size) with nothing but constants beside them, each with the
-    Casts of sizes to float whose values it computes on. The lowered type holds every integer
-    exactly only up to 2048 (float16) or 256 (bfloat16), and parity's sizes are far smaller
-    than a deployment's: past them a slice, a reshape or a rotary angle comes out wrong, which
-    no measurement here can see."""
-    sized: set[str] = set()  # integer tensors computed from shapes
-    seeds: dict[str, frozenset[str]] = {}  # float tensors computed from them -> their Casts
+def _exact_integers(graph: onnx.GraphProto, types: Mapping[str, int],
+                    plans: list[ops.NodePlan], constants: set[str]
+                    ) -> tuple[dict[int, frozenset[str]], frozenset[str]]:
+    """The lowerable nodes that carry integers in float into an op that needs them exact
+    (:data:`~ops.EXACTNESS_SENSITIVE`: a Sin or Cos of positions times frequencies, a Floor
+    or a Cast back to an integer of half a length), each with the float tensors that carry
+    those integers; and the carriers whose values are an integer graph input's (not a count
+    over it).
+
+    A carrier is a Cast to float of integers that are not constants (sizes read from shapes,
+    positions from a Range, a CumSum or a NonZero, an input's position ids), or a float sum
+    or Range over a tensor whose shape changes (CumSum of ones). The lowered type holds every
+    integer exactly only up to 2048 (float16) or 256 (bfloat16), and parity's sizes and
+    generated integers are far smaller than a deployment's: past them a slice comes out a
+    step too long and a rotary angle radians off, which no measurement here can see."""
     constants = set(constants)
+    shaped: set[str] = set()  # constant values, in a shape that is not constant
+    integer_inputs = {v.name for v in graph.input if types.get(v.name) in _INTEGERS}
+    fed: set[str] = set(integer_inputs)  # tensors whose values come from an integer input's
+    counted: set[str] = set()  # tensors computed by a sum or a Range (positions, counts)
+    carriers: dict[str, frozenset[str]] = {}  # float tensor -> the carriers it computes on
+    chains: dict[str, set[int]] = {}  # float tensor -> the lowerable nodes that computed it
     found: dict[int, frozenset[str]] = {}
     for position, node in enumerate(graph.node):
         names = [n for n in node.input if n]
+        outputs = [n for n in node.output if n]
         standard = node.domain in graph_layer.STANDARD_DOMAINS
+        index = ops.INDEX_SLOTS.get(node.op_type, frozenset()) if standard else frozenset()
+        values = [n for slot, n in enumerate(node.input) if n and slot not in index]
         if standard and node.op_type in ("Shape", "Size"):
-            sized.update(n for n in node.output if n)
+            continue  # sizes: integers, not constants, not an input's values
+        if any(n in fed for n in values):
+            fed.update(outputs)
+        if (standard and node.op_type in ops.ACCUMULATING) or any(n in counted for n in values):
+            counted.update(outputs)  # counts and positions: sums of what came before
+        bodies = any(True for _ in graph_layer.subgraphs(node))  # read outer values
+        if standard and node.op_type == "ConstantOfShape":  # its value, in the shape given
+            (constants if all(n in constants for n in names) else shaped).update(outputs)
             continue
-        if (standard and node.op_type in ("Constant", "ConstantOfShape")) or (
-                names and all(n in constants for n in names)):
-            constants.update(n for n in node.output if n)
+        if (standard and node.op_type == "Constant") or (
+                names and not bodies and all(n in constants for n in names)):
+            constants.update(outputs)
             continue
-        if not any(n in sized or n in seeds for n in names):
+        if values and not bodies and all(n in constants or n in shaped for n in values) and (
+                standard and node.op_type not in ops.ACCUMULATING):
+            shaped.update(o for o in outputs if types.get(o) == FLOAT)  # ConstantOfShape...
             continue
-        sized.update(n for n in node.output if n and types.get(n) in _INTEGERS)
-        floats_in = [n for n in names if types.get(n) == FLOAT]
-        if standard and node.op_type in ("Cast", "CastLike") and names[0] in sized:
-            origin = frozenset(n for n in node.output if n)  # a Cast of sizes to float
-        elif any(n in seeds for n in floats_in) and all(
-                n in seeds or n in constants for n in floats_in):
-            origin = frozenset().union(*(seeds[n] for n in floats_in if n in seeds))
+        floats_in = [n for n in values if types.get(n) == FLOAT]
+        cast = standard and node.op_type in ("Cast", "CastLike") and \
+            types.get(names[0]) in _INTEGERS
+        summed = standard and node.op_type in ops.ACCUMULATING and floats_in and \
+            all(n in shaped or n in constants for n in floats_in)
+        if cast or summed:  # a carrier: integers in float
+            origin = frozenset(o for o in outputs if types.get(o) == FLOAT)
+            chain: set[int] = set()
+        elif floats_in and any(n in carriers for n in floats_in) and all(
+                n in carriers or n in constants or n in shaped for n in floats_in):
+            origin = frozenset().union(*(carriers[n] for n in floats_in if n in carriers))
+            chain = set().union(*(chains[n] for n in floats_in if n in chains))
         else:
-            # computes with activations, or selects weights (a Gather of an embedding
-            # table by positions): measured as any node is
-            continue
-        seeds.update({n: origin for n in node.output if n and types.get(n) == FLOAT})
+            continue  # no integers in float here, or they meet activations: measured
         if plans[position].kind == "lowerable":
-            found[position] = origin
-    return found
+            chain = chain | {position}
+        if standard and (node.op_type in ops.EXACTNESS_SENSITIVE or (
+                node.op_type == "Cast" and types.get(outputs[0]) in _INTEGERS)):
+            for member in chain:  # the whole way from the carriers to the op needing them
+                found[member] = found.get(member, frozenset()) | origin
+            continue
+        for name in outputs:
+            if types.get(name) == FLOAT:
+                carriers[name], chains[name] = origin, chain
+    # An integer input's values cast to float, counted by nothing: a mask (0/1) or ids; a
+    # count over a mask (its positions) changes with the sequence, as sizes do.
+    return found, frozenset(name for name in fed - counted
+                            if name in set().union(*carriers.values(), *found.values()))

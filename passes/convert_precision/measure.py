@@ -37,14 +37,17 @@ The search
    in the lowered type (nodes that move it, and nodes that compute with it, on until their own
    output is away from the range), since a Cast at an island's border overflows as surely.
    The magnitudes come from the first run, which reads every tensor of the original. A
-   magnitude fixed by a constant is no such risk: a value computed without any float graph
-   input (an attention mask's fill, an embedding's rows), or the sum or selection of such a
-   value as large as its output (scores plus the fill), keeps its magnitude on any input.
-   Float arithmetic on sizes read from shapes (:attr:`~analysis.Analysis.from_sizes`: half a
-   length, positions to the sequence length) stays float32 where those sizes change between
-   the measured input sets, each of which gives every dynamic dimension another size: the
-   lowered type holds integers exactly only up to 2048 (bfloat16: 256), far past parity's
-   sizes. A size the model fixes (a head size) is a constant and is lowered.
+   magnitude that inputs do not grow is no such risk: a value computed element by element
+   from constants and integer inputs (an attention mask's fill, an embedding's rows; not a
+   sum over them, which a longer sequence makes larger, nor sizes), or the sum or selection
+   of such a value at least half as large as its output (scores plus the fill).
+   Integers carried in float into an op that needs them exact
+   (:attr:`~analysis.Analysis.from_integers`: positions times frequencies into a Sin or Cos,
+   half a length cast back to an integer) stay float32, the whole way, where those integers
+   exceed one and change between the measured input sets (each gives every dynamic dimension
+   another size) or come from an integer input's values: the lowered type holds integers
+   exactly only up to 2048 (bfloat16: 256), far past parity's sizes and generated integers. A
+   size the model fixes (a head size read through Shape) is a constant and is lowered.
    A node's own error alone does not keep it: an attention mask's -3.4e38 saturates
    at -65504, an error without consequence downstream where a row keeps one position (the
    inputs generated for parity always do); the outputs decide (step 2).
@@ -86,6 +89,7 @@ from graphfix import feeds as feeds_module
 from graphfix import graph as graph_layer
 from graphfix.model_io import skeleton, tensor_value
 from .._measuring import Feeds, run_outputs, session, tolerance_used
+from . import ops
 from .analysis import FLOAT, Analysis
 from .rewrite import emulate, expose, shadow
 
@@ -235,11 +239,11 @@ class Search:
                 op = self.analysis.node(position).op_type
                 kept[position] = (f"{op} {risky}; " if risky else f"{op}: ") + "; ".join(reasons)
         exact = 2048 if self.analysis.low == onnx.TensorProto.FLOAT16 else 256
-        for position, origin in self.analysis.from_sizes.items():
-            if position not in kept and self._sizes_change(origin):
-                kept[position] = (f"computes on sizes read from shapes, which change from one "
-                                  f"call to the next and which the lowered type holds exactly "
-                                  f"only up to {exact}")
+        for position, origin in self.analysis.from_integers.items():
+            if position not in kept and self._integers_change(origin):
+                kept[position] = (f"carries integers (sizes, positions) to an op that needs "
+                                  f"them exact; they change from one call to the next, and the "
+                                  f"lowered type holds integers exactly only up to {exact}")
         if not self.io_low:  # a float32 input read lowered goes through a Cast at the border
             near += [name for name in sorted(self.analysis.inputs)
                      if self.analysis.types.get(name) == FLOAT and self.near_range(max(
@@ -249,25 +253,33 @@ class Search:
             self._keep_readers(near, kept)
         return kept
 
-    def _sizes_change(self, origin: frozenset[str]) -> bool:
-        """Whether the sizes cast to float in ``origin`` can change from one call to the next:
-        they differ between the measured input sets (each dynamic dimension takes another size
-        in each), or, measured on one set (real inputs) or not at all, the model has a
-        dynamic dimension. A dimension the model fixes (a head size) is a constant read the
-        long way."""
-        runs = [[run.get(name) for run in self.reference] for name in sorted(origin)]
-        if len(self.reference) < 2 or any(v is None for values in runs for v in values):
-            return any(not isinstance(d, int) for spec in feeds_module.input_specs(
-                self.analysis.model) for d in (spec.dims or [None]))
-        return any(not all(np.array_equal(values[0], v) for v in values[1:])
-                   for values in runs)
+    def _integers_change(self, origin: frozenset[str]) -> bool:
+        """Whether the integers carried in float by ``origin`` can go past what was measured:
+        taken from an integer input's values (but a 0/1 mask's), or different between the
+        measured input sets (each gives every dynamic dimension another size), or, measured on
+        one set (real inputs), in a model with a dynamic dimension. A size the model fixes (a
+        head size read through Shape) is the same on every set: a constant read the long
+        way."""
+        dynamic = any(not isinstance(d, int) for spec in feeds_module.input_specs(
+            self.analysis.model) for d in (spec.dims or [None]))
+        for name in origin:
+            values = [np.asarray(run[name]) for run in self.reference if name in run]
+            if not values:
+                return True  # not measured: assume the worst
+            if name in self.analysis.fed_by_inputs:
+                if not all(np.isin(v, (0.0, 1.0)).all() for v in values):
+                    return True
+            elif (len(values) < 2 and dynamic) or any(
+                    not np.array_equal(values[0], v) for v in values[1:]):
+                return True
+        return False
 
     def _fixed_magnitude(self, position: int, peak: float) -> bool:
-        """Whether the node at ``position`` reaches ``peak`` by a constant's magnitude, which
-        inputs do not grow: its output is computed without any float graph input (an
-        attention mask's fill from an integer mask, an embedding's rows), or it adds or
-        selects such a value as large as its output (scores plus that fill, which saturates
-        in the lowered type and weighs nothing after the Softmax, as in the original)."""
+        """Whether the node at ``position`` reaches ``peak`` by a magnitude that inputs do not
+        grow (:meth:`_data_dependent`): its output's (an attention mask's fill from an integer
+        mask, an embedding's rows), or it adds or selects such a value at least half as large
+        as its output (scores plus that fill, which saturates in the lowered type and weighs
+        nothing after the Softmax, as in the original)."""
         node = self.analysis.node(position)
         data = self._data_dependent()
         if not any(name in data for name in node.output if name):
@@ -277,17 +289,30 @@ class Search:
             for name in node.input)
 
     def _data_dependent(self) -> set[str]:
-        """Tensors whose values depend on a float graph input (sizes read by Shape or Size
-        do not)."""
+        """Tensors whose magnitude can grow past what was measured: a float graph input's
+        values, sizes (Shape, Size), what is computed element by element from those, and
+        what a sum, product or convolution computes from anything but constants (a sum over
+        a longer sequence is larger). Not the values of integer inputs picked or combined with
+        constants element by element: an embedding's rows, a mask's fill."""
         if self._data is None:
-            data = {n for n in self.analysis.inputs if self.analysis.types.get(n) == FLOAT}
-            for position in self.analysis.order:
-                node = self.analysis.node(position)
-                if node.op_type not in ("Shape", "Size") and any(n in data for n in node.input):
-                    data.update(n for n in node.output if n)
-                for sub in graph_layer.subgraphs(node):  # outer values a body reads
-                    if graph_layer.outer_refs(sub) & data:
-                        data.update(n for n in node.output if n)
+            analysis = self.analysis
+            data = {n for n in analysis.inputs if analysis.types.get(n) == FLOAT}
+            constants = set(analysis.initializers)
+            for position in analysis.order:
+                node = analysis.node(position)
+                outputs = [n for n in node.output if n]
+                names = [n for n in node.input if n]
+                bodies = any(True for _ in graph_layer.subgraphs(node))
+                if node.op_type in ("Shape", "Size") or bodies:
+                    data.update(outputs)  # sizes grow; a body's values are not followed
+                    continue
+                if names and all(n in constants for n in names) or node.op_type == "Constant":
+                    constants.update(outputs)
+                    continue
+                index = ops.INDEX_SLOTS.get(node.op_type, frozenset())
+                values = [n for slot, n in enumerate(node.input) if n and slot not in index]
+                if any(n in data for n in values) or node.op_type in ops.ACCUMULATING:
+                    data.update(outputs)
             self._data = data
         return self._data
 

@@ -29,7 +29,8 @@ import onnx
 
 from graphfix.graph import ONNX_DOMAINS, STANDARD_DOMAINS
 
-__all__ = ["NodePlan", "plan", "RISKY_OPS", "MOVEMENT_OPS", "ATTRIBUTE_TYPED"]
+__all__ = ["NodePlan", "plan", "RISKY_OPS", "MOVEMENT_OPS", "ATTRIBUTE_TYPED", "INDEX_SLOTS",
+           "ACCUMULATING", "EXACTNESS_SENSITIVE"]
 
 # The start set of the float32 islands: ops known to overflow float16's range (65504) or to
 # lose its precision, each with why. The measurement keeps each one only where it is shown to
@@ -66,6 +67,35 @@ MOVEMENT_OPS = frozenset({
     "DepthToSpace", "SpaceToDepth", "ScatterND", "ScatterElements", "Compress", "ReverseSequence",
     "Dropout", "Relu", "MaxPool", "ReduceMax", "ReduceMin", "Max", "Min", "Neg", "Abs",
     "Trilu", "Shape", "Size",
+})
+
+# Input slots that give a node its shape, indices or axes, not the values it computes on (what a
+# Gather picks from is its data, slot 0; which rows, slot 1, is an index).
+INDEX_SLOTS: dict[str, frozenset[int]] = {
+    "Expand": frozenset({1}), "Reshape": frozenset({1}), "Tile": frozenset({1}),
+    "ConstantOfShape": frozenset({0}), "Gather": frozenset({1}),
+    "GatherElements": frozenset({1}), "GatherND": frozenset({1}),
+    "Slice": frozenset({1, 2, 3, 4}), "Pad": frozenset({1, 3}), "Resize": frozenset({1, 2, 3}),
+    "Squeeze": frozenset({1}), "Unsqueeze": frozenset({1}), "Split": frozenset({1}),
+    "TopK": frozenset({1}), "ReduceSum": frozenset({1}), "ReduceMean": frozenset({1}),
+    "ReduceMax": frozenset({1}), "ReduceMin": frozenset({1}), "ReduceProd": frozenset({1}),
+    "ReduceL2": frozenset({1}), "ReduceSumSquare": frozenset({1}), "OneHot": frozenset({1}),
+    "CumSum": frozenset({1}), "Trilu": frozenset({1}),
+}
+
+# Ops that sum or multiply many values into one: their output grows with the length of what
+# they run over (a sum over a sequence, a product over a dimension).
+ACCUMULATING = frozenset({
+    "ReduceSum", "ReduceMean", "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2",
+    "ReduceLogSum", "ReduceLogSumExp", "MatMul", "Gemm", "Conv", "ConvTranspose", "CumSum",
+    "Einsum", "MatMulInteger", "ConvInteger", "LSTM", "GRU", "RNN", "Range",
+})
+
+# Ops whose output moves by a whole unit (or a whole turn) when their input moves by a rounding:
+# an integer carried in a lowered float past 2048 makes them wrong, not a little less precise.
+EXACTNESS_SENSITIVE = frozenset({
+    "Sin", "Cos", "Tan", "Floor", "Ceil", "Round", "Mod", "Less", "Greater", "Equal",
+    "LessOrEqual", "GreaterOrEqual",
 })
 
 # Ops whose float output type an attribute sets; the rewrite changes the attribute.

@@ -745,6 +745,74 @@ def test_float_arithmetic_on_sizes_read_from_shapes_stays_float32(rng):
         assert tolerance_used(e, np.asarray(g, np.float32), 1e-2, 1e-2) <= 1.0
 
 
+ROTARY_TAIL = """
+        p2 = Unsqueeze(pf, ax1)
+        angle = Mul(p2, freq)
+        c = Cos(angle)
+        y = Mul(x, c)
+    }"""
+POSITIONS = {
+    # an input's position ids, as decoders export them
+    "position-ids-input": ("(float[S,8] x, int64[S] pos) => (float[S,8] y)",
+                           "pf = Cast<to=1>(pos)"),
+    # positions as a running sum of ones in the sequence's shape
+    "cumsum-of-ones": ("(float[S,8] x) => (float[S,8] y)", """
+        s = Shape(x)
+        n = Slice(s, zero, one1)
+        ones = ConstantOfShape<value=float[1] {1.0}>(n)
+        cs = CumSum(ones, zero_s)
+        pf = Sub(cs, unit)"""),
+    # an attention mask's running sum, minus one
+    "cumsum-of-a-mask": ("(float[S,8] x, int64[S] mask) => (float[S,8] y)", """
+        cs = CumSum(mask, zero_s)
+        pi = Sub(cs, one_s)
+        pf = Cast<to=1>(pi)"""),
+}
+
+
+@pytest.mark.parametrize("case", list(POSITIONS))
+def test_positions_however_made_stay_float32_up_to_the_angle(rng, case):
+    """Integers carried in float to a Sin or Cos stay float32 the whole way, wherever they
+    come from: float16 holds integers only to 2048, and a rotary angle at position 3000 is
+    radians off in true float16 arithmetic; the x * cos product after it is lowered."""
+    from onnx.reference import ReferenceEvaluator
+
+    signature, head = POSITIONS[case]
+    original = parse(f"g {signature} {{{head}{ROTARY_TAIL}",
+                     freq=(1.0 / 10000 ** (np.arange(8) / 8)).astype(np.float32),
+                     ax1=np.array([1], np.int64), zero=np.array([0], np.int64),
+                     one1=np.array([1], np.int64), zero_s=np.array(0, np.int64),
+                     one_s=np.array(1, np.int64), unit=np.array(1.0, np.float32))
+    model, result = lowered(copy(original))
+    kept = {op for island in result.details["islands"] for op in island["ops"]}
+    assert {"Mul", "Cos"} <= kept, result.details["islands"]
+    n = 3000
+    feeds = {"x": rng.uniform(-1, 1, (n, 8)).astype(np.float32)}
+    if "pos" in signature:
+        feeds["pos"] = np.arange(n, dtype=np.int64)
+    if "mask" in signature:
+        feeds["mask"] = np.ones(n, np.int64)
+    expected = ReferenceEvaluator(original).run(None, feeds)[0]
+    got = np.asarray(ReferenceEvaluator(model).run(None, feeds)[0], np.float32)
+    assert tolerance_used(expected, got, 1e-2, 1e-2) <= 1.0
+
+
+def test_a_sum_of_embedding_rows_near_the_range_stays_float32(rng):
+    """Rows picked by integer ids keep the table's magnitude, but a sum over the sequence
+    grows with it: near float16's range on the measured inputs, the sum stays float32 (in
+    true float16 arithmetic it overflows at a sequence 20x longer)."""
+    table = rng.uniform(200, 300, (50, 4)).astype(np.float32)
+    model, result = lowered(parse("""
+    g (int64[1,N] ids) => (float[1,4] y) {
+        e = Gather(E, ids)
+        t = ReduceSum<keepdims=0>(e, ax)
+        y = Mul(t, k)
+    }""", E=table, ax=np.array([1], np.int64), k=np.array(1e-3, np.float32)),
+        feeds=[{"ids": rng.integers(0, 50, (1, 20)).astype(np.int64)}])
+    why = " ".join(r for island in result.details["islands"] for r in island["why"])
+    assert "ReduceSum" in why and "reaches" in why, why
+
+
 def test_a_size_the_model_fixes_is_a_constant_read_the_long_way_and_is_lowered(rng):
     """1/sqrt(head size) from Shape(q)[-1], where the model fixes that dimension (64) and the
     batch changes: the same on every call, so nothing keeps it float32."""
@@ -998,14 +1066,14 @@ def test_the_error_measure_holds_whatever_the_magnitude(dtype):
 
 
 def test_floats_that_become_indices_stay_exact(rng):
-    """T5's relative-position buckets: positions go through Div, Log and Mul in float and are
-    cast to indices. A float16 rounding moves some across an integer and the Gather picks
+    """T5's relative-position buckets: positions (here given as floats, so that no integer
+    marks them) go through Div, Log and Mul in float and are cast to indices. A float16 rounding moves some across an integer and the Gather picks
     another row; the error is traced through the integer indices back to the floats that make
     them, which stay float32, while the MatMul is lowered."""
     n = 256
     body = """
-    g (float[1,256] x, int64[1,256] p) => (float[1,256] y) {
-        f = Cast<to=1>(p)
+    g (float[1,256] x, float[1,256] p) => (float[1,256] y) {
+        f = Identity(p)
         d = Div(f, C)
         l = Log(d)
         m = Mul(l, K)
@@ -1018,12 +1086,12 @@ def test_floats_that_become_indices_stay_exact(rng):
                   T=(rng.standard_normal(64) * 10).astype(np.float32),
                   W=(rng.standard_normal((n, n)) / 16).astype(np.float32))
     feeds = [{"x": rng.standard_normal((1, n)).astype(np.float32),
-              "p": np.arange(8, 8 + n, dtype=np.int64)[None]}]
+              "p": np.arange(8, 8 + n, dtype=np.float32)[None]}]
     out, result = lowered(copy(model), feeds=feeds)
     assert result.modified
     assert types(out)["W"] == FP16
     why = " ".join(line for island in result.details["islands"] for line in island["why"])
-    assert "discrete values" in why
+    assert "discrete values" in why  # positions given as floats: no integer to start from
     float32 = {op for island in result.details["islands"] for op in island["ops"]}
     assert {"Div", "Log", "Mul"} <= float32
     assert check_parity(model, out, feeds=feeds).passed
