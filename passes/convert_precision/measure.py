@@ -275,18 +275,23 @@ class Search:
         return False
 
     def _fixed_magnitude(self, position: int, peak: float) -> bool:
-        """Whether the node at ``position`` reaches ``peak`` by a magnitude that inputs do not
-        grow (:meth:`_data_dependent`): its output's (an attention mask's fill from an integer
-        mask, an embedding's rows), or it adds or selects such a value at least half as large
-        as its output (scores plus that fill, which saturates in the lowered type and weighs
-        nothing after the Softmax, as in the original)."""
+        """Whether the node at ``position`` reaches ``peak`` by a constant's magnitude, which
+        inputs do not grow (:meth:`_data_dependent`): its output is computed element by
+        element from a constant at least half that large (an attention mask's fill from an
+        integer mask, an embedding's rows; not an integer input's own values, a count cast to
+        float), or it adds or selects such a value at least half as large as its output
+        (scores plus that fill, which saturates in the lowered type and weighs nothing after
+        the Softmax, as in the original)."""
         node = self.analysis.node(position)
         data = self._data_dependent()
-        if not any(name in data for name in node.output if name):
+
+        def fixed(name: str, size: float) -> bool:
+            return bool(name) and name not in data and 2 * self._bounds[name] >= size
+
+        if all(fixed(name, peak) for name in node.output if name):
             return True
         return node.op_type in _OFFSETS and any(
-            name and name not in data and 2 * self._value_peak(name) >= peak
-            for name in node.input)
+            fixed(name, peak) and 2 * self._value_peak(name) >= peak for name in node.input)
 
     def _data_dependent(self) -> set[str]:
         """Tensors whose magnitude can grow past what was measured: a float graph input's
@@ -298,6 +303,9 @@ class Search:
             analysis = self.analysis
             data = {n for n in analysis.inputs if analysis.types.get(n) == FLOAT}
             constants = set(analysis.initializers)
+            # The largest constant each value that does not grow is computed from (0 for an
+            # integer input's own values): what bounds its magnitude.
+            bounds = self._bounds = _Bounds(self)
             for position in analysis.order:
                 node = analysis.node(position)
                 outputs = [n for n in node.output if n]
@@ -308,13 +316,21 @@ class Search:
                     continue
                 if names and all(n in constants for n in names) or node.op_type == "Constant":
                     constants.update(outputs)
+                    for name in outputs:
+                        bounds[name] = self._value_peak(name)
                     continue
                 index = ops.INDEX_SLOTS.get(node.op_type, frozenset())
                 values = [n for slot, n in enumerate(node.input) if n and slot not in index]
                 if any(n in data for n in values) or node.op_type in ops.ACCUMULATING:
                     data.update(outputs)
+                else:
+                    bound = max((bounds[n] for n in values), default=0.0)
+                    for name in outputs:
+                        bounds[name] = bound
             self._data = data
         return self._data
+
+    _bounds: _Bounds
 
     def _value_peak(self, name: str) -> float:
         """The largest finite magnitude of tensor ``name`` on the measured inputs, or of the
@@ -606,3 +622,19 @@ def tensor_types(model: onnx.ModelProto) -> dict[str, int]:
     expose(exposed, written)
     return {o.name: _ELEMENT_TYPES[o.type] for o in session(exposed).get_outputs()
             if o.type in _ELEMENT_TYPES}
+
+
+class _Bounds(dict):
+    """Tensor -> the largest constant its values are computed from (:meth:`Search._data_dependent`);
+    a weight's is its own largest magnitude, read when first asked for."""
+
+    def __init__(self, search: Search) -> None:
+        super().__init__()
+        self.search = search
+
+    def __missing__(self, name: str) -> float:
+        bound = self.search._value_peak(name) if name in self.search.analysis.initializers \
+            else 0.0
+        self[name] = bound
+        return bound
+

@@ -813,6 +813,24 @@ def test_a_sum_of_embedding_rows_near_the_range_stays_float32(rng):
     assert "ReduceSum" in why and "reaches" in why, why
 
 
+def test_an_integer_inputs_own_large_values_are_not_taken_for_a_masks_fill(rng):
+    """Counts given as int32 and cast to float reach 2e5 on the real inputs given: past
+    float16's range. A mask's fill is exempt from the headroom because a constant bounds it;
+    nothing bounds an input's own values, so the Cast and what reads it stay float32."""
+    model, result = lowered(parse("""
+    g (int32[1,16] counts, float[1,16] x) => (float[1,16] y) {
+        c = Cast<to=1>(counts)
+        p = Add(c, one)
+        l = Log(p)
+        y = Mul(l, x)
+    }""", one=np.array(1.0, np.float32)), feeds=[{
+        "counts": rng.integers(0, 200_000, (1, 16)).astype(np.int32),
+        "x": rng.uniform(-1, 1, (1, 16)).astype(np.float32)}])
+    cast_down = {n.input[0] for n in model.graph.node if n.op_type == "Cast"
+                 and n.attribute[0].i == FP16}
+    assert not cast_down & {"c", "p"}, cast_down
+
+
 def test_a_size_the_model_fixes_is_a_constant_read_the_long_way_and_is_lowered(rng):
     """1/sqrt(head size) from Shape(q)[-1], where the model fixes that dimension (64) and the
     batch changes: the same on every call, so nothing keeps it float32."""
