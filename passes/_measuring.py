@@ -118,6 +118,11 @@ def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
     # Inputs are validation's (graphfix.feeds, which itself depends only on the graph
     # layer and tensor access); the pass measures on exactly parity's inputs.
 
+    # Only inputs an earlier pass did make channels-first (its graphfix.layout record says
+    # so): an option no pass applied moves nothing.
+    moved_here = layout.read(model)["inputs"]
+    nchw_inputs = [name for name in nchw_inputs if name in moved_here]
+
     def first(dims: Sequence[int]) -> list[int]:
         return [dims[a] for a in layout.to_channels_first(len(dims))] if len(dims) >= 3 \
             else list(dims)

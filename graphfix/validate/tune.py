@@ -803,12 +803,15 @@ def tune(
     input_shapes = check_arguments("tune", feeds=feeds, input_shapes=input_shapes,
                                    confidence=confidence, resamples=resamples)
     check_path("tune", "out", out, optional=True)
-    if space is not None and (not isinstance(space, Mapping) or not all(
-            isinstance(k, str) and isinstance(v, Iterable) and not isinstance(v, Mapping)
-            for k, v in space.items())):
-        raise BenchmarkError("tune(): space must map knob names to lists of values, got "
-                          f"{type(space).__name__}",
-                          hint="e.g. space={'intra_op_threads': [1, 2]}")
+    if space is not None and not isinstance(space, Mapping):
+        raise BenchmarkError("tune(): space must map knob names to values or lists of values, "
+                             f"got {type(space).__name__}",
+                             hint="e.g. space={'intra_op_threads': [1, 2]}")
+    for knob, values in (space or {}).items():
+        if not isinstance(knob, str) or isinstance(values, Mapping):
+            raise BenchmarkError(f"tune(): space[{knob!r}] must be a value or a list of "
+                                 f"values, got {type(values).__name__}",
+                                 hint="e.g. space={'intra_op_threads': [1, 2]}")
     proto, model_name = model_io.named_model(model, "model", "tune", name)
     reads = files_read((model, proto), inputs)
     if out is not None:
@@ -859,7 +862,7 @@ def tune(
     floor = round_cost * ((len(challengers) + 2) * first + 3 * FINAL_ROUNDS)
     if floor > 1.5 * budget:  # said before the wait, not only after it
         logger.warning("tune: every candidate's first rung and the confirmation take about "
-                       "%.0f s on this model (%d candidates, %.2f s a session's round), over "
+                       "%.3g s on this model (%d candidates, %.3g s a session's round), over "
                        "the %g s budget", floor, len(challengers) + 2, round_cost, budget)
     try:
         cost = run_rung([default, copy, *challengers], first)  # s per arm and round

@@ -127,7 +127,8 @@ class ConvertPrecision(Pass):
         self.inputs = inputs
         self.seed = seed
         self.max_rounds = max_rounds
-        if feeds is not None and (isinstance(feeds, Mapping) or not feeds or not all(
+        if feeds is not None and (not isinstance(feeds, Sequence) or isinstance(
+                feeds, (str, bytes)) or not len(feeds) or not all(
                 isinstance(f, Mapping) for f in feeds)):
             raise PassError("convert-precision: feeds must be a non-empty list of input sets "
                             f"({{input name: array}}), got {type(feeds).__name__}")

@@ -375,6 +375,13 @@ def test_a_budget_below_what_the_first_rung_needs_is_said_before_and_after(caplo
     assert not [r for r in caplog.records if "take about" in r.getMessage()]
 
 
+def test_a_knob_given_one_value_is_that_value() -> None:
+    result = tune(_mlp(), provider="cpu", budget=1, space={"intra_op_threads": 1})
+    assert "intra_op_threads=1" in [c.name for c in result.candidates]
+    with pytest.raises(BenchmarkError, match=r"space\['intra_op_threads'\] must be a value"):
+        tune(_mlp(), provider="cpu", budget=1, space={"intra_op_threads": {"a": 1}})
+
+
 def test_throughput_tries_batch_sizes_per_sample(tmp_path) -> None:
     out = tmp_path / "tuned.json"
     result = tune(_mlp("N"), provider="cpu", objective="throughput", budget=10,
