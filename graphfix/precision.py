@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 
 __all__ = ["KEY", "PrecisionRecord", "read", "write", "tolerance_dtypes", "to_candidate",
-           "from_candidate", "to_reference", "numpy_dtype", "float16_stand_in"]
+           "from_candidate", "to_reference", "to_own_types", "numpy_dtype", "float16_stand_in"]
 
 KEY = "graphfix.precision"
 
@@ -152,17 +152,35 @@ def from_candidate(feed: Mapping[str, Any], candidate: onnx.ModelProto,
     record = read(candidate)
     types = dict(record.io_inputs) if record is not None else {}
     if baseline is not None:
+        own = read(baseline)  # a baseline lowered on request takes those inputs lowered
+        types.update(own.io_inputs if own is not None else {})
         types.update({name: t for name, t in _declared(baseline.graph.input).items()
                       if name in types})
     return _in_types(feed, types)
 
 
+def to_own_types(feed: Mapping[str, Any], model: onnx.ModelProto,
+                 other: onnx.ModelProto | None) -> dict[str, Any]:
+    """``feed`` (made for ``other``) with the inputs ``other`` lowered on request in
+    ``model``'s own declared types (a float32 model checked against a lowered reference)."""
+    record = read(other) if other is not None else None
+    if record is None or not record.io_inputs:
+        return dict(feed)
+    declared = _declared(model.graph.input)
+    return _in_types(feed, {name: declared[name] for name in record.io_inputs
+                            if name in declared})
+
+
 def to_reference(outputs: Mapping[str, Any], candidate: onnx.ModelProto,
-                 like: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                 like: Mapping[str, Any] | None = None,
+                 reference: onnx.ModelProto | None = None) -> dict[str, Any]:
     """The candidate's outputs in the original's types, or in those of the reference's
-    values ``like`` where given (a reference lowered as the candidate was)."""
+    values ``like`` where given (a reference lowered as the candidate was, or lowered on
+    request where the candidate was not: ``reference``'s own record)."""
     record = read(candidate)
     types: dict[str, Any] = dict(record.io_outputs) if record is not None else {}
+    own = read(reference) if reference is not None else None
+    types.update(own.io_outputs if own is not None else {})
     for name in types:
         if like is not None and name in like:
             types[name] = np.asarray(like[name]).dtype

@@ -373,6 +373,7 @@ class ReferenceRun:
         # twice on the first inputs, and parity is refused when the two runs differ.
         self._random = sorted({n.op_type for n in all_nodes(reference.graph) if is_random(n)})
         self.layout = layout_module.read(reference)
+        self.reference = reference  # its graphfix.precision record: a signature lowered
         self._specs = feeds_module.input_specs(reference)
         self._given: list[Feeds] | None = None
         if feeds is not None:
@@ -511,9 +512,10 @@ def check_parity(
         result.seconds = time.perf_counter() - started
         return result
     output_names = ref.names
-    record = precision_module.read(candidate)
-    problems = _signature_problems(ref.names, ref.inputs, cand_session, names,
-                                   retyped=set(record.io_inputs) if record else set())
+    # Inputs either model lowered on request (its graphfix.precision record) differ in type.
+    retyped = {name for model in (candidate, reference_run.reference)
+               for name in getattr(precision_module.read(model), "io_inputs", {})}
+    problems = _signature_problems(ref.names, ref.inputs, cand_session, names, retyped=retyped)
     _check_tolerance_names(tolerances, ref.names)
     tolerances = _lowered_tolerances(candidate, tolerances)
     # A signature the passes changed on request (graphfix.layout): each model gets its inputs
@@ -522,7 +524,7 @@ def check_parity(
     result.notes.extend(layout_module.describe(moved))
 
     by_name = _compare_runs(ref, cand_session, moved, tolerances, names[1], result, problems,
-                            progress, total, candidate)
+                            progress, total, candidate, reference_run.reference)
     if progress is not None:
         progress("parity", 2 * total, 2 * total)
     result.outputs = [by_name[name] for name in output_names if name in by_name]
@@ -606,7 +608,7 @@ def _compare_runs(
     ref: ReferenceOutputs, cand_session: Any, moved: layout_module.Layout,
     tolerances: Mapping[str, Tolerance] | None, candidate: str, result: ParityResult,
     problems: list[str], progress: Progress | None, total: int,
-    model: onnx.ModelProto | None = None,
+    model: onnx.ModelProto | None = None, ref_model: onnx.ModelProto | None = None,
 ) -> dict[str, OutputParity]:
     """The candidate on each of the reference's input sets, each output compared; per output
     the worst run (a failing one first)."""
@@ -618,8 +620,9 @@ def _compare_runs(
         result.runs.append(feeds_module.describe(feed))
         try:
             cand_feed = layout_module.to_candidate(feed, moved)
-            if model is not None:  # inputs the candidate lowered on request (graphfix.precision)
+            if model is not None:  # inputs either side lowered on request (graphfix.precision)
                 cand_feed = precision_module.to_candidate(cand_feed, model)
+                cand_feed = precision_module.to_own_types(cand_feed, model, ref_model)
             cand_out = cand_session.run(None, _for(cand_session, cand_feed))
         except Exception as err:  # noqa: BLE001 - any ORT failure is the candidate's failure
             problems.append(f"the {candidate} fails to run on {_shapes(feed)}: "
@@ -628,7 +631,8 @@ def _compare_runs(
         cand_by_name = layout_module.to_reference(dict(zip(cand_names, cand_out)), moved)
         if model is not None:
             cand_by_name = precision_module.to_reference(cand_by_name, model,
-                                                         dict(zip(ref.names, ref_out)))
+                                                         dict(zip(ref.names, ref_out)),
+                                                         ref_model)
         for name, ref_value in zip(ref.names, ref_out):
             if name not in cand_by_name:
                 stats = OutputParity(name, _dtype_name(ref_value), None, run=run)

@@ -534,10 +534,13 @@ def test_a_lowered_signature_is_checked_timed_and_optimized_against_itself(rng):
     """A model written with --io-types fp16 is a reference too: checked against itself, timed
     beside itself, and optimized again (a fixed point), each model fed and compared in its
     own types."""
-    model, _ = lowered(copy(mlp(rng)), io_types="fp16")
+    original = mlp(rng)
+    model, _ = lowered(copy(original), io_types="fp16")
     assert check_parity(model, model).passed
-    assert graphfix.benchmark(model, baseline=model, provider="cpu", warmup=1,
-                              runs=3).speedup is not None
+    assert check_parity(model, original).passed  # the lowered one as the reference
+    for pair in ((model, model), (original, model), (model, original)):
+        assert graphfix.benchmark(pair[0], baseline=pair[1], provider="cpu", warmup=1,
+                                  runs=3).speedup is not None
     again = graphfix.optimize(model, speed_gate=False)
     assert again.report.parity["passed"] and not again.report.left_out
 
