@@ -106,6 +106,7 @@ LOCAL_RISKY = 0.25  # own error above which a node of a risky op type stays floa
 RANGE_HEADROOM = 16.0
 MAX_ROUNDS = 24
 GIVE_BACK_ROUNDS = 8  # measurements spent lowering again what step 2b kept on rank alone
+_BOOL = onnx.TensorProto.BOOL
 # Ops that add or select a value: where one input is as large as the output, the output's
 # magnitude is that input's.
 _OFFSETS = frozenset({"Add", "Sub", "Where", "Max", "Min", "Sum"})
@@ -322,7 +323,8 @@ class Search:
                 index = ops.INDEX_SLOTS.get(node.op_type, frozenset())
                 values = [n for slot, n in enumerate(node.input) if n and slot not in index]
                 if any(n in data for n in values) or node.op_type in ops.ACCUMULATING:
-                    data.update(outputs)
+                    # a condition is true or false, whatever its inputs
+                    data.update(n for n in outputs if analysis.types.get(n) != _BOOL)
                 else:
                     bound = max((bounds[n] for n in values), default=0.0)
                     for name in outputs:

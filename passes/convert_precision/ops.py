@@ -80,7 +80,7 @@ INDEX_SLOTS: dict[str, frozenset[int]] = {
     "TopK": frozenset({1}), "ReduceSum": frozenset({1}), "ReduceMean": frozenset({1}),
     "ReduceMax": frozenset({1}), "ReduceMin": frozenset({1}), "ReduceProd": frozenset({1}),
     "ReduceL2": frozenset({1}), "ReduceSumSquare": frozenset({1}), "OneHot": frozenset({1}),
-    "CumSum": frozenset({1}), "Trilu": frozenset({1}),
+    "CumSum": frozenset({1}), "Trilu": frozenset({1}), "Where": frozenset({0}),
 }
 
 # Ops that sum or multiply many values into one: their output grows with the length of what
