@@ -106,6 +106,8 @@ LOCAL_RISKY = 0.25  # own error above which a node of a risky op type stays floa
 RANGE_HEADROOM = 16.0
 MAX_ROUNDS = 24
 GIVE_BACK_ROUNDS = 8  # measurements spent lowering again what step 2b kept on rank alone
+# The original's tensors kept from the first run for tracing, at most (past it, read again).
+REFERENCE_BYTES = 1 << 30
 _BOOL = onnx.TensorProto.BOOL
 # Ops that add or select a value: where one input is as large as the output, the output's
 # magnitude is that input's.
@@ -154,7 +156,8 @@ class Search:
         self._full = False
         self.local: dict[int, float] = {}
         self.peak: dict[int, float] = {}  # largest finite magnitude of a node's outputs
-        self._data: set[str] | None = None  # tensors that depend on a float graph input
+        self._data: set[str] | None = None  # tensors whose magnitude can grow
+        self.tensor_peak: dict[str, float] = {}  # each tensor's largest finite magnitude
         self.largest = float(np.finfo(onnx.helper.tensor_dtype_to_np_dtype(
             analysis.low)).max) if analysis.low == onnx.TensorProto.FLOAT16 else math.inf
 
@@ -173,13 +176,23 @@ class Search:
                                      *(original for _, original in pairs), *shadows])
         runs = run_outputs(built.model, self.feeds, names)
         if first:
-            kept = {*self.analysis.outputs, *self.tensors}
+            every = {*self.analysis.outputs, *self.tensors}
+            for run in runs:
+                for name in every & run.keys():
+                    self.tensor_peak[name] = max(self.tensor_peak.get(name, 0.0),
+                                                 _peak(run[name]))
+            # Every tensor is kept for tracing an error back unless that is too much memory;
+            # then the outputs and the integers carried in float, and tracing reads again.
+            size = sum(run[name].nbytes for run in runs for name in every & run.keys()
+                       if isinstance(run[name], np.ndarray))
+            self._full = size <= REFERENCE_BYTES
+            kept = every if self._full else {*self.analysis.outputs, *(
+                name for origin in self.analysis.from_integers.values() for name in origin)}
             self.reference = [{k: v for k, v in run.items() if k in kept} for run in runs]
-            self._full = True
             for position in self.analysis.compute_nodes():
-                self.peak[position] = max((_peak(run[name]) for run in self.reference
-                                           for name in self.analysis.node(position).output
-                                           if name in run), default=0.0)
+                self.peak[position] = max((self.tensor_peak.get(name, 0.0)
+                                           for name in self.analysis.node(position).output),
+                                          default=0.0)
         for position in todo:
             worst = peak = 0.0
             for run in runs:
@@ -340,7 +353,7 @@ class Search:
         if name in self.analysis.initializers:
             value = tensor_value(self.analysis.initializers[name])
             return _peak(value) if value is not None else 0.0
-        return max((_peak(run[name]) for run in self.reference if name in run), default=0.0)
+        return self.tensor_peak.get(name, 0.0)
 
     def near_range(self, peak: float) -> bool:
         """Whether a magnitude comes within :data:`RANGE_HEADROOM` of the lowered type's
@@ -363,13 +376,11 @@ class Search:
         the type's range overflows in the Cast at an island's border as surely as in the
         node. The walk goes on from each reader whose own output is still near the range (a
         Reshape or Concat that moves the value, an Add that keeps its magnitude), judged on
-        the original's values (every float tensor exposed once)."""
-        self._reference_tensors()
+        the original's magnitudes (read in the first run)."""
 
         def peak(name: str) -> float:
-            found = [_peak(run[name]) for run in self.reference if name in run]
-            found += [_peak(np.asarray(feed[name])) for feed in self.feeds if name in feed]
-            return max(found, default=0.0)
+            found = [_peak(np.asarray(feed[name])) for feed in self.feeds if name in feed]
+            return max([self.tensor_peak.get(name, 0.0), *found])
 
         todo = list(near)
         seen: set[str] = set()
