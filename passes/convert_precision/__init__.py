@@ -6,14 +6,19 @@ where measured error demands them.
 
 Rules:
 1. Weights of lowered nodes are converted offline (finite values past float16's range saturate
-   at +-65504; infinities stay); a weight that float32 nodes read too keeps a float32 copy.
+   at +-65504; infinities stay; non-zero values the type would round to zero, an epsilon, are
+   kept at its smallest positive value); a weight that float32 nodes read too keeps a float32
+   copy.
 2. Which slots of a node follow it comes from the op's schema (:mod:`.ops`): Resize's scales
    stay float32, a node whose schema has no float16 (bfloat16) at the model's opset stays
    float32, a node holding a subgraph or calling a local function stays float32 whole.
 3. The float32 islands come from measured error (:mod:`.measure`): the start set of ops known
    to overflow or lose precision shrinks to those whose own error is shown, and grows by the
    nodes where an output's error is traced back to, until every output is within half of
-   parity's tolerance for the lowered type on parity's own inputs. Where the lowered model
+   parity's tolerance for the lowered type on parity's own inputs. What the measurement cannot
+   see stays float32 from the start: values near the type's range that inputs can grow, and
+   integers (sizes, positions) carried in float into an op that needs them exact. Where the
+   lowered model
    then misses the bar on ONNX Runtime (Rule 6) though the estimate held, the error is traced
    on ORT's own run and the search goes again without those nodes (:data:`RUNTIME_RETRIES`).
    Nodes that only move values go to whichever side of a border saves a Cast.
@@ -28,8 +33,9 @@ Rules:
    kind go back to float32 and the search goes again. bfloat16 has no kernels on ONNX
    Runtime's CPU provider: its result is checked by onnx's checker and by the estimate
    alone.
-7. A model that already carries a ``graphfix.precision`` record is left alone (a second run
-   would measure against the lowered model, not the float32 original).
+7. A model that already carries a ``graphfix.precision`` record that fits it is left alone (a
+   second run would measure against the lowered model, not the float32 original); a record
+   that does not fit the model (types it does not hold, names it lacks) is not believed.
 
 ``may_grow``: the border Casts are nodes the input did not have.
 """
