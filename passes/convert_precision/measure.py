@@ -91,7 +91,7 @@ from graphfix.model_io import skeleton, tensor_value
 from .._measuring import Feeds, run_outputs, session, tolerance_used
 from . import ops
 from .analysis import FLOAT, Analysis
-from .rewrite import emulate, expose, shadow
+from .rewrite import emulate, expose, expose_peaks, shadow
 
 __all__ = ["Measured", "Search", "SearchResult", "tensor_types", "OUTPUT_BUDGET", "LOCAL_RISKY",
            "MAX_ROUNDS"]
@@ -106,9 +106,18 @@ LOCAL_RISKY = 0.25  # own error above which a node of a risky op type stays floa
 RANGE_HEADROOM = 16.0
 MAX_ROUNDS = 24
 GIVE_BACK_ROUNDS = 8  # measurements spent lowering again what step 2b kept on rank alone
-# The original's tensors kept from the first run for tracing, at most (past it, read again).
-REFERENCE_BYTES = 1 << 30
 _BOOL = onnx.TensorProto.BOOL
+# Element-wise ops whose output's magnitude is bounded by their inputs': the sum of theirs, the
+# product, the largest, or one. Their magnitudes are bounded, not read (read where the bound
+# comes near the range).
+_BOUNDED: dict[str, str] = {
+    **dict.fromkeys(("Add", "Sub", "Sum"), "sum"),
+    "Mul": "product",
+    **dict.fromkeys(("Sigmoid", "Tanh", "Erf", "Sin", "Cos", "Softsign", "HardSigmoid"), "one"),
+    **dict.fromkeys(("Relu", "LeakyRelu", "Abs", "Neg", "Max", "Min", "Clip", "Where",
+                     "Identity", "Cast", "Gelu", "HardSwish", "Mish", "Elu", "Floor", "Ceil",
+                     "Round"), "largest"),
+}
 # Ops that add or select a value: where one input is as large as the output, the output's
 # magnitude is that input's.
 _OFFSETS = frozenset({"Add", "Sub", "Where", "Max", "Min", "Sum"})
@@ -163,8 +172,8 @@ class Search:
 
     def measure_local(self, positions: Sequence[int]) -> None:
         """The own error of each node of ``positions`` (one run of the original with their
-        shadows); the first run also reads every tensor of the original (the reference, and
-        the magnitude each compute node reaches)."""
+        shadows); the first run also reads the original's outputs (the reference), the
+        integers carried in float, and the magnitude each compute node reaches."""
         todo = [p for p in positions if p not in self.local]
         if not todo and self.reference:
             return
@@ -172,22 +181,50 @@ class Search:
         built = shadow(self.analysis, todo)
         pairs = [pair for position in todo for pair in built.outputs[position]]
         shadows = {name for name, _ in pairs}
-        names = expose(built.model, [*self.analysis.outputs, *(self.tensors if first else []),
+        carried = {name for origin in self.analysis.from_integers.values() for name in origin}
+        # The magnitudes of the nodes a bound from their inputs' cannot give (a sum over many
+        # terms, an exponential) are read in this run, as scalars; the others are bounded.
+        read = {name for position in self.analysis.compute_nodes()
+                if self.analysis.node(position).op_type not in _BOUNDED
+                for name in self.analysis.node(position).output
+                if self.analysis.types.get(name) == FLOAT} if first else set()
+        peaks = expose_peaks(built.model, sorted(read - set(self.analysis.outputs)))
+        names = expose(built.model, [*self.analysis.outputs, *carried,
                                      *(original for _, original in pairs), *shadows])
-        runs = run_outputs(built.model, self.feeds, names)
+        runs = run_outputs(built.model, self.feeds, [*names, *peaks.values()])
         if first:
-            every = {*self.analysis.outputs, *self.tensors}
+            exact = []  # read whole: an infinity among the values, or a bound near the range
             for run in runs:
-                for name in every & run.keys():
+                for name in set(self.analysis.outputs) & run.keys():
                     self.tensor_peak[name] = max(self.tensor_peak.get(name, 0.0),
                                                  _peak(run[name]))
-            # Every tensor is kept for tracing an error back unless that is too much memory;
-            # then the outputs and the integers carried in float, and tracing reads again.
-            size = sum(run[name].nbytes for run in runs for name in every & run.keys()
-                       if isinstance(run[name], np.ndarray))
-            self._full = size <= REFERENCE_BYTES
-            kept = every if self._full else {*self.analysis.outputs, *(
-                name for origin in self.analysis.from_integers.values() for name in origin)}
+                for name, scalar in peaks.items():
+                    value = float(run[scalar]) if scalar in run else 0.0
+                    if not math.isfinite(value):
+                        exact.append(name)  # an infinity (a mask's fill): the finite peak
+                    self.tensor_peak[name] = max(self.tensor_peak.get(name, 0.0), value)
+            for position in self.analysis.compute_nodes():
+                node = self.analysis.node(position)
+                rule = _BOUNDED.get(node.op_type)
+                if rule is None:
+                    continue
+                inputs = [self._value_peak(n) for n in node.input
+                          if n and self.analysis.types.get(n) == FLOAT]
+                bound = (1.0 if rule == "one" else sum(inputs) if rule == "sum" else
+                         math.prod(inputs) if rule == "product" else max(inputs, default=0.0))
+                for name in node.output:
+                    if name and name not in self.tensor_peak:
+                        self.tensor_peak[name] = bound
+                        if self.near_range(bound):
+                            exact.append(name)
+            if exact:
+                again = emulate(self.analysis, frozenset())
+                for name in exact:
+                    self.tensor_peak[name] = 0.0
+                for run in run_outputs(again, self.feeds, expose(again, exact)):
+                    for name in set(exact) & run.keys():
+                        self.tensor_peak[name] = max(self.tensor_peak[name], _peak(run[name]))
+            kept = {*self.analysis.outputs, *carried}
             self.reference = [{k: v for k, v in run.items() if k in kept} for run in runs]
             for position in self.analysis.compute_nodes():
                 self.peak[position] = max((self.tensor_peak.get(name, 0.0)
@@ -349,11 +386,30 @@ class Search:
 
     def _value_peak(self, name: str) -> float:
         """The largest finite magnitude of tensor ``name`` on the measured inputs, or of the
-        weight it is."""
-        if name in self.analysis.initializers:
-            value = tensor_value(self.analysis.initializers[name])
-            return _peak(value) if value is not None else 0.0
-        return self.tensor_peak.get(name, 0.0)
+        weight or Constant it is; a node that only moves values (read in the first run only
+        where a node computes) reaches at most what it reads."""
+        if name in self.tensor_peak:
+            return self.tensor_peak[name]
+        analysis = self.analysis
+        peak = 0.0
+        if name in analysis.initializers:
+            value = tensor_value(analysis.initializers[name])
+            peak = _peak(np.asarray(value)) if value is not None else 0.0
+        elif name in analysis.producer:
+            node = analysis.node(analysis.producer[name][0])
+            tensor = graph_layer.constant_tensor(node) if node.op_type == "Constant" else None
+            if tensor is not None:
+                value = tensor_value(tensor)
+                peak = _peak(np.asarray(value)) if value is not None else 0.0
+            elif node.op_type != "Constant":
+                self.tensor_peak[name] = 0.0  # a cycle guard; graphs have none
+                peak = max((self._value_peak(n) for n in node.input
+                            if n and analysis.types.get(n) == FLOAT), default=0.0)
+        else:
+            peak = max((_peak(np.asarray(feed[name])) for feed in self.feeds if name in feed),
+                       default=0.0)
+        self.tensor_peak[name] = peak
+        return peak
 
     def near_range(self, peak: float) -> bool:
         """Whether a magnitude comes within :data:`RANGE_HEADROOM` of the lowered type's
@@ -378,9 +434,7 @@ class Search:
         Reshape or Concat that moves the value, an Add that keeps its magnitude), judged on
         the original's magnitudes (read in the first run)."""
 
-        def peak(name: str) -> float:
-            found = [_peak(np.asarray(feed[name])) for feed in self.feeds if name in feed]
-            return max([self.tensor_peak.get(name, 0.0), *found])
+        peak = self._value_peak
 
         todo = list(near)
         seen: set[str] = set()
@@ -589,7 +643,7 @@ def _peak(value: np.ndarray) -> float:
     """The largest finite magnitude in ``value`` (0 for none, or for an integer tensor)."""
     if value.dtype.kind != "f" or not value.size:
         return 0.0
-    largest = float(np.max(np.abs(value), initial=0.0))
+    largest = max(float(value.max()), -float(value.min()))  # no |value| array made
     if math.isfinite(largest):
         return largest
     finite = np.abs(value[np.isfinite(value)])

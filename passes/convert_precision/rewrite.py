@@ -33,7 +33,8 @@ from graphfix import graph as graph_layer
 from graphfix.model_io import tensor_value
 from .analysis import FLOAT, Analysis, Use
 
-__all__ = ["lower", "emulate", "shadow", "LowerStats", "round_array", "expose", "Shadow",
+__all__ = ["lower", "emulate", "shadow", "LowerStats", "round_array", "expose", "expose_peaks",
+           "Shadow",
            "largest_value"]
 
 _SHORT = {onnx.TensorProto.FLOAT16: "fp16", onnx.TensorProto.BFLOAT16: "bf16", FLOAT: "fp32"}
@@ -484,3 +485,21 @@ def expose(model: onnx.ModelProto, names: Iterable[str]) -> list[str]:
             model.graph.output.append(onnx.ValueInfoProto(name=name))
             present.add(name)
     return [o.name for o in model.graph.output]
+
+
+def expose_peaks(model: onnx.ModelProto, names: Iterable[str]) -> dict[str, str]:
+    """Add to ``model`` (in place) the largest magnitude of each float tensor of ``names``
+    (``ReduceMax(Abs(t))``, a scalar) as an output; returns tensor -> the output holding it.
+    A scalar per tensor leaves ONNX Runtime free to reuse the tensors' memory, where exposing
+    them whole does not. An infinity there is any infinity in the tensor."""
+    fresh = graph_layer.Names(graph_layer.all_names(model.graph))
+    found: dict[str, str] = {}
+    for name in names:
+        absolute, peak = fresh.fresh(f"{name}_abs"), fresh.fresh(f"{name}_peak")
+        model.graph.node.extend([
+            onnx.helper.make_node("Abs", [name], [absolute]),
+            onnx.helper.make_node("ReduceMax", [absolute], [peak], keepdims=0)])
+        model.graph.output.append(onnx.ValueInfoProto(name=peak))
+        found[name] = peak
+    return found
+
