@@ -304,7 +304,7 @@ def _exact_integers(graph: onnx.GraphProto, types: Mapping[str, int],
             fed.update(outputs)
         if (standard and node.op_type in ops.ACCUMULATING) or any(n in counted for n in values):
             counted.update(outputs)  # counts and positions: sums of what came before
-        bodies = any(True for _ in graph_layer.subgraphs(node))  # read outer values
+        bodies = graph_layer.holds_graph(node)  # read outer values
         if standard and node.op_type == "ConstantOfShape":  # its value, in the shape given
             (constants if all(n in constants for n in names) else shaped).update(outputs)
             continue

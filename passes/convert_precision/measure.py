@@ -167,6 +167,7 @@ class Search:
         self.peak: dict[int, float] = {}  # largest finite magnitude of a node's outputs
         self._data: set[str] | None = None  # tensors whose magnitude can grow
         self.tensor_peak: dict[str, float] = {}  # each tensor's largest finite magnitude
+        self._dynamic: bool | None = None  # whether the model has a dynamic dimension
         self.largest = float(np.finfo(onnx.helper.tensor_dtype_to_np_dtype(
             analysis.low)).max) if analysis.low == onnx.TensorProto.FLOAT16 else math.inf
 
@@ -184,10 +185,16 @@ class Search:
         carried = {name for origin in self.analysis.from_integers.values() for name in origin}
         # The magnitudes of the nodes a bound from their inputs' cannot give (a sum over many
         # terms, an exponential) are read in this run, as scalars; the others are bounded.
-        read = {name for position in self.analysis.compute_nodes()
-                if self.analysis.node(position).op_type not in _BOUNDED
-                for name in self.analysis.node(position).output
-                if self.analysis.types.get(name) == FLOAT} if first else set()
+        read: set[str] = set()
+        if first:
+            # a bound from a large constant (a mask's fill) would come near the range: read
+            data, big = self._data_dependent(), self.largest / RANGE_HEADROOM / 2
+            for position in self.analysis.compute_nodes():
+                node = self.analysis.node(position)
+                if node.op_type not in _BOUNDED or any(
+                        n and n not in data and self._bounds[n] >= big for n in node.input):
+                    read.update(n for n in node.output
+                                if n and self.analysis.types.get(n) == FLOAT)
         peaks = expose_peaks(built.model, sorted(read - set(self.analysis.outputs)))
         names = expose(built.model, [*self.analysis.outputs, *carried,
                                      *(original for _, original in pairs), *shadows])
@@ -311,8 +318,10 @@ class Search:
         one set (real inputs), in a model with a dynamic dimension. A size the model fixes (a
         head size read through Shape) is the same on every set: a constant read the long
         way."""
-        dynamic = any(not isinstance(d, int) for spec in feeds_module.input_specs(
-            self.analysis.model) for d in (spec.dims or [None]))
+        if self._dynamic is None:
+            self._dynamic = any(not isinstance(d, int) for spec in feeds_module.input_specs(
+                self.analysis.model) for d in (spec.dims or [None]))
+        dynamic = self._dynamic
         for name in origin:
             values = [np.asarray(run[name]) for run in self.reference if name in run]
             if not values:
@@ -361,7 +370,7 @@ class Search:
                 node = analysis.node(position)
                 outputs = [n for n in node.output if n]
                 names = [n for n in node.input if n]
-                bodies = any(True for _ in graph_layer.subgraphs(node))
+                bodies = graph_layer.holds_graph(node)
                 if node.op_type in ("Shape", "Size") or bodies:
                     data.update(outputs)  # sizes grow; a body's values are not followed
                     continue
@@ -704,4 +713,3 @@ class _Bounds(dict):
             else 0.0
         self[name] = bound
         return bound
-
