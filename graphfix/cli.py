@@ -311,7 +311,8 @@ def _progress(enabled: bool) -> Callable[..., None] | None:
             return
         if step == "parity":  # counted in runs: the reference's, then the candidate's
             sets = max(total // 2, 1)
-            text = f"parity, input set {done % sets + 1}/{sets}"
+            text = (f"parity, {'reference on ' if done < sets and total > 1 else ''}input set "
+                    f"{done % sets + 1}/{sets}")
         elif unit:  # a measurement: its calls counted on a terminal, their number elsewhere
             text = f"{step} {done + 1}/{total} {unit}" if terminal else f"{step}, {total} {unit}"
         else:

@@ -85,6 +85,11 @@ def test_parity_progress_counts_the_input_sets_the_summary_names(runner, tmp_pat
     shown = [line for line in result.stderr.splitlines() if "parity, input set" in line]
     assert shown and shown[-1].startswith(f"graphfix: parity, input set {sets}/{sets} ")
     assert f"/{2 * sets}" not in "".join(shown)
+    # check shows the reference's runs too, named so that the count does not restart
+    checked = invoke(runner, "check", RESNET, RESNET)
+    lines = [line.split(" (")[0] for line in checked.stderr.splitlines() if "parity, " in line]
+    assert lines == ["graphfix: parity, reference on input set 1/1",
+                     "graphfix: parity, input set 1/1"], lines
 
 
 def test_input_file_is_never_modified(runner, tmp_path):

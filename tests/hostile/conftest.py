@@ -50,7 +50,8 @@ from onnx import TensorProto, helper, numpy_helper
 from graphfix.cli import cli
 
 # Progress lines graphfix prints on a stderr that is not a terminal.
-_PROGRESS = re.compile(r"^graphfix: (\[\d+/\d+\] |parity, input set \d+/\d+|writing)")
+_PROGRESS = re.compile(
+    r"^graphfix: (\[\d+/\d+\] |parity, (reference on )?input set \d+/\d+|writing)")
 # ONNX Runtime's own log lines ("2025-01-01 ... [W:onnxruntime:, ...]" or "[E:onnxruntime:...").
 _ORT_LOG = re.compile(r"\[[VIWEF]:onnxruntime")
 
