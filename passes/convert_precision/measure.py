@@ -80,7 +80,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -191,7 +191,7 @@ class Search:
             data, big = self._data_dependent(), self.largest / RANGE_HEADROOM / 2
             for position in self.analysis.compute_nodes():
                 node = self.analysis.node(position)
-                if node.op_type not in _BOUNDED or any(
+                if self._bound_rule(node) is None or any(
                         n and n not in data and self._bounds[n] >= big for n in node.input):
                     read.update(n for n in node.output
                                 if n and self.analysis.types.get(n) == FLOAT)
@@ -212,13 +212,11 @@ class Search:
                     self.tensor_peak[name] = max(self.tensor_peak.get(name, 0.0), value)
             for position in self.analysis.compute_nodes():
                 node = self.analysis.node(position)
-                rule = _BOUNDED.get(node.op_type)
-                if rule is None:
+                rule = self._bound_rule(node)
+                if rule is None or any(n in self.tensor_peak for n in node.output if n):
                     continue
-                inputs = [self._value_peak(n) for n in node.input
-                          if n and self.analysis.types.get(n) == FLOAT]
-                bound = (1.0 if rule == "one" else sum(inputs) if rule == "sum" else
-                         math.prod(inputs) if rule == "product" else max(inputs, default=0.0))
+                bound = rule([self._value_peak(n) if n and self.analysis.types.get(n) == FLOAT
+                              else 0.0 for n in node.input])
                 for name in node.output:
                     if name and name not in self.tensor_peak:
                         self.tensor_peak[name] = bound
@@ -310,6 +308,30 @@ class Search:
         if near:
             self._keep_readers(near, kept)
         return kept
+
+    def _bound_rule(self, node: onnx.NodeProto) -> Callable[[list[float]], float] | None:
+        """How the magnitude of ``node``'s output is bounded by its inputs' (given in input
+        order, 0 for what is not a float), or None where it is not: element-wise ops
+        (:data:`_BOUNDED`), a mean, largest or smallest element, a square root, a power by a
+        constant exponent of 0 or more, a division by constants."""
+        rule = _BOUNDED.get(node.op_type)
+        if rule is not None:
+            return {"one": lambda p: 1.0, "sum": sum, "product": math.prod,
+                    "largest": lambda p: max(p, default=0.0)}[rule]
+        if node.op_type in ("ReduceMean", "ReduceMax", "ReduceMin"):
+            return lambda p: p[0]
+        if node.op_type == "Sqrt":
+            return lambda p: math.sqrt(p[0])
+        constant = self.analysis._small_constant(node.input[1]) if len(node.input) > 1 else None
+        if constant is None or not constant.size or not np.all(np.isfinite(constant)):
+            return None
+        if node.op_type == "Pow" and constant.size == 1 and float(constant.reshape(-1)[0]) >= 0:
+            exponent = float(constant.reshape(-1)[0])
+            return lambda p: _power(p[0], exponent)
+        smallest = float(np.min(np.abs(constant.astype(np.float64))))
+        if node.op_type == "Div" and smallest > 0:
+            return lambda p: p[0] / smallest
+        return None
 
     def _integers_change(self, origin: frozenset[str]) -> bool:
         """Whether the integers carried in float by ``origin`` can go past what was measured:
@@ -646,6 +668,13 @@ class Search:
     def _label(self, position: int) -> str:
         node = self.analysis.node(position)
         return f"{node.op_type} {node.name!r}" if node.name else f"{node.op_type} #{position}"
+
+
+def _power(base: float, exponent: float) -> float:
+    try:
+        return base ** exponent
+    except OverflowError:
+        return math.inf
 
 
 def _peak(value: np.ndarray) -> float:
