@@ -14,7 +14,7 @@ its own type is still float32, so ``graphfix check original.onnx lowered.onnx`` 
 same bar as the run that wrote it. An output the record does not name (computed entirely in
 float32) keeps float32's tolerance. Parity and the benchmark also read ``io``: each model gets
 its inputs in its own type, and outputs are compared in the original's
-(:func:`to_candidate`, :func:`to_reference`, :func:`from_candidate`).
+(:func:`for_model`, :func:`to_reference`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import onnx
 
-__all__ = ["KEY", "PrecisionRecord", "read", "write", "tolerance_dtypes", "to_candidate",
-           "from_candidate", "to_reference", "to_own_types", "numpy_dtype", "float16_stand_in"]
+__all__ = ["KEY", "PrecisionRecord", "read", "write", "tolerance_dtypes", "for_model",
+           "to_reference", "numpy_dtype", "float16_stand_in"]
 
 KEY = "graphfix.precision"
 
@@ -134,41 +134,16 @@ def tolerance_dtypes(model: onnx.ModelProto) -> dict[str, str]:
     return dict(record.outputs) if record is not None else {}
 
 
-def to_candidate(feed: Mapping[str, Any], candidate: onnx.ModelProto) -> dict[str, Any]:
-    """The original's inputs in the candidate's types (inputs it lowered on request)."""
-    record = read(candidate)
-    if record is None or not record.io_inputs:
-        return dict(feed)
-    low = numpy_dtype(record.dtype)
-    return {name: np.asarray(value).astype(low) if name in record.io_inputs else value
-            for name, value in feed.items()}
-
-
-def from_candidate(feed: Mapping[str, Any], candidate: onnx.ModelProto,
-                   baseline: onnx.ModelProto | None = None) -> dict[str, Any]:
-    """The candidate's inputs in the original's types (for a baseline fed the same values);
-    in ``baseline``'s own declared types where it declares them (a baseline lowered as the
-    candidate was takes them lowered)."""
-    record = read(candidate)
-    types = dict(record.io_inputs) if record is not None else {}
-    if baseline is not None:
-        own = read(baseline)  # a baseline lowered on request takes those inputs lowered
-        types.update(own.io_inputs if own is not None else {})
-        types.update({name: t for name, t in _declared(baseline.graph.input).items()
-                      if name in types})
-    return _in_types(feed, types)
-
-
-def to_own_types(feed: Mapping[str, Any], model: onnx.ModelProto,
-                 other: onnx.ModelProto | None) -> dict[str, Any]:
-    """``feed`` (made for ``other``) with the inputs ``other`` lowered on request in
-    ``model``'s own declared types (a float32 model checked against a lowered reference)."""
-    record = read(other) if other is not None else None
-    if record is None or not record.io_inputs:
-        return dict(feed)
+def for_model(feed: Mapping[str, Any], model: onnx.ModelProto,
+              other: onnx.ModelProto | None = None) -> dict[str, Any]:
+    """``feed``, made for ``other`` (or for the original), as ``model`` takes it: the inputs
+    either of them lowered on request (``io``) in ``model``'s own declared types. One function
+    for every direction: the original's inputs to a lowered candidate, a lowered candidate's
+    to its baseline, a lowered reference's to a float32 candidate."""
+    names = {name for each in (model, other) if each is not None
+             for name in getattr(read(each), "io_inputs", {})}
     declared = _declared(model.graph.input)
-    return _in_types(feed, {name: declared[name] for name in record.io_inputs
-                            if name in declared})
+    return _in_types(feed, {name: declared[name] for name in names if name in declared})
 
 
 def to_reference(outputs: Mapping[str, Any], candidate: onnx.ModelProto,

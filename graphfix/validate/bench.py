@@ -521,7 +521,7 @@ def feeds_by_model(
             arrays, layout.relative(layout.read(baseline), layout.read(model)))
         # Inputs the candidate lowered on request (graphfix.precision): the same values in the
         # baseline's own type.
-        by_model["baseline"] = precision.from_candidate(by_model["baseline"], model, baseline)
+        by_model["baseline"] = precision.for_model(by_model["baseline"], baseline, model)
     return by_model
 
 

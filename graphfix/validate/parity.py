@@ -621,8 +621,7 @@ def _compare_runs(
         try:
             cand_feed = layout_module.to_candidate(feed, moved)
             if model is not None:  # inputs either side lowered on request (graphfix.precision)
-                cand_feed = precision_module.to_candidate(cand_feed, model)
-                cand_feed = precision_module.to_own_types(cand_feed, model, ref_model)
+                cand_feed = precision_module.for_model(cand_feed, model, ref_model)
             cand_out = cand_session.run(None, _for(cand_session, cand_feed))
         except Exception as err:  # noqa: BLE001 - any ORT failure is the candidate's failure
             problems.append(f"the {candidate} fails to run on {_shapes(feed)}: "

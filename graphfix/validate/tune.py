@@ -798,9 +798,7 @@ def tune(
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or \
             not 0 < budget < math.inf:
         raise BenchmarkError(f"the budget must be a number of seconds > 0, got {budget!r}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise BenchmarkError(f"the seed must be a whole number of 0 or more, got {seed!r}")
-    input_shapes = check_arguments("tune", feeds=feeds, input_shapes=input_shapes,
+    input_shapes = check_arguments("tune", feeds=feeds, input_shapes=input_shapes, seed=seed,
                                    confidence=confidence, resamples=resamples)
     check_path("tune", "out", out, optional=True)
     if space is not None and not isinstance(space, Mapping):

@@ -350,7 +350,7 @@ def _run_lowered(lowered: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarr
                  names: Sequence[str]) -> list[dict[str, np.ndarray]]:
     """``names`` of the lowered model on ONNX Runtime, its float16 signature (``io_types``)
     fed and read in the original's types."""
-    runs = run_outputs(lowered, [precision_record.to_candidate(f, lowered) for f in feeds],
+    runs = run_outputs(lowered, [precision_record.for_model(f, lowered) for f in feeds],
                        names)
     return [precision_record.to_reference(run, lowered) for run in runs]
 

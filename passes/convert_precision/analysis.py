@@ -296,8 +296,7 @@ def _exact_integers(graph: onnx.GraphProto, types: Mapping[str, int],
         names = [n for n in node.input if n]
         outputs = [n for n in node.output if n]
         standard = node.domain in graph_layer.STANDARD_DOMAINS
-        index = ops.INDEX_SLOTS.get(node.op_type, frozenset()) if standard else frozenset()
-        values = [n for slot, n in enumerate(node.input) if n and slot not in index]
+        values = ops.value_inputs(node)
         if standard and node.op_type in ("Shape", "Size"):
             continue  # sizes: integers, not constants, not an input's values
         if any(n in fed for n in values):

@@ -36,7 +36,9 @@ The search
    their own error, with what would read that output, or a graph input given near the range,
    in the lowered type (nodes that move it, and nodes that compute with it, on until their own
    output is away from the range), since a Cast at an island's border overflows as surely.
-   The magnitudes come from the first run, which reads every tensor of the original. A
+   The magnitudes come from the first run: read as one scalar per node that sums, multiplies
+   or exponentiates, bounded from the inputs' for element-wise ops (and read whole where that
+   bound comes near the range). A
    magnitude that inputs do not grow is no such risk: a value computed element by element
    from constants and integer inputs (an attention mask's fill, an embedding's rows; not a
    sum over them, which a longer sequence makes larger, nor sizes), or the sum or selection
@@ -166,6 +168,8 @@ class Search:
         self.local: dict[int, float] = {}
         self.peak: dict[int, float] = {}  # largest finite magnitude of a node's outputs
         self._data: set[str] | None = None  # tensors whose magnitude can grow
+        # the largest constant each tensor that does not grow is computed from
+        self._bounds = _Bounds(self)
         self.tensor_peak: dict[str, float] = {}  # each tensor's largest finite magnitude
         self._dynamic: bool | None = None  # whether the model has a dynamic dimension
         self.largest = float(np.finfo(onnx.helper.tensor_dtype_to_np_dtype(
@@ -385,9 +389,8 @@ class Search:
             analysis = self.analysis
             data = {n for n in analysis.inputs if analysis.types.get(n) == FLOAT}
             constants = set(analysis.initializers)
-            # The largest constant each value that does not grow is computed from (0 for an
-            # integer input's own values): what bounds its magnitude.
-            bounds = self._bounds = _Bounds(self)
+            bounds = self._bounds  # filled here for what nodes compute (0 for an integer
+            # input's own values), read lazily for weights
             for position in analysis.order:
                 node = analysis.node(position)
                 outputs = [n for n in node.output if n]
@@ -401,8 +404,7 @@ class Search:
                     for name in outputs:
                         bounds[name] = self._value_peak(name)
                     continue
-                index = ops.INDEX_SLOTS.get(node.op_type, frozenset())
-                values = [n for slot, n in enumerate(node.input) if n and slot not in index]
+                values = ops.value_inputs(node)
                 if any(n in data for n in values) or node.op_type in ops.ACCUMULATING:
                     # a condition is true or false, whatever its inputs
                     data.update(n for n in outputs if analysis.types.get(n) != _BOOL)
@@ -413,8 +415,6 @@ class Search:
             self._data = data
         return self._data
 
-    _bounds: _Bounds
-
     def _value_peak(self, name: str) -> float:
         """The largest finite magnitude of tensor ``name`` on the measured inputs, or of the
         weight or Constant it is; a node that only moves values (read in the first run only
@@ -422,21 +422,18 @@ class Search:
         if name in self.tensor_peak:
             return self.tensor_peak[name]
         analysis = self.analysis
+        node = analysis.node(analysis.producer[name][0]) if name in analysis.producer else None
+        constant = analysis.initializers.get(name) if node is None else (
+            graph_layer.constant_tensor(node) if node.op_type == "Constant" else None)
         peak = 0.0
-        if name in analysis.initializers:
-            value = tensor_value(analysis.initializers[name])
+        if constant is not None:
+            value = tensor_value(constant)
             peak = _peak(np.asarray(value)) if value is not None else 0.0
-        elif name in analysis.producer:
-            node = analysis.node(analysis.producer[name][0])
-            tensor = graph_layer.constant_tensor(node) if node.op_type == "Constant" else None
-            if tensor is not None:
-                value = tensor_value(tensor)
-                peak = _peak(np.asarray(value)) if value is not None else 0.0
-            elif node.op_type != "Constant":
-                self.tensor_peak[name] = 0.0  # a cycle guard; graphs have none
-                peak = max((self._value_peak(n) for n in node.input
-                            if n and analysis.types.get(n) == FLOAT), default=0.0)
-        else:
+        elif node is not None and node.op_type != "Constant":
+            self.tensor_peak[name] = 0.0  # a cycle guard; graphs have none
+            peak = max((self._value_peak(n) for n in node.input
+                        if n and analysis.types.get(n) == FLOAT), default=0.0)
+        elif node is None:  # a graph input: the values fed
             peak = max((_peak(np.asarray(feed[name])) for feed in self.feeds if name in feed),
                        default=0.0)
         self.tensor_peak[name] = peak

@@ -30,7 +30,7 @@ import onnx
 from graphfix.graph import ONNX_DOMAINS, STANDARD_DOMAINS
 
 __all__ = ["NodePlan", "plan", "RISKY_OPS", "MOVEMENT_OPS", "ATTRIBUTE_TYPED", "INDEX_SLOTS",
-           "ACCUMULATING", "EXACTNESS_SENSITIVE"]
+           "ACCUMULATING", "EXACTNESS_SENSITIVE", "value_inputs"]
 
 # The start set of the float32 islands: ops known to overflow float16's range (65504) or to
 # lose its precision, each with why. The measurement keeps each one only where it is shown to
@@ -82,6 +82,14 @@ INDEX_SLOTS: dict[str, frozenset[int]] = {
     "ReduceL2": frozenset({1}), "ReduceSumSquare": frozenset({1}), "OneHot": frozenset({1}),
     "CumSum": frozenset({1}), "Trilu": frozenset({1}), "Where": frozenset({0}),
 }
+
+def value_inputs(node: onnx.NodeProto) -> list[str]:
+    """The inputs whose values ``node`` computes on: all but :data:`INDEX_SLOTS` (a standard
+    op's shape, indices and axes; every input of another domain's op)."""
+    index = INDEX_SLOTS.get(node.op_type, frozenset()) \
+        if node.domain in STANDARD_DOMAINS else frozenset()
+    return [name for slot, name in enumerate(node.input) if name and slot not in index]
+
 
 # Ops that sum or multiply many values into one: their output grows with the length of what
 # they run over (a sum over a sequence, a product over a dimension).
