@@ -22,8 +22,9 @@ Method
    when an output differs beyond parity's tolerances
    (:func:`graphfix.validate.parity.compare_output`), it is dropped with the reason, unless it
    is no farther from the model's float32 arithmetic (the CPU provider, optimizations off) than
-   the default session is, give or take one tolerance: the CUDA provider's default multiplies
-   in TF32, and ``use_tf32=0`` differs from it by computing closer to float32. A candidate
+   the default session is, give or take one tolerance or a quarter of the default's own
+   distance: the CUDA provider's default multiplies in TF32, ``use_tf32=0`` differs from it by
+   computing closer to float32, and other kernels rounding in TF32 land about as far. A candidate
    whose session does not open or run is dropped with ORT's error.
 2. One session alive at a time. ONNX Runtime sessions in one process interfere (an idle
    session's spinning threads take the cores the timed one needs), and spinning is one of the
@@ -588,22 +589,33 @@ def _hint(candidate: Candidate, message: str) -> str:
 EXACT = Settings.ort_defaults("cpu").replace(optimization="disabled")
 
 
+# How much farther from float32 than the default a candidate may be, as a share of the
+# default's own distance (and at least one tolerance): the worst element of two roundings of
+# the same arithmetic differs by this much.
+SAME_DISTANCE = 0.25
+
+
 def no_farther_than_the_default(exact: Mapping[str, Any], default: Mapping[str, Any],
                                 candidate: Mapping[str, Any]) -> tuple[bool, str]:
     """Whether a candidate that differs from the default session is still as faithful to the
     model's float32 arithmetic (``exact``) as the default is: on every output, its distance
-    from ``exact`` in units of parity's tolerance is at most the default's plus one.
+    from ``exact`` in units of parity's tolerance is at most the default's plus one, or plus a
+    quarter of the default's own, whichever is more (:data:`SAME_DISTANCE`).
 
     The default is not float32 itself everywhere: ONNX Runtime's CUDA provider multiplies in
     TF32 unless told not to, so ``use_tf32=0`` differs from the default by TF32's own error
     while it computes closer to float32 than the default does. Dropping it for that would
     drop the more exact setting; a candidate that strays farther than the default does is
-    still dropped. Returns the verdict and the worst output's distances."""
+    still dropped. Where the default itself is far from float32, another set of kernels
+    rounding in TF32 lands as far, but not at the same distance: on BERT-base on an H200 the
+    default was 11.8x parity's tolerance from float32 and ``optimization=basic`` 12.9x, the
+    same arithmetic. Hence the relative share. Returns the verdict and the worst output's
+    distances."""
     worst, words = -math.inf, ""
     for name, value in exact.items():
         ours = compare_output(name, value, candidate.get(name)).tolerance_used
         theirs = compare_output(name, value, default.get(name)).tolerance_used
-        margin = ours - theirs
+        margin = (ours - theirs) / max(1.0, SAME_DISTANCE * theirs)
         if margin > worst or not words:
             worst = margin
             words = (f"{name!r} is {ours:.3g}x parity's tolerance from float32 on the CPU, "

@@ -568,6 +568,12 @@ def test_a_setting_that_differs_from_the_default_by_being_closer_to_float32_is_k
     kept, words = no_farther_than_the_default(exact, tf32, sloppy)
     assert not kept and "the default" in words
     assert no_farther_than_the_default(exact, tf32, {"y": None})[0] is False
+    # far from float32 both (TF32 through 12 layers): as far, give or take a quarter, is kept
+    far = {"y": exact["y"] * np.float32(1 + 3e-2)}
+    kept, words = no_farther_than_the_default(exact, far, {"y": exact["y"] * np.float32(1.033)})
+    assert kept, words
+    kept, words = no_farther_than_the_default(exact, far, {"y": exact["y"] * np.float32(1.05)})
+    assert not kept, words
 
 
 def test_a_cuda_graph_refused_for_cpu_nodes_points_to_optimize() -> None:
