@@ -62,7 +62,11 @@ The search
    When an error builds up over many nodes it has no single origin: while a round does not
    lower the worst output's error by a tenth, or tracing finds no origin not already float32,
    the lowered ancestors of the failing outputs with the largest own error go back too, two,
-   then four, eight, ... at each such round; the count does not start again at two when a
+   then four, eight, ... at each such round, matrix products last (:data:`~ops.MATRIX_OPS`):
+   an error that a residual stream builds, rounded at every layer, is held by keeping the
+   additions and normalizations that carry it, while the products, where the lowered type
+   pays, stay lowered (BERT-base: 93 of 96 MatMuls lowered, where the largest own errors first
+   kept 84 of them in float32); the count does not start again at two when a
    round makes progress, so that an error spread over hundreds of nodes (an OCR recognizer's
    long sequence of convolutions) is contained within the rounds. Once a round has failed,
    the next ones are measured with every tensor exposed (one session each).
@@ -604,10 +608,11 @@ class Search:
     def ranked(self, failing: Sequence[str], low: frozenset[int], count: int,
                measured: Measured) -> dict[int, str]:
         """Step 2b: the ``count`` lowered computing ancestors of the failing outputs with the
-        largest own error."""
+        largest own error, matrix products last (:data:`~ops.MATRIX_OPS`)."""
         compute = set(self.analysis.compute_nodes())
         ancestors = self.analysis.ancestors(list(failing)) & low & compute
-        ranked = sorted(ancestors, key=lambda p: (-self.local.get(p, 0.0), p))[:count]
+        ranked = sorted(ancestors, key=lambda p: (
+            self.analysis.node(p).op_type in ops.MATRIX_OPS, -self.local.get(p, 0.0), p))[:count]
         worst = max(failing, key=lambda name: measured.outputs[name])
         return {p: f"output {worst!r} stayed at {_fmt(measured.outputs[worst])} of the "
                    f"tolerance as errors built up; this node's own error "

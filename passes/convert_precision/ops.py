@@ -99,6 +99,16 @@ ACCUMULATING = frozenset({
     "Einsum", "MatMulInteger", "ConvInteger", "LSTM", "GRU", "RNN", "Range",
 })
 
+# Ops whose work is matrix products, where a lowered type pays (tensor cores, half the bytes of
+# the weights). When an error builds up over many nodes, the search puts the cheap ops that
+# carry it (a residual stream's additions and normalizations) back to float32 before these.
+MATRIX_OPS = frozenset({
+    "MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "LSTM", "GRU", "RNN",
+    # ONNX Runtime's contrib ops (fused attention and products)
+    "Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention",
+    "PackedMultiHeadAttention", "FusedMatMul", "FusedConv", "FusedGemm",
+})
+
 # Ops whose output moves by a whole unit (or a whole turn) when their input moves by a rounding:
 # an integer carried in a lowered float past 2048 makes them wrong, not a little less precise.
 EXACTNESS_SENSITIVE = frozenset({
