@@ -617,6 +617,8 @@ class Search:
         return {p: f"output {worst!r} stayed at {_fmt(measured.outputs[worst])} of the "
                    f"tolerance as errors built up; this node's own error "
                    f"({_fmt(self.local.get(p, 0.0))}) is among the largest upstream"
+                   + ("" if self.analysis.node(p).op_type in ops.MATRIX_OPS
+                      else " (matrix products go back last)")
                 for p in ranked}
 
     def _origins(self, output: str, measured: Measured) -> set[int]:
