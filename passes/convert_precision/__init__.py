@@ -20,14 +20,17 @@ Rules:
    integers (sizes, positions) carried in float into an op that needs them exact. Where the
    lowered model
    then misses the bar on ONNX Runtime (Rule 6) though the estimate held, the error is traced
-   on ORT's own run and the search goes again without those nodes (:data:`RUNTIME_RETRIES`).
+   on ORT's own run (where it has no single origin, the lowered nodes of largest own error go,
+   matrix products last, twice as many at each retry) and the search goes again without those
+   nodes (:data:`RUNTIME_RETRIES`).
    Nodes that only move values go to whichever side of a border saves a Cast.
 4. A Cast stands only at an island border, one per tensor and type, shared by its readers.
 5. The signature stays float32 (``io_types`` lowers its float32 inputs and outputs too). The
    model records in ``graphfix.precision`` (:mod:`graphfix.precision`) which outputs went
    through lowered nodes, so that parity judges them at the lowered type's tolerance.
 6. A float16 result is run on ONNX Runtime before it is returned, and its outputs compared with
-   the original's: a model that does not load or misses the bar is not returned (the pass
+   the original's: a model that does not load or misses the bar (half the tolerance, as the
+   search's) is not returned (the pass
    skips and says why). Where ONNX Runtime names a lowered node it cannot create or run in
    the lowered type (ScatterElements adding float16 on the CPU), the lowered nodes of its
    kind go back to float32 and the search goes again. bfloat16 has no kernels on ONNX
@@ -207,7 +210,8 @@ class ConvertPrecision(Pass):
                                                         result.low).items() if p not in forced}
             else:
                 blamed = {p: why for p, why in self._traced_on_runtime(
-                    lowered, search, feeds, result.low).items() if p not in forced}
+                    lowered, search, feeds, result.low, 2 ** (attempt + 1)).items()
+                    if p not in forced}
             if not blamed:
                 logger.warning("convert-precision: %s", refusal)
                 return PassResult(model, False, warnings=[refusal], skipped=refusal)
@@ -294,25 +298,28 @@ class ConvertPrecision(Pass):
             error = first_line(err, limit=2000)
             return None, f"ONNX Runtime cannot run the lowered model ({error}); model kept", error
         worst = max(search.errors_of(runs).outputs.values(), default=0.0)
-        if worst > 1.0:
+        # The bar is the search's own: half the tolerance, the other half headroom for inputs
+        # parity does not see. A model that meets it in the emulation only, at 0.99x on ONNX
+        # Runtime, missed the tolerance on fresh inputs of larger sizes.
+        if worst > OUTPUT_BUDGET:
             return worst, (f"the lowered model's outputs reach {worst:.3g}x the tolerance on "
-                           f"ONNX Runtime where the estimate said {OUTPUT_BUDGET:g}x at most; "
-                           "model kept"), None
+                           f"ONNX Runtime where the bar is {OUTPUT_BUDGET:g}x; model kept"), None
         return worst, None, None
 
     @staticmethod
     def _traced_on_runtime(lowered: onnx.ModelProto, search: Search,
-                           feeds: Sequence[Mapping[str, np.ndarray]], low: frozenset[int]
-                           ) -> dict[int, str]:
+                           feeds: Sequence[Mapping[str, np.ndarray]], low: frozenset[int],
+                           spread: int) -> dict[int, str]:
         """The nodes where the lowered model's error starts on ONNX Runtime: its tensors (by
         the original's names, integers too) exposed and traced back as the search traces the
-        emulation's; none when ORT cannot run it so exposed."""
+        emulation's, or where it has no single origin the ``spread`` lowered nodes of largest
+        own error, matrix products last; none when ORT cannot run it so exposed."""
         exposed = _copy(lowered)
         try:
             runs = _run_lowered(exposed, feeds, expose(exposed, search.tensors))
         except Exception:  # noqa: BLE001 - ORT refuses in many ways: nothing traced
             return {}
-        return search.blame_runs(runs, low)
+        return search.blame_runs(runs, low, spread=spread)
 
 
 # How ONNX Runtime names the node it cannot create or run: "Could not find an implementation

@@ -556,17 +556,23 @@ class Search:
                 given, best = trial, SearchResult(low, kept, measured, rounds, self.local)
         return dataclasses.replace(best, rounds=rounds)
 
-    def blame_runs(self, runs: Sequence[Mapping[str, np.ndarray]], low: frozenset[int]
-                   ) -> dict[int, str]:
+    def blame_runs(self, runs: Sequence[Mapping[str, np.ndarray]], low: frozenset[int],
+                   *, spread: int = 0) -> dict[int, str]:
         """Step 2 on values computed elsewhere: ``runs`` holds, per input set, the tensors
         (:meth:`Analysis.tensors`, integers too) of the model lowered by ``low`` as ONNX
         Runtime computed them, by the original's names; the nodes where their error starts go
         back to float32. An integer tensor that differs (a float16 rounding moved an index
-        across an integer) is followed back to the float values it came from."""
+        across an integer) is followed back to the float values it came from. Where tracing
+        finds no origin (an error built up over many nodes), step 2b: the ``spread`` lowered
+        nodes of largest own error, matrix products last."""
         self._reference_tensors()
         measured = self.errors_of(runs)
-        return {position: f"on ONNX Runtime's run: {why}" for position, why in
-                self.blame(measured, measured.failing(self.budget), low).items()}
+        failing = measured.failing(self.budget)
+        blamed = self.blame(measured, failing, low)
+        if not blamed and failing and spread:
+            self.measure_local(self.analysis.compute_nodes())
+            blamed = self.ranked(failing, low, spread, measured)
+        return {position: f"on ONNX Runtime's run: {why}" for position, why in blamed.items()}
 
     def blame(self, measured: Measured, failing: Sequence[str], low: frozenset[int]
               ) -> dict[int, str]:

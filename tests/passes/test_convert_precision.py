@@ -1182,3 +1182,15 @@ def test_an_error_built_up_along_a_residual_stream_keeps_the_stream_not_the_prod
     kept_products = [n for n in kept if n.startswith(("up_", "down_"))]
     assert len(kept_products) <= 32 // 4, kept
     assert result.stats["estimated_error_permille"] <= 500
+
+
+def test_onnx_runtime_s_error_is_held_to_the_search_s_bar_not_the_tolerance() -> None:
+    # The search keeps every output within half the tolerance, the other half headroom for
+    # inputs parity does not see. ONNX Runtime's run of the lowered model can land above the
+    # estimate (here 0.62 where the emulation said 0.44); such a model was written, and one at
+    # 0.99 missed the tolerance on fresh inputs of larger sizes. The error is now traced on
+    # ORT's own run (where it has no single origin, the largest own errors go back, matrix
+    # products last) until that run is within the bar too.
+    result = ConvertPrecision(precision="fp16")(_residual_stack(16, 32, seed=5))
+    assert result.modified
+    assert result.stats["measured_error_permille"] <= 500, result.stats
