@@ -187,10 +187,21 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
         graph.node[position].output[slot] = carrier[name]
         inserts.add(position, _cast(carrier[name], name, declared, names.fresh(f"{name}_cast")))
         stats.casts += 1
+    converted: dict[tuple[str, int], str] = {}
     if io_low:
         for value in graph.input:
             if value.name in analysis.inputs and analysis.types.get(value.name) == FLOAT:
                 value.type.tensor_type.elem_type = low_type
+                if _read_by_bodies(analysis, value.name):
+                    # Bodies are not rewritten and read float32 (ops rule 5): they read a
+                    # Cast of the lowered input, which the main graph's float32 readers share.
+                    wide = converted[(value.name, FLOAT)] = names.fresh(
+                        f"{value.name}_{_SHORT[FLOAT]}")
+                    inserts.add(-1, _cast(value.name, wide, FLOAT,
+                                          names.fresh(f"{value.name}_to_{_SHORT[FLOAT]}")))
+                    stats.casts += 1
+                    for node in graph.node:
+                        _rename_body_reads(node, {value.name: wide})
 
     for position in sorted(low):  # ops rule 4: attribute-typed outputs follow the node
         node = graph.node[position]
@@ -203,7 +214,6 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
             stats.values_saturated += saturated
             stats.values_raised += raised
 
-    converted: dict[tuple[str, int], str] = {}
     listed = {value.name for value in graph.input}  # an IR-3 model's weights are inputs too
     for name, uses in analysis.uses.items():
         if analysis.types.get(name) != FLOAT:
@@ -243,6 +253,19 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
 
 def _read_by_bodies(analysis: Analysis, name: str) -> bool:
     return name in analysis.read_by_bodies
+
+
+def _rename_body_reads(node: onnx.NodeProto, rename: dict[str, str]) -> None:
+    """Make the bodies of ``node`` read ``rename[name]`` for ``name`` (not its own inputs)."""
+    for sub in graph_layer.subgraphs(node):
+        inner = {k: v for k, v in rename.items() if k not in graph_layer.defined_names(sub)}
+        if not inner:
+            continue
+        for body_node in sub.node:
+            graph_layer.rename_reads(body_node, inner)
+        for output in sub.output:
+            if output.name in inner:
+                output.name = inner[output.name]
 
 
 def _convert_initializer(analysis: Analysis, name: str, target: int, in_place: bool,

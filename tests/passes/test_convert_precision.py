@@ -1194,3 +1194,48 @@ def test_onnx_runtime_s_error_is_held_to_the_search_s_bar_not_the_tolerance() ->
     result = ConvertPrecision(precision="fp16")(_residual_stack(16, 32, seed=5))
     assert result.modified
     assert result.stats["measured_error_permille"] <= 500, result.stats
+
+
+def test_a_lowered_signature_input_that_a_branch_reads_reaches_the_branch_in_float32() -> None:
+    # io_types="fp16" lowers the graph input; an If branch (not rewritten) reads it from the
+    # outer scope as float32. Before, the lowered model was invalid and the pass left out.
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.normal(0, 0.2, (8, 8)).astype(np.float32), name)
+               for name in ("w1", "w2", "w3")]
+    weights.append(numpy_helper.from_array(np.array(0, np.float32), "zero"))
+
+    def branch(weight: str, out: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node("MatMul", ["x", weight], [out])], out, [],
+                                 [helper.make_tensor_value_info(out, onnx.TensorProto.FLOAT,
+                                                                None)])
+
+    graph = helper.make_graph([
+        helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+        helper.make_node("Greater", ["total", "zero"], ["positive"]),
+        helper.make_node("If", ["positive"], ["picked"], then_branch=branch("w1", "a"),
+                         else_branch=branch("w2", "b")),
+        helper.make_node("MatMul", ["picked", "w3"], ["y"]),
+    ], "outer", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 8])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              ir_version=8)
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result = ConvertPrecision(precision="fp16", io_types="fp16")(model)
+    assert result.modified, result.warnings
+    onnx.checker.check_model(result.model, full_check=True)
+    assert result.model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT16
+    import onnxruntime as ort
+
+    x = rng.normal(0, 1, (3, 8)).astype(np.float32)
+    for sign in (1, -1):
+        feed = np.abs(x) * sign
+        (expected,) = ort.InferenceSession(original.SerializeToString(),
+                                           providers=["CPUExecutionProvider"]).run(
+            None, {"x": feed})
+        (got,) = ort.InferenceSession(result.model.SerializeToString(),
+                                      providers=["CPUExecutionProvider"]).run(
+            None, {"x": feed.astype(np.float16)})
+        assert tolerance_used(expected, got.astype(np.float32), 1e-2, 1e-2) <= 1.0
