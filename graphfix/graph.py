@@ -206,11 +206,12 @@ def reads(node: onnx.NodeProto) -> list[str]:
     return names
 
 
-def rename_reads(node: onnx.NodeProto, rename: dict[str, str]) -> None:
+def rename_reads(node: onnx.NodeProto, rename: dict[str, str], *,
+                 bodies_only: bool = False) -> None:
     """Make ``node`` read ``rename[name]`` wherever it read ``name``, in its bodies too (where a
-    body does not define the name itself)."""
+    body does not define the name itself); ``bodies_only``: in its bodies alone."""
     for position, name in enumerate(node.input):
-        if name in rename:
+        if name in rename and not bodies_only:
             node.input[position] = rename[name]
     for sub in subgraphs(node):
         shadowed = defined_names(sub)

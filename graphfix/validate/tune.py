@@ -22,8 +22,8 @@ Method
    when an output differs beyond parity's tolerances
    (:func:`graphfix.validate.parity.compare_output`), it is dropped with the reason, unless it
    is no farther from the model's float32 arithmetic (the CPU provider, optimizations off) than
-   the default session is, give or take one tolerance or a quarter of the default's own
-   distance: the CUDA provider's default multiplies in TF32, ``use_tf32=0`` differs from it by
+   the default session is, or farther by at most one tolerance or a quarter of the default's
+   own distance: the CUDA provider's default multiplies in TF32, ``use_tf32=0`` differs from it by
    computing closer to float32, and other kernels rounding in TF32 land about as far. A candidate
    whose session does not open or run is dropped with ORT's error.
 2. One session alive at a time. ONNX Runtime sessions in one process interfere (an idle
@@ -590,8 +590,9 @@ EXACT = Settings.ort_defaults("cpu").replace(optimization="disabled")
 
 
 # How much farther from float32 than the default a candidate may be, as a share of the
-# default's own distance (and at least one tolerance): the worst element of two roundings of
-# the same arithmetic differs by this much.
+# default's own distance (and at least one tolerance): the worst element of two sets of
+# kernels rounding the same arithmetic differs (12.9x against 11.8x on BERT-base, TF32 on an
+# H200: 9%); a quarter leaves room for that and still drops what strays.
 SAME_DISTANCE = 0.25
 
 
@@ -615,11 +616,17 @@ def no_farther_than_the_default(exact: Mapping[str, Any], default: Mapping[str, 
     for name, value in exact.items():
         ours = compare_output(name, value, candidate.get(name)).tolerance_used
         theirs = compare_output(name, value, default.get(name)).tolerance_used
-        margin = (ours - theirs) / max(1.0, SAME_DISTANCE * theirs)
+        allowed = theirs + max(1.0, SAME_DISTANCE * theirs)
+        if math.isnan(ours) or (math.isinf(ours) and not math.isinf(theirs)):
+            margin = math.inf  # a NaN or an infinity the default does not have
+        elif math.isnan(theirs) or math.isinf(theirs):
+            margin = -math.inf  # the default itself is not finite: anything is no farther
+        else:
+            margin = (ours - theirs) / max(1.0, SAME_DISTANCE * theirs)
         if margin > worst or not words:
             worst = margin
             words = (f"{name!r} is {ours:.3g}x parity's tolerance from float32 on the CPU, "
-                     f"the default {theirs:.3g}x")
+                     f"the default {theirs:.3g}x (allowed: {allowed:.3g}x)")
     return worst <= 1.0, words
 
 

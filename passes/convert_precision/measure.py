@@ -75,8 +75,9 @@ The search
    that compute those floats go back together. A lowered node that only moves values (an
    embedding's Gather) where an error starts goes back with its weights.
 3. Give back. The nodes step 2b kept on their own error alone, twice as many each time, can
-   be more than the outputs need: those with the smallest own error are lowered again while
-   every output stays within the bar, the largest such share searched by halves in
+   be more than the outputs need: matrix products first, then those with the smallest own
+   error, are lowered again while every output stays within the bar, the largest such share
+   searched by halves in
    :data:`GIVE_BACK_ROUNDS` measurements at most (each assignment taken measured within it).
 4. After :data:`MAX_ROUNDS` rounds, or when no node is left to blame, the search gives up.
 """
@@ -510,7 +511,8 @@ class Search:
                 measured = self.measure(low, tensors=True)  # to trace the error back
             # Step 2b: an error that builds up over many nodes has no single origin; while
             # tracing it back does not lower it by a tenth, the lowered ancestors with the
-            # largest own error go back too, twice as many at each such round of the search.
+            # largest own error go back too, matrix products last, twice as many at each such
+            # round of the search.
             stalled = previous is not None and not worst < 0.9 * previous  # inf stays inf
             stalls += stalled
             previous = worst
@@ -533,7 +535,9 @@ class Search:
     def _give_back(self, found: SearchResult, by_rank: Sequence[int],
                    pinned: frozenset[int]) -> SearchResult:
         """Step 3 of the module docstring, on the passing assignment ``found``."""
-        order = sorted(by_rank, key=lambda p: (self.local.get(p, 0.0), p))
+        # matrix products first (they went back last), then the smallest own error
+        order = sorted(by_rank, key=lambda p: (
+            self.analysis.node(p).op_type not in ops.MATRIX_OPS, self.local.get(p, 0.0), p))
         compute = set(self.analysis.compute_nodes())
         best, rounds = found, found.rounds
         given, most = 0, len(order)  # given back and within the bar; at most that many
@@ -617,15 +621,24 @@ class Search:
         largest own error, matrix products last (:data:`~ops.MATRIX_OPS`)."""
         compute = set(self.analysis.compute_nodes())
         ancestors = self.analysis.ancestors(list(failing)) & low & compute
-        ranked = sorted(ancestors, key=lambda p: (
-            self.analysis.node(p).op_type in ops.MATRIX_OPS, -self.local.get(p, 0.0), p))[:count]
+        def product(position: int) -> bool:
+            return self.analysis.node(position).op_type in ops.MATRIX_OPS
+
+        ranked = sorted(ancestors, key=lambda p: (product(p), -self.local.get(p, 0.0), p))[:count]
+        # the largest own error of a product left lowered, for the nodes chosen before it
+        passed_over = max((self.local.get(p, 0.0) for p in ancestors - set(ranked)
+                           if product(p)), default=0.0)
         worst = max(failing, key=lambda name: measured.outputs[name])
-        return {p: f"output {worst!r} stayed at {_fmt(measured.outputs[worst])} of the "
-                   f"tolerance as errors built up; this node's own error "
-                   f"({_fmt(self.local.get(p, 0.0))}) is among the largest upstream"
-                   + ("" if self.analysis.node(p).op_type in ops.MATRIX_OPS
-                      else " (matrix products go back last)")
-                for p in ranked}
+
+        def why(position: int) -> str:
+            own = self.local.get(position, 0.0)
+            rank = ("among the largest of the ops that carry it (matrix products go back "
+                    "last)" if own < passed_over else "among the largest upstream")
+            return (f"output {worst!r} reached {_fmt(measured.outputs[worst])} of the "
+                    f"tolerance as errors built up; this node's own error ({_fmt(own)}) is "
+                    f"{rank}")
+
+        return {p: why(p) for p in ranked}
 
     def _origins(self, output: str, measured: Measured) -> set[int]:
         """The nodes where the error of ``output`` starts (module docstring, step 2)."""

@@ -29,8 +29,8 @@ import onnx
 
 from graphfix.graph import ONNX_DOMAINS, STANDARD_DOMAINS
 
-__all__ = ["NodePlan", "plan", "RISKY_OPS", "MOVEMENT_OPS", "ATTRIBUTE_TYPED", "INDEX_SLOTS",
-           "ACCUMULATING", "EXACTNESS_SENSITIVE", "value_inputs"]
+__all__ = ["NodePlan", "plan", "RISKY_OPS", "MOVEMENT_OPS", "MATRIX_OPS", "ATTRIBUTE_TYPED",
+           "INDEX_SLOTS", "ACCUMULATING", "EXACTNESS_SENSITIVE", "value_inputs"]
 
 # The start set of the float32 islands: ops known to overflow float16's range (65504) or to
 # lose its precision, each with why. The measurement keeps each one only where it is shown to
@@ -106,7 +106,8 @@ MATRIX_OPS = frozenset({
     "MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum", "LSTM", "GRU", "RNN",
     # ONNX Runtime's contrib ops (fused attention and products)
     "Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention",
-    "PackedMultiHeadAttention", "FusedMatMul", "FusedConv", "FusedGemm",
+    "PackedMultiHeadAttention", "DecoderMaskedMultiHeadAttention", "SparseAttention",
+    "QAttention", "FusedMatMul", "FusedConv", "FusedGemm", "GemmFastGelu", "MatMulNBits",
 })
 
 # Ops whose output moves by a whole unit (or a whole turn) when their input moves by a rounding:

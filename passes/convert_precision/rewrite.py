@@ -201,7 +201,7 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
                                           names.fresh(f"{value.name}_to_{_SHORT[FLOAT]}")))
                     stats.casts += 1
                     for node in graph.node:
-                        _rename_body_reads(node, {value.name: wide})
+                        graph_layer.rename_reads(node, {value.name: wide}, bodies_only=True)
 
     for position in sorted(low):  # ops rule 4: attribute-typed outputs follow the node
         node = graph.node[position]
@@ -253,19 +253,6 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
 
 def _read_by_bodies(analysis: Analysis, name: str) -> bool:
     return name in analysis.read_by_bodies
-
-
-def _rename_body_reads(node: onnx.NodeProto, rename: dict[str, str]) -> None:
-    """Make the bodies of ``node`` read ``rename[name]`` for ``name`` (not its own inputs)."""
-    for sub in graph_layer.subgraphs(node):
-        inner = {k: v for k, v in rename.items() if k not in graph_layer.defined_names(sub)}
-        if not inner:
-            continue
-        for body_node in sub.node:
-            graph_layer.rename_reads(body_node, inner)
-        for output in sub.output:
-            if output.name in inner:
-                output.name = inner[output.name]
 
 
 def _convert_initializer(analysis: Analysis, name: str, target: int, in_place: bool,
@@ -412,6 +399,9 @@ def emulate(analysis: Analysis, low: frozenset[int], *, io_low: bool = False
         for name in analysis.inputs:
             if analysis.types.get(name) == FLOAT:
                 _redirect(graph, analysis.uses.get(name, []), rounder(name))
+                if _read_by_bodies(analysis, name):  # as lower(): bodies read it rounded
+                    for node in graph.node:
+                        graph_layer.rename_reads(node, {name: rounder(name)}, bodies_only=True)
     for name, uses in analysis.uses.items():
         if analysis.types.get(name) != FLOAT or analysis.is_low(name, low, io_low=io_low):
             continue

@@ -574,6 +574,14 @@ def test_a_setting_that_differs_from_the_default_by_being_closer_to_float32_is_k
     assert kept, words
     kept, words = no_farther_than_the_default(exact, far, {"y": exact["y"] * np.float32(1.05)})
     assert not kept, words
+    # a default that is not finite (NaN or Inf appears) keeps a finite candidate, whatever the
+    # order of the outputs; a candidate with a NaN the default does not have is dropped
+    broken = {"y": np.full(1000, np.nan, np.float32)}
+    assert no_farther_than_the_default(exact, broken, float32)[0]
+    two = {"a": exact["y"], "y": exact["y"]}
+    nan_y = {"a": exact["y"].copy(), "y": broken["y"]}
+    assert not no_farther_than_the_default(two, two, nan_y)[0]
+    assert not no_farther_than_the_default({"y": exact["y"], "a": exact["y"]}, two, nan_y)[0]
 
 
 def test_a_cuda_graph_refused_for_cpu_nodes_points_to_optimize() -> None:
