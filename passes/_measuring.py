@@ -70,11 +70,12 @@ def _used(r: np.ndarray, c: np.ndarray, atol: float, rtol: float) -> float:
     return worst
 
 
-def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str]
-                ) -> list[dict[str, np.ndarray]]:
+def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str], *,
+                optimization: str = "disabled") -> list[dict[str, np.ndarray]]:
     """``names`` of ``model`` on each feed set, on ONNX Runtime's CPU provider with its
-    optimizations off (so that no rewrite of ORT's removes a rounding Cast)."""
-    runner = session(model)
+    optimizations off (so that no rewrite of ORT's removes a rounding Cast), or at
+    ``optimization``."""
+    runner = session(model, optimization=optimization)
     wanted = _fetchable(runner, names)
     inputs = {i.name for i in runner.get_inputs()}
     results = []
@@ -84,7 +85,7 @@ def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[
     return results
 
 
-def session(model: onnx.ModelProto) -> Any:
+def session(model: onnx.ModelProto, *, optimization: str = "disabled") -> Any:
     """A CPU session on ``model`` with ONNX Runtime's optimizations off, for a run or two:
     no weight is prepacked for faster later calls (that costs more than it saves here), and
     no buffer is planned for reuse: ORT's planner takes most of the session's start on a
@@ -96,7 +97,7 @@ def session(model: onnx.ModelProto) -> Any:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.add_session_config_entry("session.disable_prepacking", "1")
     options.enable_mem_reuse = False
-    return ort_session(model, optimization="disabled", options=options)
+    return ort_session(model, optimization=optimization, options=options)
 
 
 def _fetchable(session: Any, names: Sequence[str]) -> list[str]:

@@ -57,3 +57,40 @@ def test_a_float16_export_comes_out_optimized(tmp_path, exporter, optimized) -> 
     assert _float_types(written) <= _float_types(original)
     # the exporter's own optimizer gets resnet18 to 49 nodes: so does graphfix from either
     assert len(written.graph.node) <= 49
+
+
+def test_a_lowered_llama_holds_in_onnx_runtime_s_default_session(tmp_path) -> None:
+    # ONNX Runtime's default session (level all) fuses a lowered Llama's written-out RMSNorm
+    # into a SimplifiedLayerNormalization kernel that computed its outputs at 2.4x float16's
+    # tolerance, where the graph as written computes 0.27x: the pass checks that session too,
+    # finds the kernel that makes the error, and keeps what it fuses in float32.
+    import subprocess
+    import sys
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from graphfix.passes._measuring import make_feeds, tolerance_used
+    from graphfix.passes.convert_precision import ConvertPrecision
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, str(root / "tools" / "world_corpus.py"), str(tmp_path),
+                    "--only", "llama_legacy"], check=True, capture_output=True)
+    path = tmp_path / "llama_legacy.onnx"
+    original = onnx.load(path)
+    result = ConvertPrecision(precision="fp16")(onnx.load(path))
+    assert result.modified, result.warnings
+    assert any("SimplifiedLayerNormalization" in why for island in result.details["islands"]
+               for why in island["why"])
+    feeds = make_feeds(original, seed=0, runs=None, input_shapes=None)
+    exact = ort.SessionOptions()
+    exact.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    reference = ort.InferenceSession(original.SerializeToString(), exact,
+                                     providers=["CPUExecutionProvider"])
+    default = ort.InferenceSession(result.model.SerializeToString(),
+                                   providers=["CPUExecutionProvider"])
+    for feed in feeds:
+        for expected, got in zip(reference.run(None, feed), default.run(None, feed)):
+            assert tolerance_used(expected, np.asarray(got, np.float32), 1e-2, 1e-2) <= 0.5
