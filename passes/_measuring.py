@@ -4,8 +4,11 @@ error measure, for the passes that judge their own rewrite by what it computes
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +20,8 @@ from graphfix import layout
 from graphfix.model_io import ort_session
 from graphfix.options import default_tolerance
 
-__all__ = ["Feeds", "tolerance_used", "run_outputs", "session", "make_feeds", "tolerance",
+__all__ = ["Feeds", "tolerance_used", "run_outputs", "run_outputs_apart", "RuntimeCrash", "session",
+           "make_feeds", "tolerance",
            "worst_output"]
 
 _FLOOR = 4 * float(np.finfo(np.float32).eps)  # parity's rounding floor for a float32 output
@@ -83,6 +87,73 @@ def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[
         values = runner.run(wanted, {k: v for k, v in feed.items() if k in inputs})
         results.append(dict(zip(wanted, values)))
     return results
+
+
+class RuntimeCrash(Exception):
+    """ONNX Runtime ended the interpreter that ran a model (a signal: a crash in its C++)."""
+
+
+# The child interpreter of run_outputs_apart: the model and the feeds in its folder, the
+# outputs written beside them.
+_APART = """
+import json, sys
+import numpy as np
+import onnxruntime as ort
+folder, optimization, names = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+          "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+          "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+          "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
+options = ort.SessionOptions()
+options.graph_optimization_level = levels[optimization]
+options.log_severity_level = 4
+options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+session = ort.InferenceSession(folder + "/model.onnx", options,
+                               providers=["CPUExecutionProvider"])
+keys = json.load(open(folder + "/feeds.json"))
+stored = np.load(folder + "/feeds.npz")
+inputs = {i.name for i in session.get_inputs()}
+outputs = {o.name for o in session.get_outputs()}
+wanted = [n for n in names if n in outputs]
+written = {}
+for index, feed in enumerate(keys):
+    values = session.run(wanted, {name: stored[key] for name, key in feed.items()
+                                  if name in inputs})
+    for number, value in enumerate(values):
+        written[f"r{index}_{number}"] = value
+np.savez(folder + "/outputs.npz", **written)
+json.dump(wanted, open(folder + "/outputs.json", "w"))
+"""
+
+
+def run_outputs_apart(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str], *,
+                      optimization: str, timeout: float = 1800) -> list[dict[str, np.ndarray]]:
+    """:func:`run_outputs` at ``optimization`` in a child interpreter: ONNX Runtime's graph
+    optimizations at level ``all`` crash it on some float16 graphs (a segfault in its NCHWc
+    layout transformer on a lowered ViT), which must not take graphfix down. Raises
+    :class:`RuntimeCrash` where the child died of a signal, RuntimeError where ORT refused."""
+    from graphfix.model_io.sessions import temporary_model_file
+
+    with temporary_model_file(model, lazy="copy") as path:
+        folder = path.parent
+        keys = [{name: f"f{index}_{number}" for number, name in enumerate(feed)}
+                for index, feed in enumerate(feeds)]
+        np.savez(folder / "feeds.npz", **{key: np.asarray(feed[name])
+                                          for feed, named in zip(feeds, keys)
+                                          for name, key in named.items()})
+        (folder / "feeds.json").write_text(json.dumps(keys))
+        done = subprocess.run([sys.executable, "-c", _APART, str(folder), optimization,
+                               json.dumps(list(names))], capture_output=True, text=True,
+                              timeout=timeout, cwd=folder)
+        if done.returncode < 0:
+            raise RuntimeCrash(f"signal {-done.returncode}")
+        if done.returncode:
+            lines = done.stderr.strip().splitlines()
+            raise RuntimeError(lines[-1] if lines else f"exit status {done.returncode}")
+        wanted = json.loads((folder / "outputs.json").read_text())
+        with np.load(folder / "outputs.npz") as stored:
+            return [{name: stored[f"r{index}_{number}"] for number, name in enumerate(wanted)}
+                    for index in range(len(feeds))]
 
 
 def session(model: onnx.ModelProto, *, optimization: str = "disabled") -> Any:

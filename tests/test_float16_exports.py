@@ -94,3 +94,31 @@ def test_a_lowered_llama_holds_in_onnx_runtime_s_default_session(tmp_path) -> No
     for feed in feeds:
         for expected, got in zip(reference.run(None, feed), default.run(None, feed)):
             assert tolerance_used(expected, np.asarray(got, np.float32), 1e-2, 1e-2) <= 0.5
+
+
+def test_a_lowered_model_that_crashes_onnx_runtime_s_default_session_is_not_written(
+        tmp_path) -> None:
+    # ONNX Runtime 1.31's NCHWc layout transformer (default session, level all) segfaults on
+    # torchvision's ViT lowered to float16. The pass checks that session in a child
+    # interpreter: graphfix survives, and no model that crashes it is returned.
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    pytest.importorskip("torchvision")
+    from graphfix.passes.convert_precision import ConvertPrecision
+
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, str(root / "tools" / "world_corpus.py"), str(tmp_path),
+                    "--only", "vit_tv_dynamo"], check=True, capture_output=True)
+    result = ConvertPrecision(precision="fp16")(onnx.load(tmp_path / "vit_tv_dynamo.onnx"))
+    if result.modified:  # a later ONNX Runtime may not crash: then the session must open
+        path = tmp_path / "lowered.onnx"
+        onnx.save(result.model, path)
+        opened = subprocess.run([sys.executable, "-c", (
+            "import onnxruntime as ort, sys\n"
+            "ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])"),
+            str(path)], capture_output=True)
+        assert opened.returncode == 0, opened.stderr[-500:]
+    else:
+        assert "crashes" in result.warnings[0], result.warnings
