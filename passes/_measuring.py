@@ -132,7 +132,7 @@ def run_outputs_apart(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Seq
     optimizations at level ``all`` crash it on some float16 graphs (a segfault in its NCHWc
     layout transformer on a lowered ViT), which must not take graphfix down. Raises
     :class:`RuntimeCrash` where the child died of a signal, RuntimeError where ORT refused."""
-    from graphfix.model_io.sessions import temporary_model_file
+    from graphfix.model_io import temporary_model_file
 
     with temporary_model_file(model, lazy="copy") as path:
         folder = path.parent

@@ -46,7 +46,13 @@ from graphfix.model_io.loading import (
     named_model,
 )
 from graphfix.model_io.runtime import max_ir_version
-from graphfix.model_io.sessions import LentModel, lent_model, ort_rewritten, ort_session
+from graphfix.model_io.sessions import (
+    LentModel,
+    lent_model,
+    ort_rewritten,
+    ort_session,
+    temporary_model_file,
+)
 from graphfix.model_io.tensors import (
     data_files,
     has_value,
@@ -103,6 +109,7 @@ __all__ = [
     "weights_as_inputs",
     "max_ir_version",
     "ort_session",
+    "temporary_model_file",
     "ort_rewritten",
     "LentModel",
     "lent_model",

@@ -22,7 +22,8 @@ from graphfix.model_io.folders import release, temporary_folder, temporary_folde
 if TYPE_CHECKING:
     import onnxruntime
 
-__all__ = ["LentModel", "lent_model", "ort_session", "ort_log_level", "ort_rewritten"]
+__all__ = ["LentModel", "lent_model", "ort_session", "ort_log_level", "ort_rewritten",
+           "temporary_model_file"]
 
 
 def ort_log_level() -> int:
@@ -203,6 +204,9 @@ def _read_names(model: onnx.ModelProto) -> frozenset[str]:
 @contextlib.contextmanager
 def temporary_model_file(model: onnx.ModelProto, *, lazy: str,
                           declared_shapes: bool = True) -> Iterator[Path]:
+    """``model`` written to a file of a temporary folder (its weights in a data file beside
+    it), for a reader that wants a path (ONNX Runtime, a child interpreter); the folder is
+    removed when the block ends."""
     # ONNX Runtime may map the data file for the session's life: where an open file cannot be
     # removed (Windows), the folder is left to the system's temporary-file cleanup.
     folder = temporary_folder_path("session")
