@@ -1199,28 +1199,8 @@ def test_onnx_runtime_s_error_is_held_to_the_search_s_bar_not_the_tolerance() ->
 def test_a_lowered_signature_input_that_a_branch_reads_reaches_the_branch_in_float32() -> None:
     # io_types="fp16" lowers the graph input; an If branch (not rewritten) reads it from the
     # outer scope as float32. Before, the lowered model was invalid and the pass left out.
-    from onnx import helper
-
     rng = np.random.default_rng(0)
-    weights = [numpy_helper.from_array(rng.normal(0, 0.2, (8, 8)).astype(np.float32), name)
-               for name in ("w1", "w2", "w3")]
-    weights.append(numpy_helper.from_array(np.array(0, np.float32), "zero"))
-
-    def branch(weight: str, out: str) -> onnx.GraphProto:
-        return helper.make_graph([helper.make_node("MatMul", ["x", weight], [out])], out, [],
-                                 [helper.make_tensor_value_info(out, onnx.TensorProto.FLOAT,
-                                                                None)])
-
-    graph = helper.make_graph([
-        helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
-        helper.make_node("Greater", ["total", "zero"], ["positive"]),
-        helper.make_node("If", ["positive"], ["picked"], then_branch=branch("w1", "a"),
-                         else_branch=branch("w2", "b")),
-        helper.make_node("MatMul", ["picked", "w3"], ["y"]),
-    ], "outer", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 8])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 8])], weights)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
-                              ir_version=8)
+    model = _branching_on_x(rng, scale=0.2)
     original = onnx.ModelProto()
     original.CopyFrom(model)
     result = ConvertPrecision(precision="fp16", io_types="fp16")(model)
@@ -1246,33 +1226,47 @@ def test_the_estimate_sees_a_lowered_signature_input_read_by_a_branch_rounded() 
     # reaches the branch; the emulation must round it there too. Here the branch subtracts
     # 1000 from inputs near 1000: bfloat16 (no runtime check on the CPU) was written on an
     # estimate of 0.09x the tolerance while its outputs were off by 1.05 on values of 1.5.
-    from onnx import helper
-
     rng = np.random.default_rng(1)
-
-    def branch(weight: str, out: str) -> onnx.GraphProto:
-        return helper.make_graph(
-            [helper.make_node("Sub", ["x", "c"], [f"{out}_d"]),
-             helper.make_node("MatMul", [f"{out}_d", weight], [out])], out, [],
-            [helper.make_tensor_value_info(out, onnx.TensorProto.FLOAT, None)])
-
-    weights = [numpy_helper.from_array(rng.normal(0, 0.3, (8, 8)).astype(np.float32), name)
-               for name in ("wa", "w1", "w2", "w4")]
-    weights += [numpy_helper.from_array(np.array(0, np.float32), "zero"),
-                numpy_helper.from_array(np.array(1000, np.float32), "c")]
-    graph = helper.make_graph([
-        helper.make_node("MatMul", ["x", "wa"], ["xa"]),
-        helper.make_node("ReduceSum", ["xa"], ["t"], keepdims=0),
-        helper.make_node("Greater", ["t", "zero"], ["p"]),
-        helper.make_node("If", ["p"], ["picked"], then_branch=branch("w1", "a"),
-                         else_branch=branch("w2", "b")),
-        helper.make_node("MatMul", ["picked", "w4"], ["y"]),
-    ], "offset", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 8])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 8])], weights)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
-                              ir_version=8)
+    model = _branching_on_x(rng, scale=0.3, offset=1000.0)
     feeds = [{"x": (1000 + rng.normal(0, 1, (4, 8))).astype(np.float32)} for _ in range(2)]
     result = ConvertPrecision(precision="bf16", io_types="bf16", feeds=feeds, max_rounds=4)(
         model)
     assert not result.modified, result.stats
     assert "stays at" in result.warnings[0]
+
+
+def _branching_on_x(rng: np.random.Generator, *, scale: float,
+                    offset: float | None = None) -> onnx.ModelProto:
+    """y = If(sum(x [@ wa]) > 0, x @ w1, x @ w2) @ w3: the branches read the graph input x
+    from the outer scope (with ``offset``: x - offset, the condition on x @ wa)."""
+    from onnx import helper
+
+    names = ("wa", "w1", "w2", "w3") if offset is not None else ("w1", "w2", "w3")
+    weights = [numpy_helper.from_array(rng.normal(0, scale, (8, 8)).astype(np.float32), name)
+               for name in names]
+    weights.append(numpy_helper.from_array(np.array(0, np.float32), "zero"))
+    if offset is not None:
+        weights.append(numpy_helper.from_array(np.array(offset, np.float32), "c"))
+
+    def branch(weight: str, out: str) -> onnx.GraphProto:
+        read = "x"
+        nodes = []
+        if offset is not None:
+            nodes.append(helper.make_node("Sub", ["x", "c"], [f"{out}_d"]))
+            read = f"{out}_d"
+        nodes.append(helper.make_node("MatMul", [read, weight], [out]))
+        return helper.make_graph(nodes, out, [], [helper.make_tensor_value_info(
+            out, onnx.TensorProto.FLOAT, None)])
+
+    condition = [helper.make_node("MatMul", ["x", "wa"], ["xa"])] if offset is not None else []
+    graph = helper.make_graph([
+        *condition,
+        helper.make_node("ReduceSum", ["xa" if condition else "x"], ["total"], keepdims=0),
+        helper.make_node("Greater", ["total", "zero"], ["positive"]),
+        helper.make_node("If", ["positive"], ["picked"], then_branch=branch("w1", "a"),
+                         else_branch=branch("w2", "b")),
+        helper.make_node("MatMul", ["picked", "w3"], ["y"]),
+    ], "branching", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 8])], weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                             ir_version=8)
