@@ -286,6 +286,12 @@ class ConvertPrecision(Pass):
         stats = lower(dataclasses.replace(
             analysis, model=lowered, initializers={t.name: t for t in lowered.graph.initializer}),
             low, io_low=io_low)
+        listed = {value.name for value in lowered.graph.input}
+        if 0 < lowered.ir_version < 4 and any(
+                t.name not in listed for t in lowered.graph.initializer):
+            # IR 3 requires every initializer to be an input; the lowered weights are not
+            # (an IR-3 model's weights listed as inputs stay listed, as IR 4 allows)
+            lowered.ir_version = 4
         outputs = self._lowered_outputs(analysis, low, io_low)
         precision_record.write(lowered, precision_record.PrecisionRecord(
             dtype=dtype, outputs={name: dtype for name in outputs},

@@ -1270,3 +1270,21 @@ def _branching_on_x(rng: np.random.Generator, *, scale: float,
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 8])], weights)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
                              ir_version=8)
+
+
+def test_an_ir3_model_whose_weights_are_inputs_is_lowered() -> None:
+    # IR 3 requires every initializer to be a graph input; the lowered weights are new
+    # initializers, so the lowered model goes to IR 4 (was: "invalid", the pass left out, on
+    # the ONNX backend's zoo exports).
+    model = _residual_stack(2)
+    model.ir_version = 3
+    listed = {value.name for value in model.graph.input}
+    for tensor in model.graph.initializer:
+        if tensor.name not in listed:
+            model.graph.input.append(onnx.helper.make_tensor_value_info(
+                tensor.name, tensor.data_type, list(tensor.dims)))
+    onnx.checker.check_model(model)
+    result = ConvertPrecision(precision="fp16")(model)
+    assert result.modified, result.warnings
+    assert result.model.ir_version == 4
+    onnx.checker.check_model(result.model, full_check=True)
