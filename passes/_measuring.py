@@ -4,6 +4,7 @@ error measure, for the passes that judge their own rewrite by what it computes
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -20,7 +21,7 @@ from graphfix import layout
 from graphfix.model_io import ort_session
 from graphfix.options import default_tolerance
 
-__all__ = ["Feeds", "tolerance_used", "run_outputs", "run_outputs_apart", "RuntimeCrash", "session",
+__all__ = ["Feeds", "tolerance_used", "run_outputs", "run_outputs_apart", "Apart", "RuntimeCrash", "session",
            "make_feeds", "tolerance",
            "worst_output"]
 
@@ -93,13 +94,17 @@ class RuntimeCrash(Exception):
     """ONNX Runtime ended the interpreter that ran a model (a signal: a crash in its C++)."""
 
 
-# The child interpreter of run_outputs_apart: the model and the feeds in its folder, the
-# outputs written beside them.
+# The child interpreter of Apart: it imports while the caller goes on, then takes one job
+# (a line on stdin: the folder holding the model and the feeds, the level, the names) and
+# writes the outputs beside them; no job (stdin closed) ends it.
 _APART = """
 import json, sys
 import numpy as np
 import onnxruntime as ort
-folder, optimization, names = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+line = sys.stdin.readline()
+if not line:
+    sys.exit(0)
+folder, optimization, names = json.loads(line)
 levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
           "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
           "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
@@ -126,34 +131,93 @@ json.dump(wanted, open(folder + "/outputs.json", "w"))
 """
 
 
-def run_outputs_apart(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str], *,
-                      optimization: str, timeout: float = 1800) -> list[dict[str, np.ndarray]]:
-    """:func:`run_outputs` at ``optimization`` in a child interpreter: ONNX Runtime's graph
-    optimizations at level ``all`` crash it on some float16 graphs (a segfault in its NCHWc
-    layout transformer on a lowered ViT), which must not take graphfix down. Raises
-    :class:`RuntimeCrash` where the child died of a signal, RuntimeError where ORT refused."""
-    from graphfix.model_io import temporary_model_file
+class Apart:
+    """One run of a model in a child interpreter, started ahead (:meth:`start`: it imports
+    ONNX Runtime while the caller works) and given its job by :meth:`run`: ONNX Runtime's
+    graph optimizations at level ``all`` crash it on some float16 graphs (a segfault in its
+    NCHWc layout transformer on a lowered ViT), which must not take graphfix down. A context
+    manager; the child is ended on leaving, whether it ran or not."""
 
-    with temporary_model_file(model, lazy="copy") as path:
-        folder = path.parent
-        keys = [{name: f"f{index}_{number}" for number, name in enumerate(feed)}
-                for index, feed in enumerate(feeds)]
-        np.savez(folder / "feeds.npz", **{key: np.asarray(feed[name])
-                                          for feed, named in zip(feeds, keys)
-                                          for name, key in named.items()})
-        (folder / "feeds.json").write_text(json.dumps(keys))
-        done = subprocess.run([sys.executable, "-c", _APART, str(folder), optimization,
-                               json.dumps(list(names))], capture_output=True, text=True,
-                              timeout=timeout, cwd=folder)
-        if done.returncode < 0:
-            raise RuntimeCrash(f"signal {-done.returncode}")
-        if done.returncode:
-            lines = done.stderr.strip().splitlines()
-            raise RuntimeError(lines[-1] if lines else f"exit status {done.returncode}")
-        wanted = json.loads((folder / "outputs.json").read_text())
-        with np.load(folder / "outputs.npz") as stored:
-            return [{name: stored[f"r{index}_{number}"] for number, name in enumerate(wanted)}
-                    for index in range(len(feeds))]
+    def __init__(self) -> None:
+        self.child: subprocess.Popen | None = None
+        self.folder: Any = None
+
+    def __enter__(self) -> Apart:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        from graphfix.model_io import temporary_folder_path
+
+        if self.child is None:
+            self.folder = temporary_folder_path("apart")
+            self.child = subprocess.Popen(
+                [sys.executable, "-c", _APART], stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=self.folder)
+
+    def close(self) -> None:
+        from graphfix.model_io import release
+
+        if self.child is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.child.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.child.wait(timeout=5)
+            if self.child.poll() is None:
+                self.child.kill()
+                self.child.wait()
+            self.child = None
+        if self.folder is not None:
+            release(self.folder)
+            self.folder = None
+
+    def run(self, model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str], *,
+            optimization: str, timeout: float = 1800) -> list[dict[str, np.ndarray]]:
+        """``names`` of ``model`` on each feed set at ``optimization``, once. Raises
+        :class:`RuntimeCrash` where the child died of a signal, RuntimeError where ORT
+        refused the model."""
+        from graphfix.model_io import temporary_model_file
+
+        self.start()
+        assert self.child is not None and self.child.stdin is not None
+        with temporary_model_file(model, lazy="copy") as path:
+            folder = path.parent
+            keys = [{name: f"f{index}_{number}" for number, name in enumerate(feed)}
+                    for index, feed in enumerate(feeds)]
+            np.savez(folder / "feeds.npz", **{key: np.asarray(feed[name])
+                                              for feed, named in zip(feeds, keys)
+                                              for name, key in named.items()})
+            (folder / "feeds.json").write_text(json.dumps(keys))
+            child, self.child = self.child, None
+            job = json.dumps([str(folder), optimization, list(names)]) + "\n"
+            try:
+                _, errors = child.communicate(job, timeout=timeout)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.communicate()
+                raise RuntimeError(f"no result in {timeout:.0f} s") from None
+            if child.returncode < 0:
+                raise RuntimeCrash(f"signal {-child.returncode}")
+            if child.returncode:
+                lines = (errors or "").strip().splitlines()
+                raise RuntimeError(lines[-1] if lines else f"exit status {child.returncode}")
+            wanted = json.loads((folder / "outputs.json").read_text())
+            with np.load(folder / "outputs.npz") as stored:
+                return [{name: stored[f"r{index}_{number}"]
+                         for number, name in enumerate(wanted)} for index in range(len(feeds))]
+
+
+def run_outputs_apart(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str], *,
+                      optimization: str, apart: Apart | None = None
+                      ) -> list[dict[str, np.ndarray]]:
+    """:func:`run_outputs` at ``optimization`` in a child interpreter (``apart``'s, started
+    ahead, or one of its own): see :class:`Apart`."""
+    if apart is not None:
+        return apart.run(model, feeds, names, optimization=optimization)
+    with Apart() as own:
+        return own.run(model, feeds, names, optimization=optimization)
 
 
 def session(model: onnx.ModelProto, *, optimization: str = "disabled") -> Any:

@@ -69,7 +69,14 @@ from graphfix.model_io import new_checker_problem
 from graphfix.options import RunOptions
 from . import ops
 from .analysis import FLOAT, Analysis
-from .._measuring import RuntimeCrash, make_feeds, run_outputs, run_outputs_apart, tolerance
+from .._measuring import (
+    Apart,
+    RuntimeCrash,
+    make_feeds,
+    run_outputs,
+    run_outputs_apart,
+    tolerance,
+)
 from .measure import (
     MAX_ROUNDS,
     Search,
@@ -181,6 +188,21 @@ class ConvertPrecision(Pass):
         bar = tolerance(dtype)
         search = Search(analysis, feeds, bar, io_low=io_low, max_rounds=self.max_rounds)
         forced = self._forced(analysis)
+        # ORT's default session is checked in a child interpreter, started now: it imports
+        # while the search runs
+        apart = Apart()
+        if low != onnx.TensorProto.BFLOAT16:
+            apart.start()
+        try:
+            return self._search_and_lower(model, analysis, search, feeds, forced, io_low, low,
+                                          dtype, apart)
+        finally:
+            apart.close()
+
+    def _search_and_lower(self, model: onnx.ModelProto, analysis: Analysis, search: Search,
+                          feeds: Sequence[Mapping[str, np.ndarray]], forced: dict[int, str],
+                          io_low: bool, low: int, dtype: str, apart: Apart) -> PassResult:
+        """The search, the lowering and its checks on ONNX Runtime (rules 3 and 6)."""
         for attempt in range(RUNTIME_RETRIES + 1):
             result = search.run(forced)
             if result.failed:
@@ -205,7 +227,7 @@ class ConvertPrecision(Pass):
                 logger.warning("convert-precision: %s", reason)
                 return PassResult(model, False, warnings=[reason], skipped=reason)
             checked, refusal, runtime_error, fused = self._check_run(lowered, search, feeds,
-                                                                     low)
+                                                                     low, apart)
             if refusal is None:
                 break
             # ONNX Runtime computed something the emulation did not: trace the error back on
@@ -302,7 +324,7 @@ class ConvertPrecision(Pass):
         return lowered, stats
 
     def _check_run(self, lowered: onnx.ModelProto, search: Search,
-                   feeds: Sequence[Mapping[str, np.ndarray]], low: int
+                   feeds: Sequence[Mapping[str, np.ndarray]], low: int, apart: Apart
                    ) -> tuple[float | None, str | None, str | None, bool]:
         """Rule 6: the worst output's error of the lowered model run on ONNX Runtime (None
         where it cannot run here: bfloat16, or a model ORT refuses), why the model is not
@@ -330,7 +352,7 @@ class ConvertPrecision(Pass):
         # computes 0.27x. It runs in a child interpreter: on a lowered ViT the default
         # session's NCHWc layout transformer crashed ONNX Runtime (a segfault).
         try:
-            runs = _run_lowered(lowered, feeds, outputs, optimization="all")
+            runs = _run_lowered(lowered, feeds, outputs, optimization="all", apart=apart)
         except RuntimeCrash as crash:
             return worst, (f"ONNX Runtime's default session (its graph optimizations at level "
                            f"all) crashes on the lowered model ({crash}); model kept"), \
@@ -392,13 +414,13 @@ def _kind(node: onnx.NodeProto) -> tuple[str, str, bytes]:
 
 
 def _run_lowered(lowered: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]],
-                 names: Sequence[str], *, optimization: str = "disabled"
-                 ) -> list[dict[str, np.ndarray]]:
+                 names: Sequence[str], *, optimization: str = "disabled",
+                 apart: Apart | None = None) -> list[dict[str, np.ndarray]]:
     """``names`` of the lowered model on ONNX Runtime (at ``optimization``), its float16
     signature (``io_types``) fed and read in the original's types."""
     fed = [precision_record.for_model(f, lowered) for f in feeds]
     runs = run_outputs(lowered, fed, names) if optimization == "disabled" else \
-        run_outputs_apart(lowered, fed, names, optimization=optimization)
+        run_outputs_apart(lowered, fed, names, optimization=optimization, apart=apart)
     return [precision_record.to_reference(run, lowered) for run in runs]
 
 

@@ -1288,3 +1288,29 @@ def test_an_ir3_model_whose_weights_are_inputs_is_lowered() -> None:
     assert result.modified, result.warnings
     assert result.model.ir_version == 4
     onnx.checker.check_model(result.model, full_check=True)
+
+
+def test_a_run_apart_gives_the_outputs_or_onnx_runtime_s_refusal_and_ends_its_child() -> None:
+    # The default-session check runs in a child interpreter started ahead: the same outputs
+    # as a run in process, ORT's own refusal as an error, and no child left either way.
+    from graphfix.passes._measuring import Apart, run_outputs
+
+    model = _residual_stack(2)
+    feeds = [{"x": np.random.default_rng(0).uniform(-1, 1, (1, 32, 64)).astype(np.float32)}]
+    with Apart() as apart:
+        apart.start()
+        child = apart.child
+        (apart_run,) = apart.run(model, feeds, ["y"], optimization="all")
+    assert child is not None and child.poll() is not None
+    (in_process,) = run_outputs(model, feeds, ["y"])
+    np.testing.assert_allclose(apart_run["y"], in_process["y"], rtol=1e-4, atol=1e-4)
+    broken = onnx.ModelProto()
+    broken.CopyFrom(model)
+    broken.graph.node[0].op_type = "NoSuchOp"
+    with Apart() as apart, pytest.raises(RuntimeError, match="NoSuchOp"):
+        apart.run(broken, feeds, ["y"], optimization="all")
+    unused = Apart()
+    unused.start()
+    child = unused.child
+    unused.close()
+    assert child is not None and child.poll() is not None and unused.folder is None
