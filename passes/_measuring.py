@@ -21,7 +21,7 @@ from graphfix import layout
 from graphfix.model_io import ort_session
 from graphfix.options import default_tolerance
 
-__all__ = ["Feeds", "tolerance_used", "run_outputs", "run_outputs_apart", "Apart", "RuntimeCrash", "session",
+__all__ = ["Feeds", "tolerance_used", "run_outputs", "Apart", "RuntimeCrash", "session",
            "make_feeds", "tolerance",
            "worst_output"]
 
@@ -75,12 +75,12 @@ def _used(r: np.ndarray, c: np.ndarray, atol: float, rtol: float) -> float:
     return worst
 
 
-def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str], *,
-                optimization: str = "disabled") -> list[dict[str, np.ndarray]]:
+def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str]
+                ) -> list[dict[str, np.ndarray]]:
     """``names`` of ``model`` on each feed set, on ONNX Runtime's CPU provider with its
-    optimizations off (so that no rewrite of ORT's removes a rounding Cast), or at
-    ``optimization``."""
-    runner = session(model, optimization=optimization)
+    optimizations off (so that no rewrite of ORT's removes a rounding Cast); at another
+    level, in a child interpreter: :class:`Apart`."""
+    runner = session(model)
     wanted = _fetchable(runner, names)
     inputs = {i.name for i in runner.get_inputs()}
     results = []
@@ -209,18 +209,7 @@ class Apart:
                          for number, name in enumerate(wanted)} for index in range(len(feeds))]
 
 
-def run_outputs_apart(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str], *,
-                      optimization: str, apart: Apart | None = None
-                      ) -> list[dict[str, np.ndarray]]:
-    """:func:`run_outputs` at ``optimization`` in a child interpreter (``apart``'s, started
-    ahead, or one of its own): see :class:`Apart`."""
-    if apart is not None:
-        return apart.run(model, feeds, names, optimization=optimization)
-    with Apart() as own:
-        return own.run(model, feeds, names, optimization=optimization)
-
-
-def session(model: onnx.ModelProto, *, optimization: str = "disabled") -> Any:
+def session(model: onnx.ModelProto) -> Any:
     """A CPU session on ``model`` with ONNX Runtime's optimizations off, for a run or two:
     no weight is prepacked for faster later calls (that costs more than it saves here), and
     no buffer is planned for reuse: ORT's planner takes most of the session's start on a
@@ -232,7 +221,7 @@ def session(model: onnx.ModelProto, *, optimization: str = "disabled") -> Any:
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.add_session_config_entry("session.disable_prepacking", "1")
     options.enable_mem_reuse = False
-    return ort_session(model, optimization=optimization, options=options)
+    return ort_session(model, optimization="disabled", options=options)
 
 
 def _fetchable(session: Any, names: Sequence[str]) -> list[str]:

@@ -69,14 +69,7 @@ from graphfix.model_io import new_checker_problem
 from graphfix.options import RunOptions
 from . import ops
 from .analysis import FLOAT, Analysis
-from .._measuring import (
-    Apart,
-    RuntimeCrash,
-    make_feeds,
-    run_outputs,
-    run_outputs_apart,
-    tolerance,
-)
+from .._measuring import Apart, RuntimeCrash, make_feeds, run_outputs, tolerance
 from .measure import (
     MAX_ROUNDS,
     Search,
@@ -352,7 +345,7 @@ class ConvertPrecision(Pass):
         # computes 0.27x. It runs in a child interpreter: on a lowered ViT the default
         # session's NCHWc layout transformer crashed ONNX Runtime (a segfault).
         try:
-            runs = _run_lowered(lowered, feeds, outputs, optimization="all", apart=apart)
+            runs = _run_lowered(lowered, feeds, outputs, apart=apart)
         except RuntimeCrash as crash:
             return worst, (f"ONNX Runtime's default session (its graph optimizations at level "
                            f"all) crashes on the lowered model ({crash}); model kept"), \
@@ -414,13 +407,14 @@ def _kind(node: onnx.NodeProto) -> tuple[str, str, bytes]:
 
 
 def _run_lowered(lowered: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]],
-                 names: Sequence[str], *, optimization: str = "disabled",
-                 apart: Apart | None = None) -> list[dict[str, np.ndarray]]:
-    """``names`` of the lowered model on ONNX Runtime (at ``optimization``), its float16
-    signature (``io_types``) fed and read in the original's types."""
+                 names: Sequence[str], *, apart: Apart | None = None
+                 ) -> list[dict[str, np.ndarray]]:
+    """``names`` of the lowered model on ONNX Runtime, its optimizations off (with ``apart``:
+    a default session, level all, in that child interpreter), its float16 signature
+    (``io_types``) fed and read in the original's types."""
     fed = [precision_record.for_model(f, lowered) for f in feeds]
-    runs = run_outputs(lowered, fed, names) if optimization == "disabled" else \
-        run_outputs_apart(lowered, fed, names, optimization=optimization, apart=apart)
+    runs = run_outputs(lowered, fed, names) if apart is None else \
+        apart.run(lowered, fed, names, optimization="all")
     return [precision_record.to_reference(run, lowered) for run in runs]
 
 
@@ -509,22 +503,17 @@ def _guilty(kernels: Sequence[tuple[onnx.NodeProto, set[int], dict[str, str], di
               (*kernel[2].items(), *kernel[3].items())}
     if not wanted:
         return {}
-    try:
-        search._reference_tensors()
-        fused_model = onnx.ModelProto()
-        fused_model.CopyFrom(rewritten)
-        fused_runs = _run_lowered(fused_model, feeds, expose(fused_model, list(wanted)))
-        plain_model = onnx.ModelProto()
-        plain_model.CopyFrom(lowered)
-        plain_runs = _run_lowered(plain_model, feeds, expose(plain_model,
-                                                              list(wanted.values())))
+    try:  # ORT's rewritten model is this function's own: exposed in place
+        fused_runs = _run_lowered(rewritten, feeds, expose(rewritten, list(wanted)))
+        plain = _copy(lowered)
+        plain_runs = _run_lowered(plain, feeds, expose(plain, list(wanted.values())))
     except Exception:  # noqa: BLE001 - ORT refuses in many ways: no kernel singled out
         return {}
-    as_written = search.errors_of([{n: np.asarray(v, np.float32) for n, v in run.items()}
-                                   for run in plain_runs]).errors
-    in_kernels = search.errors_of([{wanted[n]: np.asarray(v, np.float32)
-                                    for n, v in run.items() if n in wanted}
-                                   for run in fused_runs]).errors
+    as_written = search.tensor_errors([{n: np.asarray(v, np.float32) for n, v in run.items()}
+                                       for run in plain_runs])
+    in_kernels = search.tensor_errors([{wanted[n]: np.asarray(v, np.float32)
+                                        for n, v in run.items() if n in wanted}
+                                       for run in fused_runs])
 
     def worse(name: str) -> bool:
         return in_kernels.get(name, 0.0) > max(2 * as_written.get(name, 0.0), 0.1)

@@ -263,6 +263,12 @@ class Search:
         self.reference = [{**run, **ref} for run, ref in zip(runs, self.reference)]
         self._full = True
 
+    def tensor_errors(self, runs: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
+        """Each tensor's error in ``runs`` (computed elsewhere, by the original's names)
+        against the original's values, every float tensor of it read once for that."""
+        self._reference_tensors()
+        return self.errors_of(runs).errors
+
     def measure(self, low: frozenset[int], *, tensors: bool = False) -> Measured:
         """The errors of assignment ``low``: of the outputs, and with ``tensors`` of every
         float tensor."""
