@@ -4,12 +4,8 @@ error measure, for the passes that judge their own rewrite by what it computes
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import os
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,8 +17,7 @@ from graphfix import layout
 from graphfix.model_io import ort_session
 from graphfix.options import default_tolerance
 
-__all__ = ["Feeds", "tolerance_used", "run_outputs", "Apart", "RuntimeCrash", "session",
-           "make_feeds", "tolerance",
+__all__ = ["Feeds", "tolerance_used", "run_outputs", "session", "make_feeds", "tolerance",
            "worst_output"]
 
 _FLOOR = 4 * float(np.finfo(np.float32).eps)  # parity's rounding floor for a float32 output
@@ -79,7 +74,7 @@ def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[
                 ) -> list[dict[str, np.ndarray]]:
     """``names`` of ``model`` on each feed set, on ONNX Runtime's CPU provider with its
     optimizations off (so that no rewrite of ORT's removes a rounding Cast); at another
-    level, in a child interpreter: :class:`Apart`."""
+    level, in a worker interpreter: :class:`~graphfix.passes._runtime_worker.RuntimeWorker`."""
     runner = session(model)
     wanted = _fetchable(runner, names)
     inputs = {i.name for i in runner.get_inputs()}
@@ -88,125 +83,6 @@ def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[
         values = runner.run(wanted, {k: v for k, v in feed.items() if k in inputs})
         results.append(dict(zip(wanted, values)))
     return results
-
-
-class RuntimeCrash(Exception):
-    """ONNX Runtime ended the interpreter that ran a model (a signal: a crash in its C++)."""
-
-
-# The child interpreter of Apart: it imports while the caller goes on, then takes one job
-# (a line on stdin: the folder holding the model and the feeds, the level, the names) and
-# writes the outputs beside them; no job (stdin closed) ends it.
-_APART = """
-import json, sys
-import numpy as np
-import onnxruntime as ort
-line = sys.stdin.readline()
-if not line:
-    sys.exit(0)
-folder, optimization, names = json.loads(line)
-levels = {"disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-          "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-          "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-          "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}
-options = ort.SessionOptions()
-options.graph_optimization_level = levels[optimization]
-options.log_severity_level = 4
-options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-session = ort.InferenceSession(folder + "/model.onnx", options,
-                               providers=["CPUExecutionProvider"])
-keys = json.load(open(folder + "/feeds.json"))
-stored = np.load(folder + "/feeds.npz")
-inputs = {i.name for i in session.get_inputs()}
-outputs = {o.name for o in session.get_outputs()}
-wanted = [n for n in names if n in outputs]
-written = {}
-for index, feed in enumerate(keys):
-    values = session.run(wanted, {name: stored[key] for name, key in feed.items()
-                                  if name in inputs})
-    for number, value in enumerate(values):
-        written[f"r{index}_{number}"] = value
-np.savez(folder + "/outputs.npz", **written)
-json.dump(wanted, open(folder + "/outputs.json", "w"))
-"""
-
-
-class Apart:
-    """One run of a model in a child interpreter, started ahead (:meth:`start`: it imports
-    ONNX Runtime while the caller works) and given its job by :meth:`run`: ONNX Runtime's
-    graph optimizations at level ``all`` crash it on some float16 graphs (a segfault in its
-    NCHWc layout transformer on a lowered ViT), which must not take graphfix down. A context
-    manager; the child is ended on leaving, whether it ran or not."""
-
-    def __init__(self) -> None:
-        self.child: subprocess.Popen | None = None
-        self.folder: Any = None
-
-    def __enter__(self) -> Apart:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def start(self) -> None:
-        from graphfix.model_io import temporary_folder_path
-
-        if self.child is None:
-            self.folder = temporary_folder_path("apart")
-            self.child = subprocess.Popen(
-                [sys.executable, "-c", _APART], stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=self.folder)
-
-    def close(self) -> None:
-        from graphfix.model_io import release
-
-        if self.child is not None:
-            with contextlib.suppress(OSError, ValueError):
-                self.child.stdin.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.child.wait(timeout=5)
-            if self.child.poll() is None:
-                self.child.kill()
-                self.child.wait()
-            self.child = None
-        if self.folder is not None:
-            release(self.folder)
-            self.folder = None
-
-    def run(self, model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[str], *,
-            optimization: str, timeout: float = 1800) -> list[dict[str, np.ndarray]]:
-        """``names`` of ``model`` on each feed set at ``optimization``, once. Raises
-        :class:`RuntimeCrash` where the child died of a signal, RuntimeError where ORT
-        refused the model."""
-        from graphfix.model_io import temporary_model_file
-
-        self.start()
-        assert self.child is not None and self.child.stdin is not None
-        with temporary_model_file(model, lazy="copy") as path:
-            folder = path.parent
-            keys = [{name: f"f{index}_{number}" for number, name in enumerate(feed)}
-                    for index, feed in enumerate(feeds)]
-            np.savez(folder / "feeds.npz", **{key: np.asarray(feed[name])
-                                              for feed, named in zip(feeds, keys)
-                                              for name, key in named.items()})
-            (folder / "feeds.json").write_text(json.dumps(keys))
-            child, self.child = self.child, None
-            job = json.dumps([str(folder), optimization, list(names)]) + "\n"
-            try:
-                _, errors = child.communicate(job, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.communicate()
-                raise RuntimeError(f"no result in {timeout:.0f} s") from None
-            if child.returncode < 0:
-                raise RuntimeCrash(f"signal {-child.returncode}")
-            if child.returncode:
-                lines = (errors or "").strip().splitlines()
-                raise RuntimeError(lines[-1] if lines else f"exit status {child.returncode}")
-            wanted = json.loads((folder / "outputs.json").read_text())
-            with np.load(folder / "outputs.npz") as stored:
-                return [{name: stored[f"r{index}_{number}"]
-                         for number, name in enumerate(wanted)} for index in range(len(feeds))]
 
 
 def session(model: onnx.ModelProto) -> Any:

@@ -6,7 +6,11 @@
 For each model of the world corpus (``python tools/world_corpus.py WORLD``), each tool lowers
 the float32 original to float16 with float32 inputs and outputs:
 
-- ``graphfix``: convert-precision alone (islands chosen by measured error);
+- ``graphfix``: convert-precision alone (islands chosen by measured error), with one ONNX
+  Runtime worker (its default-session check) kept across the conversions, as a pipeline or a
+  caller converting many models keeps it (``ConvertPrecision(worker=...)``);
+- ``graphfix-cold``: the same, each conversion starting and stopping a worker of its own (its
+  interpreter's import, about 0.1 s, overlapped with the search);
 - ``cc-fp16``: onnxconverter-common's ``convert_float_to_float16`` with its defaults;
 - ``cc-auto``: onnxconverter-common's ``auto_convert_mixed_precision`` (bisection on a
   validation callback), validated by the same bar graphfix aims at (every output within half
@@ -55,6 +59,7 @@ from graphfix.passes._measuring import make_feeds, run_outputs, tolerance_used
 from graphfix.validate.stats import bootstrap_speedup
 from graphfix.passes.convert_precision import ConvertPrecision
 from graphfix.passes.convert_precision.measure import tensor_types
+from graphfix.passes._runtime_worker import RuntimeWorker
 
 TRANSFORMERS = ["bert_legacy", "bert_dynamo", "distilbert_legacy", "gpt2_legacy", "gpt2_dynamo",
                 "vit_hf_legacy", "vit_tv_legacy", "llama_legacy", "llama_dynamo",
@@ -71,7 +76,15 @@ def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+# graphfix's ONNX Runtime worker, kept across the conversions (opened by main)
+_WORKER = RuntimeWorker()
+
+
 def _graphfix(model: onnx.ModelProto, feeds: list[dict[str, Any]]) -> onnx.ModelProto:
+    return ConvertPrecision(feeds=feeds, worker=_WORKER)(model).model
+
+
+def _graphfix_cold(model: onnx.ModelProto, feeds: list[dict[str, Any]]) -> onnx.ModelProto:
     return ConvertPrecision(feeds=feeds)(model).model
 
 
@@ -131,7 +144,8 @@ def _ort(model: onnx.ModelProto, feeds: list[dict[str, Any]]) -> onnx.ModelProto
 
 
 TOOLS: dict[str, Callable[[onnx.ModelProto, list[dict[str, Any]]], onnx.ModelProto]] = {
-    "graphfix": _graphfix, "cc-fp16": _cc_fp16, "cc-auto": _cc_auto, "onnxslim": _onnxslim,
+    "graphfix": _graphfix, "graphfix-cold": _graphfix_cold, "cc-fp16": _cc_fp16,
+    "cc-auto": _cc_auto, "onnxslim": _onnxslim,
     "olive": _olive, "ort": _ort,
 }
 
@@ -206,8 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     logging.disable(logging.WARNING)
     warnings.filterwarnings("ignore")
     names = args.only or TRANSFORMERS + CNNS
+    with _WORKER:
+        rows = _compare(args, names)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=str))
+    _summary(rows)
+    return 0
+
+
+def _compare(args: argparse.Namespace, names: list[str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    print(f"{'model':28} {'tool':9} {'error':>8} {'ok':>3} {'casts':>5} {'time s':>7}  note")
+    print(f"{'model':28} {'tool':13} {'error':>8} {'ok':>3} {'casts':>5} {'time s':>7}  note")
     for name in names:
         path = args.world / f"{name}.onnx"
         if not path.exists():
@@ -243,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
             row = {"model": name, "tool": tool, "error": error, "ok": error <= 1.0,
                    "casts": casts, "signature_casts": floor, "seconds": round(seconds, 3),
                    "runs": len(times[tool]), "note": note}
-            if tool == "graphfix" and len(times.get("cc-auto", ())) == len(times[tool]) > 2:
+            if tool.startswith("graphfix") and len(times.get("cc-auto", ())) == len(
+                    times[tool]) > 2:
                 # graphfix's time over cc-auto's, the repeats paired, with a 95% interval
                 c = bootstrap_speedup(times["cc-auto"], times[tool])
                 row["time_ratio"] = [round(1 / c.speedup, 3), round(1 / c.ci_high, 3),
@@ -254,20 +278,17 @@ def main(argv: list[str] | None = None) -> int:
                 row["cpu"] = _bench(lowered, original, args.bench_runs)
                 note = (note + f" cpu {row['cpu']}").strip()
             rows.append(row)
-            print(f"{name:28} {tool:9} {error:8.3g} {'yes' if error <= 1.0 else 'NO':>3} "
+            print(f"{name:28} {tool:13} {error:8.3g} {'yes' if error <= 1.0 else 'NO':>3} "
                   f"{casts:5d} {seconds:7.3f}  {note}", flush=True)
         bf16 = ConvertPrecision(precision="bf16", feeds=feeds)(_copy(original))
         estimate = max(bf16.details.get("estimated_error", {"": math.inf}).values(),
                        key=lambda v: math.inf if v == "inf" else v)
         rows.append({"model": name, "tool": "graphfix-bf16", "estimate": estimate,
                      "islands": bf16.stats.get("islands"), "skipped": bf16.skipped})
-        print(f"{name:28} {'gf-bf16':9} {float(estimate):8.3g} est  "
+        print(f"{name:28} {'gf-bf16':13} {float(estimate):8.3g} est  "
               f"{bf16.stats.get('casts_added', 0):5d} islands={bf16.stats.get('islands')}"
               + (f" skipped: {bf16.skipped}" if bf16.skipped else ""), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1, default=str))
-    _summary(rows)
-    return 0
+    return rows
 
 
 def _summary(rows: list[dict[str, Any]]) -> None:
@@ -285,19 +306,26 @@ def _summary(rows: list[dict[str, Any]]) -> None:
         equal = sum(by[(m, "graphfix")]["casts"] == by[(m, "cc-auto")]["casts"] for m in both)
         at_floor = sum(by[(m, "cc-auto")]["casts"] <= by[(m, "cc-auto")]["signature_casts"]
                        for m in both)
-        quicker = sum(by[(m, "graphfix")]["seconds"] <= by[(m, "cc-auto")]["seconds"]
-                      for m in both)
-        ratios = [by[(m, "graphfix")]["seconds"] / by[(m, "cc-auto")]["seconds"] for m in both]
         print(f"where auto_convert_mixed_precision works ({len(both)} models): fewer Casts on "
-              f"{fewer}, as many on {equal} (cc-auto at the signature's Casts on {at_floor}); "
-              f"in at most its time on {quicker} (time ratio median {np.median(ratios):.2f}x, "
-              f"at most {max(ratios):.2f}x)")
-        paired = [by[(m, "graphfix")]["time_ratio"] for m in both
-                  if "time_ratio" in by[(m, "graphfix")]]
-        if paired:
-            print(f"paired over the repeats (95% intervals, {len(paired)} models): "
-                  f"significantly less time on {sum(hi < 1 for _, _, hi in paired)}, "
-                  f"significantly more on {sum(lo > 1 for _, lo, _ in paired)}")
+              f"{fewer}, as many on {equal} (cc-auto at the signature's Casts on {at_floor})")
+        for tool in ("graphfix", "graphfix-cold"):
+            timed = [m for m in both if (m, tool) in by]
+            if timed:
+                _time_summary(tool, [by[(m, tool)] for m in timed],
+                              [by[(m, "cc-auto")] for m in timed])
+
+
+def _time_summary(tool: str, ours: list[dict[str, Any]], theirs: list[dict[str, Any]]) -> None:
+    """``tool``'s time against auto_convert_mixed_precision's, model by model."""
+    quicker = sum(a["seconds"] <= b["seconds"] for a, b in zip(ours, theirs))
+    ratios = [a["seconds"] / b["seconds"] for a, b in zip(ours, theirs)]
+    print(f"{tool}: in at most cc-auto's time on {quicker} of {len(ours)} (time ratio median "
+          f"{np.median(ratios):.2f}x, at most {max(ratios):.2f}x)")
+    paired = [a["time_ratio"] for a in ours if "time_ratio" in a]
+    if paired:
+        print(f"  paired over the repeats (95% intervals, {len(paired)} models): "
+              f"significantly less time on {sum(hi < 1 for _, _, hi in paired)}, "
+              f"significantly more on {sum(lo > 1 for _, lo, _ in paired)}")
 
 
 def _bench(lowered: onnx.ModelProto, original: onnx.ModelProto, runs: int) -> str:

@@ -39,7 +39,13 @@ Rules:
    the nodes it replaced compute them, its inputs not) is found in ORT's rewritten model, and
    the lowered nodes that every kernel of its type replaces go back to float32 (a lowered
    Llama's written-out RMSNorm, which ORT fuses into a SimplifiedLayerNormalization that
-   computed 2.4x the tolerance where the graph as written computes 0.27x). bfloat16 has no
+   computed 2.4x the tolerance where the graph as written computes 0.27x). That session runs
+   in a worker interpreter (:mod:`.._runtime_worker`), beside the run here: its optimizations
+   crash ONNX Runtime on some lowered graphs (a ViT: a segfault), which must not take graphfix
+   down. The pass entered as a context manager (a pipeline does) starts its worker at once and
+   keeps it for every call; a caller that converts many models gives it one (``worker=``, or
+   :func:`shared_worker` for every run in a block); a call on its own starts and stops one.
+   bfloat16 has no
    kernels on ONNX Runtime's CPU provider: its result is checked by onnx's checker and by the
    estimate alone.
 7. A model that already carries a ``graphfix.precision`` record that fits it is left alone (a
@@ -51,12 +57,15 @@ Rules:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -69,7 +78,8 @@ from graphfix.model_io import new_checker_problem
 from graphfix.options import RunOptions
 from . import ops
 from .analysis import FLOAT, Analysis
-from .._measuring import Apart, RuntimeCrash, make_feeds, run_outputs, tolerance
+from .._measuring import make_feeds, run_outputs, tolerance
+from .._runtime_worker import Job, RuntimeCrash, RuntimeWorker
 from .measure import (
     MAX_ROUNDS,
     Search,
@@ -79,9 +89,36 @@ from .measure import (
 from .rewrite import LowerStats, expose, largest_value, lower
 from graphfix.registry import Pass, PassResult, register
 
-__all__ = ["ConvertPrecision", "convert_precision", "PRECISIONS", "Island"]
+__all__ = ["ConvertPrecision", "convert_precision", "PRECISIONS", "Island", "RuntimeWorker",
+           "shared_worker"]
 
 logger = logging.getLogger(__name__)
+
+# The worker that the convert-precision pass of every run in a shared_worker() block uses.
+_RUNS_WORKER: ContextVar[RuntimeWorker | None] = ContextVar("graphfix_runtime_worker",
+                                                             default=None)
+
+
+@contextlib.contextmanager
+def shared_worker(worker: RuntimeWorker) -> Iterator[RuntimeWorker]:
+    """Within the block, the convert-precision pass of every run (:func:`graphfix.optimize`
+    and the commands that call it, in this thread) checks its result in ``worker``, which its
+    owner opened and closes: ONNX Runtime's interpreter is started once for many models. A
+    pass that the caller builds keeps the worker it is given, or its own. Blocks nest; the
+    innermost wins.
+
+        with RuntimeWorker() as worker, shared_worker(worker):
+            for path in paths:
+                graphfix.optimize_file(path, out_path(path), precision="fp16")
+    """
+    if not isinstance(worker, RuntimeWorker):
+        raise PassError(f"convert-precision: shared_worker takes a RuntimeWorker, got "
+                        f"{worker!r}")
+    token = _RUNS_WORKER.set(worker)
+    try:
+        yield worker
+    finally:
+        _RUNS_WORKER.reset(token)
 
 # --precision's names -> the element type and the dtype name parity's tolerances use.
 PRECISIONS: dict[str, tuple[int, str]] = {
@@ -123,7 +160,12 @@ class ConvertPrecision(Pass):
         seed: int = 0,
         max_rounds: int = MAX_ROUNDS,
         nchw_inputs: Sequence[str] = (),
+        worker: RuntimeWorker | None = None,
     ) -> None:
+        """``worker``: the caller's ONNX Runtime worker for the default-session check (rule
+        6), kept across its conversions; without one, the pass entered as a context manager (a
+        pipeline does) keeps a worker of its own until it is left, and a call on its own
+        starts and stops one."""
         if precision not in PRECISIONS:
             raise PassError(f"convert-precision: precision must be one of "
                             f"{', '.join(PRECISIONS)}, got {precision!r}")
@@ -151,12 +193,30 @@ class ConvertPrecision(Pass):
         # Inputs an earlier pass made channels-first on request: ``input_shapes`` and
         # ``inputs`` are in the source's layout, and move with them.
         self.nchw_inputs = tuple(nchw_inputs)
+        if worker is not None and not isinstance(worker, RuntimeWorker):
+            raise PassError(f"convert-precision: worker must be a RuntimeWorker, got {worker!r}")
+        self._shared = worker
+        self._own: RuntimeWorker | None = None
+
+    def __enter__(self) -> ConvertPrecision:
+        # The worker starts now and imports while the passes before this one run; bfloat16
+        # has no kernels to check on ONNX Runtime's CPU provider.
+        if self._shared is None and self._own is None and self.precision != "bf16":
+            self._own = RuntimeWorker()
+            self._own.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        own, self._own = self._own, None
+        if own is not None:
+            own.close()
 
     @classmethod
     def configured(cls, run: RunOptions) -> ConvertPrecision:
         return cls(precision=run.precision or "fp16", io_types=run.io_types,
                    input_shapes=run.input_shapes, inputs=run.inputs,
-                   nchw_inputs=run.inputs_as_nchw)
+                   nchw_inputs=run.inputs_as_nchw, worker=_RUNS_WORKER.get())
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         low, dtype = PRECISIONS[self.precision]
@@ -181,20 +241,20 @@ class ConvertPrecision(Pass):
         bar = tolerance(dtype)
         search = Search(analysis, feeds, bar, io_low=io_low, max_rounds=self.max_rounds)
         forced = self._forced(analysis)
-        # ORT's default session is checked in a child interpreter, started now: it imports
-        # while the search runs
-        apart = Apart()
-        if low != onnx.TensorProto.BFLOAT16:
-            apart.start()
-        try:
+        # ORT's default session is checked in a worker interpreter; one of this call's own
+        # starts now and imports while the search runs
+        worker = self._shared or self._own
+        if worker is not None or low == onnx.TensorProto.BFLOAT16:
             return self._search_and_lower(model, analysis, search, feeds, forced, io_low, low,
-                                          dtype, apart)
-        finally:
-            apart.close()
+                                          dtype, worker)
+        with RuntimeWorker() as own:
+            return self._search_and_lower(model, analysis, search, feeds, forced, io_low, low,
+                                          dtype, own)
 
     def _search_and_lower(self, model: onnx.ModelProto, analysis: Analysis, search: Search,
                           feeds: Sequence[Mapping[str, np.ndarray]], forced: dict[int, str],
-                          io_low: bool, low: int, dtype: str, apart: Apart) -> PassResult:
+                          io_low: bool, low: int, dtype: str, worker: RuntimeWorker | None
+                          ) -> PassResult:
         """The search, the lowering and its checks on ONNX Runtime (rules 3 and 6)."""
         for attempt in range(RUNTIME_RETRIES + 1):
             result = search.run(forced)
@@ -220,7 +280,7 @@ class ConvertPrecision(Pass):
                 logger.warning("convert-precision: %s", reason)
                 return PassResult(model, False, warnings=[reason], skipped=reason)
             checked, refusal, runtime_error, fused = self._check_run(lowered, search, feeds,
-                                                                     low, apart)
+                                                                     low, worker)
             if refusal is None:
                 break
             # ONNX Runtime computed something the emulation did not: trace the error back on
@@ -317,22 +377,31 @@ class ConvertPrecision(Pass):
         return lowered, stats
 
     def _check_run(self, lowered: onnx.ModelProto, search: Search,
-                   feeds: Sequence[Mapping[str, np.ndarray]], low: int, apart: Apart
+                   feeds: Sequence[Mapping[str, np.ndarray]], low: int,
+                   worker: RuntimeWorker | None
                    ) -> tuple[float | None, str | None, str | None, bool]:
         """Rule 6: the worst output's error of the lowered model run on ONNX Runtime (None
         where it cannot run here: bfloat16, or a model ORT refuses), why the model is not
         taken (None when it is), ORT's error where it refused the model, and whether only
         ORT's default session (its fusions) missed the bar."""
-        if low == onnx.TensorProto.BFLOAT16:
+        if low == onnx.TensorProto.BFLOAT16 or worker is None:
             return None, None, None, False
         outputs = [o.name for o in lowered.graph.output]
+        # A default session fuses what it can (a written-out RMSNorm into one kernel): on a
+        # lowered Llama that kernel computed 2.4x the tolerance where the graph as written
+        # computes 0.27x. It runs in the worker interpreter, beside the run here: on a
+        # lowered ViT the default session's NCHWc layout transformer crashed ONNX Runtime (a
+        # segfault).
+        default = _submit_lowered(worker, lowered, feeds, outputs)
         try:
             runs = _run_lowered(lowered, feeds, outputs)
         except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
+            _outcome(default, lowered)  # its worker is free again
             error = first_line(err, limit=2000)
             return (None, f"ONNX Runtime cannot run the lowered model ({error}); model kept",
                     error, False)
         worst = max(search.errors_of(runs).outputs.values(), default=0.0)
+        runs_default = _outcome(default, lowered)
         # The bar is the search's own: half the tolerance, the other half headroom for inputs
         # parity does not see. A model that meets it in the emulation only, at 0.99x on ONNX
         # Runtime, missed the tolerance on fresh inputs of larger sizes.
@@ -340,19 +409,13 @@ class ConvertPrecision(Pass):
             return worst, (f"the lowered model's outputs reach {worst:.3g}x the tolerance on "
                            f"ONNX Runtime where the bar is {search.budget:g}x; model kept"), \
                 None, False
-        # A default session fuses what it can (a written-out RMSNorm into one kernel): on a
-        # lowered Llama that kernel computed 2.4x the tolerance where the graph as written
-        # computes 0.27x. It runs in a child interpreter: on a lowered ViT the default
-        # session's NCHWc layout transformer crashed ONNX Runtime (a segfault).
-        try:
-            runs = _run_lowered(lowered, feeds, outputs, apart=apart)
-        except RuntimeCrash as crash:
+        if isinstance(runs_default, RuntimeCrash):
             return worst, (f"ONNX Runtime's default session (its graph optimizations at level "
-                           f"all) crashes on the lowered model ({crash}); model kept"), \
+                           f"all) crashes on the lowered model ({runs_default}); model kept"), \
                 None, False
-        except Exception:  # noqa: BLE001 - ORT refuses in many ways: the run above stands
+        if runs_default is None:  # ORT refuses in many ways: the run above stands
             return worst, None, None, False
-        fused = max(search.errors_of(runs).outputs.values(), default=0.0)
+        fused = max(search.errors_of(runs_default).outputs.values(), default=0.0)
         if fused > search.budget:
             return fused, (f"ONNX Runtime's default session (its fusions at level all) computes "
                            f"the lowered model's outputs at {fused:.3g}x the tolerance where "
@@ -407,15 +470,38 @@ def _kind(node: onnx.NodeProto) -> tuple[str, str, bytes]:
 
 
 def _run_lowered(lowered: onnx.ModelProto, feeds: Sequence[Mapping[str, np.ndarray]],
-                 names: Sequence[str], *, apart: Apart | None = None
-                 ) -> list[dict[str, np.ndarray]]:
-    """``names`` of the lowered model on ONNX Runtime, its optimizations off (with ``apart``:
-    a default session, level all, in that child interpreter), its float16 signature
-    (``io_types``) fed and read in the original's types."""
+                 names: Sequence[str]) -> list[dict[str, np.ndarray]]:
+    """``names`` of the lowered model on ONNX Runtime, its optimizations off, its float16
+    signature (``io_types``) fed and read in the original's types."""
     fed = [precision_record.for_model(f, lowered) for f in feeds]
-    runs = run_outputs(lowered, fed, names) if apart is None else \
-        apart.run(lowered, fed, names, optimization="all")
-    return [precision_record.to_reference(run, lowered) for run in runs]
+    return [precision_record.to_reference(run, lowered)
+            for run in run_outputs(lowered, fed, names)]
+
+
+def _submit_lowered(worker: RuntimeWorker, lowered: onnx.ModelProto,
+                    feeds: Sequence[Mapping[str, np.ndarray]], names: Sequence[str]
+                    ) -> Job | None:
+    """:func:`_run_lowered` in a default session (level all) in ``worker``, given now
+    (:func:`_outcome` collects it); None where it cannot be given (its files)."""
+    fed = [precision_record.for_model(f, lowered) for f in feeds]
+    try:
+        return worker.submit(lowered, fed, names, optimization="all")
+    except Exception:  # noqa: BLE001 - no check is better than no model: the run here stands
+        return None
+
+
+def _outcome(job: Job | None, lowered: onnx.ModelProto
+             ) -> list[dict[str, np.ndarray]] | RuntimeCrash | None:
+    """A submitted run's outputs in the original's types, the crash that ended it, or None
+    where ONNX Runtime refused the model."""
+    if job is None:
+        return None
+    try:
+        return [precision_record.to_reference(run, lowered) for run in job.result()]
+    except RuntimeCrash as crash:
+        return crash
+    except Exception:  # noqa: BLE001 - ORT refuses in many ways
+        return None
 
 
 # The prefix of the Casts ONNX Runtime inserts around a kernel it runs in float32.
@@ -622,8 +708,10 @@ def convert_precision(
     seed: int = 0,
     max_rounds: int = MAX_ROUNDS,
     nchw_inputs: Sequence[str] = (),
+    worker: RuntimeWorker | None = None,
 ) -> onnx.ModelProto:
     """Function twin of :class:`ConvertPrecision`: rewrites ``model`` in place, returns it."""
     return ConvertPrecision(precision=precision, io_types=io_types, keep_float32=keep_float32,
                             feeds=feeds, input_shapes=input_shapes, inputs=inputs, seed=seed,
-                            max_rounds=max_rounds, nchw_inputs=nchw_inputs)(model).model
+                            max_rounds=max_rounds, nchw_inputs=nchw_inputs,
+                            worker=worker)(model).model

@@ -1290,27 +1290,86 @@ def test_an_ir3_model_whose_weights_are_inputs_is_lowered() -> None:
     onnx.checker.check_model(result.model, full_check=True)
 
 
-def test_a_run_apart_gives_the_outputs_or_onnx_runtime_s_refusal_and_ends_its_child() -> None:
-    # The default-session check runs in a child interpreter started ahead: the same outputs
-    # as a run in process, ORT's own refusal as an error, and no child left either way.
-    from graphfix.passes._measuring import Apart, run_outputs
+def test_the_runtime_worker_gives_outputs_or_refusals_and_outlives_a_crash() -> None:
+    # The default-session check runs in a worker interpreter: the same outputs as a run in
+    # process, ORT's own refusal as an error (the worker kept), a crash as RuntimeCrash (the
+    # worker replaced at the next job), and no interpreter left once closed.
+    import os
+    import signal
+
+    from graphfix.passes._measuring import run_outputs
+    from graphfix.passes._runtime_worker import RuntimeCrash, RuntimeWorker
 
     model = _residual_stack(2)
     feeds = [{"x": np.random.default_rng(0).uniform(-1, 1, (1, 32, 64)).astype(np.float32)}]
-    with Apart() as apart:
-        apart.start()
-        child = apart.child
-        (apart_run,) = apart.run(model, feeds, ["y"], optimization="all")
-    assert child is not None and child.poll() is not None
     (in_process,) = run_outputs(model, feeds, ["y"])
-    np.testing.assert_allclose(apart_run["y"], in_process["y"], rtol=1e-4, atol=1e-4)
     broken = onnx.ModelProto()
     broken.CopyFrom(model)
     broken.graph.node[0].op_type = "NoSuchOp"
-    with Apart() as apart, pytest.raises(RuntimeError, match="NoSuchOp"):
-        apart.run(broken, feeds, ["y"], optimization="all")
-    unused = Apart()
-    unused.start()
-    child = unused.child
-    unused.close()
-    assert child is not None and child.poll() is not None and unused.folder is None
+    with RuntimeWorker() as worker:
+        first = worker.pid
+        (kept,) = worker.run(model, feeds, ["y"], optimization="all")
+        np.testing.assert_allclose(kept["y"], in_process["y"], rtol=1e-4, atol=1e-4)
+        with pytest.raises(RuntimeError, match="NoSuchOp"):
+            worker.run(broken, feeds, ["y"], optimization="all")
+        assert worker.pid == first  # a refusal is not a death
+        many = [{"x": np.random.default_rng(i).uniform(-1, 1, (64, 32, 64)).astype(np.float32)}
+                for i in range(64)]  # a job of a second or so
+        job = worker.submit(model, many, ["y"], optimization="all")
+        os.kill(first, signal.SIGKILL)  # as a segfault in ONNX Runtime would, in the job
+        with pytest.raises(RuntimeCrash, match="signal"):
+            job.result()
+        (again,) = worker.run(model, feeds, ["y"], optimization="disabled")
+        assert worker.pid not in (None, first)
+        np.testing.assert_allclose(again["y"], in_process["y"], rtol=1e-4, atol=1e-4)
+        last = worker.pid
+    assert worker.pid is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(last, os.WNOHANG)  # reaped by close
+    # a closed worker still runs a job, in an interpreter of its own that ends with it
+    (alone,) = worker.run(model, feeds, ["y"], optimization="all")
+    np.testing.assert_allclose(alone["y"], in_process["y"], rtol=1e-4, atol=1e-4)
+    assert worker.pid is None
+
+
+def test_convert_precision_keeps_the_worker_it_is_given_or_its_own_while_entered() -> None:
+    from graphfix.passes._runtime_worker import RuntimeWorker
+
+    model = _residual_stack(2)
+    with RuntimeWorker() as worker:
+        pid = worker.pid
+        for _ in range(2):
+            result = ConvertPrecision(precision="fp16", worker=worker)(copy(model))
+            assert result.modified, result.warnings
+            assert worker.pid == pid
+    with ConvertPrecision(precision="fp16") as pass_:
+        own = pass_._own
+        assert own is not None and own.pid is not None
+        pid = own.pid
+        assert pass_(copy(model)).modified and pass_(copy(model)).modified
+        assert own.pid == pid
+    assert own.pid is None and pass_._own is None
+    with pytest.raises(graphfix.errors.PassError, match="RuntimeWorker"):
+        ConvertPrecision(worker="a worker")
+
+
+def test_every_run_in_a_shared_worker_block_checks_in_that_worker() -> None:
+    import os
+    import signal
+
+    from graphfix.passes.convert_precision import RuntimeWorker, shared_worker
+
+    model = _residual_stack(2)
+    with RuntimeWorker() as worker, shared_worker(worker):
+        for _ in range(2):
+            pid = worker.pid
+            # an interpreter that died between jobs (killed here) is replaced at the next job,
+            # not taken for a crash on the model: the run's pass used this worker
+            os.kill(pid, signal.SIGKILL)
+            result = graphfix.optimize(copy(model), passes=["convert-precision"], verify=False)
+            (report,) = result.report.passes
+            assert report.stats["compute_nodes_lowered"] > 0, report
+            assert worker.pid not in (None, pid)
+    with pytest.raises(graphfix.errors.PassError, match="RuntimeWorker"):
+        with shared_worker("a worker"):
+            pass
