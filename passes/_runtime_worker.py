@@ -244,6 +244,7 @@ class RuntimeWorker:
         self._busy: _Process | None = None  # its job not collected yet
         self._open = False
         self._lock = threading.Lock()
+        self.jobs = 0  # given to it so far
 
     def __enter__(self) -> RuntimeWorker:
         self.start()
@@ -281,6 +282,7 @@ class RuntimeWorker:
         is on, or to a closed worker, runs in a worker of its own."""
         dead = None
         with self._lock:
+            self.jobs += 1
             keep = self._open and self._busy is None
             if keep:  # its interpreter, or a new one in place of one that died meanwhile
                 if self._idle is not None and self._idle.proc.poll() is not None:

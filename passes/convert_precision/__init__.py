@@ -256,31 +256,50 @@ class ConvertPrecision(Pass):
                           io_low: bool, low: int, dtype: str, worker: RuntimeWorker | None
                           ) -> PassResult:
         """The search, the lowering and its checks on ONNX Runtime (rules 3 and 6)."""
+        outputs = [o.name for o in model.graph.output]
         for attempt in range(RUNTIME_RETRIES + 1):
-            result = search.run(forced)
-            if result.failed:
-                reason = f"kept float32: {result.failed}"
-                logger.warning("convert-precision: %s", reason)
-                return PassResult(model, False, warnings=[reason], skipped=reason,
-                                  stats={"rounds": result.rounds})
-            lowered_count = sum(1 for p in result.low if not analysis.plans[p].movement)
-            if not lowered_count:
-                reason = (f"kept float32: every node that computes needs float32 on the "
-                          f"measured inputs ({len(result.kept)} kept, in {result.rounds} "
-                          f"round(s) of measuring)")
-                logger.warning("convert-precision: %s", reason)
-                return PassResult(model, False, warnings=[reason], skipped=reason,
-                                  stats={"rounds": result.rounds},
-                                  details={"islands": [island.to_dict() for island in
-                                                       islands_of(analysis, result)]})
-            lowered, stats = self._lowered(analysis, result.low, io_low, dtype)
-            problem = new_checker_problem(lowered, model)  # not the input's own: Rule 6
-            if problem:
-                reason = f"the lowered model is invalid ({problem}); model kept"
-                logger.warning("convert-precision: %s", reason)
-                return PassResult(model, False, warnings=[reason], skipped=reason)
-            checked, refusal, runtime_error, fused = self._check_run(lowered, search, feeds,
-                                                                     low, worker)
+            # The first assignment is lowered and given to the worker's default session while
+            # the search measures it: most searches end there, with the check under way.
+            ahead: list[_Ahead] = []
+
+            def check_ahead(assignment: frozenset[int]) -> None:
+                if worker is not None and assignment:
+                    lowered, stats = self._lowered(analysis, assignment, io_low, dtype)
+                    ahead.append(_Ahead(assignment, lowered, stats, _submit_lowered(
+                        worker, lowered, feeds, outputs)))
+
+            try:
+                result = search.run(forced, first=check_ahead)
+                if result.failed:
+                    reason = f"kept float32: {result.failed}"
+                    logger.warning("convert-precision: %s", reason)
+                    return PassResult(model, False, warnings=[reason], skipped=reason,
+                                      stats={"rounds": result.rounds})
+                lowered_count = sum(1 for p in result.low if not analysis.plans[p].movement)
+                if not lowered_count:
+                    reason = (f"kept float32: every node that computes needs float32 on the "
+                              f"measured inputs ({len(result.kept)} kept, in {result.rounds} "
+                              f"round(s) of measuring)")
+                    logger.warning("convert-precision: %s", reason)
+                    return PassResult(model, False, warnings=[reason], skipped=reason,
+                                      stats={"rounds": result.rounds},
+                                      details={"islands": [island.to_dict() for island in
+                                                           islands_of(analysis, result)]})
+                given = next((a for a in ahead if a.low == result.low), None)
+                if given is None:
+                    _drain(ahead)  # the worker is free for this assignment's check
+                    lowered, stats = self._lowered(analysis, result.low, io_low, dtype)
+                else:
+                    lowered, stats = given.lowered, given.stats
+                problem = new_checker_problem(lowered, model)  # not the input's own: Rule 6
+                if problem:
+                    reason = f"the lowered model is invalid ({problem}); model kept"
+                    logger.warning("convert-precision: %s", reason)
+                    return PassResult(model, False, warnings=[reason], skipped=reason)
+                checked, refusal, runtime_error, fused = self._check_run(
+                    lowered, search, feeds, low, worker, given.job if given else None)
+            finally:
+                _drain(ahead)
             if refusal is None:
                 break
             # ONNX Runtime computed something the emulation did not: trace the error back on
@@ -378,12 +397,13 @@ class ConvertPrecision(Pass):
 
     def _check_run(self, lowered: onnx.ModelProto, search: Search,
                    feeds: Sequence[Mapping[str, np.ndarray]], low: int,
-                   worker: RuntimeWorker | None
+                   worker: RuntimeWorker | None, default: Job | None
                    ) -> tuple[float | None, str | None, str | None, bool]:
         """Rule 6: the worst output's error of the lowered model run on ONNX Runtime (None
         where it cannot run here: bfloat16, or a model ORT refuses), why the model is not
         taken (None when it is), ORT's error where it refused the model, and whether only
-        ORT's default session (its fusions) missed the bar."""
+        ORT's default session (its fusions) missed the bar. ``default``: its run in a default
+        session, given to ``worker`` already."""
         if low == onnx.TensorProto.BFLOAT16 or worker is None:
             return None, None, None, False
         outputs = [o.name for o in lowered.graph.output]
@@ -392,7 +412,8 @@ class ConvertPrecision(Pass):
         # computes 0.27x. It runs in the worker interpreter, beside the run here: on a
         # lowered ViT the default session's NCHWc layout transformer crashed ONNX Runtime (a
         # segfault).
-        default = _submit_lowered(worker, lowered, feeds, outputs)
+        if default is None:
+            default = _submit_lowered(worker, lowered, feeds, outputs)
         try:
             runs = _run_lowered(lowered, feeds, outputs)
         except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
@@ -488,6 +509,24 @@ def _submit_lowered(worker: RuntimeWorker, lowered: onnx.ModelProto,
         return worker.submit(lowered, fed, names, optimization="all")
     except Exception:  # noqa: BLE001 - no check is better than no model: the run here stands
         return None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ahead:
+    """An assignment lowered, and its default-session run given to the worker while the
+    search measured it."""
+
+    low: frozenset[int]
+    lowered: onnx.ModelProto
+    stats: LowerStats
+    job: Job | None
+
+
+def _drain(ahead: list[_Ahead]) -> None:
+    """Wait for the runs given ahead (their worker is free again), and forget them."""
+    while ahead:
+        given = ahead.pop()
+        _outcome(given.job, given.lowered)
 
 
 def _outcome(job: Job | None, lowered: onnx.ModelProto

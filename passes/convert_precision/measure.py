@@ -489,8 +489,11 @@ class Search:
                     kept[use.node] = f"reads {name!r}, which {self.reaches(peak(name))}"
                 todo += [n for n in self.analysis.node(use.node).output if n]
 
-    def run(self, forced: Mapping[int, str] | None = None) -> SearchResult:
-        """The search; ``forced`` nodes stay float32 from the start, with their reason."""
+    def run(self, forced: Mapping[int, str] | None = None, *,
+            first: Callable[[frozenset[int]], None] | None = None) -> SearchResult:
+        """The search; ``forced`` nodes stay float32 from the start, with their reason.
+        ``first`` is given the first assignment before it is measured (most searches end
+        there: a caller starts what it will do with the result meanwhile)."""
         self.measure_local([p for p in self.analysis.compute_nodes() if self.analysis.risk(p)])
         kept = {**self.start(), **(forced or {})}
         compute = set(self.analysis.compute_nodes())
@@ -504,6 +507,8 @@ class Search:
                                         pinned=pinned)
             # Once an assignment failed, the next ones are measured with every tensor
             # exposed: one session gives both the verdict and what tracing needs.
+            if round_index == 1 and first is not None:
+                first(low)
             measured = self.measure(low, tensors=previous is not None)
             failing = measured.failing(self.budget)
             worst = max((measured.outputs[name] for name in failing), default=0.0)

@@ -1373,3 +1373,23 @@ def test_every_run_in_a_shared_worker_block_checks_in_that_worker() -> None:
     with pytest.raises(graphfix.errors.PassError, match="RuntimeWorker"):
         with shared_worker("a worker"):
             pass
+
+
+def test_the_first_assignment_s_default_session_check_runs_while_the_search_measures_it(
+        ) -> None:
+    # The first assignment is lowered and its default-session run given to the worker before
+    # the search measures it: where the search ends there (one round), that run is the check
+    # (one job); where it goes on, the check runs on the assignment it ends with (two jobs),
+    # and the model written is the one checked.
+    from graphfix.passes.convert_precision import RuntimeWorker
+
+    with RuntimeWorker() as worker:
+        one = ConvertPrecision(precision="fp16", worker=worker)(_residual_stack(2))
+        assert one.modified and one.stats["rounds"] == 1 and worker.jobs == 1
+        more = ConvertPrecision(precision="fp16", worker=worker)(_residual_stack(16))
+        assert more.modified and more.stats["rounds"] > 1 and worker.jobs == 3
+    float32 = {n for island in more.details["islands"] for n in island["nodes"]}
+    written = {n.name: n for n in more.model.graph.node}
+    assert float32 and all(name in written for name in float32)
+    feeds = [{"x": np.random.default_rng(3).uniform(-1, 1, (1, 32, 64)).astype(np.float32)}]
+    assert check_parity(_residual_stack(16), more.model, feeds=feeds).passed
