@@ -202,6 +202,13 @@ class Job:
                 self._outcome = self._collect(timeout)
             except (RuntimeCrash, RuntimeError) as error:
                 self._outcome = error
+            except BaseException:  # an interrupt while waiting: its answer is lost to it
+                self._outcome = RuntimeError("interrupted")
+                self._worker._forget(self._process)
+                with contextlib.suppress(OSError):
+                    self._process.proc.kill()
+                self._process.close()
+                raise
             finally:
                 release(self._folder)
         if isinstance(self._outcome, Exception):

@@ -505,10 +505,10 @@ class Search:
         for round_index in range(1, self.max_rounds + 1):
             low = self.analysis.resolve(frozenset(compute - set(kept)), io_low=self.io_low,
                                         pinned=pinned)
-            # Once an assignment failed, the next ones are measured with every tensor
-            # exposed: one session gives both the verdict and what tracing needs.
             if round_index == 1 and first is not None:
                 first(low)
+            # Once an assignment failed, the next ones are measured with every tensor
+            # exposed: one session gives both the verdict and what tracing needs.
             measured = self.measure(low, tensors=previous is not None)
             failing = measured.failing(self.budget)
             worst = max((measured.outputs[name] for name in failing), default=0.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import numpy as np
 import onnx
@@ -1290,6 +1291,12 @@ def test_an_ir3_model_whose_weights_are_inputs_is_lowered() -> None:
     onnx.checker.check_model(result.model, full_check=True)
 
 
+def _many_feeds() -> list[dict[str, np.ndarray]]:
+    """Input sets for _residual_stack that keep a worker's job going for a second or so."""
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 32, 64)).astype(np.float32)
+    return [{"x": x + np.float32(i)} for i in range(4000)]
+
+
 def test_the_runtime_worker_gives_outputs_or_refusals_and_outlives_a_crash() -> None:
     # The default-session check runs in a worker interpreter: the same outputs as a run in
     # process, ORT's own refusal as an error (the worker kept), a crash as RuntimeCrash (the
@@ -1313,8 +1320,7 @@ def test_the_runtime_worker_gives_outputs_or_refusals_and_outlives_a_crash() -> 
         with pytest.raises(RuntimeError, match="NoSuchOp"):
             worker.run(broken, feeds, ["y"], optimization="all")
         assert worker.pid == first  # a refusal is not a death
-        many = [{"x": np.random.default_rng(i).uniform(-1, 1, (64, 32, 64)).astype(np.float32)}
-                for i in range(64)]  # a job of a second or so
+        many = _many_feeds()
         job = worker.submit(model, many, ["y"], optimization="all")
         os.kill(first, signal.SIGKILL)  # as a segfault in ONNX Runtime would, in the job
         with pytest.raises(RuntimeCrash, match="signal"):
@@ -1393,3 +1399,29 @@ def test_the_first_assignment_s_default_session_check_runs_while_the_search_meas
     assert float32 and all(name in written for name in float32)
     feeds = [{"x": np.random.default_rng(3).uniform(-1, 1, (1, 32, 64)).astype(np.float32)}]
     assert check_parity(_residual_stack(16), more.model, feeds=feeds).passed
+
+
+def test_an_interrupt_while_waiting_for_the_worker_leaves_it_free_and_the_job_settled() -> None:
+    # Ctrl-C (or a notebook's interrupt) while a job runs: the interrupt goes up at once, the
+    # job's answer is lost to it (a second wait would wait out the whole timeout), and the
+    # worker takes the next job in a new interpreter.
+    import os
+    import signal
+    import threading
+
+    from graphfix.passes._runtime_worker import RuntimeWorker
+
+    model = _residual_stack(2)
+    many = _many_feeds()
+    with RuntimeWorker() as worker:
+        first = worker.pid
+        job = worker.submit(model, many, ["y"], optimization="all")
+        threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            job.result()
+        started = time.perf_counter()
+        with pytest.raises(RuntimeError, match="interrupted"):
+            job.result(timeout=5)
+        assert time.perf_counter() - started < 5
+        (out,) = worker.run(model, many[:1], ["y"], optimization="all")
+        assert worker.pid not in (None, first) and out["y"].shape == (1, 32, 64)
