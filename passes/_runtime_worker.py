@@ -14,8 +14,14 @@ once, :meth:`Job.result` waits for the outputs (the caller computes in between);
   ONNX Runtime's refusal of a model is an error (RuntimeError), and the worker stays. One that
   ran a model over :data:`KEEP_WORKER_BELOW` is stopped after it, so that its memory goes
   back, and started again when next needed.
-- A job given to a closed worker runs in a worker of its own, stopped after it.
-- The worker ends when its stdin closes, which its parent's death does too.
+- A job given to a closed worker, or while another is on, runs in a worker of its own,
+  stopped after it. Closing a worker stops a job still on in it (its result is then an error).
+- The worker acknowledges each job before it starts it: one that died before (between jobs, or
+  killed) is replaced and the job given again, not taken for a crash on the model.
+- It runs in a session of its own (POSIX), so that a terminal's Ctrl-C reaches graphfix, not
+  it; an interrupt while waiting for a job stops the job's interpreter and settles the job.
+- It ends when its stdin closes, which its parent's death does too; at exit, what is left
+  (a worker whose owner never closed it, a job never collected) is stopped and its files go.
 """
 
 from __future__ import annotations
@@ -23,9 +29,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +41,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from graphfix.errors import PassError
 from graphfix.model_io import release, temporary_folder_path, write_scratch
 
 __all__ = ["RuntimeWorker", "RuntimeCrash", "Job", "KEEP_WORKER_BELOW"]
@@ -48,8 +57,10 @@ class RuntimeCrash(Exception):
 
 
 # The worker's program: it imports, then takes one job per line of stdin (the job's folder,
-# holding the model and the feeds, the optimization level, the output names), writes the
-# outputs beside them and answers with a line (a JSON document: {} or {"error": text}).
+# holding the model and the feeds, the optimization level, the output names), acknowledges it
+# with a line, writes the outputs beside the feeds and answers with a line (a JSON document:
+# {} or {"error": text}). Outputs numpy cannot hold as an array of numbers (strings,
+# sequences, maps, bfloat16) are left out, as a run here leaves them out.
 _WORKER = """
 import json, os, sys
 import numpy as np
@@ -69,8 +80,9 @@ def job(folder, optimization, names):
     with open(folder + "/feeds.json") as listed:
         keys = json.load(listed)
     inputs = {i.name for i in session.get_inputs()}
-    outputs = {o.name for o in session.get_outputs()}
-    wanted = [n for n in names if n in outputs]
+    kinds = {o.name: o.type for o in session.get_outputs()}
+    wanted = [n for n in names if kinds.get(n, "").startswith("tensor(")
+              and kinds[n] not in ("tensor(string)", "tensor(bfloat16)")]
     written = {}
     with np.load(folder + "/feeds.npz") as stored:
         for index, feed in enumerate(keys):
@@ -86,27 +98,50 @@ def job(folder, optimization, names):
 answers = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)
 for line in sys.stdin:
+    answers.write("{}\\n")  # taken
+    answers.flush()
     try:
         job(*json.loads(line))
         answer = {}
     except Exception as error:
-        lines = str(error).strip().splitlines()
-        answer = {"error": lines[-1] if lines else type(error).__name__}
+        answer = {"error": str(error).strip()[:2000] or type(error).__name__}
     answers.write(json.dumps(answer) + "\\n")
     answers.flush()
 """
 
+LEVELS = ("disabled", "basic", "extended", "all")
 
-# Every worker interpreter not closed yet: those left at exit (a worker whose owner never
-# closed it) are closed then, so that no folder of theirs outlives this process. The exit
-# handler is registered by the first worker, not at import.
+# Every worker interpreter not closed yet, and every job folder not given back: at exit (a
+# worker whose owner never closed it, a job never collected) the interpreters are stopped,
+# a job still on in one with it, and the folders go. The exit handler is registered by the
+# first worker, not at import.
 _LIVE: set[_Process] = set()
+_JOB_FOLDERS: set[Path] = set()
 
 
 def _close_left() -> None:
     for process in list(_LIVE):
         with contextlib.suppress(Exception):
+            if process.busy:
+                process.proc.kill()
             process.close(wait=False)
+    for folder in list(_JOB_FOLDERS):
+        _release_job(folder)
+
+
+def _release_job(folder: Path) -> None:
+    _JOB_FOLDERS.discard(folder)
+    release(folder)
+
+
+def _drop_job(worker: RuntimeWorker, process: _Process, folder: Path) -> None:
+    """A job garbage-collected uncollected: its interpreter stopped if still on it."""
+    worker._forget(process)
+    if process.busy and process.mine:
+        with contextlib.suppress(OSError):
+            process.proc.kill()
+        process.close()
+    _release_job(folder)
 
 
 class _Process:
@@ -116,19 +151,30 @@ class _Process:
 
     def __init__(self) -> None:
         self.folder = temporary_folder_path("runtime")
-        self.timed_out = False
+        self.owner = os.getpid()  # a forked copy of this process does not own it
+        self.busy = False  # a job on, its answer not read
         try:
             with open(self.folder / "log.txt", "wb") as log:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE, stderr=log, text=True, cwd=self.folder)
-        except BaseException:
+                    stdout=subprocess.PIPE, stderr=log, text=True, cwd=self.folder,
+                    start_new_session=os.name == "posix")
+        except BaseException as error:
             release(self.folder)
+            if isinstance(error, OSError) and not isinstance(error, InterruptedError):
+                raise PassError(f"ONNX Runtime's worker: cannot run {sys.executable!r} "
+                                f"({error.strerror or error})",
+                                hint="run graphfix with a Python interpreter it can start "
+                                     "again (sys.executable)") from None
             raise
-        if not _LIVE:
+        if not _LIVE and not _JOB_FOLDERS:
             atexit.unregister(_close_left)
             atexit.register(_close_left)
         _LIVE.add(self)
+
+    @property
+    def mine(self) -> bool:
+        return self.owner == os.getpid()
 
     def send(self, line: str) -> bool:
         """Give it a job; False when it died before reading it (a broken pipe)."""
@@ -136,35 +182,39 @@ class _Process:
         try:
             self.proc.stdin.write(line)
             self.proc.stdin.flush()
+            self.busy = True
             return True
-        except OSError:
+        except (OSError, ValueError):
             return False
 
-    def answer(self, timeout: float) -> dict[str, Any] | None:
-        """The job's answer; None when the worker died on the way or ran past ``timeout``
+    def read(self, timeout: float) -> str | None:
+        """Its next line ('' once it ended); None when none came in ``timeout`` seconds
         (then it is killed)."""
         stdout = self.proc.stdout
         assert stdout is not None
         got: list[str] = []
-        reader = threading.Thread(target=lambda: got.append(stdout.readline()),
-                                  name="graphfix-runtime-answer", daemon=True)
+
+        def read() -> None:
+            with contextlib.suppress(OSError, ValueError):
+                got.append(stdout.readline())
+
+        reader = threading.Thread(target=read, name="graphfix-runtime-answer", daemon=True)
         reader.start()
         reader.join(timeout)
         if reader.is_alive():
-            self.timed_out = True
             self.proc.kill()
             reader.join()
             return None
-        try:
-            return json.loads(got[0]) if got and got[0].strip() else None
-        except ValueError:  # not its answer: it cannot be trusted with another job
-            return {"error": f"the worker answered {got[0][:200]!r}", "stop": True}
+        return got[0] if got else ""
 
     def close(self, *, wait: bool = True) -> tuple[int | None, str]:
         """Stop it (it ends when its stdin closes): its exit code (negative: the signal that
-        ended it; None when not ``wait``-ing) and the last line it printed to stderr."""
+        ended it; None when not ``wait``-ing) and the last line it printed to stderr. A
+        forked copy of the process that started it leaves it alone."""
         _LIVE.discard(self)
-        code = None
+        if not self.mine:
+            return None, ""
+        code, lines = None, []
         try:
             with contextlib.suppress(OSError, ValueError):
                 if self.proc.stdin is not None:
@@ -175,9 +225,12 @@ class _Process:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 code = self.proc.wait()
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            lines = (self.folder / "log.txt").read_text(errors="replace").strip().splitlines()
+            with contextlib.suppress(OSError, ValueError):
+                if self.proc.stdout is not None:
+                    self.proc.stdout.close()
+            with contextlib.suppress(OSError):
+                lines = (self.folder / "log.txt").read_text(errors="replace").strip(
+                    ).splitlines()
         finally:
             release(self.folder)
         return code, lines[-1] if lines else ""
@@ -187,57 +240,94 @@ class Job:
     """A job given to a worker (:meth:`RuntimeWorker.submit`); :meth:`result` waits for its
     outputs and frees its files."""
 
-    def __init__(self, worker: RuntimeWorker, process: _Process, folder: Path, *, count: int,
-                 sent: bool, keep: bool) -> None:
-        self._worker, self._process, self._folder = worker, process, folder
-        self._count, self._sent, self._keep = count, sent, keep
+    def __init__(self, worker: RuntimeWorker, process: _Process, folder: Path, line: str, *,
+                 count: int, keep: bool) -> None:
+        self._worker, self._process, self._folder, self._line = worker, process, folder, line
+        self._count, self._keep = count, keep
         self._outcome: list[dict[str, np.ndarray]] | Exception | None = None
+        # a job dropped uncollected (an interrupt between submit and its caller keeping it)
+        # frees its worker and its files
+        self._dropped = weakref.finalize(self, _drop_job, worker, process, folder)
 
     def result(self, timeout: float = JOB_TIMEOUT) -> list[dict[str, np.ndarray]]:
-        """The outputs on each feed set (names ONNX Runtime cannot give are left out).
-        Raises :class:`RuntimeCrash` where the worker died of a signal, RuntimeError where
-        ONNX Runtime refused the model or no answer came in ``timeout`` seconds."""
+        """The outputs on each feed set (outputs numpy cannot hold as numbers are left out).
+        Raises :class:`RuntimeCrash` where the worker died of a signal in the job,
+        RuntimeError where ONNX Runtime refused the model, no answer came in ``timeout``
+        seconds, or the worker was closed with the job on."""
         if self._outcome is None:
             try:
                 self._outcome = self._collect(timeout)
             except (RuntimeCrash, RuntimeError) as error:
                 self._outcome = error
-            except BaseException:  # an interrupt while waiting: its answer is lost to it
-                self._outcome = RuntimeError("interrupted")
-                self._worker._forget(self._process)
-                with contextlib.suppress(OSError):
-                    self._process.proc.kill()
-                self._process.close()
+            except BaseException:  # an interrupt while waiting: the job's answer is lost
+                self._outcome = RuntimeError("interrupted while waiting for the job")
+                self._abandon()
                 raise
             finally:
-                release(self._folder)
+                self._dropped.detach()
+                _release_job(self._folder)
         if isinstance(self._outcome, Exception):
             raise self._outcome
         return self._outcome
 
+    def _abandon(self) -> None:
+        """Stop the job's interpreter if the job is still on in it."""
+        process = self._process
+        if process.busy:
+            self._worker._forget(process)
+            with contextlib.suppress(OSError):
+                process.proc.kill()
+            process.close()
+
     def _collect(self, timeout: float) -> list[dict[str, np.ndarray]]:
-        if not self._sent:
-            self._worker._forget(self._process)
-            self._process.close()
-            raise RuntimeError("ONNX Runtime's worker interpreter could not take the job")
-        answer = self._process.answer(timeout)
-        kept = answer is not None and "stop" not in answer and self._keep and \
-            self._worker._give_back(self._process)
-        if not kept:
-            self._worker._forget(self._process)
-            code, last = self._process.close()
-            if answer is None:
-                if self._process.timed_out:
-                    raise RuntimeError(f"no result in {timeout:.0f} s")
-                if code is not None and code < 0:
-                    raise RuntimeCrash(f"signal {-code}")
-                raise RuntimeError(last or f"exit status {code}")
-        if "error" in answer:
-            raise RuntimeError(answer["error"])
-        wanted = json.loads((self._folder / "outputs.json").read_text())
-        with np.load(self._folder / "outputs.npz") as stored:
-            return [{name: stored[f"r{index}_{number}"] for number, name in enumerate(wanted)}
-                    for index in range(self._count)]
+        process = self._process
+        if self._worker._closing(process):
+            raise RuntimeError("the worker was closed with the job on")
+        # its acknowledgement: a line once it took the job, '' where it ended before (killed
+        # between jobs: not the model's doing), None where none came in time
+        taken = process.read(timeout) if process.busy else ""
+        if taken == "":
+            self._stop(process)
+            process = self._process = self._worker._replacement(self._keep)
+            if not process.send(self._line):
+                self._stop(process)
+                raise RuntimeError("ONNX Runtime's worker interpreter could not take the job")
+            taken = process.read(timeout)
+        answer = process.read(timeout) if taken else taken
+        if answer is None:
+            self._stop(process)
+            raise RuntimeError(f"no result in {timeout:g} s")
+        process.busy = False
+        if answer == "":  # it ended in the job
+            code, last = self._stop(process)
+            if code is not None and code < 0:
+                raise RuntimeCrash(f"signal {-code}")
+            raise RuntimeError(last or f"exit status {code}")
+        try:
+            parsed = json.loads(answer)
+        except ValueError:  # not its answer: it cannot be trusted with another job
+            self._stop(process)
+            raise RuntimeError(f"the worker answered {answer[:200]!r}") from None
+        if not (self._keep and self._worker._give_back(process)):
+            self._stop(process)
+        if "error" in parsed:
+            raise RuntimeError(parsed["error"])
+        try:
+            wanted = json.loads((self._folder / "outputs.json").read_text())
+            with np.load(self._folder / "outputs.npz") as stored:
+                return [{name: stored[f"r{index}_{number}"]
+                         for number, name in enumerate(wanted)} for index in range(self._count)]
+        except (OSError, ValueError) as error:
+            raise RuntimeError(f"the job's outputs cannot be read ({error})") from None
+
+    def _stop(self, process: _Process) -> tuple[int | None, str]:
+        """Stop ``process``, no longer the worker's: its exit code and last line; raises
+        where close() stopped it with this job on."""
+        self._worker._forget(process)
+        outcome = process.close()
+        if self._worker._closing(process):
+            raise RuntimeError("the worker was closed with the job on")
+        return outcome
 
 
 class RuntimeWorker:
@@ -249,6 +339,7 @@ class RuntimeWorker:
         self.stop_above = stop_above
         self._idle: _Process | None = None  # started, no job
         self._busy: _Process | None = None  # its job not collected yet
+        self._closed: set[_Process] = set()  # stopped by close() with a job on
         self._open = False
         self._lock = threading.Lock()
         self.jobs = 0  # given to it so far
@@ -271,14 +362,23 @@ class RuntimeWorker:
         on. A closed worker opens again."""
         with self._lock:
             self._open = True
+            self._drop_foreign()
             if self._idle is None and self._busy is None:
                 self._idle = _Process()
 
     def close(self) -> None:
-        """Stop the interpreter (one with a job on: once the job is collected); a job given
-        later runs in a worker of its own."""
+        """Stop the interpreter, with a job still on in it (that job's result is then an
+        error); a job given later runs in a worker of its own."""
         with self._lock:
-            idle, self._idle, self._open = self._idle, None, False
+            idle, busy = self._idle, self._busy
+            self._idle = self._busy = None
+            self._open = False
+            if busy is not None:
+                self._closed.add(busy)
+        if busy is not None and busy.mine:
+            with contextlib.suppress(OSError):
+                busy.proc.kill()
+            busy.close()
         if idle is not None:
             idle.close()
 
@@ -287,49 +387,64 @@ class RuntimeWorker:
         """Run ``names`` of ``model`` on each feed set in a session at ``optimization``
         (disabled, basic, extended, all), once; returns at once. A job given while another
         is on, or to a closed worker, runs in a worker of its own."""
+        if optimization not in LEVELS:
+            raise ValueError(f"optimization must be one of {', '.join(LEVELS)}, got "
+                             f"{optimization!r}")
         dead = None
         with self._lock:
             self.jobs += 1
+            self._drop_foreign()
             keep = self._open and self._busy is None
-            if keep:  # its interpreter, or a new one in place of one that died meanwhile
+            if keep:  # its interpreter, or a new one in place of one that ended meanwhile
                 if self._idle is not None and self._idle.proc.poll() is not None:
                     dead, self._idle = self._idle, None
                 process = self._idle or _Process()
                 self._idle, self._busy = None, process
-        if not keep:
-            process = _Process()
         if dead is not None:
             dead.close()
-        folder = temporary_folder_path("runtime-job")
         try:
-            write_scratch(model, folder / "model.onnx")
-            keys = [{name: f"f{index}_{number}" for number, name in enumerate(feed)}
-                    for index, feed in enumerate(feeds)]
-            np.savez(folder / "feeds.npz", **{key: np.asarray(feed[name])
-                                              for feed, named in zip(feeds, keys)
-                                              for name, key in named.items()})
-            (folder / "feeds.json").write_text(json.dumps(keys))
-            size = sum(f.stat().st_size for f in folder.iterdir())
+            if not keep:
+                process = _Process()
+            folder = temporary_folder_path("runtime-job")
+            _JOB_FOLDERS.add(folder)
+            try:
+                write_scratch(model, folder / "model.onnx")
+                keys = [{name: f"f{index}_{number}" for number, name in enumerate(feed)}
+                        for index, feed in enumerate(feeds)]
+                np.savez(folder / "feeds.npz", **{key: np.asarray(feed[name])
+                                                  for feed, named in zip(feeds, keys)
+                                                  for name, key in named.items()})
+                (folder / "feeds.json").write_text(json.dumps(keys))
+                size = sum(f.stat().st_size for f in folder.iterdir())
+                line = json.dumps([str(folder), optimization, list(names)]) + "\n"
+                process.send(line)  # one that died before reading it is replaced by result()
+            except BaseException:
+                _release_job(folder)
+                raise
         except BaseException:
-            release(folder)
-            self._forget(process)
-            process.close()
+            if keep:
+                self._forget(process)
+                process.close()
+            elif "process" in locals():
+                process.close()
             raise
-        line = json.dumps([str(folder), optimization, list(names)]) + "\n"
-        sent = process.send(line)
-        if not sent:  # it died before the job (not of it): once more, in a new interpreter
-            self._forget(process)
-            process.close()
-            process = self._replacement(keep)
-            sent = process.send(line)
         keep = keep and (self.stop_above is None or size <= self.stop_above)
-        return Job(self, process, folder, count=len(feeds), sent=sent, keep=keep)
+        return Job(self, process, folder, line, count=len(feeds), keep=keep)
 
     def run(self, model: onnx.ModelProto, feeds: Sequence[Mapping[str, Any]],
             names: Sequence[str], *, optimization: str, timeout: float = JOB_TIMEOUT
             ) -> list[dict[str, np.ndarray]]:
         """:meth:`submit`, then its :meth:`Job.result`."""
         return self.submit(model, feeds, names, optimization=optimization).result(timeout)
+
+    def _drop_foreign(self) -> None:
+        """In a forked copy of the process that started them, forget the interpreters (they
+        are not its children; their owner closes them). Under the lock."""
+        for attribute in ("_idle", "_busy"):
+            process = getattr(self, attribute)
+            if process is not None and not process.mine:
+                _LIVE.discard(process)
+                setattr(self, attribute, None)
 
     def _replacement(self, keep: bool) -> _Process:
         """A new interpreter for a job, the worker's own where ``keep``."""
@@ -339,6 +454,14 @@ class RuntimeWorker:
                 if self._busy is None and self._open:
                     self._busy = process
         return process
+
+    def _closing(self, process: _Process) -> bool:
+        """Whether close() stopped ``process`` with a job on (once)."""
+        with self._lock:
+            if process in self._closed:
+                self._closed.discard(process)
+                return True
+            return False
 
     def _give_back(self, process: _Process) -> bool:
         """``process`` finished its job: kept for the next (True) while the worker is open."""

@@ -1322,6 +1322,7 @@ def test_the_runtime_worker_gives_outputs_or_refusals_and_outlives_a_crash() -> 
         assert worker.pid == first  # a refusal is not a death
         many = _many_feeds()
         job = worker.submit(model, many, ["y"], optimization="all")
+        time.sleep(0.3)  # the job taken and on (a death before it is not the model's doing)
         os.kill(first, signal.SIGKILL)  # as a segfault in ONNX Runtime would, in the job
         with pytest.raises(RuntimeCrash, match="signal"):
             job.result()
@@ -1425,3 +1426,36 @@ def test_an_interrupt_while_waiting_for_the_worker_leaves_it_free_and_the_job_se
         assert time.perf_counter() - started < 5
         (out,) = worker.run(model, many[:1], ["y"], optimization="all")
         assert worker.pid not in (None, first) and out["y"].shape == (1, 32, 64)
+
+
+def test_the_runtime_worker_s_edges_a_death_before_the_job_strings_and_a_closed_job() -> None:
+    # An interpreter killed right before a job is replaced and the job given again (not a
+    # crash on the model); outputs numpy cannot hold as numbers are left out, the check made
+    # on the rest; closing the worker with a job on settles that job as an error.
+    import os
+    import signal
+
+    from graphfix.passes._runtime_worker import RuntimeWorker
+
+    model = _residual_stack(2)
+    feeds = [{"x": np.random.default_rng(0).uniform(-1, 1, (1, 32, 64)).astype(np.float32)}]
+    labelled = copy(model)
+    labelled.graph.node.append(onnx.helper.make_node(
+        "Constant", [], ["label"], value=onnx.helper.make_tensor(
+            "label", onnx.TensorProto.STRING, [1], [b"y"])))
+    labelled.graph.output.append(onnx.helper.make_tensor_value_info(
+        "label", onnx.TensorProto.STRING, [1]))
+    with RuntimeWorker() as worker:
+        for _ in range(5):
+            first = worker.pid
+            os.kill(first, signal.SIGKILL)
+            (out,) = worker.run(model, feeds, ["y"], optimization="all")
+            assert out["y"].shape == (1, 32, 64) and worker.pid != first
+        (out,) = worker.run(labelled, feeds, ["y", "label"], optimization="all")
+        assert set(out) == {"y"}
+        job = worker.submit(model, _many_feeds(), ["y"], optimization="all")
+        with pytest.raises(ValueError, match="optimization"):
+            worker.submit(model, feeds, ["y"], optimization="ALL")
+    with pytest.raises(RuntimeError, match="closed"):
+        job.result()
+    assert worker.pid is None
