@@ -390,7 +390,7 @@ class RuntimeWorker:
         if optimization not in LEVELS:
             raise ValueError(f"optimization must be one of {', '.join(LEVELS)}, got "
                              f"{optimization!r}")
-        dead = None
+        dead = process = None
         with self._lock:
             self.jobs += 1
             self._drop_foreign()
@@ -403,7 +403,7 @@ class RuntimeWorker:
         if dead is not None:
             dead.close()
         try:
-            if not keep:
+            if process is None:  # a job of its own
                 process = _Process()
             folder = temporary_folder_path("runtime-job")
             _JOB_FOLDERS.add(folder)
@@ -422,10 +422,8 @@ class RuntimeWorker:
                 _release_job(folder)
                 raise
         except BaseException:
-            if keep:
+            if process is not None:
                 self._forget(process)
-                process.close()
-            elif "process" in locals():
                 process.close()
             raise
         keep = keep and (self.stop_above is None or size <= self.stop_above)
