@@ -101,7 +101,6 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import onnx
@@ -139,6 +138,7 @@ from graphfix.options import (
 )
 from ._batchnorm import fold_batch_norms
 from ._compare import grown_ops, same_graph
+from ._workers import KeepsWorker, worker_block
 from ._onnxsim_worker import (
     KEEP_WORKER_BELOW,
     WORKER_CODE,
@@ -210,13 +210,8 @@ def shared_worker(worker: OnnxsimWorker) -> Iterator[OnnxsimWorker]:
             for path in paths:
                 graphfix.optimize_file(path, out_path(path))
     """
-    if not isinstance(worker, OnnxsimWorker):
-        raise PassError(f"simplify: shared_worker takes an OnnxsimWorker, got {worker!r}")
-    token = _RUNS_WORKER.set(worker)
-    try:
+    with worker_block(_RUNS_WORKER, worker, OnnxsimWorker, "simplify"):
         yield worker
-    finally:
-        _RUNS_WORKER.reset(token)
 
 
 def _available_memory() -> int | None:
@@ -275,7 +270,7 @@ def _new_initializers(model: onnx.ModelProto, reference: onnx.ModelProto) -> dic
 
 
 @register("simplify")
-class Simplify(Pass):
+class Simplify(KeepsWorker, Pass):
     """Fold constants, infer shapes, drop dead code with onnxsim, refusing folds that bloat."""
 
     def __init__(
@@ -325,7 +320,6 @@ class Simplify(Pass):
         self.keep_weights_here = keep_weights_here
         self.fold_batch_norms_here = fold_batch_norms_here
         self._shared = worker  # the caller's, kept across passes and runs
-        self._own: OnnxsimWorker | None = None
         self._zero_signs = (False, False)  # rule 12, for the model being simplified
         self._random = False  # rule 12: random ops are never merged
 
@@ -358,22 +352,9 @@ class Simplify(Pass):
                         memory_limit=self.memory_limit, keep_weights_here=self.keep_weights_here,
                         fold_batch_norms_here=self.fold_batch_norms_here)
 
-    def __enter__(self) -> Simplify:
-        # Rule 2: the worker starts now and imports while the passes before this one run.
-        if self._shared is None and self._own is None:
-            self._own = OnnxsimWorker()
-            self._own.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        own, self._own = self._own, None
-        if own is not None:
-            own.close()
-
-    @property
-    def _worker(self) -> OnnxsimWorker | None:
-        return self._shared or self._own
+    def _new_worker(self) -> OnnxsimWorker:
+        # Rule 2: entered, the pass starts it at once; it imports while the passes before run.
+        return OnnxsimWorker()
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         if not all(has_value(t) for t in iter_tensors(model.graph)):

@@ -65,7 +65,6 @@ import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -80,6 +79,7 @@ from . import ops
 from .analysis import FLOAT, Analysis
 from .._measuring import make_feeds, run_outputs, tolerance
 from .._runtime_worker import Job, RuntimeCrash, RuntimeWorker
+from .._workers import KeepsWorker, worker_block
 from .measure import (
     MAX_ROUNDS,
     Search,
@@ -111,14 +111,8 @@ def shared_worker(worker: RuntimeWorker) -> Iterator[RuntimeWorker]:
             for path in paths:
                 graphfix.optimize_file(path, out_path(path), precision="fp16")
     """
-    if not isinstance(worker, RuntimeWorker):
-        raise PassError(f"convert-precision: shared_worker takes a RuntimeWorker, got "
-                        f"{worker!r}")
-    token = _RUNS_WORKER.set(worker)
-    try:
+    with worker_block(_RUNS_WORKER, worker, RuntimeWorker, "convert-precision"):
         yield worker
-    finally:
-        _RUNS_WORKER.reset(token)
 
 # --precision's names -> the element type and the dtype name parity's tolerances use.
 PRECISIONS: dict[str, tuple[int, str]] = {
@@ -143,7 +137,7 @@ class Island:
 
 
 @register("convert-precision")
-class ConvertPrecision(Pass):
+class ConvertPrecision(KeepsWorker, Pass):
     """Lower float32 compute to float16/bfloat16, float32 islands chosen by measured error."""
 
     may_grow = True  # Casts at island borders
@@ -196,21 +190,10 @@ class ConvertPrecision(Pass):
         if worker is not None and not isinstance(worker, RuntimeWorker):
             raise PassError(f"convert-precision: worker must be a RuntimeWorker, got {worker!r}")
         self._shared = worker
-        self._own: RuntimeWorker | None = None
 
-    def __enter__(self) -> ConvertPrecision:
-        # The worker starts now and imports while the passes before this one run; bfloat16
-        # has no kernels to check on ONNX Runtime's CPU provider.
-        if self._shared is None and self._own is None and self.precision != "bf16":
-            self._own = RuntimeWorker()
-            self._own.start()
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
-        own, self._own = self._own, None
-        if own is not None:
-            own.close()
+    def _new_worker(self) -> RuntimeWorker | None:
+        # bfloat16 has no kernels to check on ONNX Runtime's CPU provider
+        return RuntimeWorker() if self.precision != "bf16" else None
 
     @classmethod
     def configured(cls, run: RunOptions) -> ConvertPrecision:
@@ -243,7 +226,7 @@ class ConvertPrecision(Pass):
         forced = self._forced(analysis)
         # ORT's default session is checked in a worker interpreter; one of this call's own
         # starts now and imports while the search runs
-        worker = self._shared or self._own
+        worker = self._worker
         if worker is not None or low == onnx.TensorProto.BFLOAT16:
             return self._search_and_lower(model, analysis, search, feeds, forced, io_low, low,
                                           dtype, worker)
