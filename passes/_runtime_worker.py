@@ -20,8 +20,12 @@ once, :meth:`Job.result` waits for the outputs (the caller computes in between);
   killed) is replaced and the job given again, not taken for a crash on the model.
 - It runs in a session of its own (POSIX), so that a terminal's Ctrl-C reaches graphfix, not
   it; an interrupt while waiting for a job stops the job's interpreter and settles the job.
+- Its answers are read as they come: a finished job's result is there without a wait. One
+  with no answer within the worker's ``timeout`` (a hung or stopped interpreter) is an error,
+  and its interpreter is stopped.
 - It ends when its stdin closes, which its parent's death does too; at exit, what is left
-  (a worker whose owner never closed it, a job never collected) is stopped and its files go.
+  (a worker whose owner never closed it, a job never collected) is stopped and its files go;
+  a forked copy of the process leaves its parent's alone.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import atexit
 import contextlib
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
@@ -116,22 +121,25 @@ LEVELS = ("disabled", "basic", "extended", "all")
 # a job still on in one with it, and the folders go. The exit handler is registered by the
 # first worker, not at import.
 _LIVE: set[_Process] = set()
-_JOB_FOLDERS: set[Path] = set()
+_JOB_FOLDERS: dict[Path, int] = {}  # each with the process that made it
 
 
 def _close_left() -> None:
-    for process in list(_LIVE):
+    # a forked copy of the process (exiting through sys.exit) leaves its parent's alone
+    for process in [p for p in _LIVE if p.mine]:
         with contextlib.suppress(Exception):
             if process.busy:
                 process.proc.kill()
             process.close(wait=False)
-    for folder in list(_JOB_FOLDERS):
-        _release_job(folder)
+    for folder, owner in list(_JOB_FOLDERS.items()):
+        if owner == os.getpid():
+            _release_job(folder)
 
 
 def _release_job(folder: Path) -> None:
-    _JOB_FOLDERS.discard(folder)
-    release(folder)
+    """Remove a job's folder, unless a forked copy of the process that made it asks."""
+    if _JOB_FOLDERS.pop(folder, os.getpid()) == os.getpid():
+        release(folder)
 
 
 def _drop_job(worker: RuntimeWorker, process: _Process, folder: Path) -> None:
@@ -167,6 +175,11 @@ class _Process:
                                 hint="run graphfix with a Python interpreter it can start "
                                      "again (sys.executable)") from None
             raise
+        # its lines, read as they come (a finished job's answer waits here, read or not)
+        self._lines: queue.SimpleQueue[str] = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read_lines, daemon=True,
+                                        name="graphfix-runtime-answers")
+        self._reader.start()
         if not _LIVE and not _JOB_FOLDERS:
             atexit.unregister(_close_left)
             atexit.register(_close_left)
@@ -187,25 +200,25 @@ class _Process:
         except (OSError, ValueError):
             return False
 
+    def _read_lines(self) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        line = "x"
+        while line:
+            try:
+                line = stdout.readline()
+            except (OSError, ValueError):
+                line = ""
+            self._lines.put(line)
+
     def read(self, timeout: float) -> str | None:
         """Its next line ('' once it ended); None when none came in ``timeout`` seconds
         (then it is killed)."""
-        stdout = self.proc.stdout
-        assert stdout is not None
-        got: list[str] = []
-
-        def read() -> None:
-            with contextlib.suppress(OSError, ValueError):
-                got.append(stdout.readline())
-
-        reader = threading.Thread(target=read, name="graphfix-runtime-answer", daemon=True)
-        reader.start()
-        reader.join(timeout)
-        if reader.is_alive():
+        try:
+            return self._lines.get(timeout=max(timeout, 0.0))
+        except queue.Empty:
             self.proc.kill()
-            reader.join()
             return None
-        return got[0] if got else ""
 
     def close(self, *, wait: bool = True) -> tuple[int | None, str]:
         """Stop it (it ends when its stdin closes): its exit code (negative: the signal that
@@ -225,8 +238,9 @@ class _Process:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 code = self.proc.wait()
+            self._reader.join(10 if wait else 0)  # it ends with the interpreter's stdout
             with contextlib.suppress(OSError, ValueError):
-                if self.proc.stdout is not None:
+                if self.proc.stdout is not None and not self._reader.is_alive():
                     self.proc.stdout.close()
             with contextlib.suppress(OSError):
                 lines = (self.folder / "log.txt").read_text(errors="replace").strip(
@@ -249,11 +263,14 @@ class Job:
         # frees its worker and its files
         self._dropped = weakref.finalize(self, _drop_job, worker, process, folder)
 
-    def result(self, timeout: float = JOB_TIMEOUT) -> list[dict[str, np.ndarray]]:
+    def result(self, timeout: float | None = None) -> list[dict[str, np.ndarray]]:
         """The outputs on each feed set (outputs numpy cannot hold as numbers are left out).
         Raises :class:`RuntimeCrash` where the worker died of a signal in the job,
         RuntimeError where ONNX Runtime refused the model, no answer came in ``timeout``
-        seconds, or the worker was closed with the job on."""
+        seconds (None: the worker's ``timeout``), or the worker was closed with the job on.
+        """
+        if timeout is None:
+            timeout = self._worker.timeout
         if self._outcome is None:
             try:
                 self._outcome = self._collect(timeout)
@@ -333,10 +350,15 @@ class Job:
 class RuntimeWorker:
     """ONNX Runtime's CPU provider in a child interpreter, kept for many jobs (see the
     module's docstring). ``stop_above``: the bytes of a job's files after which the worker
-    is stopped, to give its memory back (None: never)."""
+    is stopped, to give its memory back (None: never); ``timeout``: the seconds a job's
+    :meth:`Job.result` waits for its outputs by default (then its interpreter is stopped)."""
 
-    def __init__(self, *, stop_above: int | None = KEEP_WORKER_BELOW) -> None:
+    def __init__(self, *, stop_above: int | None = KEEP_WORKER_BELOW,
+                 timeout: float = JOB_TIMEOUT) -> None:
+        if not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self.stop_above = stop_above
+        self.timeout = timeout
         self._idle: _Process | None = None  # started, no job
         self._busy: _Process | None = None  # its job not collected yet
         self._closed: set[_Process] = set()  # stopped by close() with a job on
@@ -406,7 +428,7 @@ class RuntimeWorker:
             if process is None:  # a job of its own
                 process = _Process()
             folder = temporary_folder_path("runtime-job")
-            _JOB_FOLDERS.add(folder)
+            _JOB_FOLDERS[folder] = os.getpid()
             try:
                 write_scratch(model, folder / "model.onnx")
                 keys = [{name: f"f{index}_{number}" for number, name in enumerate(feed)}
@@ -430,7 +452,7 @@ class RuntimeWorker:
         return Job(self, process, folder, line, count=len(feeds), keep=keep)
 
     def run(self, model: onnx.ModelProto, feeds: Sequence[Mapping[str, Any]],
-            names: Sequence[str], *, optimization: str, timeout: float = JOB_TIMEOUT
+            names: Sequence[str], *, optimization: str, timeout: float | None = None
             ) -> list[dict[str, np.ndarray]]:
         """:meth:`submit`, then its :meth:`Job.result`."""
         return self.submit(model, feeds, names, optimization=optimization).result(timeout)

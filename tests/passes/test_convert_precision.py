@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import os
 import time
 
 import numpy as np
@@ -1301,7 +1303,6 @@ def test_the_runtime_worker_gives_outputs_or_refusals_and_outlives_a_crash() -> 
     # The default-session check runs in a worker interpreter: the same outputs as a run in
     # process, ORT's own refusal as an error (the worker kept), a crash as RuntimeCrash (the
     # worker replaced at the next job), and no interpreter left once closed.
-    import os
     import signal
 
     from graphfix.passes._measuring import run_outputs
@@ -1361,7 +1362,6 @@ def test_convert_precision_keeps_the_worker_it_is_given_or_its_own_while_entered
 
 
 def test_every_run_in_a_shared_worker_block_checks_in_that_worker() -> None:
-    import os
     import signal
 
     from graphfix.passes.convert_precision import RuntimeWorker, shared_worker
@@ -1406,7 +1406,6 @@ def test_an_interrupt_while_waiting_for_the_worker_leaves_it_free_and_the_job_se
     # Ctrl-C (or a notebook's interrupt) while a job runs: the interrupt goes up at once, the
     # job's answer is lost to it (a second wait would wait out the whole timeout), and the
     # worker takes the next job in a new interpreter.
-    import os
     import signal
     import threading
 
@@ -1432,7 +1431,6 @@ def test_the_runtime_worker_s_edges_a_death_before_the_job_strings_and_a_closed_
     # An interpreter killed right before a job is replaced and the job given again (not a
     # crash on the model); outputs numpy cannot hold as numbers are left out, the check made
     # on the rest; closing the worker with a job on settles that job as an error.
-    import os
     import signal
 
     from graphfix.passes._runtime_worker import RuntimeWorker
@@ -1459,3 +1457,58 @@ def test_the_runtime_worker_s_edges_a_death_before_the_job_strings_and_a_closed_
     with pytest.raises(RuntimeError, match="closed"):
         job.result()
     assert worker.pid is None
+
+
+def test_a_finished_job_is_read_at_once_and_a_stalled_one_within_the_worker_s_timeout() -> None:
+    # A job that finished is read with no wait (timeout 0) and its interpreter kept; one whose
+    # interpreter stalls (stopped here, as a debugger or a hung kernel would) is given up
+    # after the worker's timeout, and the next job runs in a new interpreter.
+    import signal
+
+    from graphfix.passes._runtime_worker import RuntimeWorker
+
+    model = _residual_stack(2)
+    feeds = [{"x": np.random.default_rng(0).uniform(-1, 1, (1, 32, 64)).astype(np.float32)}]
+    with pytest.raises(ValueError, match="timeout"):
+        RuntimeWorker(timeout=0)
+    with RuntimeWorker(timeout=2) as worker:
+        worker.run(model, feeds, ["y"], optimization="all")
+        first = worker.pid
+        job = worker.submit(model, feeds, ["y"], optimization="all")
+        time.sleep(1.0)
+        (out,) = job.result(timeout=0)
+        assert out["y"].shape == (1, 32, 64) and worker.pid == first
+        os.kill(first, signal.SIGSTOP)
+        try:
+            started = time.perf_counter()
+            with pytest.raises(RuntimeError, match="no result in 2 s"):
+                worker.run(model, feeds, ["y"], optimization="all")
+            assert time.perf_counter() - started < 10
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(first, signal.SIGCONT)
+        (out,) = worker.run(model, feeds, ["y"], optimization="all")
+        assert worker.pid not in (None, first) and out["y"].shape == (1, 32, 64)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_forked_copy_s_exit_leaves_the_parent_s_job_and_its_files() -> None:
+    # A forked copy of the process runs the exit handlers it inherited (sys.exit in a bare
+    # fork): they stop and remove only what that copy started, not the parent's job on.
+    import atexit
+
+    from graphfix.passes._runtime_worker import RuntimeWorker
+
+    model = _residual_stack(2)
+    many = _many_feeds()
+    with RuntimeWorker() as worker:
+        job = worker.submit(model, many, ["y"], optimization="all")
+        pid = os.fork()
+        if pid == 0:  # the exit handlers only (ONNX Runtime's own teardown hangs in a fork)
+            try:
+                atexit._run_exitfuncs()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        outputs = job.result()
+    assert len(outputs) == len(many) and outputs[0]["y"].shape == (1, 32, 64)
