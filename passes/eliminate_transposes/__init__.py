@@ -90,6 +90,9 @@ enclosing scope is never rewired or removed under the body that reads it.
 Sum-like reductions (ReduceSum, ReduceMean, ReduceL2, ..., rules 4g and 7b) add in memory order,
 so after a push the float result can differ in the last bits; ``keep_reduction_order=True``
 makes them barriers and keeps every output bit-identical. Every other rewrite only moves data.
+A reduction whose result a quantizer or a rounding reads, through any ops
+(:func:`.facts.before_steps`), is a barrier always: there a last bit becomes a whole
+quantization level on some elements.
 
 Layers, each importing only those before it: :mod:`.perm` (permutation algebra), :mod:`.ops`
 (op families as data), :mod:`.nodes` (a rewrite's nodes under keys that never change, and its

@@ -66,6 +66,8 @@ def flattens_into_weights(facts: GraphFacts, node: onnx.NodeProto, source: str, 
     users = facts.index.readers(out)
     if not users or out in facts.index.outputs or out in facts.index.implicit:
         return False
+    if any(facts.keeps_order(user) for user in users):  # the products' sums are reordered
+        return False
     return all(_weights_rows(facts, user, out) == features for user in users)
 
 

@@ -24,14 +24,15 @@ from .ops import (
     SAME_RANK,
     SHAPE_MATH,
     SHAPE_ONLY,
+    STEPS,
     attr,
     is_transpose,
 )
 from .perm import Perm, normalize_axes
 from graphfix.shapes import infer_shapes
 
-__all__ = ["GraphFacts", "ShapeFacts", "infer", "fold_shape_only", "squeeze_axes", "shape_bounds",
-           "Entry"]
+__all__ = ["GraphFacts", "ShapeFacts", "infer", "before_steps", "fold_shape_only", "squeeze_axes",
+           "shape_bounds", "Entry"]
 
 logger = logging.getLogger(__name__)
 
@@ -127,12 +128,14 @@ def fold_shape_only(
 
 class ShapeFacts:
     """What ONNX's shape inference says: static shapes (None for unknown dims), element types,
-    and the symbol of a symbolic first dimension (the batch, as inference names it)."""
+    and the symbol of a symbolic first dimension (the batch, as inference names it); and the
+    tensors whose last bits can move an output by a step (:func:`before_steps`)."""
 
     def __init__(self) -> None:
         self.shapes: dict[str, Shape] = {}
         self.types: dict[str, int] = {}
         self.leading: dict[str, str] = {}
+        self.before_steps: frozenset[str] = frozenset()
 
     def collect(self, graph: onnx.GraphProto) -> None:
         for info in (*graph.input, *graph.output, *graph.value_info):
@@ -198,7 +201,53 @@ def infer(model: onnx.ModelProto) -> ShapeFacts:
         inferred = light
     facts = ShapeFacts()
     facts.collect(inferred.graph)
+    facts.before_steps = before_steps(model.graph)
     return facts
+
+
+def _is_step(node: onnx.NodeProto) -> bool:
+    if node.op_type == "Cast" and node.domain in STANDARD_DOMAINS:
+        return attr(node, "to", 0) not in _FLOAT_TYPES
+    return node.op_type in STEPS.get("" if node.domain in STANDARD_DOMAINS else node.domain, ())
+
+
+_FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+                          onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
+
+
+def before_steps(graph: onnx.GraphProto) -> frozenset[str]:
+    """The tensors of ``graph`` and its subgraphs that a step reads (a quantizer, a rounding:
+    :data:`.ops.STEPS`), directly or through any op but Shape and Size: where a rewrite adds
+    a sum in another order, its last bits cross a step's thresholds on some elements and move
+    an output by a whole step (one quantization level of a quantized model). A node holding
+    subgraphs passes it on to everything it reads, its bodies' outer-scope reads included,
+    where a step is inside or after it."""
+    found: set[str] = set()
+
+    def visit(g: onnx.GraphProto, outer: bool) -> bool:
+        """One pass over ``g``, last node first; whether ``g`` holds a step (``outer``: the
+        outputs of ``g`` are read by one)."""
+        if outer:
+            found.update(o.name for o in g.output)
+        stepped = False
+        for node in reversed(g.node):
+            bodies = list(subgraphs(node))
+            after = any(o in found for o in node.output)
+            inside = any([visit(body, after) for body in bodies])
+            stepped = stepped or inside or _is_step(node)
+            if (after or inside or _is_step(node)) and not (
+                    node.op_type in ("Shape", "Size") and node.domain in STANDARD_DOMAINS):
+                found.update(graph_layer.reads(node))  # Shape and Size read no value
+        return stepped
+
+    # A graph's nodes are in order, so one pass reaches every tensor before a step; a second
+    # settles bodies whose outputs a later pass marked.
+    size = -1
+    while size != len(found):
+        size = len(found)
+        visit(graph, False)
+    found.discard("")
+    return frozenset(found)
 
 
 class GraphFacts:
@@ -216,11 +265,18 @@ class GraphFacts:
         self.opset = opset
         # IR 3 lists every initializer as a graph input: a new constant is a Constant node.
         self.constant_nodes = 1 if ir_version < 4 else 0
+        self.before_steps = inferred.before_steps
         self.shapes = inferred.shapes
         self.types = inferred.types
         self.leading = inferred.leading
         self._folded: dict[str, np.ndarray | None] = {}
         self._perms: dict[int, Perm | None] = {}  # node key -> its permutation
+
+    def keeps_order(self, node: onnx.NodeProto) -> bool:
+        """Whether ``node`` adds its elements in their order: on request, and where a step
+        reads what it computes (:func:`before_steps`: a quantizer turns a last-bit change
+        into a whole quantization level)."""
+        return self.keep_reduction_order or any(o in self.before_steps for o in node.output)
 
     # ------------------------------------------------------------ constants
     def const_value(self, name: str) -> np.ndarray | None:

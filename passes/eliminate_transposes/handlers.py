@@ -231,7 +231,7 @@ def _reduce_axes(facts: GraphFacts, node: onnx.NodeProto, rank: int, from_input:
 def reduce(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) -> Plan | str:
     # Case 4f.
     rank = len(perm)
-    if node.op_type in ORDER_SENSITIVE_REDUCE and facts.keep_reduction_order:
+    if node.op_type in ORDER_SENSITIVE_REDUCE and facts.keeps_order(node):
         return "sum-like reduction would change its float summation order"
     if source in node.input[1:]:
         return "reads the transposed tensor as axes"
@@ -272,7 +272,7 @@ def softmax(facts: GraphFacts, node: onnx.NodeProto, perm: Perm, source: str) ->
         if node.op_type == "Hardmax":
             # The first maximum of a row in memory order wins a tie: in another order, another.
             return "opset < 13 Hardmax: the permutation reorders a row, whose first maximum wins"
-        if facts.keep_reduction_order:
+        if facts.keeps_order(node):
             return "opset < 13: the permutation reorders the elements a row sums"
     return Plan(out_perms=[perm], data_slots=(0,))
 
