@@ -15,7 +15,11 @@ of inputs uses one size ladder, the second another (:data:`BATCH_SIZES` for a le
 :data:`OTHER_SIZES` for the rest). When the original model rejects a size (a UNet needs spatial
 sizes divisible by 32, a convolution needs at least its kernel), the caller retries the set with
 the next ``attempt`` — see :func:`graphfix.validate.parity.check_parity`. Dimensions with the same
-``dim_param`` share a size; unnamed dynamic dimensions share one per axis position.
+``dim_param`` share a size; unnamed dynamic dimensions share one per axis position. A
+``dim_param`` that is arithmetic on others (``past_sequence_length + 1``, as Hugging Face
+Optimum names a decoder's attention mask) is computed from them. Where no size of the ladders
+runs, one named dimension is tried as the sum of two others (a decoder's cache: the attention
+mask spans the past and the new tokens, whatever its exporter named them).
 
 Real data: :func:`load_feeds` reads a ``.npz`` file (input names to arrays), a folder of ONNX
 ``input_N.pb`` tensors, or a folder of ``test_data_set_*`` folders (one set of inputs each), and
@@ -24,7 +28,9 @@ Real data: :func:`load_feeds` reads a ``.npz`` file (input names to arrays), a f
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import itertools
 import logging
 import math
 import re
@@ -64,10 +70,15 @@ so that what a model does only for longer inputs is checked too (T5's relative p
 into logarithmic buckets from 8 or 16 tokens apart, where a rewrite that rounds otherwise moves
 one position into the next bucket); a model that refuses it goes on with 24."""
 _STEPS = max(len(ladder) for ladder in BATCH_SIZES + OTHER_SIZES)
-ATTEMPTS = 2 * _STEPS
-"""Attempts per input set: the ladders with each unnamed dimension sized on its own, then with
-every unnamed dimension of the set at one size (an LSTM's state must have the batch of its
-input, and nothing in the signature says so)."""
+SUMS = 12
+"""The most sums tried (:func:`dim_sums`): every way of four named dimensions."""
+SUMMANDS = ((3,), (5,))
+"""The size of the second term of a sum, per set (the first is the ladder's first size)."""
+ATTEMPTS = 2 * _STEPS + SUMS
+"""Attempts per input set (:func:`dynamic_sizes`): the ladders with each unnamed dimension sized
+on its own, one named dimension as the sum of two others at the first sizes (:func:`dim_sums`),
+then with every unnamed dimension of the set at one size (an LSTM's state must have the batch
+of its input, and nothing in the signature says so)."""
 
 DEFAULT_FLOAT_RANGE = (-1.0, 1.0)
 MAX_INPUT_BYTES = 2**31
@@ -415,15 +426,20 @@ def dynamic_sizes(
     fixed: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, int]:
     """The size of each dynamic dimension key (``dim_param`` or ``?<axis>``) for one set, at
-    step ``attempt`` of :data:`ATTEMPTS` (past the ladders' length, unnamed dimensions are
-    tied: all take the one size of the step)."""
-    tied = attempt >= _STEPS
-    step = attempt % _STEPS
+    ``attempt`` of :data:`ATTEMPTS`: the ladders' first sizes; then the sums of
+    :func:`dim_sums` at those sizes (before any larger size: a decoder's cache at the ladders'
+    large sizes takes tens of GiB); then the ladders' further sizes; then all again with the
+    unnamed dimensions tied (all take the one size of the step). A ``dim_param`` that is
+    arithmetic on others is computed."""
+    summed = attempt - 1 if 1 <= attempt <= SUMS else None
+    rest = attempt - SUMS if attempt > SUMS else 0
+    tied, step = rest >= _STEPS, rest % _STEPS
     sizes: dict[str, int] = {}
     for spec in specs:  # sizes the weights fix come first: a named one holds for every input
         if spec.dims is not None and not (fixed and spec.name in fixed):
             for axis, size in spec.pinned:
                 sizes.setdefault(_key(spec, axis, tied), size)
+    formulas: dict[str, ast.expr] = {}
     for spec in specs:
         if spec.dims is None or (fixed and spec.name in fixed):
             continue
@@ -431,12 +447,85 @@ def dynamic_sizes(
             if isinstance(dim, int):
                 continue
             key = _key(spec, axis, tied)
-            if key in sizes:
+            if key in sizes or key in formulas:
+                continue
+            formula = _formula(dim) if isinstance(dim, str) else None
+            if formula is not None:
+                formulas[key] = formula
                 continue
             batch = _batch_like(dim, axis, len(spec.dims)) and not (tied and not dim)
             ladder = (BATCH_SIZES if batch else OTHER_SIZES)[index % 2]
             sizes[key] = ladder[min(step, len(ladder) - 1)]
+    if summed is not None:
+        sums = dim_sums(specs, fixed=fixed)
+        if summed < len(sums):
+            total, first, second = sums[summed]
+            sizes[second] = SUMMANDS[index % 2][0]
+            sizes[total] = sizes[first] + sizes[second]
+    for key, formula in formulas.items():
+        for name in _names(formula):  # a term no input has on its own: a size of its own
+            sizes.setdefault(name, OTHER_SIZES[index % 2][min(step, len(OTHER_SIZES[0]) - 1)])
+        sizes[key] = max(_evaluate(formula, sizes), 0)
     return sizes
+
+
+def dim_sums(specs: Sequence[InputSpec], *,
+             fixed: Mapping[str, Sequence[int]] | None = None) -> list[tuple[str, str, str]]:
+    """The ways one named dynamic dimension can be the sum of two others, (sum, first,
+    second), at most :data:`SUMS`: a decoder with a cache takes the past (``past_len``), the new
+    tokens (``seq``) and an attention mask over both (``total``), and nothing in the signature
+    says which is which. Batch-like and computed dimensions take no part."""
+    names: list[str] = []
+    for spec in specs:
+        if spec.dims is None or (fixed and spec.name in fixed):
+            continue
+        pinned = {axis for axis, _ in spec.pinned}
+        for axis, dim in enumerate(spec.dims):
+            if (isinstance(dim, str) and dim and dim not in names and axis not in pinned
+                    and not _batch_like(dim, axis, len(spec.dims)) and _formula(dim) is None):
+                names.append(dim)
+    sums = [(total, first, second) for total in names for first, second in
+            itertools.combinations([n for n in names if n != total], 2)]
+    return sums[:SUMS]
+
+
+_OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+              ast.Mult: lambda a, b: a * b, ast.FloorDiv: lambda a, b: a // b if b else 0}
+
+
+def _formula(dim: str) -> ast.expr | None:
+    """``dim`` as arithmetic (+, -, *, //) on names and integers when it is such and not a
+    single name: ``past_sequence_length + 1``; None otherwise."""
+    if not any(op in dim for op in "+-*/"):
+        return None
+    try:
+        tree = ast.parse(dim.strip(), mode="eval").body
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp):
+            if type(node.op) not in _OPERATORS:
+                return None
+        elif isinstance(node, ast.Constant):
+            if not isinstance(node.value, int) or isinstance(node.value, bool):
+                return None
+        elif not isinstance(node, (ast.Name, ast.Load, *_OPERATORS)):
+            return None
+    return None if isinstance(tree, ast.Name) else tree
+
+
+def _names(formula: ast.expr) -> list[str]:
+    return [node.id for node in ast.walk(formula) if isinstance(node, ast.Name)]
+
+
+def _evaluate(formula: ast.expr, sizes: Mapping[str, int]) -> int:
+    if isinstance(formula, ast.Constant):
+        return int(formula.value)
+    if isinstance(formula, ast.Name):
+        return int(sizes[formula.id])
+    assert isinstance(formula, ast.BinOp)
+    return int(_OPERATORS[type(formula.op)](_evaluate(formula.left, sizes),
+                                            _evaluate(formula.right, sizes)))
 
 
 def _key(spec: InputSpec, axis: int, tied: bool) -> str:

@@ -153,9 +153,14 @@ def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
     chosen: list[Feeds] = []
     for run in range(total):
         error: BaseException | None = None
+        tried: list[dict[str, tuple[int, ...]]] = []
         for attempt in range(feeds_module.ATTEMPTS if dynamic else 1):
             feed = feeds_module.make_feed_set(specs, run, seed=seed + run, attempt=attempt,
                                               input_shapes=input_shapes)
+            shapes = {name: np.shape(value) for name, value in feed.items()}
+            if shapes in tried:  # sizes an earlier attempt gave
+                continue
+            tried.append(shapes)
             try:
                 runner.run(None, feed)
             except Exception as err:  # noqa: BLE001 - a size the model rejects: the next one

@@ -163,3 +163,52 @@ def test_integer_inputs_compared_with_constants_take_those_values() -> None:
     assert spec.choices == (8000, 16000)
     for values in feeds.make_feeds(model, runs=4):
         assert int(values["sr"][0]) in (8000, 16000)
+
+
+def _cached_decoder(past: str, new: str, mask: str) -> onnx.ModelProto:
+    """A decoder step's shape: the past and the new tokens concatenated, their sums added to
+    the attention mask, which spans both (dims named as the exporter chose)."""
+    nodes = [helper.make_node("Concat", ["past", "x"], ["cat"], axis=1),
+             helper.make_node("ReduceSum", ["cat", "axes"], ["s"], keepdims=0),
+             helper.make_node("Cast", ["mask"], ["maskf"], to=onnx.TensorProto.FLOAT),
+             helper.make_node("Add", ["s", "maskf"], ["y"])]
+    graph = helper.make_graph(nodes, "step", [
+        helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", new, 4]),
+        helper.make_tensor_value_info("mask", onnx.TensorProto.INT64, ["batch", mask]),
+        helper.make_tensor_value_info("past", onnx.TensorProto.FLOAT, ["batch", past, 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["batch", mask])],
+        [numpy_helper.from_array(np.array([2], np.int64), "axes")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("names", [("pl", "sl", "tl"), ("cache", "tokens", "attended")])
+def test_a_decoder_s_cache_is_fed_with_a_mask_over_the_past_and_the_new_tokens(names) -> None:
+    # Three named lengths, one the sum of the other two, whatever they are called: a size
+    # where they are all equal does not run; the sums are tried before any larger size.
+    from graphfix.validate.parity import check_parity
+
+    model = _cached_decoder(*names)
+    specs = feeds.input_specs(model)
+    assert len(feeds.dim_sums(specs)) == 3
+    result = check_parity(model, model)
+    assert result.passed, result.describe()
+    for run in result.runs:
+        x, mask, past = (run[n] for n in ("x", "mask", "past"))
+        sizes = [int(s.split(", ")[1].rstrip("]")) for s in (x, mask, past)]
+        assert sizes[1] == sizes[0] + sizes[2], run
+
+
+def test_a_dim_written_as_arithmetic_on_others_is_computed() -> None:
+    # Hugging Face Optimum names a decoder's mask "past_sequence_length + sequence_length".
+    model = _cached_decoder("past_sequence_length", "sequence_length",
+                            "past_sequence_length + sequence_length")
+    specs = feeds.input_specs(model)
+    assert feeds.dim_sums(specs) == []  # nothing to guess: the first attempt runs
+    feed = feeds.make_feed_set(specs, 0)
+    assert feed["mask"].shape[1] == feed["x"].shape[1] + feed["past"].shape[1]
+    one = _cached_decoder("past_sequence_length", "one", "past_sequence_length + 1")
+    one.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1
+    feed = feeds.make_feed_set(feeds.input_specs(one), 1)
+    assert feed["mask"].shape[1] == feed["past"].shape[1] + 1
+    for text in ("a + ", "__import__('os')", "a ** 2", "a + 1.5", "sequence"):
+        assert feeds._formula(text) is None, text

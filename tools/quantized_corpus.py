@@ -21,6 +21,7 @@ Run graphfix over the folder as over any corpus, e.g. ``python tools/pipeline_di
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import tempfile
@@ -78,7 +79,10 @@ def quantize(source: Path, out_dir: Path, formats: list[str]) -> list[str]:
                           activation_type=QuantType.QUInt8, weight_type=QuantType.QUInt8),
         "qop": dict(quant_format=QuantFormat.QOperator, per_channel=False),
     }
-    with tempfile.TemporaryDirectory() as folder:
+    source, out_dir = source.resolve(), out_dir.resolve()
+    # ORT's quantizer leaves files in the working folder (its shape inference's model, its
+    # calibration's external data): it works in a folder of its own
+    with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
         prepared = Path(folder) / "prepared.onnx"
         try:
             quant_pre_process(str(source), str(prepared))
