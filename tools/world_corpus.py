@@ -36,6 +36,9 @@ the model, as the exporter writes them). Besides those:
 - PaddlePaddle-style unknown dimensions: ``resnet18_paddle_dims`` and ``bert_paddle_dims`` are
   copies of ``resnet18_legacy_dynhw`` and ``bert_legacy`` whose dynamic input and output
   dimensions are written as ``dim_value: -1``, as paddle2onnx and old tf2onnx write them;
+- decoders with their cache, as a generation loop runs them (legacy exporter):
+  ``gpt2_legacy_cache`` and ``llama_legacy_cache`` take ``past_key_values.N.key``/``.value``
+  and an attention mask over the past and the new tokens, and return the grown cache;
 - ``project``: the project's own comparison corpus (``models.corpus.build_corpus``) in
   ``OUT_DIR/project/``, at full size (BERT-base-sized encoders of ~420 MB among them) or, with
   ``--small``, its shrunken version.
@@ -429,6 +432,66 @@ def llama(small: bool, dynamic_hw: bool) -> Case:
     return _text(LlamaForCausalLM(config), ("input_ids", "attention_mask"), ("logits",))
 
 
+def _cached(model: nn.Module, layers: int, kv_heads: int, head_size: int) -> Case:
+    """A causal LM's step with its cache, as a generation loop runs it: ``input_ids`` [batch,
+    sequence] (the new tokens), ``attention_mask`` [batch, past + sequence] and
+    ``past_key_values.N.key``/``.value`` [batch, kv_heads, past, head_size] in; ``logits`` and
+    ``present.N.key``/``.value`` (the cache grown by the new tokens) out. The lengths are named
+    ``sequence``, ``total`` and ``past``: the signature does not say that total is their sum."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+
+    class _Step(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                    *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            cache = DynamicCache()
+            for layer in range(layers):
+                cache.update(past[2 * layer], past[2 * layer + 1], layer)
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                             past_key_values=cache, use_cache=True, return_dict=True)
+            grown = out.past_key_values.layers
+            return (out.logits, *(t for layer in grown[:layers]
+                                  for t in (layer.keys, layer.values)))
+
+    generator = torch.Generator().manual_seed(SEED)
+    past_length = 5
+    ids = torch.randint(0, VOCAB, (BATCH, SEQUENCE), generator=generator)
+    mask = torch.ones(BATCH, past_length + SEQUENCE, dtype=torch.int64)
+    mask[1, :2] = 0  # one row padded on the left, as batched generation pads
+    cache = [torch.randn(BATCH, kv_heads, past_length, head_size, generator=generator)
+             for _ in range(2 * layers)]
+    past_names = [f"past_key_values.{i}.{kind}" for i in range(layers)
+                  for kind in ("key", "value")]
+    present = [f"present.{i}.{kind}" for i in range(layers) for kind in ("key", "value")]
+    axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total"},
+            "logits": {0: "batch", 1: "sequence"}}
+    axes.update({name: {0: "batch", 2: "past"} for name in past_names})
+    axes.update({name: {0: "batch", 2: "total"} for name in present})
+    return Case(_Step().eval(), (ids, mask, *cache), ["input_ids", "attention_mask", *past_names],
+                ["logits", *present], axes)
+
+
+def gpt2_cache(small: bool, dynamic_hw: bool) -> Case:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=VOCAB, n_embd=128, n_layer=_layers(small), n_head=4,
+                        n_positions=512, **EAGER)
+    return _cached(GPT2LMHeadModel(config), _layers(small), 4, 32)
+
+
+def llama_cache(small: bool, dynamic_hw: bool) -> Case:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=VOCAB, hidden_size=128, intermediate_size=256,
+                         num_hidden_layers=_layers(small), num_attention_heads=4,
+                         num_key_value_heads=2, max_position_embeddings=512, **EAGER)
+    return _cached(LlamaForCausalLM(config), _layers(small), 2, 32)
+
+
 def qwen2(small: bool, dynamic_hw: bool) -> Case:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -513,6 +576,8 @@ FAMILIES: dict[str, Callable[[bool, bool], Case]] = {
 SINGLE_FAMILIES: dict[str, Callable[[bool, bool], Case]] = {
     "blocks": blocks,
     "bert_layers": bert_layers,
+    "gpt2_cache": gpt2_cache,
+    "llama_cache": llama_cache,
 }
 # Exported with dynamic height and width by both exporters.
 DYNAMIC_HW_FAMILIES = ("lraspp",)
@@ -542,6 +607,8 @@ def variants() -> list[Variant]:
         Variant("resnet18_legacy_dynhw", "resnet18", "legacy", dynamic_hw=True),
         Variant("resnet18_paddle_dims", "resnet18", "legacy", paddle_from="resnet18_legacy_dynhw"),
         Variant("bert_paddle_dims", "bert", "legacy", paddle_from="bert_legacy"),
+        Variant("gpt2_legacy_cache", "gpt2_cache", "legacy"),
+        Variant("llama_legacy_cache", "llama_cache", "legacy"),
     ]
     return out
 
