@@ -327,6 +327,63 @@ def _rows_indexed(
     return referred[0] if referred else None
 
 
+MAX_TENSOR_BYTES = MAX_INPUT_BYTES
+"""The largest tensor a size the ladders try may make the model compute: a larger size is not
+run (an attention model's scores grow with the square of the length: 8 GiB at 16384 tokens)."""
+
+
+class TensorSizes:
+    """The largest tensor a model computes at given input shapes, as ONNX's shape inference (data
+    propagation on) proves it, from a copy of the model without its weights taken now. Lifetime:
+    one parity check's search for sizes the model runs at."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self._skeleton = skeleton(model)
+        graph_layer.forget_declared_shapes(self._skeleton.graph)
+
+    def largest(self, shapes: Mapping[str, Sequence[int]]) -> tuple[str, list[int], int] | None:
+        """(name, shape, bytes) of the largest tensor at ``shapes`` (the inputs' shapes); None
+        where inference cannot tell."""
+        model = onnx.ModelProto()
+        model.CopyFrom(self._skeleton)
+        for value in model.graph.input:
+            shape = shapes.get(value.name)
+            if shape is None or not value.type.HasField("tensor_type"):
+                continue
+            value.type.tensor_type.ClearField("shape")
+            for size in shape:
+                value.type.tensor_type.shape.dim.add().dim_value = int(size)
+        try:
+            inferred = infer_shapes(model, data_prop=True)
+        except Exception:  # noqa: BLE001 - onnx raises several types: no guard then
+            return None
+        found: tuple[str, list[int], int] | None = None
+        for value in (*inferred.graph.value_info, *inferred.graph.output):
+            kind = value.type.tensor_type
+            if not value.type.HasField("tensor_type") or not kind.HasField("shape"):
+                continue
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
+            if any(d is None for d in dims):
+                continue
+            try:
+                itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(kind.elem_type)).itemsize
+            except (KeyError, TypeError, ValueError):
+                continue
+            size = math.prod(dims) * itemsize
+            if found is None or size > found[2]:
+                found = (value.name, dims, size)
+        return found
+
+    def too_large(self, shapes: Mapping[str, Sequence[int]]) -> str | None:
+        """Why the model is not run at ``shapes``: a tensor over :data:`MAX_TENSOR_BYTES`."""
+        largest = self.largest(shapes)
+        if largest is None or largest[2] <= MAX_TENSOR_BYTES:
+            return None
+        name, dims, size = largest
+        return (f"not run: {name!r} would be {size / 2**30:.3g} GiB at {dims}, over the "
+                f"{MAX_TENSOR_BYTES / 2**30:g} GiB graphfix lets a size it tries compute")
+
+
 def has_dynamic_dims(model: onnx.ModelProto) -> bool:
     return any(spec.dynamic for spec in input_specs(model))
 

@@ -150,6 +150,7 @@ def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
         return [feeds_module.make_feed_set(specs, run, seed=seed + run, input_shapes=input_shapes)
                 for run in range(total)]
     runner = session(model)
+    sizes = feeds_module.TensorSizes(model)  # a size past the first: run where it fits
     chosen: list[Feeds] = []
     for run in range(total):
         error: BaseException | None = None
@@ -161,6 +162,10 @@ def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
             if shapes in tried:  # sizes an earlier attempt gave
                 continue
             tried.append(shapes)
+            why = sizes.too_large(shapes) if attempt else None
+            if why is not None:
+                error = ValueError(why)
+                continue
             try:
                 runner.run(None, feed)
             except Exception as err:  # noqa: BLE001 - a size the model rejects: the next one

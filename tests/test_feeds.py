@@ -212,3 +212,31 @@ def test_a_dim_written_as_arithmetic_on_others_is_computed() -> None:
     assert feed["mask"].shape[1] == feed["past"].shape[1] + 1
     for text in ("a + ", "__import__('os')", "a ** 2", "a + 1.5", "sequence"):
         assert feeds._formula(text) is None, text
+
+
+def test_a_size_whose_tensors_would_not_fit_is_not_run() -> None:
+    # A model that runs at no size (its Reshape always fails) and squares its length on the
+    # way: the ladders' larger sizes are checked against the memory first (4 GiB at 16384),
+    # not run, and the error says so.
+    from graphfix.errors import ValidationInputError
+    from graphfix.validate.parity import check_parity
+
+    nodes = [helper.make_node("Unsqueeze", ["x", "one"], ["column"]),
+             helper.make_node("Unsqueeze", ["x", "two"], ["row"]),
+             helper.make_node("Mul", ["column", "row"], ["square"]),
+             helper.make_node("ReduceSum", ["square"], ["total"], keepdims=0),
+             helper.make_node("Reshape", ["total", "seven"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "square",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", "length"])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([2], np.int64), "one"),
+         numpy_helper.from_array(np.array([1], np.int64), "two"),
+         numpy_helper.from_array(np.array([7], np.int64), "seven")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sizes = feeds.TensorSizes(model)
+    assert sizes.largest({"x": [4, 16384]})[1:] == ([4, 16384, 16384], 4 * 16384**2 * 4)
+    assert sizes.too_large({"x": [4, 8]}) is None
+    with pytest.raises(ValidationInputError, match="cannot run the original") as caught:
+        check_parity(model, model)
+    assert "'square' would be 4 GiB at [4, 16384, 16384]" in str(caught.value)

@@ -385,9 +385,12 @@ class ReferenceRun:
             for index, feed in enumerate(self._given):
                 feeds_module.check_feeds(self._specs, feed, where=f"inputs (set {index})")
             self.total = len(self._given)
-        else:
+        self._sizes: feeds_module.TensorSizes | None = None
+        if self._given is None:
             dynamic = any(s.dynamic for s in self._specs if s.name not in (input_shapes or {}))
             self.total = runs if runs is not None else (2 if dynamic else 1)
+            if dynamic:  # the sizes tried past the first are checked against the memory
+                self._sizes = feeds_module.TensorSizes(reference)
         self._future: concurrent.futures.Future[ReferenceOutputs] | None = None
         self._outputs: ReferenceOutputs | None = None
         self._cancelled = threading.Event()
@@ -436,8 +439,8 @@ class ReferenceRun:
                 done.append((self._given[run], _run_reference(session, self._given[run], None)))
             else:
                 done.append(_generated_run(
-                    session, self._specs, run, self._seed, self._input_shapes, notes, self.name
-                ))
+                    session, self._specs, run, self._seed, self._input_shapes, notes, self.name,
+                    self._sizes))
         if self._random and done:
             _check_repeatable(session, done[0], self._random, self.name)
         # Released before the candidate's session is built: one model's weights in ONNX
@@ -732,12 +735,16 @@ def _generated_run(
     input_shapes: Mapping[str, Sequence[int]] | None,
     notes: list[str],
     name: str = "original",
+    sizes: feeds_module.TensorSizes | None = None,
 ) -> tuple[Feeds, list[Any]]:
     """Generated inputs for ``run`` that the reference accepts: the dynamic sizes of
     :func:`graphfix.feeds.dynamic_sizes`, step after step, until the reference runs
-    (each size it rejects fails fast, at its first node that cannot take it)."""
+    (each size it rejects fails fast, at its first node that cannot take it). ``sizes``: the
+    model's tensor sizes, where a size past the first is not run when it would compute a tensor
+    over :data:`graphfix.feeds.MAX_TENSOR_BYTES`."""
     dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
     tried: list[str] = []
+    seen: set[str] = set()
     error: BaseException | None = None
     for attempt in range(feeds_module.ATTEMPTS if dynamic else 1):
         try:
@@ -748,7 +755,13 @@ def _generated_run(
             error = err
             continue
         shapes = _shapes(feed)
-        if shapes in tried:
+        if shapes in seen:
+            continue
+        seen.add(shapes)
+        why = sizes.too_large({n: np.shape(v) for n, v in feed.items()}) if (
+            sizes is not None and attempt) else None
+        if why is not None:  # the first sizes are small: later ones are checked first
+            tried.append(f"{shapes} ({why})")
             continue
         try:
             outputs = session.run(None, _for(session, feed))
@@ -782,7 +795,8 @@ def generated_feeds(model: onnx.ModelProto, *, seed: int = 0,
     if not any(s.dynamic for s in specs if s.name not in (input_shapes or {})):
         return feeds_module.make_feed_set(specs, 0, seed=seed, input_shapes=input_shapes)
     session = _session(model, ["CPUExecutionProvider"], name)
-    feed, _ = _generated_run(session, specs, 0, seed, input_shapes, [], name)
+    feed, _ = _generated_run(session, specs, 0, seed, input_shapes, [], name,
+                             feeds_module.TensorSizes(model))
     return feed
 
 
