@@ -17,9 +17,10 @@ sizes divisible by 32, a convolution needs at least its kernel), the caller retr
 the next ``attempt`` — see :func:`graphfix.validate.parity.check_parity`. Dimensions with the same
 ``dim_param`` share a size; unnamed dynamic dimensions share one per axis position. A
 ``dim_param`` that is arithmetic on others (``past_sequence_length + 1``, as Hugging Face
-Optimum names a decoder's attention mask) is computed from them. Where no size of the ladders
-runs, one named dimension is tried as the sum of two others (a decoder's cache: the attention
-mask spans the past and the new tokens, whatever its exporter named them).
+Optimum names a decoder's attention mask) is computed from them. Where the first sizes do not
+run, one named dimension is tried as the sum of two others before any larger size (a decoder's
+cache: the attention mask spans the past and the new tokens, whatever its exporter named them),
+and a larger size is not run where it would compute a tensor too large (:class:`TensorSizes`).
 
 Real data: :func:`load_feeds` reads a ``.npz`` file (input names to arrays), a folder of ONNX
 ``input_N.pb`` tensors, or a folder of ``test_data_set_*`` folders (one set of inputs each), and
@@ -72,13 +73,14 @@ one position into the next bucket); a model that refuses it goes on with 24."""
 _STEPS = max(len(ladder) for ladder in BATCH_SIZES + OTHER_SIZES)
 SUMS = 12
 """The most sums tried (:func:`dim_sums`): every way of four named dimensions."""
-SUMMANDS = ((3,), (5,))
+SUMMANDS = (3, 5)
 """The size of the second term of a sum, per set (the first is the ladder's first size)."""
 ATTEMPTS = 2 * _STEPS + SUMS
-"""Attempts per input set (:func:`dynamic_sizes`): the ladders with each unnamed dimension sized
-on its own, one named dimension as the sum of two others at the first sizes (:func:`dim_sums`),
-then with every unnamed dimension of the set at one size (an LSTM's state must have the batch
-of its input, and nothing in the signature says so)."""
+"""Attempts per input set (:func:`dynamic_sizes`): the ladders' first sizes; one named dimension
+as the sum of two others at those sizes (:func:`dim_sums`); the ladders' further sizes, each
+unnamed dimension sized on its own; then the ladders again with every unnamed dimension of the
+set at one size (an LSTM's state must have the batch of its input, and nothing in the
+signature says so)."""
 
 DEFAULT_FLOAT_RANGE = (-1.0, 1.0)
 MAX_INPUT_BYTES = 2**31
@@ -329,13 +331,14 @@ def _rows_indexed(
 
 MAX_TENSOR_BYTES = MAX_INPUT_BYTES
 """The largest tensor a size the ladders try may make the model compute: a larger size is not
-run (an attention model's scores grow with the square of the length: 8 GiB at 16384 tokens)."""
+run (an attention model's scores grow with the square of the length: a two-layer Llama's are
+32 GiB at 4 x 16384 tokens)."""
 
 
 class TensorSizes:
     """The largest tensor a model computes at given input shapes, as ONNX's shape inference (data
     propagation on) proves it, from a copy of the model without its weights taken now. Lifetime:
-    one parity check's search for sizes the model runs at."""
+    one search for sizes the model runs at."""
 
     def __init__(self, model: onnx.ModelProto) -> None:
         self._skeleton = skeleton(model)
@@ -517,7 +520,7 @@ def dynamic_sizes(
         sums = dim_sums(specs, fixed=fixed)
         if summed < len(sums):
             total, first, second = sums[summed]
-            sizes[second] = SUMMANDS[index % 2][0]
+            sizes[second] = SUMMANDS[index % 2]
             sizes[total] = sizes[first] + sizes[second]
     for key, formula in formulas.items():
         for name in _names(formula):  # a term no input has on its own: a size of its own
@@ -552,8 +555,9 @@ _OPERATORS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
 
 def _formula(dim: str) -> ast.expr | None:
     """``dim`` as arithmetic (+, -, *, //) on names and integers when it is such and not a
-    single name: ``past_sequence_length + 1``; None otherwise."""
-    if not any(op in dim for op in "+-*/"):
+    single name: ``past_sequence_length + 1``; None otherwise. A minus sign between spaces only:
+    ``seq-len`` is a name."""
+    if not any(op in dim for op in "+-*/") or re.search(r"(?<! )-|-(?! )", dim):
         return None
     try:
         tree = ast.parse(dim.strip(), mode="eval").body

@@ -210,7 +210,8 @@ def test_a_dim_written_as_arithmetic_on_others_is_computed() -> None:
     one.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1
     feed = feeds.make_feed_set(feeds.input_specs(one), 1)
     assert feed["mask"].shape[1] == feed["past"].shape[1] + 1
-    for text in ("a + ", "__import__('os')", "a ** 2", "a + 1.5", "sequence"):
+    for text in ("a + ", "__import__('os')", "a ** 2", "a + 1.5", "sequence", "seq-len",
+                 "a -1"):
         assert feeds._formula(text) is None, text
 
 
