@@ -234,8 +234,9 @@ def before_steps(graph: onnx.GraphProto) -> frozenset[str]:
             bodies = list(subgraphs(node))
             after = any(o in found for o in node.output)
             inside = any([visit(body, after) for body in bodies])
-            stepped = stepped or inside or _is_step(node)
-            if (after or inside or _is_step(node)) and not (
+            step = inside or _is_step(node)
+            stepped = stepped or step
+            if (after or step) and not (
                     node.op_type in ("Shape", "Size") and node.domain in STANDARD_DOMAINS):
                 found.update(graph_layer.reads(node))  # Shape and Size read no value
         return stepped
