@@ -37,7 +37,7 @@ import math
 import re
 import zipfile
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
@@ -50,7 +50,7 @@ from graphfix import graph as graph_layer
 from graphfix.errors import ValidationInputError, first_line, shown
 from graphfix.options import ConflictingOptionsError
 from graphfix.graph import graphs
-from graphfix.model_io import note_read, skeleton, tensor_value
+from graphfix.model_io import note_read, skeleton, tensor_value, typed_bytes
 from graphfix.shapes import infer_shapes
 from graphfix.pinned import pinned_sizes
 
@@ -368,12 +368,8 @@ class TensorSizes:
             dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
             if any(d is None for d in dims):
                 continue
-            try:
-                itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(kind.elem_type)).itemsize
-            except (KeyError, TypeError, ValueError):
-                continue
-            size = math.prod(dims) * itemsize
-            if found is None or size > found[2]:
+            size = typed_bytes(kind.elem_type, dims)
+            if size is not None and (found is None or size > found[2]):
                 found = (value.name, dims, size)
         return found
 
@@ -385,6 +381,56 @@ class TensorSizes:
         name, dims, size = largest
         return (f"not run: {name!r} would be {size / 2**30:.3g} GiB at {dims}, over the "
                 f"{MAX_TENSOR_BYTES / 2**30:g} GiB graphfix lets a size it tries compute")
+
+
+@dataclasses.dataclass
+class SizeSearch:
+    """What :func:`search_sizes` found for one input set: the first generated set the model
+    ran on and what that run returned (None, None when none ran), each set it rejected or was
+    not run on (described, with why), and the last error."""
+
+    feed: Feeds | None
+    outputs: Any
+    rejected: list[str]
+    error: BaseException | None
+
+
+def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], Any], *,
+                 seed: int, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                 sizes: TensorSizes | None = None) -> SizeSearch:
+    """Input set ``index`` (seed ``seed + index``) at the sizes of :func:`dynamic_sizes`,
+    attempt after attempt, each size once, until ``run`` (the model on ONNX Runtime) takes one
+    without raising: a size the model rejects fails fast, at its first node that cannot take
+    it. Past the first attempt, a size ``sizes`` says is too large is not run. Parity and the
+    passes that measure on parity's inputs search alike, so they get the same sets."""
+    dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
+    rejected: list[str] = []
+    seen: set[str] = set()
+    error: BaseException | None = None
+    for attempt in range(ATTEMPTS if dynamic else 1):
+        try:
+            feed = make_feed_set(specs, index, seed=seed + index, attempt=attempt,
+                                 input_shapes=input_shapes)
+        except ValidationInputError as err:  # past the memory budget: no larger size will do
+            error = err
+            continue
+        shapes = describe_shapes(feed)
+        if shapes in seen:
+            continue
+        seen.add(shapes)
+        why = sizes.too_large({n: np.shape(v) for n, v in feed.items()}) if (
+            sizes is not None and attempt) else None
+        if why is not None:  # the first sizes are small: later ones are checked first
+            rejected.append(f"{shapes} ({why})")
+            continue
+        try:
+            outputs = run(feed)
+        except Exception as err:  # noqa: BLE001 - a size the model rejects: the next one
+            error = err
+            rejected.append(shapes)
+            continue
+        return SizeSearch(feed, outputs, rejected, error)
+    return SizeSearch(None, None, rejected, error)
 
 
 def has_dynamic_dims(model: onnx.ModelProto) -> bool:
@@ -659,6 +705,11 @@ def _type_name(elem_type: int) -> str:
         return onnx.TensorProto.DataType.Name(elem_type)
     except ValueError:  # a type no onnx names
         return str(elem_type)
+
+
+def describe_shapes(feeds: Feeds) -> str:
+    """``name dtype[shape], ...`` for messages."""
+    return ", ".join(f"{k} {v}" for k, v in describe(feeds).items()) or "no inputs"
 
 
 def describe(feeds: Feeds) -> dict[str, str]:

@@ -153,29 +153,12 @@ def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
     sizes = feeds_module.TensorSizes(model)  # a size past the first: run where it fits
     chosen: list[Feeds] = []
     for run in range(total):
-        error: BaseException | None = None
-        tried: list[dict[str, tuple[int, ...]]] = []
-        for attempt in range(feeds_module.ATTEMPTS if dynamic else 1):
-            feed = feeds_module.make_feed_set(specs, run, seed=seed + run, attempt=attempt,
-                                              input_shapes=input_shapes)
-            shapes = {name: np.shape(value) for name, value in feed.items()}
-            if shapes in tried:  # sizes an earlier attempt gave
-                continue
-            tried.append(shapes)
-            why = sizes.too_large(shapes) if attempt else None
-            if why is not None:
-                error = ValueError(why)
-                continue
-            try:
-                runner.run(None, feed)
-            except Exception as err:  # noqa: BLE001 - a size the model rejects: the next one
-                error = err
-                continue
-            chosen.append(feed)
-            break
-        else:
+        found = feeds_module.search_sizes(specs, run, lambda feed: runner.run(None, feed),
+                                          seed=seed, input_shapes=input_shapes, sizes=sizes)
+        if found.feed is None:
             raise ValueError(f"ONNX Runtime cannot run the model on generated inputs "
-                             f"({error})")
+                             f"({found.error})")
+        chosen.append(found.feed)
     return chosen
 
 

@@ -63,6 +63,7 @@ from graphfix.model_io.tensors import (
     tensor_digest,
     tensor_sample,
     tensor_value,
+    typed_bytes,
     weight_bytes,
 )
 from graphfix.model_io.files import (
@@ -117,6 +118,7 @@ __all__ = [
     "tensor_value",
     "has_value",
     "tensor_bytes",
+    "typed_bytes",
     "tensor_digest",
     "tensor_sample",
     "load_external_values",

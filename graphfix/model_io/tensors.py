@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ from graphfix.model_io.files import FileRecord
 
 __all__ = [
     "iter_tensors",
+    "typed_bytes",
     "tensor_value",
     "tensor_digest",
     "tensor_bytes",
@@ -312,13 +313,19 @@ _BITS = {
 }
 
 
-def _declared_nbytes(tensor: onnx.TensorProto) -> int | None:
-    """The bytes ``tensor``'s type and shape take (sub-byte types packed, as ONNX Runtime
-    counts them); None for strings and types this onnx does not size."""
-    bits = _BITS.get(tensor.data_type)
+def typed_bytes(data_type: int, dims: Sequence[int]) -> int | None:
+    """The bytes a tensor of element type ``data_type`` and shape ``dims`` takes (sub-byte
+    types packed, as ONNX Runtime counts them); None for strings and types this onnx does not
+    size."""
+    bits = _BITS.get(data_type)
     if bits is None:
         return None
-    return (math.prod(tensor.dims) * bits + 7) // 8
+    return (math.prod(dims) * bits + 7) // 8
+
+
+def _declared_nbytes(tensor: onnx.TensorProto) -> int | None:
+    """The bytes ``tensor``'s type and shape take (:func:`typed_bytes`)."""
+    return typed_bytes(tensor.data_type, tensor.dims)
 
 
 def _nbytes(tensor: onnx.TensorProto) -> int:

@@ -737,44 +737,21 @@ def _generated_run(
     name: str = "original",
     sizes: feeds_module.TensorSizes | None = None,
 ) -> tuple[Feeds, list[Any]]:
-    """Generated inputs for ``run`` that the reference accepts: the dynamic sizes of
-    :func:`graphfix.feeds.dynamic_sizes`, step after step, until the reference runs
-    (each size it rejects fails fast, at its first node that cannot take it). ``sizes``: the
-    model's tensor sizes, where a size past the first is not run when it would compute a tensor
-    over :data:`graphfix.feeds.MAX_TENSOR_BYTES`."""
-    dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
-    tried: list[str] = []
-    seen: set[str] = set()
-    error: BaseException | None = None
-    for attempt in range(feeds_module.ATTEMPTS if dynamic else 1):
-        try:
-            feed = feeds_module.make_feed_set(
-                specs, run, seed=seed + run, attempt=attempt, input_shapes=input_shapes
-            )
-        except ValidationInputError as err:  # past the memory budget: no larger size will do
-            error = err
-            continue
-        shapes = _shapes(feed)
-        if shapes in seen:
-            continue
-        seen.add(shapes)
-        why = sizes.too_large({n: np.shape(v) for n, v in feed.items()}) if (
-            sizes is not None and attempt) else None
-        if why is not None:  # the first sizes are small: later ones are checked first
-            tried.append(f"{shapes} ({why})")
-            continue
-        try:
-            outputs = session.run(None, _for(session, feed))
-        except Exception as err:  # noqa: BLE001
-            error = err
-            tried.append(shapes)
-            continue
+    """Generated inputs for ``run`` that the reference accepts (:func:`graphfix.feeds.
+    search_sizes`; ``sizes``: the model's tensor sizes, where a size past the first is not run
+    when it would compute a tensor over :data:`graphfix.feeds.MAX_TENSOR_BYTES`), and its
+    outputs; a note says which sizes it rejected first."""
+    found = feeds_module.search_sizes(
+        specs, run, lambda feed: session.run(None, _for(session, feed)), seed=seed,
+        input_shapes=input_shapes, sizes=sizes)
+    tried, error = found.rejected, found.error
+    if found.feed is not None:
         if tried:
             notes.append(
                 f"run {run}: the {name} rejects {'; '.join(tried)} "
-                f"({first_line(error)}); checked at {shapes}"
+                f"({first_line(error)}); checked at {_shapes(found.feed)}"
             )
-        return feed, outputs
+        return found.feed, found.outputs
     if not tried and isinstance(error, ValidationInputError):
         raise error
     raise ValidationInputError(
@@ -850,8 +827,7 @@ def _tolerance(tolerances: Mapping[str, Tolerance] | None, name: str) -> Toleran
     return (own[0] if own[0] is not None else every[0], own[1] if own[1] is not None else every[1])
 
 
-def _shapes(feed: Feeds) -> str:
-    return ", ".join(f"{k} {v}" for k, v in feeds_module.describe(feed).items()) or "no inputs"
+_shapes = feeds_module.describe_shapes
 
 
 def _dtype_name(value: Any) -> str:
