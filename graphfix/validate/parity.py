@@ -182,6 +182,8 @@ def compare_output(
     """Statistics and verdict for one output of one run."""
     if isinstance(reference, list) or isinstance(candidate, list):
         return _compare_sequence(name, reference, candidate, tolerance, run)
+    if isinstance(reference, dict) or isinstance(candidate, dict):
+        return _compare_map(name, reference, candidate, tolerance, run)
     ref, cand = np.asarray(reference), np.asarray(candidate)
     result = OutputParity(
         name, str(ref.dtype), list(ref.shape), candidate_dtype=str(cand.dtype),
@@ -300,6 +302,41 @@ def _compare_sequence(
             break
     worst.name = name
     return worst
+
+
+def _compare_map(
+    name: str, reference: Any, candidate: Any, tolerance: Tolerance | None, run: int
+) -> OutputParity:
+    """A map (a classifier's ZipMap probabilities): the same keys, and the values compared as
+    one tensor of their type, floats within tolerance."""
+    if not (isinstance(reference, dict) and isinstance(candidate, dict)):
+        return _fail(OutputParity(name, "map", None, run=run),
+                     "one model returns a map, the other does not")
+    if reference.keys() != candidate.keys():
+        extra = [k for k in candidate if k not in reference]
+        missing = [k for k in reference if k not in candidate]
+        detail = "; ".join(part for part in (
+            f"keys {extra[:3]!r} added" if extra else "",
+            f"keys {missing[:3]!r} missing" if missing else "") if part)
+        return _fail(OutputParity(name, "map", None, run=run), f"map keys differ: {detail}")
+    keys = list(reference)
+    ref, cand = _map_values([reference[k] for k in keys]), _map_values([candidate[k] for k in keys])
+    if ref.dtype == np.float64 and cand.dtype == np.float64 and _float32_values(ref, cand):
+        ref, cand = ref.astype(np.float32), cand.astype(np.float32)
+    result = compare_output(name, ref, cand, tolerance, run)
+    result.dtype = result.candidate_dtype = f"map of {ref.dtype}"
+    return result
+
+
+def _map_values(values: list[Any]) -> np.ndarray:
+    return np.asarray(values) if values else np.zeros(0, np.float32)
+
+
+def _float32_values(*arrays: np.ndarray) -> bool:
+    """Whether float64 values are float32 ones widened: ONNX Runtime hands a map(…, float)'s
+    values to Python as floats, and their tolerance is float32's, not float64's."""
+    return all(np.array_equal(a.astype(np.float32).astype(np.float64), a, equal_nan=True)
+               for a in arrays)
 
 
 def _fail(result: OutputParity, reason: str) -> OutputParity:
