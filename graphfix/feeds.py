@@ -56,7 +56,7 @@ from graphfix.pinned import pinned_sizes
 
 logger = logging.getLogger(__name__)
 
-Feeds = dict[str, Any]  # input name -> numpy array (or a list of arrays for a sequence input)
+Feeds = dict[str, Any]  # input name -> numpy array (a list of arrays for a sequence, a dict for a map)
 
 BATCH_SIZES: tuple[tuple[int, ...], tuple[int, ...]] = ((1, 2, 4), (2, 3, 1))
 """Size ladders of a leading (batch) dynamic axis, for the first and second set of inputs."""
@@ -115,7 +115,7 @@ class InputSpec:
     """What the model declares about one input, and how graphfix will fill it."""
 
     name: str
-    kind: str  # "tensor" or "sequence"
+    kind: str  # "tensor", "sequence" or "map" (one map: a DictVectorizer's features)
     dtype: np.dtype | None  # None for element types numpy cannot hold (bfloat16, float8)
     elem_type: int
     dims: tuple[int | str | None, ...] | None  # None: rank unknown
@@ -126,6 +126,9 @@ class InputSpec:
     # An index into a table a dynamic dimension of the signature sizes (segment ids into a
     # table of graphs): the values stay below the size that dimension gets.
     index_of: str | None = None
+    # A map's keys: the vocabulary of the DictVectorizer that reads it, else a few of the key
+    # type; the values are of ``dtype``.
+    map_keys: tuple[int | str, ...] = ()
 
     @property
     def dynamic(self) -> bool:
@@ -150,6 +153,10 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
         kind, tensor_type = "tensor", value.type.tensor_type
         if value.type.HasField("sequence_type"):
             kind, tensor_type = "sequence", value.type.sequence_type.elem_type.tensor_type
+        elif value.type.HasField("map_type") and value.type.map_type.value_type.HasField(
+                "tensor_type"):
+            specs.append(_map_spec(model, value))
+            continue
         elif not value.type.HasField("tensor_type"):
             raise ValidationInputError(
                 f"input {value.name!r} is of a type graphfix cannot generate "
@@ -171,6 +178,30 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
             tuple(sorted(pins.get(value.name, {}).items())),
             bound if isinstance(bound, str) else None))
     return specs
+
+
+_MAP_KEYS = 8  # keys of a map whose reader names none
+
+
+def _map_spec(model: onnx.ModelProto, value: onnx.ValueInfoProto) -> InputSpec:
+    """A map input: its keys from the vocabulary of the ``DictVectorizer`` that reads it (the
+    only standard op that takes a map), else a few keys of its key type."""
+    map_type = value.type.map_type
+    elem_type = map_type.value_type.tensor_type.elem_type
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    text_keys = map_type.key_type == onnx.TensorProto.STRING
+    keys: tuple[int | str, ...] = ()
+    for node in model.graph.node:
+        if node.op_type == "DictVectorizer" and value.name in node.input:
+            for attr in node.attribute:
+                if attr.name in ("string_vocabulary", "int64_vocabulary"):
+                    vocabulary = onnx.helper.get_attribute_value(attr)
+                    keys = tuple(k.decode() if isinstance(k, bytes) else int(k)
+                                 for k in vocabulary)
+            break
+    if not keys:
+        keys = tuple(_WORDS[:_MAP_KEYS]) if text_keys else tuple(range(_MAP_KEYS))
+    return InputSpec(value.name, "map", dtype, elem_type, (), map_keys=keys)
 
 
 Bound = Union[int, str]  # a row count, or a dynamic dimension of the signature, by name
@@ -495,6 +526,9 @@ def make_feed_set(
             spec = dataclasses.replace(spec, index_rows=rows)
         if spec.kind == "sequence":
             feeds[spec.name] = [_values(spec, shape, rng, float_range) for _ in range(2)]
+        elif spec.kind == "map":  # ONNX Runtime takes a map as a dict of scalars
+            values = _values(spec, [len(spec.map_keys)], rng, float_range)
+            feeds[spec.name] = dict(zip(spec.map_keys, values.tolist()))
         else:
             feeds[spec.name] = _values(spec, shape, rng, float_range)
     return feeds
@@ -712,6 +746,16 @@ def describe_shapes(feeds: Feeds) -> str:
     return ", ".join(f"{k} {v}" for k, v in describe(feeds).items()) or "no inputs"
 
 
+def fed_shape(value: Any) -> list[int]:
+    """The shape a report gives one input: an array's; a sequence's length, then its first
+    item's shape; a map's number of keys."""
+    if isinstance(value, list):
+        return [len(value), *(fed_shape(value[0]) if value else [])]
+    if isinstance(value, dict):
+        return [len(value)]
+    return [int(d) for d in np.shape(value)]
+
+
 def describe(feeds: Feeds) -> dict[str, str]:
     """Input name -> ``dtype[shape]``, for reports."""
     out = {}
@@ -719,6 +763,9 @@ def describe(feeds: Feeds) -> dict[str, str]:
         if isinstance(value, list):
             inner = describe({"": v for v in value[:1]}).get("", "?")
             out[name] = f"seq({len(value)} x {inner})"
+        elif isinstance(value, dict):
+            kinds = describe({"": np.asarray(list(value.values()))}).get("", "?")
+            out[name] = f"map({len(value)} keys, {kinds.split('[')[0]})"
         else:
             array = np.asarray(value)
             out[name] = f"{array.dtype}{list(array.shape)}"

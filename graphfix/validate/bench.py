@@ -106,7 +106,7 @@ from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError
 from graphfix.options import (OptionError, check_count, check_feeds, check_fraction,
                               check_shapes)
-from graphfix.feeds import load_feeds, make_feeds, text_as_str
+from graphfix.feeds import fed_shape, load_feeds, make_feeds, text_as_str
 from graphfix.validate.parity import generated_feeds
 from graphfix.validate.session_config import SessionConfig, model_digest, read_config
 from graphfix.validate.stats import (
@@ -368,8 +368,7 @@ def benchmark(
         threads=settings.threads, warmup=warmup, runs=runs, seed=seed,
         cuda_graph=settings.cuda_graph, dynamic_block_base=settings.dynamic_block_base,
         allow_spinning=settings.allow_spinning,
-        input_shapes={name: [int(d) for d in value.shape]
-                      for name, value in by_model["candidate"].items()},
+        input_shapes={name: fed_shape(value) for name, value in by_model["candidate"].items()},
         candidate=stats["candidate"], baseline=stats.get("baseline"),
         candidate_offline=stats.get("candidate_offline"),
         baseline_offline=stats.get("baseline_offline"),
@@ -513,8 +512,9 @@ def feeds_by_model(
             # shapes): generated as they are, with no session to find sizes the model takes.
             extra = make_feeds(baseline, seed=seed, runs=1, input_shapes=input_shapes)[0]
             feeds = {**extra, **feeds}
-    arrays = text_as_str({name: np.asarray(value) for name, value in feeds.items()},
-                         where="feeds")
+    # A sequence (a list of arrays) or a map (a dict) is fed as it is, not made one array.
+    arrays = text_as_str({name: value if isinstance(value, (list, dict)) else np.asarray(value)
+                          for name, value in feeds.items()}, where="feeds")
     by_model = {"candidate": arrays}
     if baseline is not None:
         by_model["baseline"] = layout.from_candidate(

@@ -432,13 +432,16 @@ class Timer:
         self.feeds = dict(feeds)
         self.binding: Any = None
         self._keep: list[Any] = []
-        if provider == "cuda" and io_binding:
+        # A sequence or a map (a list, a dict) has no device buffer to bind: run per call.
+        if provider == "cuda" and io_binding and all(
+                isinstance(v, np.ndarray) for v in self.feeds.values()):
             if outputs is None:
                 try:
                     outputs = dict(zip(self.names, session.run(self.names, self.feeds)))
                 except Exception as err:  # noqa: BLE001 - ORT raises several unrelated types
                     raise self._failed(err) from None
-            self._bind(outputs)
+            if all(isinstance(v, np.ndarray) for v in outputs.values()):
+                self._bind(outputs)
 
     def _bind(self, outputs: Mapping[str, np.ndarray]) -> None:
         # Outputs are bound at the shapes one run produced, so a CUDA graph sees the same

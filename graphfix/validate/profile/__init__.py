@@ -87,7 +87,7 @@ from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.options import check_path
 from graphfix.validate.bench import (check_arguments, feeds_by_model, read_feeds,
                                      session_settings)
-from graphfix.feeds import input_specs
+from graphfix.feeds import fed_shape, input_specs
 from graphfix.validate.parity import check_parity
 from graphfix.validate.profile.accounting import Accounting, ModelProfile, account
 from graphfix.validate.profile.findings import (
@@ -256,7 +256,7 @@ def profile(
         profiles = {
             label: account(label, name, proto, measured, label, f"{label}_profiled",
                            optimization=settings.optimization, provider=settings.provider,
-                           input_shapes={k: v.shape for k, v in by_model[
+                           input_shapes={k: fed_shape(v) for k, v in by_model[
                                "candidate" if label == "model" else "baseline"].items()})
             for label, (proto, name) in models.items()
         }
