@@ -361,7 +361,8 @@ def _parity_flags(func: Callable[..., Any]) -> Callable[..., Any]:
                           "input_N.pb files (or of test_data_set_* folders)."),
         click.option("--runs", "parity_runs", type=click.IntRange(min=1), metavar="N",
                      help="Sets of generated inputs (default: 2 when the model has dynamic "
-                          "dimensions, at two sizes; else 1)."),
+                          "dimensions, at two sizes; else 1; three times that when it "
+                          "quantizes or rounds values it computes)."),
         click.option("--seed", type=click.IntRange(min=0),
                      help="Seed of the generated inputs (default 0)."),
         click.option("--atol", type=_Number(0.0), metavar="X",

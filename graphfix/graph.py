@@ -52,6 +52,10 @@ __all__ = [
     "attribute",
     "constant_tensor",
     "is_random",
+    "STEPS",
+    "is_step",
+    "before_steps",
+    "run_time_steps",
 ]
 
 # The default operator set, ai.onnx, as a node names it ("" or "ai.onnx").
@@ -107,6 +111,110 @@ def is_random(node: onnx.NodeProto) -> bool:
                 node, "is_test", 1) == 0
         return False
     return node.domain == "com.microsoft" and node.op_type in _RANDOM_CONTRIB
+
+
+# Ops whose output steps through many levels of a float input (a quantizer's, a rounding's), by
+# domain: a last-bit change in that input (a sum added in another order) moves some elements
+# by a whole step (one quantization level), however small the change. Cast is one where it
+# casts to an integer or bool; ONNX Runtime's MatMulNBits where its accuracy_level 4 quantizes
+# its float input to int8 blocks (checked in :func:`is_step`). Single-threshold tests (Greater,
+# Equal, ArgMax) are not: a last bit moves them only on inputs within a bit of the threshold.
+STEPS = {
+    "": frozenset({"Ceil", "DynamicQuantizeLinear", "Floor", "QuantizeLinear", "Round"}),
+    "com.microsoft": frozenset({"DynamicQuantizeLSTM", "DynamicQuantizeMatMul", "QAttention",
+                                "QuantizeLinear"}),
+}
+_FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
+                          onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
+_INT8_COMPUTE = 4  # MatMulNBits' accuracy_level that quantizes its input (CompInt8)
+
+
+def is_step(node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is a step (:data:`STEPS`): its output moves by a whole level where a
+    last bit of its float input changes."""
+    if node.domain in STANDARD_DOMAINS:
+        if node.op_type == "Cast":
+            return attribute(node, "to", 0) not in _FLOAT_TYPES
+        return node.op_type in STEPS[""]
+    if node.domain == "com.microsoft" and node.op_type == "MatMulNBits":
+        return attribute(node, "accuracy_level", 0) == _INT8_COMPUTE
+    return node.op_type in STEPS.get(node.domain, ())
+
+
+def before_steps(graph: onnx.GraphProto) -> frozenset[str]:
+    """The tensors of ``graph`` and its subgraphs that a step reads (a quantizer, a rounding:
+    :func:`is_step`), directly or through any op but Shape and Size: where a rewrite adds a
+    sum in another order, its last bits cross a step's thresholds on some elements and move
+    an output by a whole step (one quantization level of a quantized model). A node holding
+    subgraphs passes it on to everything it reads, its bodies' outer-scope reads included,
+    where a step is inside or after it."""
+    found: set[str] = set()
+
+    def visit(g: onnx.GraphProto, outer: bool) -> bool:
+        """One pass over ``g``, last node first; whether ``g`` holds a step (``outer``: the
+        outputs of ``g`` are read by one)."""
+        if outer:
+            found.update(o.name for o in g.output)
+        stepped = False
+        for node in reversed(g.node):
+            bodies = list(subgraphs(node))
+            after = any(o in found for o in node.output)
+            inside = any([visit(body, after) for body in bodies])
+            step = inside or is_step(node)
+            stepped = stepped or step
+            if (after or step) and not (
+                    node.op_type in ("Shape", "Size") and node.domain in STANDARD_DOMAINS):
+                found.update(reads(node))  # Shape and Size read no value
+        return stepped
+
+    # A graph's nodes are in order, so one pass reaches every tensor before a step; a second
+    # settles bodies whose outputs a later pass marked.
+    size = -1
+    while size != len(found):
+        size = len(found)
+        visit(graph, False)
+    found.discard("")
+    return frozenset(found)
+
+
+def run_time_steps(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The steps of ``graph`` and its subgraphs (:func:`is_step`) that read a value computed at
+    run time from the values of the graph's inputs, not only from weights or from shapes (a
+    Shape or Size reads no value): a quantizer of activations, a rounding of a computed value.
+    On such a model a rewrite's last bits move outputs by whole levels on some inputs, and one
+    set of inputs shows it only by chance."""
+    computed = {value.name for g in graphs(graph) for value in g.input} - {
+        init.name for g in graphs(graph) for init in g.initializer}
+    steps = []
+    changed = True
+    while changed:  # bodies read outer names: settle until nothing new is computed
+        changed = False
+        for g in graphs(graph):
+            for node in g.node:
+                if node.op_type in ("Shape", "Size") and node.domain in STANDARD_DOMAINS:
+                    continue
+                if any(name in computed for name in reads(node)):
+                    new = [o for o in node.output if o and o not in computed]
+                    if new:
+                        computed.update(new)
+                        changed = True
+                    for body in subgraphs(node):
+                        inner = {v.name for v in body.input} - computed
+                        if inner:
+                            computed.update(inner)
+                            changed = True
+    # A Cast is a step from a float type only: an int64 mask cast to bool moves no level. Its
+    # input's type as the graph declares it (none declared: not counted).
+    declared = {value.name: value.type.tensor_type.elem_type for g in graphs(graph)
+                for value in (*g.input, *g.value_info, *g.output)}
+    for g in graphs(graph):
+        for node in g.node:
+            if not (is_step(node) and node.input and node.input[0] in computed):
+                continue
+            if node.op_type == "Cast" and declared.get(node.input[0]) not in _FLOAT_TYPES:
+                continue
+            steps.append(node)
+    return steps
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:

@@ -51,7 +51,7 @@ from graphfix import layout as layout_module
 from graphfix import model_io
 from graphfix import precision as precision_module
 from graphfix.errors import ProviderUnavailableError, ValidationInputError, first_line
-from graphfix.graph import all_nodes, is_random
+from graphfix.graph import all_nodes, is_random, run_time_steps
 from graphfix.options import (DEVICES, PROVIDERS, OptionError, Tolerance, check_count,
                               check_feeds, check_provider, check_shapes, check_tolerances,
                               default_tolerance)
@@ -423,9 +423,18 @@ class ReferenceRun:
                 feeds_module.check_feeds(self._specs, feed, where=f"inputs (set {index})")
             self.total = len(self._given)
         self._sizes: feeds_module.TensorSizes | None = None
+        self._step_note: str | None = None
         if self._given is None:
             dynamic = any(s.dynamic for s in self._specs if s.name not in (input_shapes or {}))
             self.total = runs if runs is not None else (2 if dynamic else 1)
+            steps = run_time_steps(reference.graph) if runs is None else []
+            if steps:  # a last bit moves a level on some inputs: more sets to see it
+                kinds = sorted({n.op_type for n in steps})
+                self._step_note = (
+                    f"{self.total * STEPPED_SETS} input sets, not {self.total}: the {name} "
+                    f"quantizes or rounds values it computes ({', '.join(kinds[:4])}), where a "
+                    "last-bit change moves some outputs by a whole level on some inputs only")
+                self.total *= STEPPED_SETS
             if dynamic:  # the sizes tried past the first are checked against the memory
                 self._sizes = feeds_module.TensorSizes(reference)
         self._future: concurrent.futures.Future[ReferenceOutputs] | None = None
@@ -463,7 +472,7 @@ class ReferenceRun:
         session, self._session = self._session, None
         if session is None:
             raise RuntimeError("a ReferenceRun runs once")
-        notes: list[str] = []
+        notes: list[str] = [self._step_note] if self._step_note else []
         names = [o.name for o in session.get_outputs()]
         inputs = {i.name: i.type for i in session.get_inputs()}
         done: list[tuple[Feeds, list[Any]]] = []
@@ -506,7 +515,8 @@ def check_parity(
 
     Inputs are ``feeds`` (one dict or a list of them), else read from ``inputs`` (a ``.npz``
     file or a folder of ``input_N.pb``), else generated: ``runs`` sets (default two when the
-    model has dynamic dimensions, at two sizes; one otherwise), seeded by ``seed``, with
+    model has dynamic dimensions, at two sizes; one otherwise; :data:`STEPPED_SETS` times that
+    when the reference quantizes or rounds values it computes), seeded by ``seed``, with
     ``input_shapes`` fixing named inputs. ``tolerances`` maps output names (``*`` for all) to
     ``(atol, rtol)``. ``provider`` is ``cpu`` or ``cuda``. ``reference_run`` is the reference's
     side prepared (and perhaps started) earlier with those options; ``reference`` is then not
@@ -577,6 +587,9 @@ def check_parity(
     return result
 
 
+# Generated input sets per size on a model that quantizes or rounds what it computes
+# (graphfix.graph.run_time_steps): one set shows a rewrite's level moves only by chance.
+STEPPED_SETS = 3
 # The level ONNX Runtime's sessions run at unless told otherwise: what a deployment computes.
 SPREAD_LEVEL = "all"
 # The diagnosis holds the reference's weights in one more session: not past this.

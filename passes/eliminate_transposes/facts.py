@@ -14,7 +14,7 @@ from onnx import numpy_helper
 
 from graphfix import graph as graph_layer
 from graphfix import model_io
-from graphfix.graph import Index, dim_of, subgraphs
+from graphfix.graph import Index, before_steps, dim_of, subgraphs
 from .nodes import NodeTable
 from .ops import (
     BROADCAST_BINARY,
@@ -24,7 +24,6 @@ from .ops import (
     SAME_RANK,
     SHAPE_MATH,
     SHAPE_ONLY,
-    STEPS,
     attr,
     is_transpose,
 )
@@ -203,52 +202,6 @@ def infer(model: onnx.ModelProto) -> ShapeFacts:
     facts.collect(inferred.graph)
     facts.before_steps = before_steps(model.graph)
     return facts
-
-
-def _is_step(node: onnx.NodeProto) -> bool:
-    if node.op_type == "Cast" and node.domain in STANDARD_DOMAINS:
-        return attr(node, "to", 0) not in _FLOAT_TYPES
-    return node.op_type in STEPS.get("" if node.domain in STANDARD_DOMAINS else node.domain, ())
-
-
-_FLOAT_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE,
-                          onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16})
-
-
-def before_steps(graph: onnx.GraphProto) -> frozenset[str]:
-    """The tensors of ``graph`` and its subgraphs that a step reads (a quantizer, a rounding:
-    :data:`.ops.STEPS`), directly or through any op but Shape and Size: where a rewrite adds
-    a sum in another order, its last bits cross a step's thresholds on some elements and move
-    an output by a whole step (one quantization level of a quantized model). A node holding
-    subgraphs passes it on to everything it reads, its bodies' outer-scope reads included,
-    where a step is inside or after it."""
-    found: set[str] = set()
-
-    def visit(g: onnx.GraphProto, outer: bool) -> bool:
-        """One pass over ``g``, last node first; whether ``g`` holds a step (``outer``: the
-        outputs of ``g`` are read by one)."""
-        if outer:
-            found.update(o.name for o in g.output)
-        stepped = False
-        for node in reversed(g.node):
-            bodies = list(subgraphs(node))
-            after = any(o in found for o in node.output)
-            inside = any([visit(body, after) for body in bodies])
-            step = inside or _is_step(node)
-            stepped = stepped or step
-            if (after or step) and not (
-                    node.op_type in ("Shape", "Size") and node.domain in STANDARD_DOMAINS):
-                found.update(graph_layer.reads(node))  # Shape and Size read no value
-        return stepped
-
-    # A graph's nodes are in order, so one pass reaches every tensor before a step; a second
-    # settles bodies whose outputs a later pass marked.
-    size = -1
-    while size != len(found):
-        size = len(found)
-        visit(graph, False)
-    found.discard("")
-    return frozenset(found)
 
 
 class GraphFacts:

@@ -15,7 +15,6 @@ __all__ = [
     "BROADCAST_BINARY",
     "REDUCE_OPS",
     "ORDER_SENSITIVE_REDUCE",
-    "STEPS",
     "SHAPE_ONLY",
     "KEEPS_FIRST_DIM",
     "SHAPE_MATH",
@@ -44,16 +43,6 @@ REDUCE_OPS = frozenset({
 })
 # Reductions whose float result depends on the order in which elements are combined.
 ORDER_SENSITIVE_REDUCE = REDUCE_OPS - {"ReduceMax", "ReduceMin"}
-# Ops whose output steps through many levels of a float input (a quantizer's, a rounding's), by
-# domain: a last-bit change in that input (a sum added in another order) moves some elements
-# by a whole step (one quantization level), however small the change. Cast is one where it
-# casts to an integer or bool (checked where it is read). Single-threshold tests (Greater,
-# Equal, ArgMax) are not: a last bit moves them only on inputs within a bit of the threshold.
-STEPS = {
-    "": frozenset({"Ceil", "DynamicQuantizeLinear", "Floor", "QuantizeLinear", "Round"}),
-    "com.microsoft": frozenset({"DynamicQuantizeLSTM", "DynamicQuantizeMatMul", "QAttention",
-                                "QuantizeLinear"}),
-}
 # Ops that only reshape their input: applied to constants, their value is computed (the
 # depthwise kernels tf2onnx writes as Transpose(Reshape(W, shape)) fold into one initializer).
 SHAPE_ONLY = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze"})

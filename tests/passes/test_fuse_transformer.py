@@ -206,3 +206,24 @@ def test_the_dynamo_exporters_attention_is_fused_by_graphfix_and_exact(tmp_path)
     got = run_outputs(result.model, feeds, names)
     for name in names:
         np.testing.assert_allclose(got[0][name], expected[0][name], rtol=1e-4, atol=1e-4)
+
+
+def _dynamically_quantized(model: onnx.ModelProto, tmp_path) -> onnx.ModelProto:
+    from onnxruntime.quantization import quantize_dynamic
+    source, out = tmp_path / "float.onnx", tmp_path / "dyn.onnx"
+    onnx.save(model, source)
+    quantize_dynamic(str(source), str(out))
+    return onnx.load(out)
+
+
+def test_no_fusion_feeds_a_quantizer_of_computed_values(tmp_path):
+    """Rule 8: the fused layer norms' other order of sums would reach DynamicQuantizeLinear,
+    where a last bit moves a whole quantization level on some inputs only."""
+    quantized = _dynamically_quantized(transformer_encoder(stray_transposes=False), tmp_path)
+    assert any(n.op_type == "DynamicQuantizeLinear" for n in quantized.graph.node)
+    result = FuseTransformer()(quantized)
+    assert not result.modified
+    assert "feed a quantizer of computed values (DynamicQuantizeLinear)" in result.skipped
+    assert "SkipLayerNormalization" in result.skipped
+    # the same encoder in float is fused (the rule is about the quantizer, not the graph)
+    assert FuseTransformer()(transformer_encoder(stray_transposes=False)).modified
