@@ -524,3 +524,27 @@ g (float[1,4,2,6] x) => (float[1,2,4,6] y, float[1,2,4,6] z) {{
     got = run_outputs(optimized, [{"x": x}], ["y", "z"])[0]
     for name in ("y", "z"):
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-6)
+
+
+DIV_MUL = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,8] x, float[N,8] y) => (float[N,8] out) {
+    one = Constant <value = float {1}> ()
+    inverse = Div (one, x)
+    scaled = Mul (inverse, y)
+    TAIL
+}"""
+
+
+def test_a_model_that_quantizes_what_it_computes_keeps_its_order() -> None:
+    """Rule 12: Mul(Div(1, x), y) -> Div(y, x) rounds otherwise; before a quantizer of computed
+    values that moves whole levels, so the fusion stays off there (and only there)."""
+    plain = onnx.parser.parse_model(DIV_MUL.replace("TAIL", "out = Relu (scaled)"))
+    fused = OrtOffline()(plain)
+    assert fused.modified and "Mul" not in ops(fused.model)  # the float model: fused
+    quantized = onnx.parser.parse_model(DIV_MUL.replace("TAIL", """
+        q, scale, zero = DynamicQuantizeLinear (scaled)
+        out = DequantizeLinear (q, scale, zero)"""))
+    result = OrtOffline()(quantized)
+    assert {"Div", "Mul", "DynamicQuantizeLinear"} <= set(ops(result.model))
+    assert result.stats["order_kept"] == 1
