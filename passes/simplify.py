@@ -33,7 +33,7 @@ Rules:
 5. ``modified`` compares nodes and initializers canonically (onnxsim renames and reorders); when
    nothing changed the input model is returned untouched. Graph output names are kept, or the
    pass skips; so are the names of the signature's symbolic dimensions (onnxsim can rename
-   ``N`` to ``unk__0``).
+   ``N`` to ``unk__0``), and an unnamed one stays unnamed (onnxsim names it ``unk__0``).
 6. A model whose tensors, less the weights that stay here (rule 10), hold 2 GB or more is
    skipped (onnxsim holds what crosses as one message). Weights that stay in their files are
    copied file to file into the worker's data file; an external tensor graphfix never checked
@@ -243,6 +243,9 @@ def _keep_dim_names(graph: onnx.GraphProto, original: onnx.GraphProto) -> None:
         for old, new in zip(old_dims, new_dims):
             if old.HasField("dim_param") and not new.HasField("dim_value"):
                 new.dim_param = old.dim_param
+            elif not old.HasField("dim_value") and not old.HasField("dim_param") and \
+                    new.HasField("dim_param"):
+                new.ClearField("dim_param")  # an unnamed dimension stays unnamed (unk__0)
 
 
 def _static_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:

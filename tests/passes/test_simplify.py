@@ -655,3 +655,22 @@ def test_the_runs_of_a_shared_worker_block_use_its_worker_and_their_own_options(
     with pytest.raises(PassError):
         with shared_worker("worker"):  # type: ignore[arg-type]
             pass
+
+
+def test_an_unnamed_dimension_stays_unnamed() -> None:
+    """onnxsim names an output's unknown batch ``unk__0``; the signature keeps it unnamed."""
+    from onnx import TensorProto, helper, numpy_helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])
+    weights = [numpy_helper.from_array(np.ones((4, 3), np.float32), "w"),
+               numpy_helper.from_array(np.ones(3, np.float32), "b")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+             helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Identity", ["r"], ["y"])]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], weights),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    result = Simplify()(model)
+    assert result.modified
+    for value in (*result.model.graph.input, *result.model.graph.output):
+        batch = value.type.tensor_type.shape.dim[0]
+        assert not batch.HasField("dim_param") and not batch.HasField("dim_value"), value.name
