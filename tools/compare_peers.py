@@ -208,6 +208,28 @@ def command_line_times(path: Path, repeats: int) -> dict[str, float | str]:
     return out
 
 
+def _abs_error(ref: Any, out: Any) -> float:
+    """The largest absolute difference of one output: a tensor's elements, a sequence's items,
+    a map's values (ZipMap's probabilities); inf where the structure, the keys or a text
+    differ."""
+    if isinstance(ref, list) or isinstance(out, list):
+        if not (isinstance(ref, list) and isinstance(out, list)) or len(ref) != len(out):
+            return math.inf
+        return max((_abs_error(a, b) for a, b in zip(ref, out)), default=0.0)
+    if isinstance(ref, dict) or isinstance(out, dict):
+        if not (isinstance(ref, dict) and isinstance(out, dict)) or ref.keys() != out.keys():
+            return math.inf
+        return _abs_error(np.asarray(list(ref.values())), np.asarray(list(out.values())))
+    ref, out = np.asarray(ref), np.asarray(out)
+    if ref.shape != out.shape:
+        return math.inf
+    if not ref.size:
+        return 0.0
+    if ref.dtype.kind in "OUS" or out.dtype.kind in "OUS":
+        return 0.0 if np.array_equal(ref, out) else math.inf
+    return float(np.max(np.abs(out.astype(np.float64) - ref.astype(np.float64))))
+
+
 def compare_model(path: Path, runs: int, threads: int, notes: list[str]) -> list[dict[str, Any]]:
     original = onnx.load(str(path))
     feeds = _feeds(original)
@@ -268,9 +290,8 @@ def compare_model(path: Path, runs: int, threads: int, notes: list[str]) -> list
             if missing:
                 row["error"] = f"outputs missing: {missing}"
             row["max_abs_err"] = max(
-                (float(np.max(np.abs(by_name[k].astype(np.float64) - ref.astype(np.float64))))
-                 if ref.size else 0.0
-                 for k, ref in reference.items() if k in by_name), default=0.0)
+                (_abs_error(ref, by_name[k]) for k, ref in reference.items() if k in by_name),
+                default=0.0)
     # Latency: interleaved rounds across tools, after warm-up.
     timings: dict[tuple[int, str], list[float]] = {k: [] for k in sessions}
     for key, session in sessions.items():

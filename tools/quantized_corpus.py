@@ -9,7 +9,10 @@ basic optimizations, as its documentation asks), then
 - ``qdq_pc``: ``quantize_static`` in QDQ format, int8, per-channel weights;
 - ``qdq_pt_u8``: the same, per-tensor, uint8 activations and weights;
 - ``qop``: ``quantize_static`` in QOperator format (QLinearConv, QLinearMatMul, ...);
-- ``dyn``: ``quantize_dynamic`` (DynamicQuantizeLinear, MatMulInteger, ConvInteger).
+- ``dyn``: ``quantize_dynamic`` (DynamicQuantizeLinear, MatMulInteger, ConvInteger);
+- ``int4`` (asked for by ``--formats``): ``MatMulNBitsQuantizer``, the weight-only int4
+  quantization of language models (``MatMulNBits``, blocks of 32, accuracy level 4: the float
+  input quantized to int8 at run time, as ONNX Runtime's GenAI builder writes for the CPU).
 
 The calibration data are graphfix's generated inputs at the model's first size (four sets, as a
 short calibration run would give; random weights, random inputs: the quantized arithmetic is
@@ -32,7 +35,8 @@ import onnx
 
 from graphfix.feeds import make_feeds
 
-FORMATS = ("qdq_pc", "qdq_pt_u8", "qop", "dyn")
+FORMATS = ("qdq_pc", "qdq_pt_u8", "qop", "dyn", "int4")
+DEFAULT_FORMATS = FORMATS[:4]
 
 
 def _calibration(model: onnx.ModelProto, count: int = 4) -> list[dict[str, np.ndarray]]:
@@ -95,6 +99,8 @@ def quantize(source: Path, out_dir: Path, formats: list[str]) -> list[str]:
             try:
                 if name == "dyn":
                     quantize_dynamic(str(prepared), str(target))
+                elif name == "int4":
+                    _int4(source, target)
                 else:
                     quantize_static(str(prepared), str(target), Reader(feeds), **static[name])
                 print(f"{target.name}: {target.stat().st_size / 2**20:.1f} MB")
@@ -104,11 +110,21 @@ def quantize(source: Path, out_dir: Path, formats: list[str]) -> list[str]:
     return failures
 
 
+def _int4(source: Path, target: Path) -> None:
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    quantizer = MatMulNBitsQuantizer(onnx.load(source), block_size=32, is_symmetric=True,
+                                     accuracy_level=4)
+    quantizer.process()
+    if not any(n.op_type == "MatMulNBits" for n in quantizer.model.model.graph.node):
+        raise ValueError("no MatMul with a constant weight to quantize")
+    onnx.save(quantizer.model.model, target)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("models", nargs="+", type=Path)
-    parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
+    parser.add_argument("--formats", nargs="+", choices=FORMATS, default=list(DEFAULT_FORMATS))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)
     args.out_dir.mkdir(parents=True, exist_ok=True)
