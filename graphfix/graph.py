@@ -56,6 +56,7 @@ __all__ = [
     "is_step",
     "before_steps",
     "run_time_steps",
+    "run_time_quantizers",
 ]
 
 # The default operator set, ai.onnx, as a node names it ("" or "ai.onnx").
@@ -215,6 +216,17 @@ def run_time_steps(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
                 continue
             steps.append(node)
     return steps
+
+
+_ROUNDINGS = frozenset({"Cast", "Ceil", "Floor", "Round"})
+
+
+def run_time_quantizers(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The quantizers among :func:`run_time_steps` (the roundings and integer casts left out):
+    the nodes that make a model quantized at run time (activation quantizers, dynamic
+    quantization, a MatMulNBits computing in int8)."""
+    return [n for n in run_time_steps(graph)
+            if not (n.op_type in _ROUNDINGS and n.domain in STANDARD_DOMAINS)]
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:

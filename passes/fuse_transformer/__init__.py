@@ -54,7 +54,7 @@ import numpy as np
 import onnx
 
 from graphfix.errors import PassError
-from graphfix.graph import before_steps, count_nodes, run_time_steps
+from graphfix.graph import before_steps, count_nodes, run_time_quantizers, run_time_steps
 from graphfix.model_io import load_external_values
 from graphfix.options import PROVIDERS, RunOptions
 from .._measuring import (
@@ -79,7 +79,6 @@ FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "EmbedLay
              "BiasSplitGelu", "BiasAdd", "RotaryEmbedding")
 _ATTENTION = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention")
 _CONTRIB = "com.microsoft"
-_ROUNDINGS = ("Cast", "Ceil", "Floor", "Round")  # steps named after the quantizers, if any
 # ORT's transformers package logs under its module names (fusion_attention, onnx_model, ...).
 _ORT_LOGGERS = ("fusion", "onnx_model", "optimizer", "shape_infer", "float16", "bert",
                 "onnxruntime.transformers")
@@ -299,9 +298,9 @@ def _before_steps_problem(fused: onnx.ModelProto) -> str | None:
                       and n.op_type in FUSED_OPS and any(o in before for o in n.output)})
     if not feeding:
         return None
+    named = run_time_quantizers(fused.graph) or steps
     kinds = sorted({n.op_type + (" (int8 compute)" if n.op_type == "MatMulNBits" else "")
-                    for n in steps if n.op_type not in _ROUNDINGS}) or sorted(
-        {n.op_type for n in steps})
+                    for n in named})
     return (f"the fused {', '.join(feeding)} feed a quantizer of computed values "
             f"({', '.join(kinds[:3])}): their other order of sums moves outputs by whole "
             "quantization levels on some inputs")
