@@ -150,21 +150,24 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
     for value in graph.input:
         if value.name in initializers:
             continue
-        kind, tensor_type = "tensor", value.type.tensor_type
-        if value.type.HasField("sequence_type"):
-            kind, tensor_type = "sequence", value.type.sequence_type.elem_type.tensor_type
-        elif value.type.HasField("map_type") and value.type.map_type.value_type.HasField(
-                "tensor_type"):
+        # An optional input is fed present: a value of its element's type.
+        declared = value.type.optional_type.elem_type if value.type.HasField(
+            "optional_type") else value.type
+        kind, tensor_type = "tensor", declared.tensor_type
+        if declared.HasField("sequence_type"):
+            kind, tensor_type = "sequence", declared.sequence_type.elem_type.tensor_type
+        elif declared.HasField("map_type") and declared.map_type.value_type.HasField(
+                "tensor_type") and declared is value.type:
             specs.append(_map_spec(model, value))
             continue
-        elif not value.type.HasField("tensor_type"):
+        elif not declared.HasField("tensor_type"):
             raise ValidationInputError(
                 f"input {value.name!r} is of a type graphfix cannot generate "
                 f"({value.type.WhichOneof('value')})",
                 hint=NO_VALUES_HINT,
             )
-        dims = graph_layer.dims(value.type.sequence_type.elem_type if kind == "sequence"
-                                else value.type)
+        dims = graph_layer.dims(declared.sequence_type.elem_type if kind == "sequence"
+                                else declared)
         try:
             dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
         except (KeyError, TypeError, ValueError):

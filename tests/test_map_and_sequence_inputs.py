@@ -1,6 +1,6 @@
-"""Inputs that are not tensors: a map (scikit-learn's DictVectorizer pipelines take one) and a
-sequence of tensors. graphfix generates them, checks parity on them, and times models that
-take them."""
+"""Inputs that are not tensors: a map (scikit-learn's DictVectorizer pipelines take one), a
+sequence of tensors, and an optional tensor. graphfix generates them, checks parity on them,
+and times models that take them."""
 
 from __future__ import annotations
 
@@ -42,6 +42,17 @@ g (seq(float[N,4]) xs) => (float[M,4] y) {
 """
 
 
+OPTIONAL = """
+<ir_version: 8, opset_import: ["" : 18]>
+g (optional(float[N,4]) maybe, float[N,4] x) => (float[N,4] y) {
+    has = OptionalHasElement (maybe)
+    y = If (has) <then_branch = t () => (float[N,4] a) { v = OptionalGetElement (maybe)
+                                                       a = Add (v, x) },
+                  else_branch = e () => (float[N,4] b) { b = Identity (x) }>
+}
+"""
+
+
 def _save(tmp_path, text: str, name: str = "m.onnx"):
     path = tmp_path / name
     onnx.save(onnx.parser.parse_model(text), path)
@@ -77,9 +88,19 @@ def test_optimize_checks_parity_on_a_map_input(tmp_path) -> None:
     assert hashlib.sha256(source.read_bytes()).hexdigest() == before
 
 
+def test_an_optional_input_is_fed_present_and_both_branches_stay(tmp_path) -> None:
+    (feed, _) = make_feeds(onnx.parser.parse_model(OPTIONAL))
+    assert feed["maybe"].shape == feed["x"].shape and feed["maybe"].dtype.kind == "f"
+    source, out = _save(tmp_path, OPTIONAL), tmp_path / "o.onnx"
+    run = _invoke("optimize", source, out, "--no-speed-gate")
+    assert run.exit_code == 0, run.output
+    assert [n.op_type for n in onnx.load(out).graph.node] == ["OptionalHasElement", "If"]
+
+
 @pytest.mark.parametrize("text, name, shape", [
     (DICT_VECTORIZER, "features", [3]),
     (SEQUENCE, "xs", None),
+    (OPTIONAL, "maybe", [1, 4]),
 ])
 def test_bench_and_profile_time_models_with_map_and_sequence_inputs(
         tmp_path, text, name, shape) -> None:
