@@ -25,7 +25,10 @@ Method
    the default session is, or farther by at most one tolerance or a quarter of the default's
    own distance: the CUDA provider's default multiplies in TF32, ``use_tf32=0`` differs from it by
    computing closer to float32, and other kernels rounding in TF32 land about as far. A candidate
-   whose session does not open or run is dropped with ORT's error.
+   whose session does not open or run is dropped with ORT's error. On a model that quantizes
+   or rounds what it computes (:func:`graphfix.graph.run_time_steps`) the comparison runs on
+   three input sets, not one: there another order of sums moves an output by a whole level on
+   some inputs only.
 2. One session alive at a time. ONNX Runtime sessions in one process interfere (an idle
    session's spinning threads take the cores the timed one needs), and spinning is one of the
    knobs, so every candidate is measured alone (:func:`graphfix.validate.timing.measure`): each
@@ -121,11 +124,11 @@ import onnx
 from graphfix import model_io
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
-from graphfix.graph import all_nodes
+from graphfix.graph import all_nodes, run_time_steps
 from graphfix.options import check_path
 from graphfix.validate.bench import check_arguments, feeds_by_model, read_feeds
-from graphfix.feeds import input_specs
-from graphfix.validate.parity import compare_output, identical
+from graphfix.feeds import input_specs, make_feeds
+from graphfix.validate.parity import STEPPED_SETS, compare_output, identical
 from graphfix.validate.profile import files_read
 from graphfix.validate.session_config import (
     OBJECTIVES,
@@ -534,43 +537,82 @@ def _run_once(model: onnx.ModelProto | model_io.LentModel, candidate: Candidate,
 
 
 def _check_numerics(model: onnx.ModelProto, candidates: list[Candidate],
-                    feeds: Mapping[str, np.ndarray], *, every: bool = False) -> None:
+                    feeds: Sequence[Mapping[str, np.ndarray]], *, every: bool = False) -> None:
     """Drop each numerics-changing candidate whose outputs differ from the default session's
-    beyond parity's tolerances, unless it is no farther from float32 than the default is
-    (:func:`no_farther_than_the_default`), and each candidate that does not open or run. Only
-    those that may not (numerics, batch sizes, the CUDA provider's options) are opened unless
-    ``every``: a CPU session option is opened by the first rung, and should one fail there,
-    tune checks them all and measures the rung again."""
+    beyond parity's tolerances on any of ``feeds`` (one set; more on a model that quantizes
+    what it computes: :func:`_numerics_feeds`), unless it is no farther from float32 than the
+    default is (:func:`no_farther_than_the_default`), and each candidate that does not open or
+    run. Only those that may not (numerics, batch sizes, the CUDA provider's options) are
+    opened unless ``every``: a CPU session option is opened by the first rung, and should one
+    fail there, tune checks them all and measures the rung again."""
     checked = [c for c in candidates[2:] if c.alive and (
         every or c.numerics or c.batch != 1 or c.settings.provider != "cpu")]
     if not checked:
         return
-    reference = _run_once(model, candidates[0], feeds) if any(
-        c.numerics and c.batch == 1 for c in checked) else {}
-    exact: dict[str, Any] | None = None
+    compared = any(c.numerics and c.batch == 1 for c in checked)
+    references = [_run_once(model, candidates[0], f) for f in feeds] if compared else []
+    exact: dict[int, dict[str, Any]] = {}
     for candidate in checked:
         try:
-            outputs = _run_once(model, candidate, _batched_feeds(model, feeds, candidate.batch))
+            outputs = _run_once(model, candidate, _batched_feeds(model, feeds[0],
+                                                                 candidate.batch))
         except GraphfixError as err:
             candidate.status, candidate.reason = "dropped", first_line(err) + _hint(
                 candidate, str(err))
             continue
         if not candidate.numerics or candidate.batch != 1:
             continue
-        for name, value in reference.items():
-            parity = compare_output(name, value, outputs.get(name))
-            if parity.passed:
-                continue
-            if exact is None:
-                exact = _run_once(model, Candidate("float32 on the CPU", EXACT), feeds)
-            kept, how = no_farther_than_the_default(exact, reference, outputs)
-            if kept:
-                candidate.reason = (f"differs from the default ({name!r}: {parity.reason}), "
-                                    f"and is no farther from float32: {how}")
+        for index, (feed, reference) in enumerate(zip(feeds, references)):
+            if index:
+                outputs = _run_once(model, candidate, feed)
+            if _numerics_verdict(model, candidate, reference, outputs, feed, exact, index):
                 break
-            candidate.status = "dropped"
-            candidate.reason = f"changes numerics: output {name!r}: {parity.reason}; {how}"
-            break
+
+
+def _numerics_verdict(model: onnx.ModelProto, candidate: Candidate,
+                      reference: Mapping[str, Any], outputs: Mapping[str, Any],
+                      feed: Mapping[str, np.ndarray], exact: dict[int, dict[str, Any]],
+                      index: int) -> bool:
+    """Judge ``candidate``'s outputs on one input set against the default's (``reference``);
+    whether that settles it (dropped, or kept no farther from float32 than the default)."""
+    for name, value in reference.items():
+        parity = compare_output(name, value, outputs.get(name))
+        if parity.passed:
+            continue
+        if index not in exact:
+            exact[index] = _run_once(model, Candidate("float32 on the CPU", EXACT), feed)
+        kept, how = no_farther_than_the_default(exact[index], reference, outputs)
+        if kept:
+            candidate.reason = (f"differs from the default ({name!r}: {parity.reason}), "
+                                f"and is no farther from float32: {how}")
+            return False  # the next input set may still drop it
+        candidate.status = "dropped"
+        candidate.reason = f"changes numerics: output {name!r}: {parity.reason}; {how}"
+        return True
+    return False
+
+
+# Input sets a numerics check compares on, for a model that quantizes or rounds what it
+# computes (graphfix.graph.run_time_steps): there a setting that adds in another order moves
+# an output by a whole level on some inputs only (parity's STEPPED_SETS, for the same reason).
+NUMERICS_SETS_STEPPED = STEPPED_SETS
+
+
+def _numerics_feeds(model: onnx.ModelProto, feed: Mapping[str, np.ndarray], given: bool,
+                    seed: int, input_shapes: Mapping[str, Sequence[int]] | None
+                    ) -> list[Mapping[str, np.ndarray]]:
+    """The input sets numerics are checked on: ``feed``, and on a model with run-time steps
+    (inputs not given) more drawn at its sizes."""
+    if given or not run_time_steps(model.graph):
+        return [feed]
+    shapes = {name: list(np.shape(value)) for name, value in feed.items()
+              if isinstance(value, np.ndarray)}
+    more = []
+    for index in range(1, NUMERICS_SETS_STEPPED):
+        drawn = make_feeds(model, seed=seed + index, runs=1,
+                           input_shapes={**shapes, **(input_shapes or {})})[0]
+        more.append(feeds_by_model(model, None, drawn, seed, input_shapes)["candidate"])
+    return [feed, *more]
 
 
 def _hint(candidate: Candidate, message: str) -> str:
@@ -840,7 +882,8 @@ def tune(
     facts = facts_of(proto, provider=used, objective=objective, input_shapes=input_shapes)
     default_settings = Settings.ort_defaults(used)
     candidates = _candidates(facts, default_settings, space)
-    _check_numerics(proto, candidates, feed)
+    numerics_feeds = _numerics_feeds(proto, feed, feeds is not None, seed, input_shapes)
+    _check_numerics(proto, candidates, numerics_feeds)
     default, copy = candidates[0], candidates[1]
     configs = _Configs(proto, feed, rewrite=used == "cpu" and objective != "memory")
     calls, warmup, round_cost = _block_size(configs, default, feed, objective)
@@ -884,7 +927,7 @@ def tune(
     try:
         cost = run_rung([default, copy, *challengers], first)  # s per arm and round
     except BenchmarkError:  # a CPU session option that does not open or run: drop it, again
-        _check_numerics(proto, candidates, feed, every=True)
+        _check_numerics(proto, candidates, numerics_feeds, every=True)
         challengers = [c for c in challengers if c.alive]
         cost = run_rung([default, copy, *challengers], first)
     while challengers:
@@ -927,7 +970,7 @@ def tune(
             combined.status = "dropped"
             combined.reason = "the budget ran out before the combination could be measured"
         else:
-            _check_numerics(proto, [default, copy, combined], feed)
+            _check_numerics(proto, [default, copy, combined], numerics_feeds)
             if combined.alive:
                 run_rung([default, combined, *([best] if best else [])],
                          min(FINAL_ROUNDS, affordable))
@@ -951,7 +994,7 @@ def tune(
                               rung=lambda: rung, cost=cost,
                               seconds_left=lambda: deadline - time.perf_counter(),
                               check=lambda found: _check_numerics(
-                                  proto, [default, copy, *found], feed),
+                                  proto, [default, copy, *found], numerics_feeds),
                               compare=lambda base, c, rungs: _compare(
                                   base, c, statistic, confidence=confidence,
                                   resamples=resamples, seed=seed, rungs=rungs),

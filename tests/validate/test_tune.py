@@ -598,3 +598,25 @@ def test_a_cuda_graph_refused_for_cpu_nodes_points_to_optimize() -> None:
     plain = Candidate("io_binding=True", Settings.ort_defaults("cuda").replace(io_binding=True))
     assert _hint(plain, refused) == ""
     assert _hint(graph, "out of memory") == ""
+
+
+def test_numerics_are_compared_on_more_input_sets_where_the_model_quantizes_what_it_computes():
+    from graphfix.validate.tune import NUMERICS_SETS_STEPPED, _numerics_feeds
+    quantized = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N,4] x) => (float[N,4] y) {
+        w = Constant <value = float[4,4] {1,0,0,0, 0,2,0,0, 0,0,3,0, 0,0,0,4}> ()
+        h = MatMul (x, w)
+        q, scale, zero = DynamicQuantizeLinear (h)
+        y = DequantizeLinear (q, scale, zero)
+    }""")
+    feed = {"x": np.zeros((2, 4), np.float32)}
+    sets = _numerics_feeds(quantized, feed, False, 0, None)
+    assert len(sets) == NUMERICS_SETS_STEPPED > 1
+    assert all(s["x"].shape == (2, 4) for s in sets) and not np.array_equal(sets[1]["x"],
+                                                                             sets[2]["x"])
+    assert len(_numerics_feeds(quantized, feed, True, 0, None)) == 1  # the user's inputs only
+    float_model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N,4] x) => (float[N,4] y) { y = Relu (x) }""")
+    assert len(_numerics_feeds(float_model, feed, False, 0, None)) == 1
