@@ -7,28 +7,9 @@ from __future__ import annotations
 import onnx
 
 from graphfix.graph import before_steps, is_step, run_time_steps
+from graphfix.models.quantized import activation_quantizer, weight_quantizer
 from graphfix.validate.parity import STEPPED_SETS, check_parity
 
-ACTIVATIONS = """
-<ir_version: 8, opset_import: ["" : 17]>
-g (float[N,4] x) => (float[N,4] y) {
-    w = Constant <value = float[4,4] {1,0,0,0, 0,2,0,0, 0,0,3,0, 0,0,0,4}> ()
-    h = MatMul (x, w)
-    q, scale, zero = DynamicQuantizeLinear (h)
-    y = DequantizeLinear (q, scale, zero)
-}
-"""
-WEIGHTS_ONLY = """
-<ir_version: 8, opset_import: ["" : 17]>
-g (float[N,4] x) => (float[N,4] y) {
-    w = Constant <value = float[4,4] {1,0,0,0, 0,2,0,0, 0,0,3,0, 0,0,0,4}> ()
-    s = Constant <value = float {0.1}> ()
-    z = Constant <value = int8 {0}> ()
-    qw = QuantizeLinear (w, s, z)
-    dw = DequantizeLinear (qw, s, z)
-    y = MatMul (x, dw)
-}
-"""
 IN_A_BODY = """
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[N,4] x, bool c) => (float[N,4] y) {
@@ -55,22 +36,22 @@ def test_what_a_step_is() -> None:
 
 
 def test_steps_on_computed_values_are_found_and_weight_quantizers_are_not() -> None:
-    found = run_time_steps(onnx.parser.parse_model(ACTIVATIONS).graph)
+    found = run_time_steps(activation_quantizer().graph)
     assert [n.op_type for n in found] == ["DynamicQuantizeLinear"]
-    assert run_time_steps(onnx.parser.parse_model(WEIGHTS_ONLY).graph) == []
+    assert run_time_steps(weight_quantizer().graph) == []
     body = onnx.parser.parse_model(IN_A_BODY).graph
     assert [n.op_type for n in run_time_steps(body)] == ["Round"]
     assert {"h", "x"} <= before_steps(body)
 
 
 def test_parity_runs_more_input_sets_on_a_model_that_quantizes_what_it_computes() -> None:
-    quantized = onnx.parser.parse_model(ACTIVATIONS)
+    quantized = activation_quantizer()
     result = check_parity(quantized, quantized)
     assert result.passed and len(result.runs) == 2 * STEPPED_SETS
     assert any("quantizes or rounds values it computes (DynamicQuantizeLinear)" in note
                for note in result.notes)
     assert len(check_parity(quantized, quantized, runs=1).runs) == 1  # asked for: as asked
-    plain = onnx.parser.parse_model(WEIGHTS_ONLY)
+    plain = weight_quantizer()
     assert len(check_parity(plain, plain).runs) == 2
 
 

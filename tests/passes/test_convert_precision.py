@@ -15,6 +15,7 @@ from onnx import numpy_helper
 
 import graphfix
 from graphfix import precision
+from graphfix.models.quantized import activation_quantizer, weight_quantizer
 from graphfix.passes.convert_precision import ConvertPrecision, convert_precision
 from graphfix.passes.convert_precision.analysis import Analysis
 from graphfix.passes._measuring import tolerance_used
@@ -1517,26 +1518,9 @@ def test_a_forked_copy_s_exit_leaves_the_parent_s_job_and_its_files() -> None:
 def test_a_model_that_quantizes_what_it_computes_is_left_alone() -> None:
     """Rule 13: float16 before a quantizer of activations moves whole levels; the weights'
     own quantizers (constant in, constant out) do not count."""
-    activations = onnx.parser.parse_model("""
-    <ir_version: 8, opset_import: ["" : 17]>
-    g (float[N,4] x) => (float[N,4] y) {
-        w = Constant <value = float[4,4] {1,0,0,0, 0,2,0,0, 0,0,3,0, 0,0,0,4}> ()
-        h = MatMul (x, w)
-        q, scale, zero = DynamicQuantizeLinear (h)
-        y = DequantizeLinear (q, scale, zero)
-    }""")
+    activations = activation_quantizer()
     result = ConvertPrecision()(activations)
     assert not result.modified
     assert "quantizes values it computes (DynamicQuantizeLinear)" in result.skipped
-    weights_only = onnx.parser.parse_model("""
-    <ir_version: 8, opset_import: ["" : 17]>
-    g (float[N,4] x) => (float[N,4] y) {
-        w = Constant <value = float[4,4] {1,0,0,0, 0,2,0,0, 0,0,3,0, 0,0,0,4}> ()
-        s = Constant <value = float {0.1}> ()
-        z = Constant <value = int8 {0}> ()
-        qw = QuantizeLinear (w, s, z)
-        dw = DequantizeLinear (qw, s, z)
-        m = MatMul (x, dw)
-        y = Relu (m)
-    }""")
+    weights_only = weight_quantizer()
     assert ConvertPrecision()(weights_only).modified

@@ -602,14 +602,8 @@ def test_a_cuda_graph_refused_for_cpu_nodes_points_to_optimize() -> None:
 
 def test_numerics_are_compared_on_more_input_sets_where_the_model_quantizes_what_it_computes():
     from graphfix.validate.tune import NUMERICS_SETS_STEPPED, _numerics_feeds
-    quantized = onnx.parser.parse_model("""
-    <ir_version: 8, opset_import: ["" : 17]>
-    g (float[N,4] x) => (float[N,4] y) {
-        w = Constant <value = float[4,4] {1,0,0,0, 0,2,0,0, 0,0,3,0, 0,0,0,4}> ()
-        h = MatMul (x, w)
-        q, scale, zero = DynamicQuantizeLinear (h)
-        y = DequantizeLinear (q, scale, zero)
-    }""")
+    from graphfix.models.quantized import activation_quantizer
+    quantized = activation_quantizer()
     feed = {"x": np.zeros((2, 4), np.float32)}
     sets = _numerics_feeds(quantized, feed, False, 0, None)
     assert len(sets) == NUMERICS_SETS_STEPPED > 1
