@@ -1103,6 +1103,12 @@ def _problems_or_raise(specs: Sequence[InputSpec], feeds: Mapping[str, Any], whe
     if extra and not only_given:
         problems.append(f"not inputs of the model: {', '.join(map(repr, extra))}")
     for spec in specs:
+        if spec.name in feeds and spec.kind == "map" and not isinstance(feeds[spec.name], dict):
+            problems.append(f"{spec.name!r} takes a {_spec_text(spec)}, which a file of "
+                            "arrays cannot hold: give no inputs file (graphfix then generates "
+                            "every input, the map's keys from the model's DictVectorizer), "
+                            "or pass feeds= a dict in Python")
+            continue
         if spec.name not in feeds or spec.kind != "tensor":
             continue
         array = feeds[spec.name]
@@ -1130,9 +1136,19 @@ def _problems_or_raise(specs: Sequence[InputSpec], feeds: Mapping[str, Any], whe
     if problems:
         raise ValidationInputError(
             f"{where}: " + "; ".join(problems),
-            hint="the model's inputs are "
-            + ", ".join(f"{s.name} {s.dtype}{_format_dims(s.dims)}" for s in specs),
+            hint="the model's inputs are " + ", ".join(
+                f"{s.name} {_spec_text(s)}" for s in specs),
         )
+
+
+def _spec_text(spec: InputSpec) -> str:
+    """An input's type as a hint names it: ``float32[N, 3]``, ``seq(float32[N])``,
+    ``map(str -> float32)``."""
+    if spec.kind == "map":
+        keys = type(spec.map_keys[0]).__name__ if spec.map_keys else "?"
+        return f"map({keys} -> {spec.dtype})"
+    tensor = f"{spec.dtype}{_format_dims(spec.dims)}"
+    return f"seq({tensor})" if spec.kind == "sequence" else tensor
 
 
 def check_inputs_agree(inputs: PathLike, shapes: Mapping[str, Sequence[int]] | None) -> None:

@@ -116,3 +116,13 @@ def test_bench_and_profile_time_models_with_map_and_sequence_inputs(
     profile = _invoke("profile", source, "--runs", 5, "--warmup", 1, "--json")
     assert profile.exit_code == 0, profile.output
     assert json.loads(profile.output)["model"]["profiled"]["runs"] == 5
+
+
+def test_an_array_given_for_a_map_input_is_refused_saying_what_it_takes(tmp_path) -> None:
+    import numpy as np
+    source = _save(tmp_path, DICT_VECTORIZER)
+    np.savez(tmp_path / "in.npz", features=np.ones((1, 3), np.float32))
+    run = _invoke("optimize", source, tmp_path / "o.onnx", "--inputs", tmp_path / "in.npz")
+    assert run.exit_code == 1
+    assert "'features' takes a map(str -> float32)" in run.output
+    assert "Traceback" not in run.output and not (tmp_path / "o.onnx").exists()
