@@ -57,6 +57,7 @@ __all__ = [
     "before_steps",
     "run_time_steps",
     "run_time_quantizers",
+    "is_quantizer",
 ]
 
 # The default operator set, ai.onnx, as a node names it ("" or "ai.onnx").
@@ -221,12 +222,15 @@ def run_time_steps(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
 _ROUNDINGS = frozenset({"Cast", "Ceil", "Floor", "Round"})
 
 
+def is_quantizer(node: onnx.NodeProto) -> bool:
+    """Whether a step (:func:`is_step`) is a quantizer, not a rounding or an integer cast."""
+    return is_step(node) and not (node.op_type in _ROUNDINGS and node.domain in STANDARD_DOMAINS)
+
+
 def run_time_quantizers(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """The quantizers among :func:`run_time_steps` (the roundings and integer casts left out):
-    the nodes that make a model quantized at run time (activation quantizers, dynamic
-    quantization, a MatMulNBits computing in int8)."""
-    return [n for n in run_time_steps(graph)
-            if not (n.op_type in _ROUNDINGS and n.domain in STANDARD_DOMAINS)]
+    """The quantizers among :func:`run_time_steps`: the nodes that make a model quantized at
+    run time (activation quantizers, dynamic quantization, a MatMulNBits computing in int8)."""
+    return [n for n in run_time_steps(graph) if is_quantizer(n)]
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:

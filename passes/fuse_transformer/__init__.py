@@ -54,7 +54,7 @@ import numpy as np
 import onnx
 
 from graphfix.errors import PassError
-from graphfix.graph import before_steps, count_nodes, run_time_quantizers, run_time_steps
+from graphfix.graph import before_steps, count_nodes, is_quantizer, run_time_steps
 from graphfix.model_io import load_external_values
 from graphfix.options import PROVIDERS, RunOptions
 from .._measuring import (
@@ -298,7 +298,7 @@ def _before_steps_problem(fused: onnx.ModelProto) -> str | None:
                       and n.op_type in FUSED_OPS and any(o in before for o in n.output)})
     if not feeding:
         return None
-    named = run_time_quantizers(fused.graph) or steps
+    named = [n for n in steps if is_quantizer(n)] or steps
     kinds = sorted({n.op_type + (" (int8 compute)" if n.op_type == "MatMulNBits" else "")
                     for n in named})
     return (f"the fused {', '.join(feeding)} feed a quantizer of computed values "
