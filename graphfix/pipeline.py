@@ -637,6 +637,10 @@ class _Job:
         result = check_parity(None, optimized, reference_run=reference, progress=self.progress,
                               tolerances=self.tolerances)
         self.report.parity = result.to_dict()
+        empty = result.empty_note()
+        if empty is not None:
+            logger.warning("%s", empty)
+            self.report.warnings.append(empty)
         if result.passed and (before is None or precision_module.read(optimized) is None):
             return optimized
         if result.passed:

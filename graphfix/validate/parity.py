@@ -126,6 +126,23 @@ class ParityResult:
     # reference (:func:`original_spread`): per failing output, the input set and the
     # tolerance used (infinite for an output compared exactly whose values change).
     original_spread: dict[str, Any] | None = None
+    # Outputs the reference returned empty (no element) on every input set: nothing of them
+    # was compared (a detector whose score threshold keeps nothing of generated inputs).
+    empty: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def vacuous(self) -> bool:
+        """Every output was empty on every input set: the check compared no value."""
+        return bool(self.outputs) and len(self.empty) == len(self.outputs)
+
+    def empty_note(self) -> str | None:
+        """What the check could not see, and how to let it, where outputs were empty."""
+        if not self.empty:
+            return None
+        what = "every output" if self.vacuous else \
+            f"output(s) {', '.join(map(repr, self.empty))}"
+        return (f"parity compared no value of {what}: empty on every input set; give inputs "
+                "on which they are not (--inputs) to check them")
 
     @property
     def worst(self) -> OutputParity | None:
@@ -159,6 +176,7 @@ class ParityResult:
             "runs": self.runs,
             "notes": self.notes,
             "worst": self.worst.name if self.worst else None,
+            "empty_outputs": self.empty,
             "outputs": [o.to_dict() for o in self.outputs],
             "original_spread": self.original_spread and {
                 **self.original_spread, "outputs": {
@@ -578,6 +596,10 @@ def check_parity(
     if progress is not None:
         progress("parity", 2 * total, 2 * total)
     result.outputs = [by_name[name] for name in output_names if name in by_name]
+    result.empty = [name for name in output_names if name in by_name and all(
+        _no_element(out[ref.names.index(name)]) for _, out in ref.runs)]
+    if result.empty:
+        result.notes.append(result.empty_note() or "")
     result.problem = "; ".join(problems) or None
     result.passed = not problems and all(o.passed for o in result.outputs)
     if spread and not result.passed and reference is not None:
@@ -699,6 +721,13 @@ def _compare_runs(
     return by_name
 
 
+def _no_element(value: Any) -> bool:
+    """An output with nothing in it: an empty tensor, or an empty sequence."""
+    if isinstance(value, (list, tuple)):
+        return not value
+    return isinstance(value, np.ndarray) and value.size == 0
+
+
 def _session_options() -> Any:
     import onnxruntime as ort
 
@@ -739,6 +768,11 @@ def _signature_problems(
     common = [n for n in ref_out if n in cand_out]
     if common != [n for n in cand_out if n in ref_out]:
         problems.append(f"the {candidate} lists its outputs in another order")
+    cand_in = [item.name for item in cand_session.get_inputs()]
+    missing = [n for n in ref_in if n not in cand_in]
+    if missing:  # a caller feeding the reference's inputs would be refused
+        problems.append(f"the {candidate} lacks an input the {reference} takes: "
+                        f"{', '.join(map(repr, missing))}")
     for item in cand_session.get_inputs():
         if item.name not in ref_in:
             problems.append(f"the {candidate} takes an input the {reference} lacks: "
@@ -912,5 +946,8 @@ def format_parity(parity: dict[str, Any]) -> str:
         if not o["passed"]:
             lines.append(f"{o['name']}: {o['reason']}")
     verdict = "parity holds" if parity.get("passed") else "parity FAILED"
+    if parity.get("passed") and parity.get("outputs") and \
+            len(parity.get("empty_outputs") or ()) == len(parity["outputs"]):
+        verdict = "parity holds only vacuously (every output empty)"
     lines.append(f"{verdict} ({parity.get('seconds', 0):.1f}s on {parity.get('provider')})")
     return "\n".join(lines)

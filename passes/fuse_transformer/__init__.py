@@ -17,7 +17,11 @@ Rules:
    (parity's, ONNX Runtime's CPU provider, optimizations off) and every output must be within
    parity's float32 tolerance. When the heads cannot be read, attention is not fused (the other
    fusions still are); when the fused model fails the check, it is fused again without
-   attention, and if that fails too the model is kept. Each fallback says why.
+   attention, and if that fails too the model is kept. Each fallback says why. A model with
+   an output empty on every input set (a detector's boxes on generated inputs) is kept: there
+   is nothing to compare. The signature stays: an input nothing reads any more (or never
+   read: a decoder's ``encoder_hidden_states`` in a dynamo export with cache), which ORT's
+   optimizer prunes, is put back, since callers still feed it.
 3. Labelled ORT-bound, as ort-offline labels its extended/all levels: ``metadata_props``
    ``graphfix.ort_version``, ``graphfix.ort_provider`` and ``graphfix.ort_fusion`` (the
    model type and heads), and a warning says the model is tied to ONNX Runtime.
@@ -149,6 +153,13 @@ class FuseTransformer(Pass):
         except Exception as err:  # noqa: BLE001 - ORT cannot run the input: nothing to check
             reason = f"the model cannot be checked here ({_first_line(err)}); model kept"
             return PassResult(model, False, warnings=[reason], skipped=reason)
+        empty = [name for name in names if all(
+            isinstance(run.get(name), np.ndarray) and run[name].size == 0 for run in reference)]
+        if empty:  # Rule 2: nothing compared is nothing checked
+            reason = (f"the model cannot be checked here (output(s) "
+                      f"{', '.join(map(repr, empty))} empty on every input set; give inputs on "
+                      "which they are not); model kept")
+            return PassResult(model, False, warnings=[reason], skipped=reason)
         bars = {name: tolerance(str(value.dtype)) for name, value in reference[0].items()}
         attempts = [("all fusions", True), ("without attention", False)] if heads else \
             [("without attention", False)]
@@ -245,6 +256,7 @@ class FuseTransformer(Pass):
                         attr.i = chosen
         if not any(o.domain == _CONTRIB for o in fused.opset_import):
             fused.opset_import.add(domain=_CONTRIB, version=1)
+        _keep_inputs(fused, model)
         return fused
 
     def _accept(self, model: onnx.ModelProto, fused: onnx.ModelProto, counts: Counter[str],
@@ -304,6 +316,19 @@ def _before_steps_problem(fused: onnx.ModelProto) -> str | None:
     return (f"the fused {', '.join(feeding)} feed a quantizer of computed values "
             f"({', '.join(kinds[:3])}): their other order of sums moves outputs by whole "
             "quantization levels on some inputs")
+
+
+def _keep_inputs(fused: onnx.ModelProto, model: onnx.ModelProto) -> None:
+    """Rule 2: every input ``model`` takes, in its order, in ``fused`` too (ORT's optimizer
+    prunes those nothing reads); an input that only carried a weight stays gone if it went."""
+    weights = {t.name for t in model.graph.initializer}
+    have = {i.name: i for i in fused.graph.input}
+    known = {i.name for i in model.graph.input}
+    inputs = [have.get(i.name, i) for i in model.graph.input
+              if i.name in have or i.name not in weights]
+    inputs += [i for i in fused.graph.input if i.name not in known]
+    del fused.graph.input[:]
+    fused.graph.input.extend(inputs)
 
 
 def _signature_problem(fused: onnx.ModelProto, model: onnx.ModelProto) -> str | None:

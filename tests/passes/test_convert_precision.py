@@ -1524,3 +1524,27 @@ def test_a_model_that_quantizes_what_it_computes_is_left_alone() -> None:
     assert "quantizes values it computes (DynamicQuantizeLinear)" in result.skipped
     weights_only = weight_quantizer()
     assert ConvertPrecision()(weights_only).modified
+
+
+# A detector's tail: scores filtered by a threshold that generated inputs never pass.
+THRESHOLDED = """
+g (float[4,16] x) => (float[N] kept) {
+    h = MatMul(x, W1)
+    r = Relu(h)
+    s = MatMul(r, W2)
+    flat = Flatten<axis = 0>(s)
+    scores = Squeeze(flat)
+    above = Greater(scores, threshold)
+    kept = Compress(scores, above)
+}"""
+
+
+def test_an_output_empty_on_every_input_set_leaves_the_model_alone(rng):
+    """Rule 14: no element, no error measured; lowering everything on that would be a guess."""
+    def model(threshold: float) -> onnx.ModelProto:
+        return parse(THRESHOLDED, W1=weights(rng, 16, 32), W2=weights(rng, 32, 8),
+                     threshold=np.array(threshold, np.float32))
+    result = ConvertPrecision()(model(1e6))
+    assert not result.modified and "'kept' are empty on every input set" in result.skipped
+    assert "--inputs" in result.skipped
+    assert ConvertPrecision()(model(-1e6)).modified  # the same model keeping every score

@@ -97,6 +97,22 @@ def test_encoder_fusions_are_checked_and_labelled(tmp_path):
     assert not FuseTransformer()(result.model).modified  # rule 5
 
 
+def test_an_input_nothing_reads_stays_in_the_signature():
+    """ORT's optimizer prunes graph inputs nothing reads (a dynamo decoder with cache keeps
+    ``encoder_hidden_states`` unread); callers still feed them, so they stay, in order."""
+    model = transformer_encoder(stray_transposes=False)
+    unused = onnx.helper.make_tensor_value_info("encoder_hidden_states",
+                                                onnx.TensorProto.FLOAT, ["batch", 5, 16])
+    model.graph.input.insert(0, unused)
+    names = [i.name for i in model.graph.input]
+    result = FuseTransformer()(model)
+    assert result.modified and result.details["fused"]["SkipLayerNormalization"] == 4
+    assert [i.name for i in result.model.graph.input] == names
+    reference = transformer_encoder(stray_transposes=False)
+    reference.graph.input.insert(0, unused)
+    assert graphfix.check_parity(reference, result.model).passed
+
+
 def test_option_checks():
     with pytest.raises(graphfix.errors.PassError, match="model_type"):
         FuseTransformer(model_type="resnet")

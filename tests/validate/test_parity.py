@@ -11,7 +11,7 @@ from onnx import numpy_helper
 
 from graphfix.errors import ValidationInputError
 from graphfix.options import DEFAULT_TOLERANCES, parse_tolerance
-from graphfix.validate.parity import check_parity, compare_output
+from graphfix.validate.parity import check_parity, compare_output, format_parity
 
 
 def _model(text: str) -> onnx.ModelProto:
@@ -133,6 +133,11 @@ def test_signature_changes_fail() -> None:
     assert not result.passed and "only in the optimized model" in result.problem
     swapped = _edit(RELU, "=> (float[N,4] y, float[N] s)", "=> (float[N] s, float[N,4] y)")
     assert "another order" in check_parity(RELU, swapped).problem
+    # An input the reference takes, read or not, is one its callers feed.
+    unread = _edit(RELU, "(float[N,4] x) =>", "(float[N,4] x, float[N,8] mask) =>")
+    result = check_parity(unread, RELU)
+    assert not result.passed and "lacks an input the original takes: 'mask'" in result.problem
+    assert check_parity(unread, unread).passed
 
 
 def test_a_candidate_that_does_not_load_fails_parity_and_a_bad_original_is_an_error() -> None:
@@ -328,3 +333,30 @@ def test_the_spread_of_an_output_compared_exactly_counts_its_changed_values() ->
     result = check_parity(original, candidate, spread=True)
     assert result.original_spread["outputs"]["i"] == math.inf
     assert result.to_dict()["original_spread"]["outputs"]["i"] == "inf"
+
+
+def test_an_output_empty_on_every_input_set_is_said_not_compared() -> None:
+    """A detector's boxes on generated inputs: parity compares nothing there, and says so."""
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 4] x) => (float[M] kept OUTPUTS) {
+        big = Constant <value = float {1000000.0}> ()
+        above = Greater (x, big)
+        flat = Flatten <axis = 0> (x)
+        flags = Flatten <axis = 0> (above)
+        row = Squeeze (flat)
+        keep = Squeeze (flags)
+        kept = Compress (row, keep)
+        RELU
+    }
+    """
+    model = _model(text.replace("OUTPUTS", ", float[N, 4] y").replace("RELU", "y = Relu (x)"))
+    result = check_parity(model, model)
+    assert result.passed and result.empty == ["kept"] and not result.vacuous
+    assert "no value of output(s) 'kept'" in result.empty_note()
+    assert result.to_dict()["empty_outputs"] == ["kept"]
+    alone = _model(text.replace("OUTPUTS", "").replace("RELU", ""))
+    vacuous = check_parity(alone, alone)
+    assert vacuous.passed and vacuous.vacuous
+    assert "only vacuously" in format_parity(vacuous.to_dict())
+    assert check_parity(RELU, RELU).empty == []
