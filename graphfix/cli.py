@@ -112,6 +112,15 @@ class _Group(click.Group):
                 logger.info("the whole error: %s", err)
             click.secho(line, fg="red", err=True)
             ctx.exit(1)
+        except MemoryError as err:  # a limit below what the model needs (ulimit, container)
+            logger.debug("out of memory", exc_info=True)
+            detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            line = error_line(GraphfixError(
+                "out of memory" + (f" ({detail})" if detail else ""),
+                hint="fix smaller dynamic sizes with --input-shape, give --inputs, or run "
+                "where more memory is available"), more="-v")
+            click.secho(line, fg="red", err=True)
+            ctx.exit(1)
         except KeyboardInterrupt:
             _end(ctx, "interrupted", 130)
         except _Terminated as ended:

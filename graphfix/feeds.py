@@ -180,7 +180,43 @@ def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
             bound if isinstance(bound, int) else None, choices.get(value.name),
             tuple(sorted(pins.get(value.name, {}).items())),
             bound if isinstance(bound, str) else None))
-    return specs
+    return _tie_export_symbols(specs)
+
+
+_EXPORT_SYMBOL = re.compile(r"s\d+")
+
+
+def _tie_export_symbols(specs: list[InputSpec]) -> list[InputSpec]:
+    """torch.export's own size symbols (``s0``, ``s1``, ...; ``Dim.DYNAMIC``) give each input
+    its own even where the sizes must agree: a decoder's cache tensors, one per layer, key and
+    value, each with a length of its own name. Inputs of one structure (kind, element type,
+    rank, the same fixed sizes, at least one of them above 1) take one name per axis where every
+    one of them has such a symbol there, so that their sizes agree; named sizes are the user's
+    and stay apart."""
+    groups: dict[tuple[Any, ...], list[InputSpec]] = {}
+    for spec in specs:
+        if spec.kind == "map" or not spec.dims or not any(
+                isinstance(d, int) and d > 1 for d in spec.dims):
+            continue
+        key = (spec.kind, spec.elem_type,
+               tuple(d if isinstance(d, int) else None for d in spec.dims))
+        groups.setdefault(key, []).append(spec)
+    alias: dict[str, str] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        for axis in range(len(members[0].dims or ())):
+            names = [m.dims[axis] for m in members]  # type: ignore[index]
+            if all(isinstance(n, str) and _EXPORT_SYMBOL.fullmatch(n) for n in names):
+                first = alias.get(names[0], names[0])  # type: ignore[arg-type]
+                for name in names:
+                    alias.setdefault(name, first)  # type: ignore[arg-type]
+    if not alias:
+        return specs
+    return [dataclasses.replace(
+        spec, dims=tuple(alias.get(d, d) if isinstance(d, str) else d for d in spec.dims),
+        index_of=alias.get(spec.index_of, spec.index_of) if spec.index_of else None)
+        if spec.dims else spec for spec in specs]
 
 
 _MAP_KEYS = 8  # keys of a map whose reader names none
@@ -380,7 +416,9 @@ class TensorSizes:
 
     def largest(self, shapes: Mapping[str, Sequence[int]]) -> tuple[str, list[int], int] | None:
         """(name, shape, bytes) of the largest tensor at ``shapes`` (the inputs' shapes); None
-        where inference cannot tell."""
+        where inference cannot tell. A size inference leaves unknown counts as the largest
+        size of ``shapes`` (written 0 in the shape): an exporter's attention scores that
+        inference cannot size grow with the square of the length all the same."""
         model = onnx.ModelProto()
         model.CopyFrom(self._skeleton)
         for value in model.graph.input:
@@ -394,15 +432,14 @@ class TensorSizes:
             inferred = infer_shapes(model, data_prop=True)
         except Exception:  # noqa: BLE001 - onnx raises several types: no guard then
             return None
+        longest = max(_sizes(shapes))
         found: tuple[str, list[int], int] | None = None
         for value in (*inferred.graph.value_info, *inferred.graph.output):
             kind = value.type.tensor_type
             if not value.type.HasField("tensor_type") or not kind.HasField("shape"):
                 continue
-            dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
-            if any(d is None for d in dims):
-                continue
-            size = typed_bytes(kind.elem_type, dims)
+            dims = [d.dim_value if d.HasField("dim_value") else 0 for d in kind.shape.dim]
+            size = typed_bytes(kind.elem_type, [d or longest for d in dims])
             if size is not None and (found is None or size > found[2]):
                 found = (value.name, dims, size)
         return found
@@ -413,8 +450,15 @@ class TensorSizes:
         if largest is None or largest[2] <= MAX_TENSOR_BYTES:
             return None
         name, dims, size = largest
-        return (f"not run: {name!r} would be {size / 2**30:.3g} GiB at {dims}, over the "
-                f"{MAX_TENSOR_BYTES / 2**30:g} GiB graphfix lets a size it tries compute")
+        shown = "[" + ", ".join(str(d) if d else "?" for d in dims) + "]"
+        unknown = "" if all(dims) else \
+            f", each unknown size taken as the inputs' largest, {max(_sizes(shapes))}"
+        return (f"not run: {name!r} would be {size / 2**30:.3g} GiB at {shown}{unknown}, over "
+                f"the {MAX_TENSOR_BYTES / 2**30:g} GiB graphfix lets a size it tries compute")
+
+
+def _sizes(shapes: Mapping[str, Sequence[int]]) -> list[int]:
+    return [int(d) for shape in shapes.values() for d in shape] or [1]
 
 
 @dataclasses.dataclass
@@ -447,6 +491,10 @@ def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], 
                                  input_shapes=input_shapes)
         except ValidationInputError as err:  # past the memory budget: no larger size will do
             error = err
+            continue
+        except MemoryError as err:  # the system's budget (a ulimit, a container's) is smaller
+            error = err
+            rejected.append(f"attempt {attempt} (out of memory generating its inputs)")
             continue
         shapes = describe_shapes(feed)
         if shapes in seen:

@@ -241,3 +241,62 @@ def test_a_size_whose_tensors_would_not_fit_is_not_run() -> None:
     with pytest.raises(ValidationInputError, match="cannot run the original") as caught:
         check_parity(model, model)
     assert "'square' would be 4 GiB at [4, 16384, 16384]" in str(caught.value)
+
+
+def test_a_tensor_inference_cannot_size_counts_at_the_inputs_largest_size() -> None:
+    # A dynamo export's attention scores over a cache whose length ONNX's inference loses
+    # (every cache tensor its own symbol): unguarded, a 4 x 16384 attempt took 24 GiB and the
+    # kernel killed the run. An unknown size is taken as the largest size of the attempt.
+    nodes = [helper.make_node("ReduceMax", ["x"], ["top"], keepdims=0),
+             helper.make_node("Cast", ["top"], ["end"], to=onnx.TensorProto.INT64),
+             helper.make_node("Range", ["zero", "end", "step"], ["positions"]),
+             helper.make_node("Cast", ["positions"], ["p"], to=onnx.TensorProto.FLOAT),
+             helper.make_node("Unsqueeze", ["p", "one"], ["column"]),
+             helper.make_node("Unsqueeze", ["p", "zero_axis"], ["row"]),
+             helper.make_node("Mul", ["column", "row"], ["scores"]),
+             helper.make_node("ReduceSum", ["scores"], ["y"], keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "unknown",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", "length"])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+         numpy_helper.from_array(np.array(1, np.int64), "step"),
+         numpy_helper.from_array(np.array([1], np.int64), "one"),
+         numpy_helper.from_array(np.array([0], np.int64), "zero_axis")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sizes = feeds.TensorSizes(model)
+    name, dims, size = sizes.largest({"x": [4, 32768]})
+    assert name == "scores" and dims == [0, 0] and size == 32768**2 * 4
+    why = sizes.too_large({"x": [4, 32768]})
+    assert why is not None and "'scores' would be 4 GiB at [?, ?]" in why
+    assert "unknown size taken as the inputs' largest, 32768" in why
+    assert sizes.too_large({"x": [4, 16]}) is None
+
+
+def test_torch_export_symbols_of_cache_tensors_take_one_size() -> None:
+    # Dim.DYNAMIC: each cache tensor's length is a symbol of its own (s12, s7), though the
+    # layers' caches must agree; and the mask spans the past and the new tokens.
+    from graphfix.validate.parity import check_parity
+
+    nodes = [helper.make_node("Add", ["past0", "past1"], ["both"]),  # the layers agree
+             helper.make_node("ReduceSum", ["both", "heads"], ["per_token"], keepdims=0),
+             helper.make_node("Concat", ["per_token", "x"], ["cat"], axis=1),
+             helper.make_node("Cast", ["mask"], ["maskf"], to=onnx.TensorProto.FLOAT),
+             helper.make_node("Add", ["cat", "maskf"], ["y"])]
+    graph = helper.make_graph(nodes, "step", [
+        helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["s3", "s70"]),
+        helper.make_tensor_value_info("mask", onnx.TensorProto.INT64, ["s4", "s53"]),
+        helper.make_tensor_value_info("past0", onnx.TensorProto.FLOAT, ["s3", 2, "s12", 4]),
+        helper.make_tensor_value_info("past1", onnx.TensorProto.FLOAT, ["s3", 2, "s7", 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([1, 3], np.int64), "heads")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    specs = {s.name: s for s in feeds.input_specs(model)}
+    assert specs["past0"].dims == specs["past1"].dims == ("s3", 2, "s12", 4)
+    assert specs["x"].dims == ("s3", "s70") and specs["mask"].dims == ("s4", "s53")
+    result = check_parity(model, model)
+    assert result.passed, result.describe()
+    # Names a user chose say which sizes differ: they stay apart.
+    for value, name in zip(model.graph.input[2:], ("cache_a", "cache_b")):
+        value.type.tensor_type.shape.dim[2].dim_param = name
+    assert [s.dims[2] for s in feeds.input_specs(model)[2:]] == ["cache_a", "cache_b"]
