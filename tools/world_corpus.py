@@ -492,6 +492,19 @@ def llama_cache(small: bool, dynamic_hw: bool) -> Case:
     return _cached(LlamaForCausalLM(config), _layers(small), 2, 32)
 
 
+def mistral_cache(small: bool, dynamic_hw: bool) -> Case:
+    """Mistral's step with its cache: sliding-window attention (a window shorter than the past
+    and the new tokens), grouped key/value heads, rotary embeddings that ONNX Runtime's
+    RotaryEmbedding fusion matches."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    config = MistralConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
+                           num_hidden_layers=_layers(small), num_attention_heads=4,
+                           num_key_value_heads=2, sliding_window=6,
+                           max_position_embeddings=512, **EAGER)
+    return _cached(MistralForCausalLM(config), _layers(small), 2, 16)
+
+
 def qwen2(small: bool, dynamic_hw: bool) -> Case:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -578,6 +591,7 @@ SINGLE_FAMILIES: dict[str, Callable[[bool, bool], Case]] = {
     "bert_layers": bert_layers,
     "gpt2_cache": gpt2_cache,
     "llama_cache": llama_cache,
+    "mistral_cache": mistral_cache,
 }
 # Exported with dynamic height and width by both exporters.
 DYNAMIC_HW_FAMILIES = ("lraspp",)
@@ -609,6 +623,7 @@ def variants() -> list[Variant]:
         Variant("bert_paddle_dims", "bert", "legacy", paddle_from="bert_legacy"),
         Variant("gpt2_legacy_cache", "gpt2_cache", "legacy"),
         Variant("llama_legacy_cache", "llama_cache", "legacy"),
+        Variant("mistral_legacy_cache", "mistral_cache", "legacy"),
     ]
     return out
 

@@ -17,7 +17,9 @@ Rules:
    (parity's, ONNX Runtime's CPU provider, optimizations off) and every output must be within
    parity's float32 tolerance. When the heads cannot be read, attention is not fused (the other
    fusions still are); when the fused model fails the check, it is fused again without
-   attention, and if that fails too the model is kept. Each fallback says why. A model with
+   attention, then without rotary embeddings too (ORT's RotaryEmbedding fusion of a decoder
+   with cache takes the position ids of a batch of one), and if that fails too the model is
+   kept. Each fallback says why. A model with
    an output empty on every input set (a detector's boxes on generated inputs) is kept: there
    is nothing to compare. The signature stays: an input nothing reads any more (or never
    read: a decoder's ``encoder_hidden_states`` in a dynamo export with cache), which ORT's
@@ -161,16 +163,22 @@ class FuseTransformer(Pass):
                       "which they are not); model kept")
             return PassResult(model, False, warnings=[reason], skipped=reason)
         bars = {name: tolerance(str(value.dtype)) for name, value in reference[0].items()}
-        attempts = [("all fusions", True), ("without attention", False)] if heads else \
-            [("without attention", False)]
-        for label, attention in attempts:
+        attempts = [("all fusions", True, True),
+                    ("without rotary embeddings", True, False),
+                    ("without attention", False, True),
+                    ("without attention or rotary embeddings", False, False)]
+        rotary_seen = True
+        for label, attention, rotary in attempts if heads else attempts[2:]:
+            if not rotary and not rotary_seen:
+                continue  # the attempt before fused no rotary embedding: the same again
             try:
                 fused = self._fuse(model, kind, ort_heads or 0, ort_hidden or 0, attention,
-                                   heads or 0)
+                                   heads or 0, rotary=rotary)
             except Exception as err:  # noqa: BLE001 - ORT's optimizer fails in many ways
                 notes.append(f"{label}: ONNX Runtime's optimizer failed ({_first_line(err)})")
                 continue
             counts = _fused_counts(fused)
+            rotary_seen = bool(counts.get("RotaryEmbedding"))
             if not counts:
                 notes.append(f"{label}: ONNX Runtime's optimizer fused nothing")
                 continue
@@ -215,7 +223,7 @@ class FuseTransformer(Pass):
         return heads, hidden
 
     def _fuse(self, model: onnx.ModelProto, kind: str, heads: int, hidden: int,
-              attention: bool, chosen: int) -> onnx.ModelProto:
+              attention: bool, chosen: int, *, rotary: bool = True) -> onnx.ModelProto:
         from onnxruntime.transformers.fusion_options import AttentionMaskFormat, FusionOptions
         from onnxruntime.transformers.optimizer import optimize_model
 
@@ -224,6 +232,7 @@ class FuseTransformer(Pass):
         load_external_values(work)  # ORT's optimizer reads every weight from the proto
         options = FusionOptions(kind)
         options.enable_attention = attention
+        options.enable_rotary_embeddings = rotary
         if options.attention_mask_format == AttentionMaskFormat.MaskIndexEnd:
             # Rule 6: the fused attention reads the mask itself, not key lengths.
             options.attention_mask_format = AttentionMaskFormat.AttentionMask
