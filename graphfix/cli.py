@@ -770,10 +770,21 @@ def bench(model: Path, baseline: Path | None, input_shape: tuple[tuple[str, list
         **options.arguments(), inputs=inputs, input_shapes=dict(input_shape) or None,
         **_given(config=config, baseline_config=baseline_config),
         progress=None if as_json else _progress(True))
-    other = baseline.name if baseline else (
-        f"{model.name} ({Path(baseline_config).name})" if baseline_config else None)
+    name, other = _told_apart(model, baseline) if baseline else (model.name, (
+        f"{model.name} ({Path(baseline_config).name})" if baseline_config else None))
     _emit(json.dumps(result.to_dict(), indent=2, default=str) if as_json else
-          format_bench(result.to_dict(), model.name, other), product=True)
+          format_bench(result.to_dict(), name, other), product=True)
+
+
+def _told_apart(first: Path, second: Path) -> tuple[str, str]:
+    """Names for two model paths that tell them apart: the file names, or as much of each
+    path as it takes (out/model.onnx against models/model.onnx)."""
+    a, b = first.parts, second.parts
+    for keep in range(1, max(len(a), len(b)) + 1):
+        shown = str(Path(*a[-keep:])), str(Path(*b[-keep:]))
+        if shown[0] != shown[1]:
+            return shown
+    return str(first), f"{second} (again)"
 
 
 @cli.command(cls=_RecordArgs)

@@ -144,6 +144,14 @@ def size_text(n: int) -> str:
     return f"{n:.1f} GB"
 
 
+def shapes_text(shapes: dict[str, Any]) -> str:
+    """Input shapes by name (a list of sizes; anything else as it is), for a terminal line:
+    ``image 1x3x8x8, mask 1x8``."""
+    return ", ".join(f"{name} " + ("x".join(map(str, dims)) if isinstance(dims, (list, tuple))
+                                   and dims else str(dims) if dims != [] else "scalar")
+                     for name, dims in shapes.items())
+
+
 def table(rows: list[list[str]], header: list[str]) -> list[str]:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     line = lambda cells: "  ".join(  # noqa: E731

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 
 import onnx
 
@@ -30,8 +31,35 @@ def _node_key(node: onnx.NodeProto, names: bool) -> bytes:
     parts = [node.domain.encode(), node.op_type.encode()]
     if names:
         parts += ["|".join(node.input).encode(), "|".join(node.output).encode()]
-    parts += sorted(a.SerializeToString(deterministic=True) for a in node.attribute)
+    parts += sorted(_attribute_key(a) for a in node.attribute)
     return b"\0".join(parts)
+
+
+def _attribute_key(attribute: onnx.AttributeProto) -> bytes:
+    """An attribute's bytes; a subgraph's nodes in any order and with its own tensors named
+    anyhow (ONNX Runtime renames and reorders what it writes into If and Loop bodies), so that
+    a body that changed only that way counts as the same and the input model is kept."""
+    graphs = [attribute.g] if attribute.type == onnx.AttributeProto.GRAPH else \
+        list(attribute.graphs) if attribute.type == onnx.AttributeProto.GRAPHS else []
+    if not graphs:
+        return attribute.SerializeToString(deterministic=True)
+    keys = [attribute.name.encode()]
+    for graph in graphs:
+        keys.append(b"\2".join(sorted(_node_key(n, False) for n in graph.node)))
+        keys.append(b"\2".join(sorted(
+            t.SerializeToString(deterministic=True) for t in _unnamed(graph.initializer))))
+        keys.append(f"{len(graph.input)}:{len(graph.output)}".encode())
+    return b"\1".join(keys)
+
+
+def _unnamed(tensors: Sequence[onnx.TensorProto]) -> list[onnx.TensorProto]:
+    out = []
+    for tensor in tensors:
+        copy = onnx.TensorProto()
+        copy.CopyFrom(tensor)
+        copy.name = ""
+        out.append(copy)
+    return out
 
 
 def _shape_key(tensor: onnx.TensorProto) -> tuple[int, tuple[int, ...]]:

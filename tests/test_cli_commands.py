@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 
 import numpy as np
@@ -149,6 +150,14 @@ def test_bench_table_and_json(tmp_path) -> None:
                     "--shape", "x:8x4")
     assert result.exit_code == 0, result.output
     assert "median ms" in result.output and "speedup" in result.output
+    assert "inputs: x 8x4" in result.output  # the sizes chosen for the dynamic dimensions
+    # Two models of one file name in two folders are told apart.
+    (tmp_path / "out").mkdir()
+    twin = _save(tmp_path / "out", "ref.onnx", RELU)
+    result = invoke("bench", twin, "--vs", src, "--runs", "5", "--warmup", "1")
+    assert result.exit_code == 0, result.output
+    assert f"out{os.sep}ref.onnx" in result.output and f"{tmp_path.name}{os.sep}ref.onnx" in \
+        result.output
     data = json.loads(invoke("bench", src, "--runs", "5", "--warmup", "1", "--json").output)
     assert data["candidate"]["runs"] == 5 and data["speedup"] is None
     assert data["dynamic_block_base"] is None

@@ -131,7 +131,7 @@ from graphfix.validate.timing import (
     parse_profile,
     profile,
 )
-from graphfix.report import num, table
+from graphfix.report import num, shapes_text, table
 
 __all__ = [
     "FASTER",
@@ -581,6 +581,8 @@ def format_bench(bench: dict[str, Any], name: str, other: str | None) -> str:
         + (" (one session alive at a time: threads spin)"
            if bench.get("method") == "alone" else "")
     )
+    if bench.get("input_shapes"):
+        lines.append(f"inputs: {shapes_text(bench['input_shapes'])}")
     if bench.get("speedup") is not None:
         lines.append(
             f"speedup {num(bench['speedup'])}x, {bench['confidence']:.0%} interval "

@@ -1279,7 +1279,7 @@ def format_tune(data: dict[str, Any]) -> str:
         s = c.get("speedup")
         measured = c["median_ms"] is not None
         rows.append([
-            c["name"][:40], c["status"],
+            c["name"], c["status"],
             f"{c['median_ms']:.3f}" if measured else "-",
             f"{c['p90_ms']:.3f}" if measured else "-",
             f"{c['p99_ms']:.3f}" if measured else "-",

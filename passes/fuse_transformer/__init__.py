@@ -196,6 +196,9 @@ class FuseTransformer(Pass):
                 notes.append(f"{label} refused: {problem}")
                 logger.warning("fuse-transformer: %s refused: %s", label, problem)
                 continue
+            if attention and not any(counts.get(op) for op in _ATTENTION):
+                notes.append("attention: none fused: neither ONNX Runtime's patterns nor "
+                             "graphfix's match this graph's attention blocks")
             return self._accept(model, fused, counts, kind, heads, hidden, label, notes)
         reason = "no fusion kept: " + "; ".join(notes[1:])
         logger.warning("fuse-transformer: %s", reason)
@@ -295,7 +298,8 @@ class FuseTransformer(Pass):
                  "fused_nodes": sum(counts.values()),
                  "attention_fused": sum(counts.get(op, 0) for op in _ATTENTION),
                  "num_heads": heads or 0, "hidden_size": hidden or 0}
-        return PassResult(model, True, stats=stats, warnings=[warning],
+        missed = [n for n in notes if n.startswith("attention: none fused")]
+        return PassResult(model, True, stats=stats, warnings=[warning, *missed],
                           details={"model_type": kind, "fused": dict(sorted(counts.items())),
                                    "notes": notes})
 

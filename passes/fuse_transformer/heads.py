@@ -271,7 +271,10 @@ def model_type(model: onnx.ModelProto) -> tuple[str, str]:
     if images and ops.get("Conv"):
         return "vit", f"image input {images[0]!r} into a Conv (patch embedding)"
     if ops.get("Sin") and ops.get("Cos"):
-        return "gpt2", "rotary position embedding (Sin, Cos): a Llama-style decoder"
-    if ops.get("Tanh") and ops.get("Pow") or ops.get("Trilu"):
-        return "gpt2", "tanh GELU or a triangular (causal) mask: a GPT-2-style decoder"
-    return "bert", "an encoder (no image input, rotary embedding or causal mask)"
+        return "gpt2", "rotary position embedding (Sin, Cos): ORT's decoder patterns"
+    if ops.get("Trilu"):
+        return "gpt2", "a triangular (causal) mask: ORT's decoder patterns"
+    if ops.get("Tanh") and ops.get("Pow"):
+        return "gpt2", "GELU written with tanh, as GPT-2 writes it: ORT's GPT-2 patterns"
+    return "bert", ("no image input, rotary embedding, triangular mask or tanh GELU: ORT's "
+                    "BERT patterns (which also match encoder-decoder halves)")

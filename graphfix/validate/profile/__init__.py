@@ -110,7 +110,7 @@ from graphfix.validate.timing import (
     default_threads,
     measure_runs,
 )
-from graphfix.report import size_text, table
+from graphfix.report import shapes_text, size_text, table
 
 __all__ = ["SCHEMA", "ProfileResult", "ModelProfile", "Accounting", "Finding", "KINDS",
            "profile", "files_read", "format_profile"]
@@ -444,6 +444,8 @@ def _profile_head(profile: dict[str, Any]) -> list[str]:
            if a["memcpy_nodes"] else "")
         + (f"; {a['cpu_nodes']} node(s) on the CPU provider ({a['cpu_ms']:.3f} ms)"
            if a["cpu_nodes"] else ""),
+        *([f"  inputs: {shapes_text(profile['input_shapes'])}"]
+          if profile.get("input_shapes") else []),
     ]
 
 
