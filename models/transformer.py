@@ -56,7 +56,7 @@ def transformer_encoder(
     *,
     layers: int = 2,
     hidden: int = 64,
-    heads: int = 4,
+    heads: int | Sequence[int] = 4,
     ffn: int = 256,
     vocab: int = 1000,
     seq: int | None = None,
@@ -68,15 +68,20 @@ def transformer_encoder(
     opset: int = 17,
 ) -> onnx.ModelProto:
     """A BERT-style encoder: ``input_ids`` (and ``attention_mask``) int64 -> ``last_hidden_state``.
+    ``heads``: one count for every layer, or one per layer (a Swin's or a SegFormer's stages
+    differ).
 
     ``seq``/``batch`` of None leave those dimensions symbolic ("seq", "batch"). Needs opset >= 17
     (LayerNormalization); at opset >= 20 the feed-forward block uses the ``Gelu`` op.
     """
     if opset < 17:
         raise ValueError(f"opset {opset} has no LayerNormalization; use 17 or later")
-    if hidden % heads:
-        raise ValueError(f"hidden {hidden} is not divisible by heads {heads}")
-    head = hidden // heads
+    per_layer = [heads] * layers if isinstance(heads, int) else list(heads)
+    if len(per_layer) != layers:
+        raise ValueError(f"{len(per_layer)} head counts for {layers} layers")
+    for count in per_layer:
+        if hidden % count:
+            raise ValueError(f"hidden {hidden} is not divisible by heads {count}")
     g = GraphBuilder(seed)
     table = g.rng.standard_normal((vocab, hidden), dtype=np.float32) * np.float32(0.02)
     x = g.op1("Gather", [g.const("word_embeddings", table), "input_ids"], axis=0)
@@ -96,10 +101,22 @@ def transformer_encoder(
         m = g.op1("Sub", [g.const("one", np.array(1.0, np.float32)), m])
         m = g.op1("Mul", [m, g.const("neg", np.array(-10000.0, np.float32))])
         mask = g.op1("Unsqueeze", [m, g.const("axes", np.array([1, 2], np.int64))])
-    to_heads = g.const("heads_shape", np.array([0, 0, heads, head], np.int64))
-    from_heads = g.const("hidden_shape", np.array([0, 0, hidden], np.int64))
-    scale = g.const("scale", np.array(math.sqrt(head), np.float32))
+    geometry: dict[int, tuple[str, str]] = {}
+    if len(set(per_layer)) == 1:
+        head = hidden // per_layer[0]
+        to_heads = g.const("heads_shape", np.array([0, 0, per_layer[0], head], np.int64))
+        from_heads = g.const("hidden_shape", np.array([0, 0, hidden], np.int64))
+        geometry[per_layer[0]] = to_heads, g.const(
+            "scale", np.array(math.sqrt(head), np.float32))
+    else:
+        from_heads = g.const("hidden_shape", np.array([0, 0, hidden], np.int64))
+        for count in dict.fromkeys(per_layer):
+            geometry[count] = (
+                g.const(f"heads_shape_{count}",
+                        np.array([0, 0, count, hidden // count], np.int64)),
+                g.const(f"scale_{count}", np.array(math.sqrt(hidden // count), np.float32)))
     for layer in range(layers):
+        to_heads, scale = geometry[per_layer[layer]]
         q = g.op1("Transpose", [g.op1("Reshape", [_linear(g, x, hidden, hidden), to_heads])],
                   perm=[0, 2, 1, 3])
         k = g.op1("Transpose", [g.op1("Reshape", [_linear(g, x, hidden, hidden), to_heads])],

@@ -46,6 +46,10 @@ Rules:
    kernels add in another order, and there a last bit moves an output by a whole quantization
    level on some inputs only, which the check of Rule 2 sees only by chance. Such a model is
    kept unfused, saying why. QOperator models (integer kernels end to end) are fused.
+9. Blocks whose heads differ (a Swin's or a SegFormer's stages: 3, 6, 12, 24 heads) have one
+   count for none of them: ORT's optimizer, which takes one, fuses everything but attention,
+   and graphfix's attention fusion fuses each block with the heads its own q split reads
+   (:func:`.heads.heads_per_block`), under the same check.
 """
 
 from __future__ import annotations
@@ -70,7 +74,7 @@ from .._measuring import (
     worst_output,
 )
 from .attention import fuse_attention, tensor_info
-from .heads import Heads, model_type, read_heads
+from .heads import Heads, heads_per_block, model_type, read_heads
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["FuseTransformer", "fuse_transformer", "FUSED_OPS", "MODEL_TYPES"]
@@ -142,6 +146,11 @@ class FuseTransformer(Pass):
         read = read_heads(model)
         notes: list[str] = [f"model type {kind}: {evidence}"]
         heads, hidden = self._choose(read, notes)
+        per_block: dict[str, int] = {}
+        if heads is None and isinstance(read, str) and read.startswith(_DISAGREE):
+            per_block = heads_per_block(model)  # Rule 9: each block its own heads
+            notes.append(f"each of {len(per_block)} attention block(s) fused with its own "
+                         "heads, by graphfix's attention fusion")
         # ORT fuses with the graph's own geometry where it was read; the heads chosen (a value
         # given by hand wins) are then written into every attention node, and checked.
         ort_heads = read.num_heads if isinstance(read, Heads) else heads
@@ -168,12 +177,12 @@ class FuseTransformer(Pass):
                     ("without attention", False, True),
                     ("without attention or rotary embeddings", False, False)]
         rotary_seen = True
-        for label, attention, rotary in attempts if heads else attempts[2:]:
+        for label, attention, rotary in attempts if heads or per_block else attempts[2:]:
             if not rotary and not rotary_seen:
                 continue  # the attempt before fused no rotary embedding: the same again
             try:
                 fused = self._fuse(model, kind, ort_heads or 0, ort_hidden or 0, attention,
-                                   heads or 0, rotary=rotary)
+                                   heads or per_block or 0, rotary=rotary)
             except Exception as err:  # noqa: BLE001 - ORT's optimizer fails in many ways
                 notes.append(f"{label}: ONNX Runtime's optimizer failed ({_first_line(err)})")
                 continue
@@ -226,7 +235,8 @@ class FuseTransformer(Pass):
         return heads, hidden
 
     def _fuse(self, model: onnx.ModelProto, kind: str, heads: int, hidden: int,
-              attention: bool, chosen: int, *, rotary: bool = True) -> onnx.ModelProto:
+              attention: bool, chosen: int | Mapping[str, int], *,
+              rotary: bool = True) -> onnx.ModelProto:
         from onnxruntime.transformers.fusion_options import AttentionMaskFormat, FusionOptions
         from onnxruntime.transformers.optimizer import optimize_model
 
@@ -234,7 +244,8 @@ class FuseTransformer(Pass):
         work.CopyFrom(model)
         load_external_values(work)  # ORT's optimizer reads every weight from the proto
         options = FusionOptions(kind)
-        options.enable_attention = attention
+        # Heads per block (Rule 9): ORT's optimizer takes one count, graphfix's fusion each.
+        options.enable_attention = attention and isinstance(chosen, int)
         options.enable_rotary_embeddings = rotary
         if options.attention_mask_format == AttentionMaskFormat.MaskIndexEnd:
             # Rule 6: the fused attention reads the mask itself, not key lengths.
@@ -262,7 +273,8 @@ class FuseTransformer(Pass):
                                _first_line(err))
                 fused = before
         for node in fused.graph.node:  # Rule 1: the heads chosen, whatever ORT detected
-            if node.domain == _CONTRIB and node.op_type in _ATTENTION and chosen:
+            if node.domain == _CONTRIB and node.op_type in _ATTENTION and \
+                    isinstance(chosen, int) and chosen:
                 for attr in node.attribute:
                     if attr.name == "num_heads":
                         attr.i = chosen
@@ -329,6 +341,9 @@ def _before_steps_problem(fused: onnx.ModelProto) -> str | None:
     return (f"the fused {', '.join(feeding)} feed a quantizer of computed values "
             f"({', '.join(kinds[:3])}): their other order of sums moves outputs by whole "
             "quantization levels on some inputs")
+
+
+_DISAGREE = "the attention blocks disagree"
 
 
 def _keep_inputs(fused: onnx.ModelProto, model: onnx.ModelProto) -> None:

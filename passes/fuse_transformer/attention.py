@@ -45,6 +45,7 @@ result by running it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
@@ -71,6 +72,7 @@ class _Block:
     query_split: bool  # the query is given split into heads (batch, heads, S, head_size)
     merge: onnx.NodeProto  # the heads-merging Reshape: the block's last node
     merged: bool  # that Reshape gives (batch, sequence, hidden), as MultiHeadAttention does
+    heads: int = 0  # the block's heads
 
 
 class _View(GraphView):
@@ -318,7 +320,7 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
     same = (merged is not None and wanted is not None and len(merged) == 3 == len(wanted)
             and merged[-1] is not None and merged[-1] in (wanted[-1], -1))
     return _Block(query[0], key[0], value[0], biases, scale * query[1] * key[1],
-                  query_split, reshape, same)
+                  query_split, reshape, same, num_heads)
 
 
 @dataclasses.dataclass
@@ -429,7 +431,7 @@ class _Packing:
     shapes: list[onnx.NodeProto]  # Shape nodes reading q, k or v: they read the input instead
 
 
-def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packing | None:
+def _packed(view: _View, block: _Block, float16: bool) -> _Packing | None:
     """The packing of a self-attention block whose q, k and v are projections of one input
     (q and k maybe scaled after it, as Whisper's and BART's q), each read by the block alone
     (and by Shape nodes, where q, k and v have the input's shape: a legacy export reads k's
@@ -453,7 +455,7 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packi
     joint = _split_projection(view, projected)
     if joint is not None:  # GPT-2's c_attn: one projection, split into q, k and v
         width = joint.weight.shape[1]
-        if joint.weight.dtype not in allowed or width % (3 * num_heads) or \
+        if joint.weight.dtype not in allowed or width % (3 * block.heads) or \
                 view.rank(projected[0]) != 3 or \
                 shapes and joint.weight.shape[0] * 3 != width:
             return None
@@ -469,7 +471,7 @@ def _packed(view: _View, block: _Block, num_heads: int, float16: bool) -> _Packi
         rank = view.rank(projected[0])
     if len({p.source for p in parts}) != 1 or rank != 3 or \
             len({(w.shape, w.dtype) for w in weights}) != 1 or \
-            weights[0].dtype not in allowed or weights[0].shape[1] % num_heads or \
+            weights[0].dtype not in allowed or weights[0].shape[1] % block.heads or \
             shapes and weights[0].shape[0] != weights[0].shape[1]:
         return None
     return _Packing(parts[0].source, weights, [p.bias for p in parts], factor,
@@ -493,12 +495,11 @@ def _split_projection(view: _View, names: list[str]) -> _Projection | None:
     return _projection(view, split.input[0])
 
 
-def _packings(view: _View, blocks: list[_Block], num_heads: int, float16: bool
-              ) -> list[_Packing | None]:
+def _packings(view: _View, blocks: list[_Block], float16: bool) -> list[_Packing | None]:
     """Each block's packing, where the weights it packs are read by the projections packed
     alone (one packing per set of weights, shared by the blocks that read them, as an
     ALBERT's layers do): a weight read elsewhere too would be kept twice, packed and not."""
-    found = [_packed(view, block, num_heads, float16) for block in blocks]
+    found = [_packed(view, block, float16) for block in blocks]
     by_key: dict[tuple[str, ...], set[int]] = {}
     for packing in found:
         if packing is not None:
@@ -508,12 +509,13 @@ def _packings(view: _View, blocks: list[_Block], num_heads: int, float16: bool
     return [p if p is not None and sole[p.key] else None for p in found]
 
 
-def fuse_attention(model: onnx.ModelProto, num_heads: int,
+def fuse_attention(model: onnx.ModelProto, num_heads: int | Mapping[str, int],
                    shapes: dict[str, tuple[int | None, ...]] | None = None,
                    types: dict[str, int] | None = None, float16_packed: bool = False,
                    pack: bool = True) -> int:
     """Replace each attention block of ``model`` (in place) by ``Attention`` (q, k and v
-    projections of one input, packed) or ``MultiHeadAttention`` with ``num_heads`` heads;
+    projections of one input, packed) or ``MultiHeadAttention`` with ``num_heads`` heads (or,
+    a mapping, each block's own by its Softmax's output name: a Swin's stages differ);
     returns how many were fused. Nodes left unread (the block's own, the heads' Reshapes and
     Transposes only the blocks read, the projections packed) are removed, and the weights
     packed with them. ``shapes`` and ``types``: what shape inference on the model before other
@@ -521,8 +523,11 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
     ``float16_packed``: pack float16 projections too (the model runs on CUDA); ``pack=False``:
     every block becomes ``MultiHeadAttention``."""
     view = _View(model, shapes, types)
-    blocks = [b for b in (_block(view, n, num_heads) for n in model.graph.node
-                          if n.op_type == "Softmax") if b is not None]
+    def heads_of(softmax: onnx.NodeProto) -> int | None:
+        return num_heads if isinstance(num_heads, int) else num_heads.get(softmax.output[0])
+
+    blocks = [b for b in (_block(view, n, heads_of(n) or 0) for n in model.graph.node
+                          if n.op_type == "Softmax" and heads_of(n)) if b is not None]
     if not blocks:
         return 0
     replacement: dict[int, list[onnx.NodeProto]] = {}
@@ -532,7 +537,7 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
         model.graph.initializer.append(
             onnx.numpy_helper.from_array(np.array([0, 0, -1], np.int64), merge_heads))
     packed_names: dict[tuple[str, ...], tuple[str, str]] = {}  # key: packed weight, bias
-    packings = _packings(view, blocks, num_heads, float16_packed) if pack else \
+    packings = _packings(view, blocks, float16_packed) if pack else \
         [None] * len(blocks)
     for index, (block, packed) in enumerate(zip(blocks, packings)):
         prefix = f"graphfix_attention_{index}"
@@ -577,7 +582,7 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int,
             inputs.pop()
         output = block.merge.output[0] if block.merged else f"{prefix}_output"
         added.append(helper.make_node(op, inputs, [output], name=prefix, domain=_CONTRIB,
-                                      num_heads=num_heads, scale=float(scale)))
+                                      num_heads=block.heads, scale=float(scale)))
         last = block.merge  # all the block reads is computed before it; it stays where it
         if not block.merged:  # gives another shape than MultiHeadAttention's
             last.input[0] = output

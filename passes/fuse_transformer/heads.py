@@ -27,7 +27,7 @@ from onnx import numpy_helper
 
 from graphfix.model_io import tensor_value
 
-__all__ = ["Heads", "read_heads", "model_type"]
+__all__ = ["Heads", "heads_per_block", "read_heads", "model_type"]
 
 _SCALING = ("Mul", "Div")
 _PASS_THROUGH = ("Cast", "Dropout", "Identity")
@@ -107,8 +107,31 @@ class GraphView:
 
 def read_heads(model: onnx.ModelProto) -> Heads | str:
     """The heads of ``model``'s attention blocks, or why they cannot be read."""
+    found, unread = _geometries(model)
+    if not found:
+        if unread:
+            return f"the heads of no attention block can be read ({unread[0]})"
+        return "no attention block (Softmax(q @ k^T) @ v) in the graph"
+    counts = Counter(found.values())
+    if len(counts) > 1:
+        listed = ", ".join(f"{h} heads of {d} x{n}" for (h, d), n in counts.items())
+        return f"the attention blocks disagree ({listed})"  # fuse-transformer reads this
+    (num_heads, head_size), blocks = counts.most_common(1)[0]
+    return Heads(num_heads, head_size, blocks)
+
+
+def heads_per_block(model: onnx.ModelProto) -> dict[str, int]:
+    """Each attention block's heads, by its Softmax's output name, where they can be read:
+    for a model whose blocks disagree (a Swin's or a SegFormer's stages), each block is fused
+    with its own."""
+    return {name: heads for name, (heads, _) in _geometries(model)[0].items()}
+
+
+def _geometries(model: onnx.ModelProto) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """(heads, head size) of each attention block whose q split can be read, by its Softmax's
+    output name; and why the others cannot."""
     g = GraphView(model)
-    found: list[tuple[int, int]] = []
+    found: dict[str, tuple[int, int]] = {}
     unread: list[str] = []
     for node in g.graph.node:
         if node.op_type != "Softmax":
@@ -122,17 +145,8 @@ def read_heads(model: onnx.ModelProto) -> Heads | str:
         if isinstance(geometry, str):
             unread.append(f"{node.name or 'Softmax'}: {geometry}")
         else:
-            found.append(geometry)
-    if not found:
-        if unread:
-            return f"the heads of no attention block can be read ({unread[0]})"
-        return "no attention block (Softmax(q @ k^T) @ v) in the graph"
-    counts = Counter(found)
-    if len(counts) > 1:
-        listed = ", ".join(f"{h} heads of {d} x{n}" for (h, d), n in counts.items())
-        return f"the attention blocks disagree ({listed})"
-    (num_heads, head_size), blocks = counts.most_common(1)[0]
-    return Heads(num_heads, head_size, blocks)
+            found[node.output[0]] = geometry
+    return found, unread
 
 
 def _readers_through(g: GraphView, name: str) -> list[onnx.NodeProto]:
@@ -195,7 +209,8 @@ def _from_target(g: GraphView, reshape: onnx.NodeProto, moved: bool) -> tuple[in
         if width is None or width % size:
             return f"the heads in q's Reshape target {dims} are not a constant"
         heads = width // size
-    if width is not None and width != heads * size:
+    # A q sliced from one projection of q, k and v (a Swin's qkv) reads three times as wide.
+    if width is not None and width not in (heads * size, 3 * heads * size):
         return (f"q's Reshape target {dims} says {heads} heads of {size}, its projection "
                 f"is {width} wide")
     return heads, size

@@ -243,3 +243,26 @@ def test_no_fusion_feeds_a_quantizer_of_computed_values(tmp_path):
     assert "SkipLayerNormalization" in result.skipped
     # the same encoder in float is fused (the rule is about the quantizer, not the graph)
     assert FuseTransformer()(transformer_encoder(stray_transposes=False)).modified
+
+
+def test_blocks_whose_heads_differ_are_each_fused_with_their_own():
+    """A Swin's or a SegFormer's stages: no one count fits every block, so each block's own
+    q split gives its heads (Rule 9), and a planted wrong count is still caught."""
+    from graphfix.passes.fuse_transformer.heads import heads_per_block
+
+    model = transformer_encoder(heads=[2, 8], stray_transposes=False)
+    assert read_heads(model).startswith("the attention blocks disagree")
+    assert sorted(heads_per_block(model).values()) == [2, 8]
+    result = FuseTransformer()(model)
+    assert result.modified, result.skipped
+    fused = [n for n in result.model.graph.node if n.op_type in ("Attention",
+                                                                 "MultiHeadAttention")]
+    assert sorted(a.i for n in fused for a in n.attribute if a.name == "num_heads") == [2, 8]
+    assert graphfix.check_parity(transformer_encoder(heads=[2, 8], stray_transposes=False),
+                                 result.model).passed
+    for node in fused:  # the same counts swapped: another model
+        for attr in node.attribute:
+            if attr.name == "num_heads":
+                attr.i = 10 - attr.i
+    assert not graphfix.check_parity(transformer_encoder(heads=[2, 8], stray_transposes=False),
+                                     result.model).passed
