@@ -50,6 +50,10 @@ Rules:
    count for none of them: ORT's optimizer, which takes one, fuses everything but attention,
    and graphfix's attention fusion fuses each block with the heads its own q split reads
    (:func:`.heads.heads_per_block`), under the same check.
+10. Heads a Reshape target computed at run time hides (``nn.MultiheadAttention`` in
+   TorchScript's export: ``Concat(Shape(x)[0] * heads, ...)``) are read once fold-shapes has
+   folded the target; the folded model is then the one fused (the pipeline folds it later
+   anyway), under the same check.
 """
 
 from __future__ import annotations
@@ -145,10 +149,18 @@ class FuseTransformer(Pass):
         kind, evidence = (self.model_type, "given") if self.model_type else model_type(model)
         read = read_heads(model)
         notes: list[str] = [f"model type {kind}: {evidence}"]
+        source = model
+        if isinstance(read, str) and any(text in read for text in _COMPUTED):  # Rule 10
+            folded = _folded(model)
+            again = read_heads(folded) if folded is not None else read
+            if not isinstance(again, str) or again.startswith(_DISAGREE):
+                notes.append("heads read once fold-shapes folded the Reshape targets computed "
+                             "at run time; the folded model is fused")
+                read, source = again, folded
         heads, hidden = self._choose(read, notes)
         per_block: dict[str, int] = {}
         if heads is None and isinstance(read, str) and read.startswith(_DISAGREE):
-            per_block = heads_per_block(model)  # Rule 9: each block its own heads
+            per_block = heads_per_block(source)  # Rule 9: each block its own heads
             notes.append(f"each of {len(per_block)} attention block(s) fused with its own "
                          "heads, by graphfix's attention fusion")
         # ORT fuses with the graph's own geometry where it was read; the heads chosen (a value
@@ -181,7 +193,7 @@ class FuseTransformer(Pass):
             if not rotary and not rotary_seen:
                 continue  # the attempt before fused no rotary embedding: the same again
             try:
-                fused = self._fuse(model, kind, ort_heads or 0, ort_hidden or 0, attention,
+                fused = self._fuse(source, kind, ort_heads or 0, ort_hidden or 0, attention,
                                    heads or per_block or 0, rotary=rotary)
             except Exception as err:  # noqa: BLE001 - ORT's optimizer fails in many ways
                 notes.append(f"{label}: ONNX Runtime's optimizer failed ({_first_line(err)})")
@@ -344,6 +356,23 @@ def _before_steps_problem(fused: onnx.ModelProto) -> str | None:
 
 
 _DISAGREE = "the attention blocks disagree"
+# What heads.py says of a Reshape target computed at run time.
+_COMPUTED = ("not a constant", "computed at run time")
+
+
+def _folded(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """``model`` with its shape arithmetic folded (fold-shapes, which the pipeline runs later
+    anyway), or None where that changes nothing or fails."""
+    from graphfix.passes.fold_shapes import FoldShapes
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    try:
+        result = FoldShapes()(copy)
+    except Exception:  # noqa: BLE001 - the heads stay unread, as before
+        logger.debug("fuse-transformer: fold-shapes failed", exc_info=True)
+        return None
+    return result.model if result.modified else None
 
 
 def _keep_inputs(fused: onnx.ModelProto, model: onnx.ModelProto) -> None:

@@ -266,3 +266,30 @@ def test_blocks_whose_heads_differ_are_each_fused_with_their_own():
                 attr.i = 10 - attr.i
     assert not graphfix.check_parity(transformer_encoder(heads=[2, 8], stray_transposes=False),
                                      result.model).passed
+
+
+def test_heads_a_computed_reshape_target_hides_are_read_once_it_is_folded():
+    """Rule 10: nn.MultiheadAttention in TorchScript's export computes q's Reshape target from
+    Shape at run time; fold-shapes folds it, and the heads are read there."""
+    from onnx import helper
+
+    model = attention("{1, 8, 4, 4}")
+    position = next(i for i, n in enumerate(model.graph.node) if n.output[0] == "shape")
+    del model.graph.node[position]
+    # [batch, seq, 4, width / 4], each entry read from x's shape but the heads
+    for node in reversed([
+            helper.make_node("Shape", ["x"], ["xs"]),
+            helper.make_node("Slice", ["xs", "zero", "one"], ["batch"]),
+            helper.make_node("Slice", ["xs", "one", "two"], ["seq"]),
+            helper.make_node("Slice", ["xs", "two", "three"], ["width"]),
+            helper.make_node("Div", ["width", "heads"], ["size"]),
+            helper.make_node("Concat", ["batch", "seq", "heads", "size"], ["shape"], axis=0)]):
+        model.graph.node.insert(position, node)
+    model.graph.initializer.extend([
+        numpy_helper.from_array(np.array([value], np.int64), name)
+        for name, value in (("zero", 0), ("one", 1), ("two", 2), ("three", 3), ("heads", 4))])
+    assert "is not a constant" in read_heads(model)
+    result = FuseTransformer()(model)
+    assert result.modified and result.stats["attention_fused"] == 1, result.details
+    assert any("fold-shapes" in note for note in result.details["notes"])
+    assert result.stats["num_heads"] == 4
