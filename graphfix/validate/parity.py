@@ -841,8 +841,8 @@ def _generated_run(
     raise ValidationInputError(
         f"ONNX Runtime cannot run the {name} on generated inputs at any size tried "
         f"({'; '.join(tried)}): {first_line(error)}",
-        hint="give real inputs with --inputs, fix dynamic sizes with --input-shape, "
-        "or skip the check with --no-verify",
+        hint="give real inputs with --inputs, fix dynamic sizes with --input-shape" + (
+            ", or skip the check with --no-verify" if name == "original" else ""),
     )
 
 
