@@ -201,18 +201,27 @@ def _tie_export_symbols(specs: list[InputSpec]) -> list[InputSpec]:
         key = (spec.kind, spec.elem_type,
                tuple(d if isinstance(d, int) else None for d in spec.dims))
         groups.setdefault(key, []).append(spec)
-    alias: dict[str, str] = {}
+    parent: dict[str, str] = {}  # symbols that must agree, as a union-find forest
+
+    def root(name: str) -> str:
+        while parent.get(name, name) != name:
+            name = parent[name]
+        return name
+
     for members in groups.values():
         if len(members) < 2:
             continue
         for axis in range(len(members[0].dims or ())):
             names = [m.dims[axis] for m in members]  # type: ignore[index]
             if all(isinstance(n, str) and _EXPORT_SYMBOL.fullmatch(n) for n in names):
-                first = alias.get(names[0], names[0])  # type: ignore[arg-type]
-                for name in names:
-                    alias.setdefault(name, first)  # type: ignore[arg-type]
-    if not alias:
+                first = root(names[0])  # type: ignore[arg-type]
+                for name in names[1:]:
+                    other = root(name)  # type: ignore[arg-type]
+                    if other != first:
+                        parent[other] = first
+    if not parent:
         return specs
+    alias = {name: root(name) for name in parent}
     return [dataclasses.replace(
         spec, dims=tuple(alias.get(d, d) if isinstance(d, str) else d for d in spec.dims),
         index_of=alias.get(spec.index_of, spec.index_of) if spec.index_of else None)
@@ -414,11 +423,12 @@ class TensorSizes:
         self._skeleton = skeleton(model)
         graph_layer.forget_declared_shapes(self._skeleton.graph)
 
-    def largest(self, shapes: Mapping[str, Sequence[int]]) -> tuple[str, list[int], int] | None:
+    def largest(self, shapes: Mapping[str, Sequence[int]]
+                ) -> tuple[str, list[int | None], int] | None:
         """(name, shape, bytes) of the largest tensor at ``shapes`` (the inputs' shapes); None
-        where inference cannot tell. A size inference leaves unknown counts as the largest
-        size of ``shapes`` (written 0 in the shape): an exporter's attention scores that
-        inference cannot size grow with the square of the length all the same."""
+        where inference cannot tell. A size inference leaves unknown (None in the shape) counts
+        as the largest size of ``shapes``: an exporter's attention scores that inference cannot
+        size grow with the square of the length all the same."""
         model = onnx.ModelProto()
         model.CopyFrom(self._skeleton)
         for value in model.graph.input:
@@ -433,13 +443,13 @@ class TensorSizes:
         except Exception:  # noqa: BLE001 - onnx raises several types: no guard then
             return None
         longest = max(_sizes(shapes))
-        found: tuple[str, list[int], int] | None = None
+        found: tuple[str, list[int | None], int] | None = None
         for value in (*inferred.graph.value_info, *inferred.graph.output):
             kind = value.type.tensor_type
             if not value.type.HasField("tensor_type") or not kind.HasField("shape"):
                 continue
-            dims = [d.dim_value if d.HasField("dim_value") else 0 for d in kind.shape.dim]
-            size = typed_bytes(kind.elem_type, [d or longest for d in dims])
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
+            size = typed_bytes(kind.elem_type, [longest if d is None else d for d in dims])
             if size is not None and (found is None or size > found[2]):
                 found = (value.name, dims, size)
         return found
@@ -450,8 +460,8 @@ class TensorSizes:
         if largest is None or largest[2] <= MAX_TENSOR_BYTES:
             return None
         name, dims, size = largest
-        shown = "[" + ", ".join(str(d) if d else "?" for d in dims) + "]"
-        unknown = "" if all(dims) else \
+        shown = "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+        unknown = "" if None not in dims else \
             f", each unknown size taken as the inputs' largest, {max(_sizes(shapes))}"
         return (f"not run: {name!r} would be {size / 2**30:.3g} GiB at {shown}{unknown}, over "
                 f"the {MAX_TENSOR_BYTES / 2**30:g} GiB graphfix lets a size it tries compute")

@@ -16,12 +16,12 @@ Rules:
 2. Verified before it is returned: the fused model and the input run on the same inputs
    (parity's, ONNX Runtime's CPU provider, optimizations off) and every output must be within
    parity's float32 tolerance. When the heads cannot be read, attention is not fused (the other
-   fusions still are); when the fused model fails the check, it is fused again without
-   attention, then without rotary embeddings too (ORT's RotaryEmbedding fusion of a decoder
-   with cache takes the position ids of a batch of one), and if that fails too the model is
-   kept. Each fallback says why. A model with
-   an output empty on every input set (a detector's boxes on generated inputs) is kept: there
-   is nothing to compare. The signature stays: an input nothing reads any more (or never
+   fusions still are); when the fused model fails the check or does not run, it is fused
+   again without rotary embeddings (ORT's RotaryEmbedding fusion of a decoder step with its
+   cache takes the position ids of a batch of one), without attention, without both, and if
+   that fails too the model is kept. Each fallback says why. A model with an output empty on
+   every input set (a detector's boxes on generated inputs) is kept: there is nothing to
+   compare. The signature stays: an input nothing reads any more (or never
    read: a decoder's ``encoder_hidden_states`` in a dynamo export with cache), which ORT's
    optimizer prunes, is put back, since callers still feed it.
 3. Labelled ORT-bound, as ort-offline labels its extended/all levels: ``metadata_props``
