@@ -360,3 +360,19 @@ def test_an_output_empty_on_every_input_set_is_said_not_compared() -> None:
     assert vacuous.passed and vacuous.vacuous
     assert "only vacuously" in format_parity(vacuous.to_dict())
     assert check_parity(RELU, RELU).empty == []
+
+
+def test_a_second_set_no_size_of_its_ladder_runs_is_drawn_at_the_first_sets_sizes() -> None:
+    # An export that fixed a size it declares dynamic (a decoder step that takes one new
+    # token): the second ladder never tries 1; its set is drawn at the first set's sizes.
+    model = _model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, S] x) => (float[N] y) {
+        axes = Constant <value = int64[1] {1}> ()
+        y = Squeeze (x, axes)
+    }
+    """)
+    result = check_parity(model, model)
+    assert result.passed and len(result.runs) == 2
+    assert result.runs[0]["x"] == result.runs[1]["x"] and result.runs[1]["x"].endswith(", 1]")
+    assert any("runs at no size of this set's ladder" in note for note in result.notes)
