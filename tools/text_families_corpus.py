@@ -703,25 +703,35 @@ def build(out: Path, names: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
     return status
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run_cli(argv: list[str] | None, doc: str, listing: list[tuple[str, str]],
+            build_into: Callable[[Path, list[str]], dict[str, dict[str, Any]]],
+            status_file: str) -> int:
+    """The command line of a corpus builder: ``OUT_DIR [--only NAME ...] [--list]``.
+    ``listing``: each model's name and what to say of it."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("out_dir", type=Path, nargs="?")
     parser.add_argument("--only", nargs="+", default=[], metavar="NAME",
                         help="build these models only")
     parser.add_argument("--list", action="store_true", help="list the model names and exit")
     args = parser.parse_args(argv)
     if args.list:
-        for model in models():
-            print(f"{model.name:<36} {model.exporter}")
+        width = max(len(name) for name, _ in listing) + 2
+        for name, about in listing:
+            print(f"{name:<{width}}{about}")
         return 0
     if args.out_dir is None:
         parser.error("OUT_DIR is required")
-    unknown = sorted(set(args.only) - {model.name for model in models()})
+    unknown = sorted(set(args.only) - {name for name, _ in listing})
     if unknown:
         parser.error(f"unknown model(s): {', '.join(unknown)} (see --list)")
     started = time.perf_counter()
-    status = build(args.out_dir, args.only)
-    return report(args.out_dir / STATUS_FILE, status, started)
+    status = build_into(args.out_dir, args.only)
+    return report(args.out_dir / status_file, status, started)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(argv, __doc__ or "", [(m.name, m.exporter) for m in models()], build,
+                   STATUS_FILE)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ were built, already there and failed. The whole corpus takes about 8 minutes on 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import os
@@ -57,7 +56,7 @@ from pathlib import Path
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
-from text_families_corpus import attempt, first_line, report  # the same driver
+from text_families_corpus import attempt, first_line, run_cli  # the same driver
 
 if TYPE_CHECKING:
     import torch
@@ -768,24 +767,9 @@ def build(out: Path, names: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out_dir", type=Path, nargs="?")
-    parser.add_argument("--only", nargs="+", default=[], metavar="NAME",
-                        help="build these models only")
-    parser.add_argument("--list", action="store_true", help="list the model names and exit")
-    args = parser.parse_args(argv)
-    if args.list:
-        for entry in entries():
-            print(f"{entry.name:<32} {entry.exporter}, opset {entry.opset}")
-        return 0
-    if args.out_dir is None:
-        parser.error("OUT_DIR is required")
-    unknown = sorted(set(args.only) - {entry.name for entry in entries()})
-    if unknown:
-        parser.error(f"unknown model(s): {', '.join(unknown)} (see --list)")
-    started = time.perf_counter()
-    status = build(args.out_dir, args.only)
-    return report(args.out_dir / STATUS_FILE, status, started)
+    return run_cli(argv, __doc__ or "",
+                   [(e.name, f"{e.exporter}, opset {e.opset}") for e in entries()], build,
+                   STATUS_FILE)
 
 
 if __name__ == "__main__":
