@@ -351,12 +351,13 @@ def _provider_problems(
         needs = "CUDA and cuDNN"
         if cuda_version:
             needs = f"CUDA {cuda_version.split('.')[0]} and cuDNN 9"
-        problems.append(Problem(
-            "cuda",
-            f"the CUDA provider does not load{detail}: {cuda.error}",
-            f"{CUDA_FIX}; or install {needs} system-wide and put their libraries on "
-            "LD_LIBRARY_PATH",
-        ))
+        if list(cuda.missing_libraries) != ["libcuda.so.1"]:  # not the driver alone
+            problems.append(Problem(
+                "cuda",
+                f"the CUDA provider does not load{detail}: {cuda.error}",
+                f"{CUDA_FIX}; or install {needs} system-wide and put their libraries on "
+                "LD_LIBRARY_PATH",
+            ))
     trt = statuses["tensorrt"]
     if trt.available and not trt.loadable:
         detail = f" (missing: {', '.join(trt.missing_libraries)})" if trt.missing_libraries else ""

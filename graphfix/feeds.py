@@ -614,8 +614,8 @@ def _check_budget(spec: InputSpec, shape: Sequence[int]) -> None:
             f"input {spec.name!r} of shape {list(shape)} would take "
             f"{elements * itemsize / 2**30:.3g} GiB, over the {MAX_INPUT_BYTES / 2**30:g} GiB "
             "graphfix generates for one input",
-            hint="give smaller sizes with --input-shape, real inputs with --inputs, "
-            "or skip the check with --no-verify",
+            hint="give smaller sizes with --input-shape, or real inputs with --inputs; "
+            "with optimize, --no-verify skips the check",
         )
 
 

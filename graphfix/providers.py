@@ -24,7 +24,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from graphfix.errors import ProviderUnavailableError, first_line
@@ -33,6 +33,7 @@ from graphfix.options import PROVIDERS, OptionError, check_provider
 
 __all__ = [
     "CUDA_FIX",
+    "cuda_fix",
     "ProviderStatus",
     "Library",
     "session_providers",
@@ -49,6 +50,14 @@ logger = logging.getLogger(__name__)
 
 
 CUDA_FIX = "pip install 'graphfix[cuda]' (the CUDA 13 and cuDNN 9 wheels for onnxruntime-gpu)"
+DRIVER_FIX = ("install the NVIDIA driver: libcuda.so.1, the driver's library, is the one "
+              "missing (a machine with an NVIDIA GPU is needed)")
+
+
+def cuda_fix(missing: Sequence[str]) -> str:
+    """What to do where the CUDA provider does not load, from the libraries it misses: the
+    driver alone is not a pip install."""
+    return DRIVER_FIX if list(missing) == ["libcuda.so.1"] else CUDA_FIX
 
 # What onnxruntime-gpu 1.31 (CUDA 13 build) opens, when ORT cannot tell us itself.
 _CUDA_LIBRARIES: tuple[tuple[str, str], ...] = (
@@ -298,7 +307,8 @@ def resolve_provider(provider: str) -> str:
     raise ProviderUnavailableError(
         f"the CUDA execution provider cannot be loaded: "
         f"{first_line(RuntimeError(status.error))}{missing}",
-        hint=f"{CUDA_FIX}; `graphfix doctor --provider cuda` shows the details",
+        hint=f"{cuda_fix(status.missing_libraries)}; `graphfix doctor --provider cuda` "
+        "shows the details",
     )
 
 

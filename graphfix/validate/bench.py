@@ -355,7 +355,7 @@ def benchmark(
     if offline:
         configs += [Config(f"{label}_offline", m, "disabled") for label, m in models.items()]
     placements, outputs, warnings = _placements(configs, by_label, by_model)
-    warnings += [w for w in (_tuned_elsewhere(config, model),) if w]
+    warnings += [w for w in (_tuned_elsewhere(config, model), batch_not_applied(config)) if w]
     arms = [Arm(c.label, c, by_label[c.model_label], by_model[c.model_label], outputs[c.label])
             for c in configs]
     measured = measure_runs(arms, warmup=warmup, runs=runs, progress=progress)
@@ -403,7 +403,7 @@ def session_settings(
     used = resolve_provider(provider)
     if cuda_graph and used != "cuda":
         raise BenchmarkError(
-            "cuda_graph needs the CUDA provider", hint="use provider='cuda' or drop cuda_graph"
+            "cuda_graph needs the CUDA provider", hint="use --provider cuda (provider='cuda'), or drop --cuda-graph"
         )
     return Settings(used, threads or default_threads(), dynamic_block_base, allow_spinning,
                     cuda_graph)
@@ -460,6 +460,16 @@ def _tuned_elsewhere(loaded: SessionConfig | None, model: onnx.ModelProto) -> st
             "whose graph differs from this model's: its settings are not measured for it")
 
 
+def batch_not_applied(loaded: SessionConfig | None) -> str | None:
+    """Why a throughput configuration's claim is not what this run measures: its batch size is
+    not applied (the models are timed on the same inputs, per call)."""
+    if loaded is None or not loaded.batch_size or loaded.batch_size == 1:
+        return None
+    return (f"the configuration's batch_size={loaded.batch_size} (tune's throughput objective) "
+            "is not applied: this run times each call on the inputs it is given; to time that "
+            f"batch, give its sizes with --input-shape (a batch of {loaded.batch_size})")
+
+
 def read_feeds(inputs: str | os.PathLike[str], model: onnx.ModelProto) -> dict[str, Any]:
     """The first set of inputs in ``inputs`` (a ``.npz`` or a folder of ``input_N.pb``)."""
     return load_feeds(inputs, model)[0]
@@ -504,7 +514,16 @@ def feeds_by_model(
     input_shapes: Mapping[str, Sequence[int]] | None,
 ) -> dict[str, dict[str, np.ndarray]]:
     """Each model's inputs: the candidate's given or generated, the baseline's in its own
-    layout when the passes changed the signature on request (graphfix.layout)."""
+    layout when the passes changed the signature on request (graphfix.layout). Two models
+    that take different inputs are refused: their times say nothing of one another."""
+    if baseline is not None:
+        ours, theirs = _required_inputs(model), _required_inputs(baseline)
+        if ours != theirs:
+            only = [f"{label} only: {', '.join(sorted(names))}" for label, names in (
+                ("the model", ours - theirs), ("the other", theirs - ours)) if names]
+            raise BenchmarkError(
+                f"the two models take different inputs ({'; '.join(only)})",
+                hint="compare a model with its optimized version (the same inputs)")
     if feeds is None:
         feeds = _make_feeds(model, seed=seed, input_shapes=input_shapes)
         if baseline is not None:
@@ -523,6 +542,11 @@ def feeds_by_model(
         # baseline's own type.
         by_model["baseline"] = precision.for_model(by_model["baseline"], baseline, model)
     return by_model
+
+
+def _required_inputs(model: onnx.ModelProto) -> set[str]:
+    weights = {t.name for t in model.graph.initializer}
+    return {i.name for i in model.graph.input if i.name not in weights}
 
 
 def _placements(

@@ -215,7 +215,7 @@ class FuseTransformer(Pass):
                     problem = f"the fused model does not run ({_first_line(err)})"
             if problem is not None:
                 notes.append(f"{label} refused: {problem}")
-                logger.warning("fuse-transformer: %s refused: %s", label, problem)
+                logger.info("fuse-transformer: %s refused: %s", label, problem)
                 continue
             if attention and not any(counts.get(op) for op in _ATTENTION):
                 notes.append("attention: none fused: neither ONNX Runtime's patterns nor "
@@ -323,6 +323,9 @@ class FuseTransformer(Pass):
                  "attention_fused": sum(counts.get(op, 0) for op in _ATTENTION),
                  "num_heads": heads or 0, "hidden_size": hidden or 0}
         missed = [n for n in notes if n.startswith("attention: none fused")]
+        refused = [n for n in notes if " refused: " in n]
+        if refused:  # what was kept is a fallback: say what the fuller fusions did
+            missed.append(f"kept {label}: " + "; ".join(refused))
         return PassResult(model, True, stats=stats, warnings=[warning, *missed],
                           details={"model_type": kind, "fused": dict(sorted(counts.items())),
                                    "notes": notes})

@@ -85,8 +85,8 @@ from graphfix import model_io, registry
 from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.options import check_path
-from graphfix.validate.bench import (check_arguments, feeds_by_model, read_feeds,
-                                     session_settings)
+from graphfix.validate.bench import (batch_not_applied, check_arguments, feeds_by_model,
+                                     load_config, read_feeds, session_settings)
 from graphfix.feeds import fed_shape, input_specs
 from graphfix.validate.parity import check_parity
 from graphfix.validate.profile.accounting import Accounting, ModelProfile, account
@@ -268,7 +268,8 @@ def profile(
     found = {label: find(Observed(name, proto, profiles[label], settings, provider,
                                   environment))
              for label, (proto, name) in models.items()}
-    warnings: list[str] = []
+    warnings: list[str] = [w for w in (batch_not_applied(
+        load_config(config) if config is not None else None),) if w]
     if try_fixes:
         _try(found["model"], main, by_model["candidate"], settings, warmup, runs,
              profiles["model"].stats.median_ms, confidence, resamples, seed, warnings,
