@@ -570,6 +570,9 @@ def make_feed_set(
             "not take",
             hint=f"the model's inputs are {', '.join(repr(s.name) for s in specs) or 'none'}",
         )
+    for spec in specs:
+        if spec.name in shapes and spec.dims is not None and spec.kind == "tensor":
+            _check_given_shape(spec, shapes[spec.name])
     sizes = dynamic_sizes(specs, index, attempt, fixed=shapes)
     shaped = {spec.name: shapes.get(spec.name) or _shape(spec, sizes) for spec in specs}
     feeds: Feeds = {}
@@ -603,6 +606,19 @@ def _size_of(name: str, specs: Sequence[InputSpec],
             if dim == name and spec.name in shaped:
                 return int(shaped[spec.name][axis])
     return None
+
+
+def _check_given_shape(spec: InputSpec, shape: Sequence[int]) -> None:
+    """An --input-shape of another rank than the model's input is the user's to fix: said
+    before ONNX Runtime says it obscurely. (A size that contradicts a fixed one is left to
+    ONNX Runtime: a layout the passes moved on request feeds one model another's shape.)"""
+    dims = spec.dims or ()
+    declared = "[" + ", ".join(str(d) if isinstance(d, int) else (d or "?") for d in dims) + "]"
+    given = "x".join(map(str, shape))
+    if len(shape) != len(dims):
+        raise ValidationInputError(
+            f"--input-shape gives {spec.name!r} {len(shape)} size(s) ({given}), the model takes "
+            f"rank {len(dims)} ({declared})", hint="give one size per axis")
 
 
 def _check_budget(spec: InputSpec, shape: Sequence[int]) -> None:
