@@ -1099,8 +1099,9 @@ def _confirm(winner: Candidate, default: Candidate, copy: Candidate,
         level = 1.0 - (1.0 - confidence) / 2
     shown = (f"{confirmed.speedup:.3f}x [{confirmed.ci_low:.3f}, {confirmed.ci_high:.3f}]"
              if confirmed else "not measured")
+    why = reason.removesuffix("; the default is kept")
     return default, (f"{winner.name} led the search but did not hold on {rounds} fresh "
-                     f"rounds ({shown}: {reason}); the default is kept"), aa
+                     f"rounds ({shown}: {why}); the default is kept"), aa
 
 
 @dataclasses.dataclass
@@ -1300,7 +1301,8 @@ def format_tune(data: dict[str, Any]) -> str:
     aa = data.get("aa")
     if aa:
         lines.append(f"A/A (the default against itself): {aa['speedup']:.3f}x "
-                     f"[{aa['ci_low']:.3f}, {aa['ci_high']:.3f}]: {aa['verdict']}")
+                     f"[{aa['ci_low']:.3f}, {aa['ci_high']:.3f}]: {aa['verdict']} (on the "
+                     "rounds that decided; the table's A/A row spans the whole search)")
     lines.append(f"winner: {data['winner']}: {data['reason']}")
     lines += [f"warning: {w}" for w in data.get("warnings", [])]
     lines += ["", "in your code:", data["snippet"].rstrip()]
