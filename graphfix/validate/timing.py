@@ -243,7 +243,11 @@ class Settings:
             known_entries = {"session.intra_op.allow_spinning", "session.dynamic_block_base"}
             unknown = sorted((set(options) - known_options) | (set(entries) - known_entries))
             if unknown:
-                raise BenchmarkError(f"unknown session setting(s): {', '.join(unknown)}")
+                raise BenchmarkError(
+                    f"unknown session setting(s): {', '.join(unknown)}",
+                    hint=f"session_options takes {', '.join(sorted(known_options))}; "
+                    f"session_config_entries takes {', '.join(sorted(known_entries))} "
+                    "(tune --out writes such a file)")
             dbb = entries.get("session.dynamic_block_base")
             cuda_graph = provider_options.pop("enable_cuda_graph", "0") == "1"
             return cls(
