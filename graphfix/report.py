@@ -231,7 +231,11 @@ def format_summary(report: Report) -> str:
 
 
 def percent(value: Any) -> str:
-    return f"{value:.1%}" if isinstance(value, (int, float)) else str(value)
+    """A share as a percentage; past ten times the whole as a multiple (2.14e+04x, not
+    2139411.1%), which reads at a glance."""
+    if not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:.3g}x" if value >= 10 else f"{value:.1%}"
 
 
 def num(value: Any) -> str:

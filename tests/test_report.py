@@ -59,3 +59,10 @@ def test_the_inspection_text() -> None:
     text = format_inspection(graphfix.inspect(SAMPLE_PATH).to_dict())
     assert "IR 3" in text and "initializers listed as inputs: 20" in text
     assert "graphfix would" in text and "fold-shapes" in text
+
+
+def test_a_share_far_past_the_whole_reads_as_a_multiple() -> None:
+    from graphfix.report import percent
+
+    assert percent(0.004) == "0.4%" and percent(1.5) == "150.0%"
+    assert percent(21394.111) == "2.14e+04x" and percent("-") == "-"
