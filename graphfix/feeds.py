@@ -525,6 +525,18 @@ def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], 
     return SizeSearch(None, None, rejected, error)
 
 
+def empty_in_every(runs: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
+    """Those of ``names`` (outputs) that hold no element in any of ``runs`` (one mapping of
+    outputs by name per input set; an empty tensor, or an empty sequence): nothing of them can
+    be compared (a detector whose score threshold keeps nothing of generated inputs)."""
+    def nothing(value: Any) -> bool:
+        if isinstance(value, (list, tuple)):
+            return not value
+        return isinstance(value, np.ndarray) and value.size == 0
+    return [name for name in names
+            if runs and all(name in run and nothing(run[name]) for run in runs)]
+
+
 def has_dynamic_dims(model: onnx.ModelProto) -> bool:
     return any(spec.dynamic for spec in input_specs(model))
 
@@ -570,9 +582,6 @@ def make_feed_set(
             "not take",
             hint=f"the model's inputs are {', '.join(repr(s.name) for s in specs) or 'none'}",
         )
-    for spec in specs:
-        if spec.name in shapes and spec.dims is not None and spec.kind == "tensor":
-            _check_given_shape(spec, shapes[spec.name])
     sizes = dynamic_sizes(specs, index, attempt, fixed=shapes)
     shaped = {spec.name: shapes.get(spec.name) or _shape(spec, sizes) for spec in specs}
     feeds: Feeds = {}
@@ -606,19 +615,6 @@ def _size_of(name: str, specs: Sequence[InputSpec],
             if dim == name and spec.name in shaped:
                 return int(shaped[spec.name][axis])
     return None
-
-
-def _check_given_shape(spec: InputSpec, shape: Sequence[int]) -> None:
-    """An --input-shape of another rank than the model's input is the user's to fix: said
-    before ONNX Runtime says it obscurely. (A size that contradicts a fixed one is left to
-    ONNX Runtime: a layout the passes moved on request feeds one model another's shape.)"""
-    dims = spec.dims or ()
-    declared = "[" + ", ".join(str(d) if isinstance(d, int) else (d or "?") for d in dims) + "]"
-    given = "x".join(map(str, shape))
-    if len(shape) != len(dims):
-        raise ValidationInputError(
-            f"--input-shape gives {spec.name!r} {len(shape)} size(s) ({given}), the model takes "
-            f"rank {len(dims)} ({declared})", hint="give one size per axis")
 
 
 def _check_budget(spec: InputSpec, shape: Sequence[int]) -> None:

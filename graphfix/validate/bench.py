@@ -101,7 +101,7 @@ import numpy as np
 import onnx
 
 from graphfix import layout, model_io, precision
-from graphfix.graph import count_nodes
+from graphfix.graph import check_input_shapes, count_nodes
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError
 from graphfix.options import (OptionError, check_count, check_feeds, check_fraction,
@@ -333,6 +333,7 @@ def benchmark(
         "benchmark", runs=runs, warmup=warmup, threads=threads,
         dynamic_block_base=dynamic_block_base, feeds=feeds, input_shapes=input_shapes,
         seed=seed, confidence=confidence, resamples=resamples)
+    check_input_shapes(model, input_shapes, "input shapes (--input-shape)")
     if inputs is not None and feeds is None:
         feeds = read_feeds(inputs, model)
     config = load_config(config) if config is not None else None  # read once

@@ -610,8 +610,9 @@ def check_parity(
     if progress is not None:
         progress("parity", 2 * total, 2 * total)
     result.outputs = [by_name[name] for name in output_names if name in by_name]
-    result.empty = [name for name in output_names if name in by_name and all(
-        _no_element(out[ref.names.index(name)]) for _, out in ref.runs)]
+    result.empty = feeds_module.empty_in_every(
+        [dict(zip(ref.names, out)) for _, out in ref.runs],
+        [name for name in output_names if name in by_name])
     if result.empty:
         result.notes.append(result.empty_note() or "")
     result.problem = "; ".join(problems) or None
@@ -733,13 +734,6 @@ def _compare_runs(
             if previous is None or (previous.passed and stats.severity > previous.severity):
                 by_name[name] = stats
     return by_name
-
-
-def _no_element(value: Any) -> bool:
-    """An output with nothing in it: an empty tensor, or an empty sequence."""
-    if isinstance(value, (list, tuple)):
-        return not value
-    return isinstance(value, np.ndarray) and value.size == 0
 
 
 def _session_options() -> Any:

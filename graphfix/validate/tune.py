@@ -124,7 +124,7 @@ import onnx
 from graphfix import model_io
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
-from graphfix.graph import all_nodes, run_time_steps
+from graphfix.graph import all_nodes, check_input_shapes, run_time_steps
 from graphfix.options import check_path
 from graphfix.validate.bench import check_arguments, feeds_by_model, read_feeds
 from graphfix.feeds import input_specs, make_feeds
@@ -872,6 +872,7 @@ def tune(
                                  f"values, got {type(values).__name__}",
                                  hint="e.g. space={'intra_op_threads': [1, 2]}")
     proto, model_name = model_io.named_model(model, "model", "tune", name)
+    check_input_shapes(proto, input_shapes, "input shapes (--input-shape)")
     reads = files_read((model, proto), inputs)
     if out is not None:
         model_io.check_outputs({"the configuration": out}, reads)

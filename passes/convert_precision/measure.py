@@ -465,9 +465,9 @@ class Search:
         """The float outputs of the original that are empty (no element) in every input set:
         their error is not measured (a detector whose score threshold keeps nothing of
         generated inputs returns no box, in float32 or not)."""
-        return [name for name in self.analysis.outputs
-                if self.analysis.types.get(name) == FLOAT and self.reference
-                and all(np.size(run.get(name, ())) == 0 for run in self.reference)]
+        floats = [name for name in self.analysis.outputs
+                  if self.analysis.types.get(name) == FLOAT]
+        return feeds_module.empty_in_every(self.reference, floats)
 
     def reaches(self, peak: float) -> str:
         return (f"reaches {peak:.3g} on the measured inputs, within {RANGE_HEADROOM:g}x of the "

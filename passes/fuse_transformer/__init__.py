@@ -69,6 +69,7 @@ import onnx
 
 from graphfix.errors import PassError
 from graphfix.graph import before_steps, count_nodes, is_quantizer, run_time_steps
+from graphfix.feeds import empty_in_every
 from graphfix.model_io import load_external_values
 from graphfix.options import PROVIDERS, RunOptions
 from .._measuring import (
@@ -78,7 +79,8 @@ from .._measuring import (
     worst_output,
 )
 from .attention import fuse_attention, tensor_info
-from .heads import Heads, heads_per_block, model_type, read_heads
+from .heads import (Heads, blocks_disagree, heads_per_block, model_type, read_heads,
+                    target_computed)
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["FuseTransformer", "fuse_transformer", "FUSED_OPS", "MODEL_TYPES"]
@@ -150,16 +152,16 @@ class FuseTransformer(Pass):
         read = read_heads(model)
         notes: list[str] = [f"model type {kind}: {evidence}"]
         source = model
-        if isinstance(read, str) and any(text in read for text in _COMPUTED):  # Rule 10
+        if isinstance(read, str) and target_computed(read):  # Rule 10
             folded = _folded(model)
             again = read_heads(folded) if folded is not None else read
-            if not isinstance(again, str) or again.startswith(_DISAGREE):
+            if not isinstance(again, str) or blocks_disagree(again):
                 notes.append("heads read once fold-shapes folded the Reshape targets computed "
                              "at run time; the folded model is fused")
                 read, source = again, folded
         heads, hidden = self._choose(read, notes)
         per_block: dict[str, int] = {}
-        if heads is None and isinstance(read, str) and read.startswith(_DISAGREE):
+        if heads is None and isinstance(read, str) and blocks_disagree(read):
             per_block = heads_per_block(source)  # Rule 9: each block its own heads
             notes.append(f"each of {len(per_block)} attention block(s) fused with its own "
                          "heads, by graphfix's attention fusion")
@@ -176,8 +178,7 @@ class FuseTransformer(Pass):
         except Exception as err:  # noqa: BLE001 - ORT cannot run the input: nothing to check
             reason = f"the model cannot be checked here ({_first_line(err)}); model kept"
             return PassResult(model, False, warnings=[reason], skipped=reason)
-        empty = [name for name in names if all(
-            isinstance(run.get(name), np.ndarray) and run[name].size == 0 for run in reference)]
+        empty = empty_in_every(reference, names)
         if empty:  # Rule 2: nothing compared is nothing checked
             reason = (f"the model cannot be checked here (output(s) "
                       f"{', '.join(map(repr, empty))} empty on every input set; give inputs on "
@@ -356,11 +357,6 @@ def _before_steps_problem(fused: onnx.ModelProto) -> str | None:
     return (f"the fused {', '.join(feeding)} feed a quantizer of computed values "
             f"({', '.join(kinds[:3])}): their other order of sums moves outputs by whole "
             "quantization levels on some inputs")
-
-
-_DISAGREE = "the attention blocks disagree"
-# What heads.py says of a Reshape target computed at run time.
-_COMPUTED = ("not a constant", "computed at run time")
 
 
 def _folded(model: onnx.ModelProto) -> onnx.ModelProto | None:

@@ -27,7 +27,8 @@ from onnx import numpy_helper
 
 from graphfix.model_io import tensor_value
 
-__all__ = ["Heads", "heads_per_block", "read_heads", "model_type"]
+__all__ = ["Heads", "blocks_disagree", "heads_per_block", "read_heads", "model_type",
+           "target_computed"]
 
 _SCALING = ("Mul", "Div")
 _PASS_THROUGH = ("Cast", "Dropout", "Identity")
@@ -115,9 +116,25 @@ def read_heads(model: onnx.ModelProto) -> Heads | str:
     counts = Counter(found.values())
     if len(counts) > 1:
         listed = ", ".join(f"{h} heads of {d} x{n}" for (h, d), n in counts.items())
-        return f"the attention blocks disagree ({listed})"  # fuse-transformer reads this
+        return f"{_DISAGREE} ({listed})"
     (num_heads, head_size), blocks = counts.most_common(1)[0]
     return Heads(num_heads, head_size, blocks)
+
+
+_DISAGREE = "the attention blocks disagree"
+# What _from_target says of a Reshape target computed at run time.
+_COMPUTED = ("not a constant", "computed at run time")
+
+
+def blocks_disagree(reason: str) -> bool:
+    """Whether :func:`read_heads`'s ``reason`` is that blocks read different heads."""
+    return reason.startswith(_DISAGREE)
+
+
+def target_computed(reason: str) -> bool:
+    """Whether :func:`read_heads`'s ``reason`` is a q split whose Reshape target is computed
+    at run time (folding the shape arithmetic may reveal it)."""
+    return any(text in reason for text in _COMPUTED)
 
 
 def heads_per_block(model: onnx.ModelProto) -> dict[str, int]:

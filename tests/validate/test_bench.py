@@ -444,3 +444,12 @@ def test_two_models_that_take_different_inputs_are_not_compared() -> None:
     with pytest.raises(BenchmarkError, match="take different inputs") as caught:
         benchmark(_model(), baseline=other, **TINY)
     assert "the model only: x" in str(caught.value) and "the other only: z" in str(caught.value)
+
+
+def test_input_shapes_the_model_refuses_are_said_before_onnx_runtime_runs() -> None:
+    """Another rank, or a size where the signature fixes one: one clear line (ONNX Runtime's
+    own said only that no size ran, or cut its message short)."""
+    with pytest.raises(ValidationInputError, match="has 3 dimensions; the input has 2"):
+        benchmark(_model(dynamic=True), input_shapes={"x": [1, 16, 3]}, **TINY)
+    with pytest.raises(ValidationInputError, match="has 8 on axis 1, where the input's size"):
+        benchmark(_model(), input_shapes={"x": [1, 8]}, **TINY)

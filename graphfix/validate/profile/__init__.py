@@ -82,6 +82,7 @@ import onnx
 
 import graphfix.passes  # noqa: F401 - the pass library registers its passes on import
 from graphfix import model_io, registry
+from graphfix.graph import check_input_shapes
 from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.options import check_path
@@ -228,6 +229,7 @@ def profile(
     for role, path in (("trace", trace), ("html", html)):
         check_path("profile", role, path, optional=True)
     main, main_name = model_io.named_model(model, "model", "profile", names[0])
+    check_input_shapes(main, input_shapes, "input shapes (--input-shape)")
     other, other_name = (model_io.named_model(vs, "vs", "profile", names[1]) if vs is not None
                          else (None, ""))
     # Files to write are checked before anything is measured: never one graphfix reads.
@@ -236,8 +238,9 @@ def profile(
                                                           ("the page", html)) if path}, reads)
     if inputs is not None and feeds is None:
         feeds = read_feeds(inputs, main)
+    loaded = load_config(config) if config is not None else None  # read once
     settings = session_settings(provider=provider, threads=threads,
-                                dynamic_block_base=dynamic_block_base, config=config)
+                                dynamic_block_base=dynamic_block_base, config=loaded)
     by_model = feeds_by_model(main, other, feeds, seed, input_shapes)
     models = {"model": (main, main_name)}
     if other is not None:
@@ -268,8 +271,7 @@ def profile(
     found = {label: find(Observed(name, proto, profiles[label], settings, provider,
                                   environment))
              for label, (proto, name) in models.items()}
-    warnings: list[str] = [w for w in (batch_not_applied(
-        load_config(config) if config is not None else None),) if w]
+    warnings: list[str] = [w for w in (batch_not_applied(loaded),) if w]
     if try_fixes:
         _try(found["model"], main, by_model["candidate"], settings, warmup, runs,
              profiles["model"].stats.median_ms, confidence, resamples, seed, warnings,
