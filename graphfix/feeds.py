@@ -139,13 +139,17 @@ class InputSpec:
 NO_VALUES_HINT = "give real inputs with --inputs; with optimize, --no-verify skips the check"
 
 
-def input_specs(model: onnx.ModelProto) -> list[InputSpec]:
-    """The inputs a caller must feed (initializers listed as inputs are left out), in order."""
+def input_specs(model: onnx.ModelProto, *, values: bool = True) -> list[InputSpec]:
+    """The inputs a caller must feed (initializers listed as inputs are left out), in order.
+
+    ``values=False`` reads the signature only (names, kinds, types, dimensions): what a check of
+    given arrays needs, without the graph walks that bound the values graphfix generates (index
+    rows, compared constants, pinned sizes)."""
     graph = model.graph
     initializers = {init.name for init in graph.initializer}
-    rows = index_bounds(model)
-    choices = compared_constants(model)
-    pins = pinned_sizes(model)
+    rows = index_bounds(model) if values else {}
+    choices = compared_constants(model) if values else {}
+    pins = pinned_sizes(model) if values else {}
     specs = []
     for value in graph.input:
         if value.name in initializers:
@@ -538,7 +542,7 @@ def empty_in_every(runs: Sequence[Mapping[str, Any]], names: Sequence[str]) -> l
 
 
 def has_dynamic_dims(model: onnx.ModelProto) -> bool:
-    return any(spec.dynamic for spec in input_specs(model))
+    return any(spec.dynamic for spec in input_specs(model, values=False))
 
 
 def make_feeds(
@@ -916,7 +920,7 @@ def load_feeds(path: PathLike, model: onnx.ModelProto | None = None) -> list[Fee
     holds."""
     path = Path(path)
     feed_files(path)  # refuses what cannot be read before anything is
-    specs = input_specs(model) if model is not None else None
+    specs = input_specs(model, values=False) if model is not None else None
     if path.is_file():
         sets = [_read_npz(path, specs)]
     else:

@@ -132,7 +132,7 @@ def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
         input_shapes = {name: first(dims) if name in nchw_inputs else dims
                         for name, dims in input_shapes.items()}
     if inputs is not None and nchw_inputs:
-        specs = feeds_module.input_specs(model)
+        specs = feeds_module.input_specs(model, values=False)
         found = []
         for index, feed in enumerate(feeds_module.load_feeds(inputs)):
             feed = {name: np.transpose(value, first(list(range(np.ndim(value)))))

@@ -516,7 +516,7 @@ def _batched_feeds(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
                    batch: int) -> dict[str, np.ndarray]:
     if batch == 1:
         return dict(feeds)
-    dynamic = {spec.name for spec in input_specs(model)
+    dynamic = {spec.name for spec in input_specs(model, values=False)
                if spec.dims and not isinstance(spec.dims[0], int)}
     return {name: np.concatenate([value] * batch, axis=0) if name in dynamic else value
             for name, value in feeds.items()}

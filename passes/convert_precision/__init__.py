@@ -229,7 +229,7 @@ class ConvertPrecision(KeepsWorker, Pass):
         if not analysis.compute_nodes():
             return PassResult(model, False, stats={"nodes_lowered": 0})
         if self._feeds is not None:  # the caller's own: a mismatch is theirs, not the pass's
-            specs = feeds_module.input_specs(model)
+            specs = feeds_module.input_specs(model, values=False)
             for index, feed in enumerate(self._feeds):
                 feeds_module.check_feeds(specs, feed, where=f"convert-precision's feeds[{index}]")
         try:

@@ -356,7 +356,7 @@ class Search:
         way."""
         if self._dynamic is None:
             self._dynamic = any(not isinstance(d, int) for spec in feeds_module.input_specs(
-                self.analysis.model) for d in (spec.dims or [None]))
+                self.analysis.model, values=False) for d in (spec.dims or [None]))
         dynamic = self._dynamic
         for name in origin:
             values = [np.asarray(run[name]) for run in self.reference if name in run]

@@ -64,8 +64,8 @@ def smallest_value(low: int) -> float:
 
 def round_array(value: np.ndarray, low: int) -> tuple[np.ndarray, int, int]:
     """``value`` converted to element type ``low``; returns it, how many finite values
-    saturated at the type's largest finite value, and how many non-zero values too small for
-    the type were kept non-zero at its smallest positive value (with their sign)."""
+    saturated at the type's largest finite value, and how many non-zero values the type would
+    make zero were kept non-zero at its smallest positive value (with their sign)."""
     value = np.asarray(value, dtype=np.float32)
     dtype = onnx.helper.tensor_dtype_to_np_dtype(low)
     # bfloat16's largest is just below float32's: float32's lowest (an attention mask's fill)
@@ -81,12 +81,19 @@ def round_array(value: np.ndarray, low: int) -> tuple[np.ndarray, int, int]:
     # A non-zero value the type rounds to zero (BERT's LayerNorm epsilon, 1e-12, in float16)
     # keeps its reason to exist: sqrt(variance + epsilon) of a constant row (padding, a blank
     # frame) is 0 in float16 and the row NaN, where the original computes 0.
-    smallest = smallest_value(low)
-    tiny = (value != 0) & (np.abs(value) < smallest)
-    if value.size and tiny.any():
+    # Those are the values the conversion makes zero (those between the smallest and half of
+    # it round up to it anyway): found on the converted array's bits (both types are 16 bits,
+    # a zero of either sign is its sign bit alone; numpy compares float16 slowly), and
+    # looked at only where it holds a zero.
+    converted = value.astype(dtype)
+    zeros = (converted.view(np.uint16) & 0x7FFF) == 0
+    if zeros.any():
+        tiny = zeros & (value != 0)
         raised = int(np.count_nonzero(tiny))
-        value = np.where(tiny, np.sign(value) * np.float32(smallest), value)
-    return value.astype(dtype), saturated, raised
+        if raised:
+            smallest = np.float32(smallest_value(low))
+            converted[tiny] = np.where(value[tiny] < 0, -smallest, smallest).astype(dtype)
+    return converted, saturated, raised
 
 
 def _tensor(name: str, value: np.ndarray, low: int) -> onnx.TensorProto:
@@ -127,7 +134,7 @@ class LowerStats:
     weights_converted: int = 0
     weights_copied: int = 0
     values_saturated: int = 0
-    values_raised: int = 0  # non-zero values too small for the type, kept non-zero
+    values_raised: int = 0  # non-zero values the type would make zero, kept non-zero
 
 
 class _Inserts:

@@ -1548,3 +1548,32 @@ def test_an_output_empty_on_every_input_set_leaves_the_model_alone(rng):
     assert not result.modified and "'kept' are empty on every input set" in result.skipped
     assert "--inputs" in result.skipped
     assert ConvertPrecision()(model(-1e6)).modified  # the same model keeping every score
+
+
+@pytest.mark.parametrize("low", [onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16])
+def test_weights_round_to_nearest_and_keep_their_tiny_values_and_saturate(low):
+    """A weight in the lowered type is its nearest value, except that a finite value past the
+    type's range saturates at its largest and a non-zero value the type would make zero keeps
+    its sign at the smallest: counted apart, each in its own count."""
+    from graphfix.passes.convert_precision.rewrite import (largest_value, round_array,
+                                                           smallest_value)
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(low)
+    smallest, largest = smallest_value(low), largest_value(low)
+    rng = np.random.default_rng(0)
+    plain = (rng.standard_normal(1000) * 0.1).astype(np.float32)
+    tiny = np.array([smallest * 0.4, -smallest * 0.3], np.float32)  # nearest: zero
+    near = np.array([smallest * 0.8, -smallest * 0.9], np.float32)  # nearest: the smallest
+    big = np.float32([min(largest * 4, 3.4e38), -min(largest * 4, 3.4e38)])
+    special = np.array([0.0, -0.0, np.inf, -np.inf], np.float32)
+    value = np.concatenate([plain, tiny, near, big, special])
+    rounded, saturated, raised = round_array(value, low)
+    assert rounded.dtype == dtype
+    as_float = rounded.astype(np.float32)
+    np.testing.assert_array_equal(as_float[:1000], plain.astype(dtype).astype(np.float32))
+    np.testing.assert_array_equal(as_float[1000:1004], np.float32([smallest, -smallest,
+                                                                    smallest, -smallest]))
+    np.testing.assert_array_equal(as_float[1004:1006], np.float32([largest, -largest]))
+    np.testing.assert_array_equal(as_float[1006:], special)
+    assert np.signbit(as_float[1007])  # -0.0 stays -0.0: it is not raised
+    assert raised == 2
+    assert saturated == 2

@@ -413,7 +413,7 @@ def _trial_arm(label: str, trial: Trial, model: onnx.ModelProto,
     batch = trial.batch or 1
     feed = dict(feeds)
     if trial.batch is not None:
-        dynamic = {spec.name for spec in input_specs(model)
+        dynamic = {spec.name for spec in input_specs(model, values=False)
                    if spec.dims and not isinstance(spec.dims[0], int)}
         feed = {name: (np.concatenate([value] * batch, axis=0) if name in dynamic else value)
                 for name, value in feeds.items()}

@@ -371,7 +371,7 @@ def float16_islands(observed: Observed) -> Finding | None:
 
 def batch_one(observed: Observed) -> Finding | None:
     """Batch 1 on a model whose batch is dynamic: throughput is left on the table."""
-    dynamic = [spec.name for spec in input_specs(observed.model)
+    dynamic = [spec.name for spec in input_specs(observed.model, values=False)
                if spec.dims and not isinstance(spec.dims[0], int)
                and observed.profile.input_shapes.get(spec.name, [0])[:1] == [1]]
     if not dynamic:
