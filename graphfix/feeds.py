@@ -529,14 +529,18 @@ def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], 
     return SizeSearch(None, None, rejected, error)
 
 
-def empty_in_every(runs: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
-    """Those of ``names`` (outputs) that hold no element in any of ``runs`` (one mapping of
-    outputs by name per input set; an empty tensor, or an empty sequence): nothing of them can
-    be compared (a detector whose score threshold keeps nothing of generated inputs)."""
+def nothing_to_compare(runs: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:
+    """Those of ``names`` (outputs) that show nothing of what the model computes in any of
+    ``runs`` (one mapping of outputs by name per input set): outputs that hold no element (an
+    empty tensor or sequence: a detector whose score threshold keeps nothing of generated
+    inputs), and float outputs that hold only zeros (a classifier head initialized to zero,
+    as torchvision's ViT's is: whatever the layers before it compute, it gives zeros). A
+    rewrite's error cannot show in them."""
     def nothing(value: Any) -> bool:
         if isinstance(value, (list, tuple)):
             return not value
-        return isinstance(value, np.ndarray) and value.size == 0
+        return isinstance(value, np.ndarray) and (
+            value.size == 0 or value.dtype.kind == "f" and not value.any())
     return [name for name in names
             if runs and all(name in run and nothing(run[name]) for run in runs)]
 

@@ -5,7 +5,9 @@
 Every model is built from code with random weights (``torch.manual_seed``; nothing is downloaded)
 and written to ``OUT_DIR/NAME.onnx``; a model whose file already exists is not built again.
 Normalization layers get random affine weights and statistics (random initialisation leaves
-them at the identity, where a rewrite that drops one would go unseen).
+them at the identity, where a rewrite that drops one would go unseen), and a weight matrix
+initialized to zero (the ViT's classifier head) random values (its output would be zeros
+whatever the layers before it compute).
 
 Families (small configurations: a few MB to ~45 MB of weights each):
 
@@ -631,6 +633,18 @@ def variants() -> list[Variant]:
 # --------------------------------------------------------------------------- export
 
 
+def _randomize_zero_weights(module: nn.Module) -> None:
+    """Give a weight matrix initialized to zero (torchvision's ViT's classifier head) random
+    values: an output computed through zeros is zeros whatever the layers before it compute,
+    and no check on it can see a rewrite of theirs."""
+    import torch
+
+    with torch.no_grad():
+        for tensor in module.parameters():
+            if tensor.is_floating_point() and tensor.dim() >= 2 and not tensor.any():
+                tensor.normal_(0.0, 0.02)
+
+
 def _randomize_norms(module: nn.Module) -> None:
     """Give every normalization layer affine weights and statistics far from the identity
     (random initialisation leaves BatchNorm at mean 0, variance 1, LayerNorm at 1 and 0), so
@@ -772,6 +786,7 @@ def _build_one(variant: Variant, out: Path, small: bool) -> list[str]:
             family = FAMILIES.get(variant.family) or SINGLE_FAMILIES[variant.family]
             case = family(small, variant.dynamic_hw)
             _randomize_norms(case.module)
+            _randomize_zero_weights(case.module)
             if variant.half:
                 case = _half(case)
             notes = export(case, variant, path)

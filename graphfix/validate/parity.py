@@ -126,13 +126,15 @@ class ParityResult:
     # reference (:func:`original_spread`): per failing output, the input set and the
     # tolerance used (infinite for an output compared exactly whose values change).
     original_spread: dict[str, Any] | None = None
-    # Outputs the reference returned empty (no element) on every input set: nothing of them
-    # was compared (a detector whose score threshold keeps nothing of generated inputs).
+    # Outputs the reference returned empty (no element), or float and only zeros, on every
+    # input set: nothing the model computes was compared through them (a detector whose score
+    # threshold keeps nothing of generated inputs; a head initialized to zero).
     empty: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def vacuous(self) -> bool:
-        """Every output was empty on every input set: the check compared no value."""
+        """Every output was empty or only zeros on every input set: the check compared
+        nothing the model computes."""
         return bool(self.outputs) and len(self.empty) == len(self.outputs)
 
     def empty_note(self) -> str | None:
@@ -141,8 +143,9 @@ class ParityResult:
             return None
         what = "every output" if self.vacuous else \
             f"output(s) {', '.join(map(repr, self.empty))}"
-        return (f"parity compared no value of {what}: empty on every input set; give inputs "
-                "on which they are not (--inputs) to check them")
+        return (f"parity compared nothing the model computes through {what}: empty or only "
+                "zeros on every input set; give inputs on which they are not (--inputs) to "
+                "check them")
 
     @property
     def worst(self) -> OutputParity | None:
@@ -610,7 +613,7 @@ def check_parity(
     if progress is not None:
         progress("parity", 2 * total, 2 * total)
     result.outputs = [by_name[name] for name in output_names if name in by_name]
-    result.empty = feeds_module.empty_in_every(
+    result.empty = feeds_module.nothing_to_compare(
         [dict(zip(ref.names, out)) for _, out in ref.runs],
         [name for name in output_names if name in by_name])
     if result.empty:
@@ -969,6 +972,6 @@ def format_parity(parity: dict[str, Any]) -> str:
     verdict = "parity holds" if parity.get("passed") else "parity FAILED"
     if parity.get("passed") and parity.get("outputs") and \
             len(parity.get("empty_outputs") or ()) == len(parity["outputs"]):
-        verdict = "parity holds only vacuously (every output empty)"
+        verdict = "parity holds only vacuously (every output empty or only zeros)"
     lines.append(f"{verdict} ({parity.get('seconds', 0):.1f}s on {parity.get('provider')})")
     return "\n".join(lines)

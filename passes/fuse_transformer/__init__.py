@@ -69,7 +69,7 @@ import onnx
 
 from graphfix.errors import PassError
 from graphfix.graph import before_steps, count_nodes, is_quantizer, run_time_steps
-from graphfix.feeds import empty_in_every
+from graphfix.feeds import nothing_to_compare
 from graphfix.model_io import load_external_values
 from graphfix.options import PROVIDERS, RunOptions
 from .._measuring import (
@@ -178,11 +178,12 @@ class FuseTransformer(Pass):
         except Exception as err:  # noqa: BLE001 - ORT cannot run the input: nothing to check
             reason = f"the model cannot be checked here ({_first_line(err)}); model kept"
             return PassResult(model, False, warnings=[reason], skipped=reason)
-        empty = empty_in_every(reference, names)
+        empty = nothing_to_compare(reference, names)
         if empty:  # Rule 2: nothing compared is nothing checked
             reason = (f"the model cannot be checked here (output(s) "
-                      f"{', '.join(map(repr, empty))} empty on every input set; give inputs on "
-                      "which they are not); model kept")
+                      f"{', '.join(map(repr, empty))} empty or only zeros on every input set: "
+                      "no error of a fusion shows in them; give inputs on which they are not); "
+                      "model kept")
             return PassResult(model, False, warnings=[reason], skipped=reason)
         bars = {name: tolerance(str(value.dtype)) for name, value in reference[0].items()}
         attempts = [("all fusions", True, True),

@@ -1545,9 +1545,24 @@ def test_an_output_empty_on_every_input_set_leaves_the_model_alone(rng):
         return parse(THRESHOLDED, W1=weights(rng, 16, 32), W2=weights(rng, 32, 8),
                      threshold=np.array(threshold, np.float32))
     result = ConvertPrecision()(model(1e6))
-    assert not result.modified and "'kept' are empty on every input set" in result.skipped
+    assert not result.modified and "'kept' are empty or only zeros on every input set" in \
+        result.skipped
     assert "--inputs" in result.skipped
     assert ConvertPrecision()(model(-1e6)).modified  # the same model keeping every score
+
+
+def test_an_output_of_only_zeros_on_every_input_set_leaves_the_model_alone(rng):
+    """Rule 14: a head initialized to zero (torchvision's ViT's) gives zeros whatever the layers
+    before it compute, lowered or not: no error shows, none is measured."""
+    text = THRESHOLDED.replace("float[N] kept", "float[4,8] kept").replace(
+        "flat = Flatten<axis = 0>(s)", "kept = MatMul(s, W3)").split("scores = ")[0] + "}"
+    zero = parse(text, W1=weights(rng, 16, 32), W2=weights(rng, 32, 8),
+                 W3=np.zeros((8, 8), np.float32))
+    result = ConvertPrecision()(zero)
+    assert not result.modified and "only zeros" in result.skipped
+    trained = parse(text, W1=weights(rng, 16, 32), W2=weights(rng, 32, 8),
+                    W3=weights(rng, 8, 8))
+    assert ConvertPrecision()(trained).modified
 
 
 @pytest.mark.parametrize("low", [onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16])
