@@ -12,8 +12,11 @@ same block more plainly, and none of them match::
     p = Softmax(-1)(MatMul(q, k) * scale [+ bias])         scale: a Mul or Div by a constant,
     y = Reshape(Transpose(0,2,1,3)(MatMul(p, v)), [B, S, N*H])   on the scores or on q and k
 
-(torch's scaled_dot_product_attention, decomposed, adds ``p = Where(IsNaN(p), 0, p)``: fused
-only where every bias is finite by construction, so that no row can be NaN).
+(torch's scaled_dot_product_attention, decomposed, adds ``p = Where(IsNaN(p), 0, p)``: a row
+whose every key is masked with -inf gives zeros. Fused where every bias is finite by
+construction, so that no row can be NaN, or made of constants that are finite or -inf: then
+each head's rows of the fused output whose every key is -inf are set to zero, as the guard
+sets them, by ``Where(IsInf(ReduceMax(bias)), 0, y)`` over the output split into heads).
 
 A Llama-style decoder works on the heads after the split: rotary embeddings on q and k, the
 key/value heads of grouped-query attention repeated (``Reshape(Expand(Unsqueeze(k)))``), and
@@ -73,6 +76,20 @@ class _Block:
     merge: onnx.NodeProto  # the heads-merging Reshape: the block's last node
     merged: bool  # that Reshape gives (batch, sequence, hidden), as MultiHeadAttention does
     heads: int = 0  # the block's heads
+    # torch's NaN guard over biases that may hold -inf: the element type of the rows the
+    # fused output sets to zero where every key is masked (None: no such rows)
+    masked_rows: int | None = None
+    # q, k and v given sequence first, (S, batch, hidden), split into heads the way
+    # nn.MultiheadAttention does it (through batch x heads); the heads merged back sequence
+    # first too, (S, batch, heads, head_size)
+    seq_first: bool = False
+
+
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
+                onnx.TensorProto.DOUBLE: np.float64}
+_CAST_TYPES = {**_FLOAT_TYPES, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
+_UNARY = {"Sqrt": np.sqrt, "Reciprocal": np.reciprocal, "Neg": np.negative}
+_BINARY = {"Mul": np.multiply, "Div": np.true_divide, "Add": np.add, "Sub": np.subtract}
 
 
 class _View(GraphView):
@@ -104,11 +121,65 @@ class _View(GraphView):
     def scalar(self, name: str) -> float | None:
         value = self.constant(name)
         if value is None:
+            value = self.computed(name)
+        if value is None:
             return None
         value = np.asarray(value)
         if value.size != 1 or value.dtype.kind != "f":
             return None
         return float(value.reshape(()))
+
+
+    def computed(self, name: str, depth: int = 10) -> np.ndarray | None:
+        """The value of a small tensor computed from constants and known sizes (an exporter's
+        ``sqrt(1 / sqrt(head_size))``, head_size read through Shape), evaluated here; None
+        where some input is not known or the value is not small."""
+        value = self.constant(name)
+        if value is not None:
+            return np.asarray(value)
+        node = self.producer.get(name)
+        if node is None or depth == 0 or not node.input:
+            return None
+        op = node.op_type
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        if op == "Shape":
+            shape = self.shapes.get(node.input[0])
+            if shape is None or any(d is None for d in shape):
+                return None
+            return np.array(shape, np.int64)[attrs.get("start", 0):attrs.get("end", None)]
+        inputs = [self.computed(i, depth - 1) if i else None for i in node.input]
+        if inputs[0] is None or inputs[0].size > 16:
+            return None
+        with np.errstate(all="ignore"):
+            if op in _UNARY and len(inputs) == 1:
+                return _UNARY[op](inputs[0])
+            if op == "Cast" and attrs.get("to") in _CAST_TYPES:
+                return inputs[0].astype(_CAST_TYPES[attrs["to"]])
+            if op in _BINARY and len(inputs) == 2 and inputs[1] is not None:
+                left, right = inputs
+                if op == "Div" and left.dtype.kind in "iu" and right.dtype.kind in "iu":
+                    return (left // right) if (right != 0).all() else None
+                return _BINARY[op](left, right).astype(np.result_type(left, right))
+            if op == "Gather" and len(inputs) == 2 and inputs[1] is not None:
+                return np.take(inputs[0], inputs[1], axis=attrs.get("axis", 0))
+            if op == "Slice" and inputs[0].ndim == 1 and len(inputs) >= 3 and \
+                    all(i is not None for i in inputs[1:]) and \
+                    (len(inputs) < 4 or list(inputs[3].reshape(-1)) in ([0], [-1])) and \
+                    (len(inputs) < 5 or list(inputs[4].reshape(-1)) == [1]):
+                start, end = int(inputs[1].reshape(-1)[0]), int(inputs[2].reshape(-1)[0])
+                return inputs[0][max(start, -len(inputs[0])):min(end, len(inputs[0]))
+                                 if end >= 0 else end]
+        return None
+
+    def scalar_int(self, name: str) -> int | None:
+        """An integer constant of one element (a Gather's index)."""
+        value = self.constant(name)
+        if value is None:
+            return None
+        value = np.asarray(value)
+        if value.size != 1 or value.dtype.kind not in "iu":
+            return None
+        return int(value.reshape(()))
 
 
 def _perm(node: onnx.NodeProto) -> list[int] | None:
@@ -197,6 +268,35 @@ def _heads(view: _View, name: str, perms: list[list[list[int]]]) -> tuple[str, f
     return None
 
 
+def _seq_first_heads(view: _View, name: str, perms: list[list[list[int]]]
+                     ) -> tuple[str, float] | None:
+    """The sequence-first projection (S, batch, hidden) that ``name`` splits into heads as
+    nn.MultiheadAttention does, ``Reshape(Transpose<1,0,2>(Reshape(t, [S, batch x heads,
+    head_size])), [batch, heads, S, head_size])`` (the Transpose chains ``perms`` after it, a
+    scaling before or after them), and the factor. Its targets are computed at run time: the
+    caller's check, on two batch sizes, is what confirms the block."""
+    name, factor, _ = _unscale(view, name)
+    for chain in perms:
+        current: str | None = name
+        for perm in reversed(chain):
+            current = _flat_swap(view, current) if perm is _FLAT_SWAP else (
+                view.producer[current].input[0] if current in view.producer
+                and _perm(view.producer[current]) == perm else None)
+            if current is None:
+                break
+        if current is None:
+            continue
+        current, more, _ = _unscale(view, current)
+        outer = view.producer.get(current)
+        middle = view.producer.get(outer.input[0]) if outer is not None and \
+            outer.op_type == "Reshape" else None
+        inner = view.producer.get(middle.input[0]) if middle is not None and \
+            _perm(middle) == [1, 0, 2] else None
+        if inner is not None and inner.op_type == "Reshape":
+            return inner.input[0], factor * more
+    return None
+
+
 def _reaches_scores(view: _View, name: str, depth: int = 4) -> bool:
     """Whether ``name`` is q @ k (a MatMul), maybe scaled, maybe plus biases."""
     inner, _, _ = _unscale(view, name)
@@ -225,20 +325,54 @@ def _nan_guard(view: _View, name: str) -> str | None:
     return where.output[0]
 
 
-def _finite(view: _View, name: str) -> bool:
-    """Whether the bias ``name`` is finite by construction: a ``Where`` between two finite
-    constants (the exporter's mask, 0 or the lowest float), maybe Cast or summed."""
+def _mask_values(view: _View, name: str, depth: int = 8) -> set[float] | None:
+    """The values the bias ``name`` can hold, where it is built of constants: a ``Where``
+    between two scalars (the exporter's mask: 0, and the lowest float or -inf), maybe moved
+    (Expand, Unsqueeze, Reshape), Cast to a float type (in that type: float32's lowest is -inf
+    in float16) or summed; None for any other bias (computed values: a position bias)."""
     node = view.producer.get(name)
-    if node is None:
-        return False
+    if node is None or depth == 0:
+        return None
     if node.op_type == "Where":
         values = [view.scalar(i) for i in node.input[1:]]
-        return all(v is not None and np.isfinite(v) for v in values)
-    if node.op_type in ("Cast", "Expand", "Unsqueeze", "Reshape"):
-        return _finite(view, node.input[0])
-    if node.op_type == "Add":
-        return all(_finite(view, i) for i in node.input)
-    return False
+        return None if None in values else set(values)
+    if node.op_type in ("Expand", "Unsqueeze", "Reshape"):
+        return _mask_values(view, node.input[0], depth - 1)
+    if node.op_type == "Cast":
+        to = next((a.i for a in node.attribute if a.name == "to"), None)
+        inner = _mask_values(view, node.input[0], depth - 1)
+        if inner is None or to not in _FLOAT_TYPES:
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            return {float(v) for v in np.array(sorted(inner), np.float64).astype(
+                _FLOAT_TYPES[to])}
+    if node.op_type == "Add" and len(node.input) == 2:
+        left, right = (_mask_values(view, i, depth - 1) for i in node.input)
+        if left is None or right is None:
+            return None
+        with np.errstate(over="ignore", invalid="ignore"):
+            return {float(np.float32(a) + np.float32(b)) for a in left for b in right}
+    return None
+
+
+
+
+def _guarded_rows(view: _View, biases: list[str], scores: str) -> int | None | bool:
+    """What torch's NaN guard over ``biases`` needs of a fusion: False where no row can be
+    NaN (every bias finite by construction: the guard computes ``p`` itself); the element
+    type of the rows to set to zero where the biases, each built of constants, finite or -inf,
+    may hold -inf for a whole row: such a row is NaN in MultiHeadAttention where the guard
+    gives zeros; None where the block cannot be fused (another bias, +inf or NaN possible)."""
+    values = [_mask_values(view, bias) for bias in biases]
+    if any(v is None for v in values):
+        return None
+    every = set().union(*values)
+    if all(np.isfinite(v) for v in every):
+        return False
+    if any(np.isnan(v) or v == np.inf for v in every):
+        return None
+    dtype = view.types.get(scores)
+    return dtype if dtype in _FLOAT_TYPES else None
 
 
 def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | None:
@@ -273,6 +407,13 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
         return None
     query = _heads(view, product.input[0], [[_SPLIT]])
     key = _heads(view, product.input[1], [[_KEY], [_SPLIT, _SWAP], [_SPLIT, _FLAT_SWAP]])
+    seq_first = query is None and key is None
+    if seq_first:  # nn.MultiheadAttention's heads, split through batch x heads
+        query = _seq_first_heads(view, product.input[0], [[]])
+        key = _seq_first_heads(view, product.input[1], [[_SWAP], [_FLAT_SWAP]])
+        seq_first = query is not None and key is not None
+        if not seq_first:
+            query = key = None
     query_split = query is None  # rotary embeddings, between the split and the scores
     if query_split:
         query = (product.input[0], 1.0)
@@ -281,9 +422,12 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
     # what follows the Softmax: MatMul with v, heads merged back
     probabilities = softmax.output[0]
     guard = _nan_guard(view, probabilities)
+    masked_rows = None
     if guard is not None:  # NaN can come of a bias only where it holds -inf
-        if not all(_finite(view, bias) for bias in biases):
+        rows = _guarded_rows(view, biases, softmax.input[0])
+        if rows is None:
             return None
+        masked_rows = rows if rows is not False else None
         probabilities = guard
     same_type = view.types.get(softmax.input[0])
     while True:  # Casts to the type the probabilities already have (an exporter's upcast)
@@ -295,18 +439,25 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
     mix = view.only_reader(probabilities)
     if mix is None or mix.op_type != "MatMul" or mix.input[0] != probabilities:
         return None
-    value = _heads(view, mix.input[1], [[_SPLIT]])
+    value = _seq_first_heads(view, mix.input[1], [[]]) if seq_first else \
+        _heads(view, mix.input[1], [[_SPLIT]])
+    if seq_first and value is None:
+        return None
     if key is None or value is None:  # grouped-query heads repeated, rotary keys: both split
         key, value = _split_key(view, product.input[1]), (mix.input[1], 1.0)
         if key is None or not (_split(view, key[0], num_heads)
                                and _split(view, value[0], num_heads)):
             return None
     merge = view.only_reader(mix.output[0])
-    if value[1] != 1.0 or merge is None or _perm(merge) != _SPLIT:
+    if value[1] != 1.0 or merge is None or _perm(merge) != ([2, 0, 1, 3] if seq_first
+                                                            else _SPLIT):
         return None
     reshape = view.only_reader(merge.output[0])
     if reshape is None or reshape.op_type != "Reshape":
         return None
+    if seq_first:  # the fused output, (batch, S, hidden), goes to that Reshape sequence first
+        return _Block(query[0], key[0], value[0], biases, scale * query[1] * key[1], False,
+                      reshape, False, num_heads, masked_rows, seq_first=True)
     # MultiHeadAttention gives (batch, sequence, hidden): the Reshape goes where its output is
     # that (hidden known and the query's); elsewhere it stays, reading the fused output, which
     # holds the same values in the same order as the heads it merged
@@ -320,7 +471,7 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
     same = (merged is not None and wanted is not None and len(merged) == 3 == len(wanted)
             and merged[-1] is not None and merged[-1] in (wanted[-1], -1))
     return _Block(query[0], key[0], value[0], biases, scale * query[1] * key[1],
-                  query_split, reshape, same, num_heads)
+                  query_split, reshape, same, num_heads, masked_rows)
 
 
 @dataclasses.dataclass
@@ -452,6 +603,13 @@ def _packed(view: _View, block: _Block, float16: bool) -> _Packing | None:
         factor *= more
         projected.append(inner)
     allowed = (np.float32, np.float16) if float16 else (np.float32,)
+    if block.seq_first:  # Attention reads its input batch first: one that is transposed
+        joint = None if shapes else _gathered_projection(view, projected)
+        if joint is None or joint.weight.dtype not in allowed or \
+                joint.weight.shape[1] % (3 * block.heads):
+            return None
+        return _Packing(joint.source, [joint.weight], [joint.bias], factor,
+                        (joint.names[0], "", "", joint.names[1], "", ""), [joint.product], [])
     joint = _split_projection(view, projected)
     if joint is not None:  # GPT-2's c_attn: one projection, split into q, k and v
         width = joint.weight.shape[1]
@@ -493,6 +651,41 @@ def _split_projection(view: _View, names: list[str]) -> _Projection | None:
     if sizes is not None and len(set(np.asarray(sizes).reshape(-1).tolist())) != 1:
         return None
     return _projection(view, split.input[0])
+
+
+def _gathered_projection(view: _View, names: list[str]) -> _Projection | None:
+    """The projection that ``names`` (q, k, v; each (S, batch, hidden)) are the three parts
+    of, as nn.MultiheadAttention takes them from its packed input projection: ``Gather(i)`` of
+    ``Squeeze<3>(Transpose<3,1,2,0,4>(Unsqueeze<0>(Reshape(P, [S, batch, 3, hidden]))))``,
+    with ``P = MatMul(Transpose<1,0,2>(x), W) + b`` of a batch-first ``x``: that projection,
+    with ``x`` as its source (a product computed row by row, it is the same of x, batch
+    first). None for anything else; the caller's check confirms the targets."""
+    gathers = [view.producer.get(n) for n in names]
+    if any(g is None or g.op_type != "Gather" for g in gathers) or \
+            len({g.input[0] for g in gathers}) != 1 or \
+            [view.scalar_int(g.input[1]) for g in gathers] != [0, 1, 2] or \
+            any(next((a.i for a in g.attribute if a.name == "axis"), 0) != 0 for g in gathers):
+        return None
+    packed = gathers[0].input[0]
+    chain = []
+    current = packed
+    for op in ("Squeeze", "Transpose", "Unsqueeze", "Reshape"):
+        node = view.producer.get(current)
+        if node is None or node.op_type != op or \
+                sum(1 for r in view.readers.get(current, []) if r.op_type != "Shape") != \
+                (3 if op == "Squeeze" else 1):
+            return None
+        chain.append(node)
+        current = node.input[0]
+    if _perm(chain[1]) != [3, 1, 2, 0, 4]:
+        return None
+    found = _projection(view, current)
+    if found is None:
+        return None
+    transpose = view.producer.get(found.source)
+    if transpose is None or _perm(transpose) != [1, 0, 2]:
+        return None
+    return dataclasses.replace(found, source=transpose.input[0])
 
 
 def _packings(view: _View, blocks: list[_Block], float16: bool) -> list[_Packing | None]:
@@ -542,6 +735,12 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int | Mapping[str, int],
     for index, (block, packed) in enumerate(zip(blocks, packings)):
         prefix = f"graphfix_attention_{index}"
         added, bias = [], block.biases[0] if block.biases else ""
+        if block.seq_first and not packed:  # MultiHeadAttention takes them batch first
+            for role in ("query", "key", "value"):
+                source = getattr(block, role)
+                added.append(helper.make_node("Transpose", [source], [f"{prefix}_{role}_bsh"],
+                                              name=f"{prefix}_{role}_bsh", perm=[1, 0, 2]))
+                setattr(block, role, added[-1].output[0])
         rows_of = packed.source if packed else block.query  # (batch, S, ...): S, for a bias
         if block.query_split:  # MultiHeadAttention takes the query as (batch, S, hidden)
             added += [
@@ -555,6 +754,7 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int | Mapping[str, int],
             added.append(helper.make_node("Add", [bias, more], [f"{prefix}_bias{len(added)}"],
                                           name=f"{prefix}_bias{len(added)}"))
             bias = added[-1].output[0]
+        summed = bias  # before a row expansion: what the guard of masked rows reads
         if block.biases and all((view.shapes.get(b) or (0, 0, 0))[2] == 1 for b in block.biases):
             # (batch, 1, 1, L), the mask as an encoder broadcasts it: MultiHeadAttention
             # takes one row per query, so the bias is expanded to the query's length
@@ -581,8 +781,16 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int | Mapping[str, int],
         while inputs and not inputs[-1]:
             inputs.pop()
         output = block.merge.output[0] if block.merged else f"{prefix}_output"
-        added.append(helper.make_node(op, inputs, [output], name=prefix, domain=_CONTRIB,
+        batch_first = f"{prefix}_batch_first" if block.seq_first else output
+        fused = batch_first if block.masked_rows is None else f"{prefix}_unguarded"
+        added.append(helper.make_node(op, inputs, [fused], name=prefix, domain=_CONTRIB,
                                       num_heads=block.heads, scale=float(scale)))
+        if block.masked_rows is not None:
+            added += _zero_masked_rows(model, view.opset, summed, fused, batch_first,
+                                       block.masked_rows, block.heads, prefix)
+        if block.seq_first:  # the heads were merged sequence first: (S, batch, hidden)
+            added.append(helper.make_node("Transpose", [batch_first], [output],
+                                          name=f"{prefix}_sequence_first", perm=[1, 0, 2]))
         last = block.merge  # all the block reads is computed before it; it stays where it
         if not block.merged:  # gives another shape than MultiHeadAttention's
             last.input[0] = output
@@ -599,6 +807,36 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int | Mapping[str, int],
     if not any(o.domain == _CONTRIB for o in model.opset_import):
         model.opset_import.add(domain=_CONTRIB, version=1)
     return len(blocks)
+
+
+def _zero_masked_rows(model: onnx.ModelProto, opset: int, bias: str, fused: str, output: str,
+                      dtype: int, heads: int, prefix: str) -> list[onnx.NodeProto]:
+    """Nodes that give ``output``: ``fused`` (batch, S, heads x head_size) with zeros in each
+    head's rows where ``bias`` (batch|1, heads|1, S|1, L) is -inf for every key, as torch's
+    NaN guard gives them (MultiHeadAttention's softmax of such a row is NaN)."""
+    def constant(suffix: str, value: np.ndarray) -> str:
+        model.graph.initializer.append(onnx.numpy_helper.from_array(value, f"{prefix}_{suffix}"))
+        return f"{prefix}_{suffix}"
+
+    def node(op: str, inputs: list[str], suffix: str, out: str | None = None,
+             **attributes: object) -> onnx.NodeProto:
+        return helper.make_node(op, inputs, [out or f"{prefix}_{suffix}"],
+                                name=f"{prefix}_{suffix}", **attributes)
+
+    row_max = (node("ReduceMax", [bias, constant("keys", np.array([-1], np.int64))],
+                    "row_max", keepdims=1) if opset >= 18  # axes an input from opset 18
+               else node("ReduceMax", [bias], "row_max", axes=[-1], keepdims=1))
+    return [
+        row_max,
+        node("IsInf", [row_max.output[0]], "masked", detect_positive=0),  # (B, N, S, 1)
+        node("Transpose", [f"{prefix}_masked"], "masked_bsnh", perm=_SPLIT),
+        node("Reshape", [fused, constant("split_heads", np.array([0, 0, heads, -1], np.int64))],
+             "heads"),
+        node("Where", [f"{prefix}_masked_bsnh", constant("zero", np.zeros((), _FLOAT_TYPES[dtype])),
+                       f"{prefix}_heads"], "zeroed"),
+        node("Reshape", [f"{prefix}_zeroed", constant("merge", np.array([0, 0, -1], np.int64))],
+             "merged", out=output),
+    ]
 
 
 def _expand_rows(model: onnx.ModelProto, bias: str, query: str, prefix: str

@@ -306,14 +306,55 @@ def test_a_bias_of_one_row_for_every_query_is_expanded_to_the_querys_length(cros
     assert expand.op_type == "Expand" and expand.input[0] == "b0"
 
 
-def test_the_nan_guard_of_decomposed_sdpa_is_fused_only_with_a_finite_mask():
-    # Where(IsNaN(p), 0, p): a row whose every key is masked with -inf gives zeros there, and
-    # MultiHeadAttention would not; with the lowest float as the fill no row is NaN.
+def test_the_nan_guard_of_decomposed_sdpa_over_a_finite_mask_is_dropped():
+    # Where(IsNaN(p), 0, p): with the lowest float as the fill no row is NaN, and the guard
+    # computes p itself
     finite = block(fill="-3.4028234663852886e38")
     fused = _fused_and_exact(finite)
+    assert not any(n.op_type in ("IsNaN", "Softmax", "IsInf") for n in fused.graph.node)
+
+
+def _fully_masked(model: onnx.ModelProto) -> list[dict[str, np.ndarray]]:
+    """_feeds, with every key masked for a whole batch item and for one query of the other."""
+    feeds = _feeds(model)
+    feeds[0]["m"][0] = False
+    if feeds[0]["m"].shape[2] > 1:
+        feeds[0]["m"][1, :, 3] = False
+    return feeds
+
+
+@pytest.mark.parametrize("rows", [8, 1])
+@pytest.mark.parametrize("cross", [False, True])
+def test_the_nan_guard_over_a_mask_of_minus_inf_zeroes_the_rows_it_masks_whole(rows, cross):
+    # torch's sdpa over a boolean mask: Where(m, 0, -inf), and a row whose every key is
+    # masked gives zeros (the guard) where MultiHeadAttention's softmax gives NaN; the fused
+    # block sets those rows to zero itself, for whole batch items and single queries alike
+    model = block(fill="-inf", rows=rows, cross=cross)
+    feeds = _fully_masked(model)
+    expected = run_outputs(model, feeds, ["y"])[0]["y"]
+    assert not np.isnan(expected).any() and (expected[0] == 0).all()
+    fused = _fused_and_exact(model, feeds)
     assert not any(n.op_type in ("IsNaN", "Softmax") for n in fused.graph.node)
-    infinite = block(fill="-inf")
-    assert fuse_attention(infinite, 4, tensor_shapes(infinite)) == 0
+    assert [n.op_type for n in fused.graph.node].count("IsInf") == 1
+
+
+def test_the_nan_guard_stays_over_a_mask_that_may_be_nan():
+    # +inf - inf is NaN in the softmax, and -inf + inf in a sum of biases
+    for fill in ("inf", "nan"):
+        model = block(fill=fill)
+        assert fuse_attention(model, 4, tensor_shapes(model)) == 0
+
+
+def test_the_nan_guard_over_a_mask_per_head_zeroes_each_heads_masked_rows():
+    # a query masked whole for one head only: that head's part of the merged row is zero
+    model = block(fill="-inf")
+    mask = next(v for v in model.graph.input if v.name == "m")
+    mask.type.tensor_type.shape.dim[1].dim_value = 4
+    feeds = _feeds(model)
+    feeds[0]["m"][1, 2, 5] = False
+    expected = run_outputs(model, feeds, ["y"])[0]["y"]
+    assert (expected[1, 5, 8:12] == 0).all() and (expected[1, 5, :8] != 0).all()
+    _fused_and_exact(model, feeds)
 
 
 def test_heads_are_read_past_a_dequantized_weight():
@@ -505,3 +546,90 @@ def test_packing_can_be_turned_off():
     result = FuseTransformer(feeds=_feeds(model), packed_attention=False)(model)
     assert result.details["fused"].get("MultiHeadAttention") == 1
     assert "Attention" not in result.details["fused"]
+
+
+def torch_mha_block(*, batch_first: bool = True, bias: bool = False,
+                    computed_scale: bool = False) -> onnx.ModelProto:
+    """nn.MultiheadAttention as torch's exporters write it (2 x 5 tokens of 16, 4 heads of 4):
+    the packed input projection of the sequence-first input, split into q, k and v by
+    ``Gather`` of ``Squeeze(Transpose<3,1,2,0,4>(Unsqueeze(Reshape(P, [S, B, 3, E]))))``,
+    the heads split through batch x heads (``Reshape(Transpose<1,0,2>(Reshape(q, [S, B*N,
+    H])), [B, N, S, H])``), q and k each scaled by the root of the scale, the heads merged
+    sequence first (``Transpose<2,0,1,3>``) into the output projection. ``batch_first``: the
+    input is (B, S, E) and transposed first (torchvision's ViT), else it is (S, B, E) and so is
+    the output; ``bias``: an additive mask (B, 1, 1, S) on the scores; ``computed_scale``:
+    that root computed from q's shape, ``Sqrt(1 / Sqrt(Cast(Slice(Shape(q)))))``, as the
+    legacy exporter writes it."""
+    x_in = "float[2,5,16] x" if batch_first else "float[5,2,16] x"
+    y_out = "float[2,5,16] y" if batch_first else "float[5,2,16] y"
+    first = "xt = Transpose<perm = [1, 0, 2]>(x)" if batch_first else "xt = Identity(x)"
+    last = "y = Transpose<perm = [1, 0, 2]>(ys)" if batch_first else "y = Identity(ys)"
+    heads = []
+    for part, index in (("q", 0), ("k", 1), ("v", 2)):
+        heads.append(f"""i{part} = Constant<value = int64 {{{index}}}>()
+        {part} = Gather<axis = 0>(packed, i{part})
+        {part}2 = Reshape({part}, flat)
+        {part}t = Transpose<perm = [1, 0, 2]>({part}2)
+        {part}4 = Reshape({part}t, split)""")
+    scores = "raw = MatMul(qs, ks)\n        sc = Add(raw, b)" if bias else "sc = MatMul(qs, ks)"
+    root = """one = Constant<value = float {1.0}>()
+        last = Constant<value = int64[1] {-1}>()
+        end = Constant<value = int64[1] {9223372036854775807}>()
+        shape = Shape(q4)
+        size = Slice(shape, last, end)
+        sizef = Cast<to = 1>(size)
+        rooted = Sqrt(sizef)
+        inverse = Div(one, rooted)
+        root = Sqrt(inverse)""" if computed_scale else \
+        "root = Constant<value = float {0.70710677}>()"
+    model = onnx.parser.parse_model(HEADER + f"""
+    g ({x_in}{", float[2,1,1,5] b" if bias else ""}) => ({y_out}) {{
+        {first}
+        pm = MatMul(xt, Win)
+        p = Add(pm, bin)
+        unflat = Constant<value = int64[4] {{5, 2, 3, 16}}>()
+        axis0 = Constant<value = int64[1] {{0}}>()
+        axis3 = Constant<value = int64[1] {{3}}>()
+        flat = Constant<value = int64[3] {{5, 8, 4}}>()
+        split = Constant<value = int64[4] {{2, 4, 5, 4}}>()
+        rows = Constant<value = int64[2] {{10, 16}}>()
+        back = Constant<value = int64[3] {{5, 2, 16}}>()
+        {root}
+        r = Reshape(p, unflat)
+        u = Unsqueeze(r, axis0)
+        t = Transpose<perm = [3, 1, 2, 0, 4]>(u)
+        packed = Squeeze(t, axis3)
+        {chr(10).join(heads)}
+        qs = Mul(q4, root)
+        kswap = Transpose<perm = [0, 1, 3, 2]>(k4)
+        ks = Mul(kswap, root)
+        {scores}
+        pr = Softmax<axis = -1>(sc)
+        o = MatMul(pr, v4)
+        ot = Transpose<perm = [2, 0, 1, 3]>(o)
+        o2 = Reshape(ot, rows)
+        out = Gemm<transB = 1>(o2, Wout, bout)
+        ys = Reshape(out, back)
+        {last}
+    }}""")
+    rng = np.random.default_rng(0)
+    for name, shape in (("Win", (16, 48)), ("bin", (48,)), ("Wout", (16, 16)), ("bout", (16,))):
+        model.graph.initializer.append(numpy_helper.from_array(
+            rng.standard_normal(shape).astype(np.float32), name))
+    return model
+
+
+@pytest.mark.parametrize("bias,computed_scale", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("batch_first,op", [(True, "Attention"), (False, "MultiHeadAttention")])
+def test_torch_multihead_attention_with_its_heads_split_through_the_batch_is_fused(
+        batch_first, op, bias, computed_scale):
+    # a batch-first input: its projection is packed and Attention reads the input itself;
+    # sequence first: MultiHeadAttention reads q, k and v transposed batch first. Either way
+    # the fused output goes to the output projection sequence first, as the heads did.
+    model = torch_mha_block(batch_first=batch_first, bias=bias, computed_scale=computed_scale)
+    fused = _fused_and_exact(model)
+    assert _attention(fused).op_type == op
+    assert not any(n.op_type == "Softmax" for n in fused.graph.node)
+    if batch_first:  # packed: the projection's split is gone
+        assert _attention(fused).input[0] == "x"
+        assert not any(n.op_type in ("Squeeze", "Unsqueeze") for n in fused.graph.node)
