@@ -54,6 +54,10 @@ Rules:
    TorchScript's export: ``Concat(Shape(x)[0] * heads, ...)``) are read once fold-shapes has
    folded the target; the folded model is then the one fused (the pipeline folds it later
    anyway), under the same check.
+11. A model with no attention block to fuse and none of the ops ONNX Runtime's other fusions
+   start from (:data:`_FUSION_STARTS`: layer norms written out or not, Gelu's Erf or Tanh, a
+   QuickGelu's Sigmoid of a product) is left alone at once, saying so: ORT's optimizer, run on
+   a Faster R-CNN for nothing, spent 6 minutes in its symbolic shape inference.
 """
 
 from __future__ import annotations
@@ -94,6 +98,12 @@ FUSED_OPS = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "EmbedLay
              "SimplifiedLayerNormalization", "BiasGelu", "FastGelu", "Gelu", "QuickGelu",
              "BiasSplitGelu", "BiasAdd", "RotaryEmbedding")
 _ATTENTION = ("Attention", "MultiHeadAttention", "GroupQueryAttention", "PackedAttention")
+# The ops ONNX Runtime's fusions other than attention start from (Rule 11): layer norms,
+# written out (ReduceMean, Pow) or not, and Gelu's Erf or Tanh; a QuickGelu's Sigmoid is one
+# of a product (:func:`_fusable`).
+_FUSION_STARTS = frozenset({"ReduceMean", "Pow", "LayerNormalization",
+                            "SimplifiedLayerNormalization", "RMSNormalization", "Erf", "Tanh",
+                            "Gelu"})
 _CONTRIB = "com.microsoft"
 # ORT's transformers package logs under its module names (fusion_attention, onnx_model, ...).
 _ORT_LOGGERS = ("fusion", "onnx_model", "optimizer", "shape_infer", "float16", "bert",
@@ -165,6 +175,12 @@ class FuseTransformer(Pass):
             per_block = heads_per_block(source)  # Rule 9: each block its own heads
             notes.append(f"each of {len(per_block)} attention block(s) fused with its own "
                          "heads, by graphfix's attention fusion")
+        if not (heads or per_block) and not _fusable(model):  # Rule 11
+            reason = ("nothing to fuse: " + "; ".join(notes[1:]) + "; and none of the ops "
+                      "ONNX Runtime's other fusions start from (layer norms, Gelu)")
+            logger.warning("fuse-transformer: %s", reason)
+            return PassResult(model, False, warnings=[reason], skipped=reason,
+                              details={"model_type": kind, "notes": notes})
         # ORT fuses with the graph's own geometry where it was read; the heads chosen (a value
         # given by hand wins) are then written into every attention node, and checked.
         ort_heads = read.num_heads if isinstance(read, Heads) else heads
@@ -394,6 +410,19 @@ def _signature_problem(fused: onnx.ModelProto, model: onnx.ModelProto) -> str | 
     if not {i.name for i in fused.graph.input} <= {i.name for i in model.graph.input}:
         return "ONNX Runtime's optimizer changed the inputs"
     return None
+
+
+def _fusable(model: onnx.ModelProto) -> bool:
+    """Whether the main graph holds an op ONNX Runtime's fusions other than attention start
+    from (:data:`_FUSION_STARTS`, or a Sigmoid of a Mul: QuickGelu's ``x * sigmoid(1.702 x)``)."""
+    producers = {o: n for n in model.graph.node for o in n.output}
+    for node in model.graph.node:
+        if node.op_type in _FUSION_STARTS:
+            return True
+        if node.op_type == "Sigmoid" and getattr(producers.get(node.input[0]), "op_type",
+                                                 None) == "Mul":
+            return True
+    return False
 
 
 def _first_line(err: BaseException) -> str:

@@ -293,3 +293,31 @@ def test_heads_a_computed_reshape_target_hides_are_read_once_it_is_folded():
     assert result.modified and result.stats["attention_fused"] == 1, result.details
     assert any("fold-shapes" in note for note in result.details["notes"])
     assert result.stats["num_heads"] == 4
+
+
+def test_a_model_with_nothing_to_fuse_is_left_alone_at_once(monkeypatch):
+    """Rule 11: a classifier's Softmax over convolutions holds no attention block and none of
+    the ops ORT's other fusions start from: ORT's optimizer (minutes of symbolic shape
+    inference on a detector) is not run, and the pass says why."""
+    import onnxruntime.transformers.optimizer as ort_optimizer
+
+    calls = []
+    real = ort_optimizer.optimize_model
+    monkeypatch.setattr(ort_optimizer, "optimize_model",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 3, 8, 8] x) => (float[N, 4] y) {
+        c = Conv <kernel_shape = [3, 3]> (x, W)
+        r = Sigmoid (c)
+        p = GlobalAveragePool (r)
+        f = Flatten (p)
+        y = Softmax <axis = -1> (f)
+    }
+    """
+    model = onnx.parser.parse_model(text)
+    model.graph.initializer.append(numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((4, 3, 3, 3)).astype(np.float32), "W"))
+    result = FuseTransformer()(model)
+    assert not result.modified and not calls
+    assert "nothing to fuse" in result.skipped and "layer norms" in result.skipped
