@@ -220,6 +220,7 @@ def _flat_swap(view: _View, name: str) -> str | None:
 
 
 _FLAT_SWAP: list[int] = []  # a chain step: _flat_swap rather than one Transpose
+_BATCH_FIRST = [1, 0, 2]  # (S, batch x heads, head_size) -> (batch x heads, S, head_size)
 
 
 def _split_key(view: _View, name: str) -> tuple[str, float] | None:
@@ -268,32 +269,38 @@ def _heads(view: _View, name: str, perms: list[list[list[int]]]) -> tuple[str, f
     return None
 
 
-def _seq_first_heads(view: _View, name: str, perms: list[list[list[int]]]
+def _seq_first_heads(view: _View, name: str, chains: list[tuple[list[list[int]], list[int]]]
                      ) -> tuple[str, float] | None:
-    """The sequence-first projection (S, batch, hidden) that ``name`` splits into heads as
-    nn.MultiheadAttention does, ``Reshape(Transpose<1,0,2>(Reshape(t, [S, batch x heads,
-    head_size])), [batch, heads, S, head_size])`` (the Transpose chains ``perms`` after it, a
-    scaling before or after them), and the factor. Its targets are computed at run time: the
-    caller's check, on two batch sizes, is what confirms the block."""
+    """The sequence-first projection ``t`` (S, batch, hidden) that ``name`` splits into heads as
+    nn.MultiheadAttention does, and the factor: ``Reshape(T(Reshape(t, [S, batch x heads,
+    head_size])))``, T Transposes that move batch x heads first (``[1, 0, 2]``; ``[1, 2, 0]``
+    for a key given transposed, as the dynamo exporter writes it), the target (batch, heads,
+    ...); each of ``chains`` is the Transposes before that (as :func:`_heads` walks them) and
+    T's perm; a scaling before or after. Its targets are computed at run time: the caller's
+    check, on two batch sizes, is what confirms the block."""
     name, factor, _ = _unscale(view, name)
-    for chain in perms:
+    for leading, perm in chains:
         current: str | None = name
-        for perm in reversed(chain):
-            current = _flat_swap(view, current) if perm is _FLAT_SWAP else (
-                view.producer[current].input[0] if current in view.producer
-                and _perm(view.producer[current]) == perm else None)
+        for step in reversed(leading):
+            node = view.producer.get(current) if current is not None else None
+            current = _flat_swap(view, current) if step is _FLAT_SWAP else (
+                node.input[0] if node is not None and _perm(node) == step else None)
             if current is None:
                 break
         if current is None:
             continue
         current, more, _ = _unscale(view, current)
         outer = view.producer.get(current)
-        middle = view.producer.get(outer.input[0]) if outer is not None and \
-            outer.op_type == "Reshape" else None
-        inner = view.producer.get(middle.input[0]) if middle is not None and \
-            _perm(middle) == [1, 0, 2] else None
-        if inner is not None and inner.op_type == "Reshape":
-            return inner.input[0], factor * more
+        if outer is None or outer.op_type != "Reshape":
+            continue
+        composite = [0, 1, 2]
+        node = view.producer.get(outer.input[0])
+        while node is not None and node.op_type == "Transpose" and _perm(node) is not None \
+                and len(_perm(node)) == 3:
+            composite = [_perm(node)[i] for i in composite]
+            node = view.producer.get(node.input[0])
+        if composite == perm and node is not None and node.op_type == "Reshape":
+            return node.input[0], factor * more
     return None
 
 
@@ -409,8 +416,10 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
     key = _heads(view, product.input[1], [[_KEY], [_SPLIT, _SWAP], [_SPLIT, _FLAT_SWAP]])
     seq_first = query is None and key is None
     if seq_first:  # nn.MultiheadAttention's heads, split through batch x heads
-        query = _seq_first_heads(view, product.input[0], [[]])
-        key = _seq_first_heads(view, product.input[1], [[_SWAP], [_FLAT_SWAP]])
+        query = _seq_first_heads(view, product.input[0], [([], _BATCH_FIRST)])
+        key = _seq_first_heads(view, product.input[1], [([_SWAP], _BATCH_FIRST),
+                                                        ([_FLAT_SWAP], _BATCH_FIRST),
+                                                        ([], [1, 2, 0])])
         seq_first = query is not None and key is not None
         if not seq_first:
             query = key = None
@@ -439,7 +448,7 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
     mix = view.only_reader(probabilities)
     if mix is None or mix.op_type != "MatMul" or mix.input[0] != probabilities:
         return None
-    value = _seq_first_heads(view, mix.input[1], [[]]) if seq_first else \
+    value = _seq_first_heads(view, mix.input[1], [([], _BATCH_FIRST)]) if seq_first else \
         _heads(view, mix.input[1], [[_SPLIT]])
     if seq_first and value is None:
         return None

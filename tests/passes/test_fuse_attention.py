@@ -549,7 +549,7 @@ def test_packing_can_be_turned_off():
 
 
 def torch_mha_block(*, batch_first: bool = True, bias: bool = False,
-                    computed_scale: bool = False) -> onnx.ModelProto:
+                    computed_scale: bool = False, key_direct: bool = False) -> onnx.ModelProto:
     """nn.MultiheadAttention as torch's exporters write it (2 x 5 tokens of 16, 4 heads of 4):
     the packed input projection of the sequence-first input, split into q, k and v by
     ``Gather`` of ``Squeeze(Transpose<3,1,2,0,4>(Unsqueeze(Reshape(P, [S, B, 3, E]))))``,
@@ -559,7 +559,9 @@ def torch_mha_block(*, batch_first: bool = True, bias: bool = False,
     input is (B, S, E) and transposed first (torchvision's ViT), else it is (S, B, E) and so is
     the output; ``bias``: an additive mask (B, 1, 1, S) on the scores; ``computed_scale``:
     that root computed from q's shape, ``Sqrt(1 / Sqrt(Cast(Slice(Shape(q)))))``, as the
-    legacy exporter writes it."""
+    legacy exporter writes it; ``key_direct``: k transposed for the scores straight from
+    (batch x heads, S, head_size), ``Reshape(Transpose<0,2,1>(kt), [B, N, H, S])``, as the
+    dynamo exporter writes it."""
     x_in = "float[2,5,16] x" if batch_first else "float[5,2,16] x"
     y_out = "float[2,5,16] y" if batch_first else "float[5,2,16] y"
     first = "xt = Transpose<perm = [1, 0, 2]>(x)" if batch_first else "xt = Identity(x)"
@@ -601,7 +603,9 @@ def torch_mha_block(*, batch_first: bool = True, bias: bool = False,
         packed = Squeeze(t, axis3)
         {chr(10).join(heads)}
         qs = Mul(q4, root)
-        kswap = Transpose<perm = [0, 1, 3, 2]>(k4)
+        {"kdirect = Transpose<perm = [0, 2, 1]>(kt)" + chr(10) + "kswap = Reshape(kdirect, splitk)"
+         if key_direct else "kswap = Transpose<perm = [0, 1, 3, 2]>(k4)"}
+        splitk = Constant<value = int64[4] {{2, 4, 4, 5}}>()
         ks = Mul(kswap, root)
         {scores}
         pr = Softmax<axis = -1>(sc)
@@ -619,14 +623,16 @@ def torch_mha_block(*, batch_first: bool = True, bias: bool = False,
     return model
 
 
-@pytest.mark.parametrize("bias,computed_scale", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("bias,computed_scale,key_direct", [
+    (False, False, False), (True, False, False), (False, True, False), (False, False, True)])
 @pytest.mark.parametrize("batch_first,op", [(True, "Attention"), (False, "MultiHeadAttention")])
 def test_torch_multihead_attention_with_its_heads_split_through_the_batch_is_fused(
-        batch_first, op, bias, computed_scale):
+        batch_first, op, bias, computed_scale, key_direct):
     # a batch-first input: its projection is packed and Attention reads the input itself;
     # sequence first: MultiHeadAttention reads q, k and v transposed batch first. Either way
     # the fused output goes to the output projection sequence first, as the heads did.
-    model = torch_mha_block(batch_first=batch_first, bias=bias, computed_scale=computed_scale)
+    model = torch_mha_block(batch_first=batch_first, bias=bias, computed_scale=computed_scale,
+                            key_direct=key_direct)
     fused = _fused_and_exact(model)
     assert _attention(fused).op_type == op
     assert not any(n.op_type == "Softmax" for n in fused.graph.node)
