@@ -90,6 +90,7 @@ _FLOAT_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np
 _CAST_TYPES = {**_FLOAT_TYPES, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32}
 _UNARY = {"Sqrt": np.sqrt, "Reciprocal": np.reciprocal, "Neg": np.negative}
 _BINARY = {"Mul": np.multiply, "Div": np.true_divide, "Add": np.add, "Sub": np.subtract}
+_COMPUTED_OPS = frozenset({*_UNARY, *_BINARY, "Cast", "Gather", "Slice"})
 
 
 class _View(GraphView):
@@ -134,6 +135,8 @@ class _View(GraphView):
         """The value of a small tensor computed from constants and known sizes (an exporter's
         ``sqrt(1 / sqrt(head_size))``, head_size read through Shape), evaluated here; None
         where some input is not known or the value is not small."""
+        if name in self.initializers and int(np.prod(self.initializers[name].dims)) > 16:
+            return None  # a weight: not decoded for nothing
         value = self.constant(name)
         if value is not None:
             return np.asarray(value)
@@ -147,9 +150,13 @@ class _View(GraphView):
             if shape is None or any(d is None for d in shape):
                 return None
             return np.array(shape, np.int64)[attrs.get("start", 0):attrs.get("end", None)]
-        inputs = [self.computed(i, depth - 1) if i else None for i in node.input]
-        if inputs[0] is None or inputs[0].size > 16:
+        if op not in _COMPUTED_OPS:  # before looking upstream: activations are not walked
             return None
+        inputs = []
+        for name_in in node.input:
+            inputs.append(self.computed(name_in, depth - 1) if name_in else None)
+            if inputs[-1] is None or inputs[-1].size > 16:
+                return None
         with np.errstate(all="ignore"):
             if op in _UNARY and len(inputs) == 1:
                 return _UNARY[op](inputs[0])
