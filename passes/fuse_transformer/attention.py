@@ -130,7 +130,6 @@ class _View(GraphView):
             return None
         return float(value.reshape(()))
 
-
     def computed(self, name: str, depth: int = 10) -> np.ndarray | None:
         """The value of a small tensor computed from constants and known sizes (an exporter's
         ``sqrt(1 / sqrt(head_size))``, head_size read through Shape), evaluated here; None
@@ -367,8 +366,6 @@ def _mask_values(view: _View, name: str, depth: int = 8) -> set[float] | None:
         with np.errstate(over="ignore", invalid="ignore"):
             return {float(np.float32(a) + np.float32(b)) for a in left for b in right}
     return None
-
-
 
 
 def _guarded_rows(view: _View, biases: list[str], scores: str) -> int | None | bool:
@@ -831,8 +828,9 @@ def _zero_masked_rows(model: onnx.ModelProto, opset: int, bias: str, fused: str,
     head's rows where ``bias`` (batch|1, heads|1, S|1, L) is -inf for every key, as torch's
     NaN guard gives them (MultiHeadAttention's softmax of such a row is NaN)."""
     def constant(suffix: str, value: np.ndarray) -> str:
-        model.graph.initializer.append(onnx.numpy_helper.from_array(value, f"{prefix}_{suffix}"))
-        return f"{prefix}_{suffix}"
+        name = f"{prefix}_{suffix}"
+        model.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
+        return name
 
     def node(op: str, inputs: list[str], suffix: str, out: str | None = None,
              **attributes: object) -> onnx.NodeProto:
@@ -846,10 +844,11 @@ def _zero_masked_rows(model: onnx.ModelProto, opset: int, bias: str, fused: str,
         row_max,
         node("IsInf", [row_max.output[0]], "masked", detect_positive=0),  # (B, N, S, 1)
         node("Transpose", [f"{prefix}_masked"], "masked_bsnh", perm=_SPLIT),
-        node("Reshape", [fused, constant("split_heads", np.array([0, 0, heads, -1], np.int64))],
-             "heads"),
-        node("Where", [f"{prefix}_masked_bsnh", constant("zero", np.zeros((), _FLOAT_TYPES[dtype])),
-                       f"{prefix}_heads"], "zeroed"),
+        node("Reshape",
+             [fused, constant("split_heads", np.array([0, 0, heads, -1], np.int64))], "heads"),
+        node("Where", [f"{prefix}_masked_bsnh",
+                       constant("zero", np.zeros((), _FLOAT_TYPES[dtype])), f"{prefix}_heads"],
+             "zeroed"),
         node("Reshape", [f"{prefix}_zeroed", constant("merge", np.array([0, 0, -1], np.int64))],
              "merged", out=output),
     ]
