@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
@@ -31,8 +32,34 @@ def _node_key(node: onnx.NodeProto, names: bool) -> bytes:
     parts = [node.domain.encode(), node.op_type.encode()]
     if names:
         parts += ["|".join(node.input).encode(), "|".join(node.output).encode()]
-    parts += sorted(_attribute_key(a) for a in node.attribute)
+    defaults = _defaults(node.domain, node.op_type)
+    parts += sorted(_attribute_key(a) for a in node.attribute
+                    if not (a.name in defaults and defaults[a.name] == _value_key(a)))
     return b"\0".join(parts)
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults(domain: str, op_type: str) -> dict[str, bytes]:
+    """The default value of each attribute of the op's latest schema (:func:`_value_key`): an
+    attribute written out at its default is the attribute left out (ONNX Runtime writes
+    ``allowzero=0`` into a Reshape it rewrites)."""
+    try:
+        schema = onnx.defs.get_schema(op_type, domain=domain)
+    except Exception:  # noqa: BLE001 - an op onnx does not know (a custom domain's)
+        return {}
+    return {name: _value_key(attribute.default_value)
+            for name, attribute in schema.attributes.items()
+            if attribute.default_value.type != onnx.AttributeProto.UNDEFINED}
+
+
+def _value_key(attribute: onnx.AttributeProto) -> bytes:
+    """An attribute's type and value (or the function attribute it refers to), without its
+    name and documentation."""
+    copy = onnx.AttributeProto()
+    copy.CopyFrom(attribute)
+    copy.name = ""
+    copy.doc_string = ""
+    return copy.SerializeToString(deterministic=True)
 
 
 def _attribute_key(attribute: onnx.AttributeProto) -> bytes:
