@@ -186,31 +186,61 @@ def _from_query(g: GraphView, name: str) -> tuple[int, int] | str:
     before the sequence (``[batch, seq, 3, heads, size]`` packed), else ``[batch, heads, seq,
     size]``; the projection's width, where it can be read, must be heads x size."""
     seen: set[str] = set()
-    queue: list[tuple[str, bool]] = [(name, False)]
+    # (tensor, a Transpose moved the heads before the sequence, q is a slice of the last axis)
+    queue: list[tuple[str, bool, bool]] = [(name, False, False)]
     for _ in range(_SEARCH_NODES):
         if not queue:
             break
-        tensor, moved = queue.pop(0)
+        tensor, moved, sliced = queue.pop(0)
         node = g.producer.get(tensor)
         if node is None or tensor in seen:
             continue
         seen.add(tensor)
         if node.op_type == "Reshape":
-            return _from_target(g, node, moved)
-        if node.op_type in ("MatMul", "Gemm", "Softmax", "Concat"):
+            return _from_target(g, node, moved, sliced)
+        if node.op_type in ("MatMul", "Gemm", "Softmax") or (
+                node.op_type == "Concat" and not _last_axis(g, node)):
             continue  # past the projection: q's own split was not found on this path
         if node.op_type == "Transpose":
             perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), [])
             moved = moved or (len(perm) == 4 and perm[1] == 2) or (len(perm) == 5 and
                                                                   perm[2] == 3)
-        queue += [(i, moved) for i in node.input if i and g.constant(i) is None]
+        # a partial rotary embedding cuts q's heads in two along their last axis and joins
+        # them back (GPT-NeoX, Phi): q itself is a slice of that axis of the heads of q, k
+        # and v together, [batch, seq, heads, 3 x size] (:func:`_from_target`)
+        sliced = sliced or (node.op_type == "Slice" and _last_axis(g, node))
+        queue += [(i, moved, sliced) for i in node.input if i and g.constant(i) is None]
     return "no Reshape splits q into heads"
+
+
+def _in_thirds(g: GraphView, reshape: onnx.NodeProto) -> bool:
+    """Whether the heads ``reshape`` splits (maybe transposed once) are cut along their last
+    axis by three Slices: q, k and v of each head side by side (GPT-NeoX's fused projection),
+    not one q's partial rotary embedding (two)."""
+    def readers(name: str) -> list[onnx.NodeProto]:  # a Shape reads no value
+        return [r for r in g.readers.get(name, []) if r.op_type != "Shape"]
+
+    cut = readers(reshape.output[0])
+    if len(cut) == 1 and cut[0].op_type == "Transpose":
+        cut = readers(cut[0].output[0])
+    return len(cut) == 3 and all(r.op_type == "Slice" and _last_axis(g, r) for r in cut)
+
+
+def _last_axis(g: GraphView, node: onnx.NodeProto) -> bool:
+    """Whether a Concat joins, or a Slice cuts, only the last axis of a 4-D tensor (axis -1
+    or 3): along the head size, not along the sequence (a cache)."""
+    if node.op_type == "Concat":
+        axis = next((a.i for a in node.attribute if a.name == "axis"), None)
+        return axis in (-1, 3)
+    axes = g.constant(node.input[3]) if len(node.input) > 3 and node.input[3] else None
+    return axes is not None and [int(a) for a in np.asarray(axes).reshape(-1)] in ([-1], [3])
 
 
 _SEARCH_NODES = 24
 
 
-def _from_target(g: GraphView, reshape: onnx.NodeProto, moved: bool) -> tuple[int, int] | str:
+def _from_target(g: GraphView, reshape: onnx.NodeProto, moved: bool, sliced: bool = False
+                 ) -> tuple[int, int] | str:
     dims = g.dims(reshape.input[1])
     if dims is None:
         return "the target of q's Reshape is computed at run time"
@@ -226,6 +256,8 @@ def _from_target(g: GraphView, reshape: onnx.NodeProto, moved: bool) -> tuple[in
         if width is None or width % size:
             return f"the heads in q's Reshape target {dims} are not a constant"
         heads = width // size
+    if sliced and moved and size % 3 == 0 and width == heads * size and _in_thirds(g, reshape):
+        size //= 3  # [batch, seq, heads, 3 x size]: q, k and v of each head side by side
     # A q sliced from one projection of q, k and v (a Swin's qkv) reads three times as wide.
     if width is not None and width not in (heads * size, 3 * heads * size):
         return (f"q's Reshape target {dims} says {heads} heads of {size}, its projection "

@@ -75,6 +75,53 @@ def test_no_attention_block_is_said():
     assert "no attention block" in read_heads(model)
 
 
+def gpt_neox_heads(*, separate: bool = False) -> onnx.ModelProto:
+    """GPT-NeoX's attention heads: one projection of q, k and v, split into 4 heads of
+    [q | k | v] each ([1, 8, 4, 12]), q, k and v cut from each head's last axis, q's first
+    half rotated (a partial rotary embedding: cut and joined back along the last axis).
+    ``separate``: q, k and v each the whole projection, 4 heads of 12, and only q's rotary
+    halves cut."""
+    width, heads = 48, "{1, 8, 4, 12}"
+    cuts = """q = Identity(qkvt)
+        k = Identity(qkvt)
+        v = Identity(qkvt)""" if separate else """q = Slice(qkvt, zero, four, last)
+        k = Slice(qkvt, four, eight, last)
+        v = Slice(qkvt, eight, twelve, last)"""
+    model = onnx.parser.parse_model(HEADER + f"""
+    g (float[1,8,16] x) => (float[1,4,8,4] y) {{
+        shape = Constant<value = int64[4] {heads}>()
+        zero = Constant<value = int64[1] {{0}}>()
+        two = Constant<value = int64[1] {{2}}>()
+        four = Constant<value = int64[1] {{4}}>()
+        eight = Constant<value = int64[1] {{8}}>()
+        twelve = Constant<value = int64[1] {{12}}>()
+        last = Constant<value = int64[1] {{-1}}>()
+        qkv = MatMul(x, W)
+        qkvh = Reshape(qkv, shape)
+        qkvt = Transpose<perm = [0, 2, 1, 3]>(qkvh)
+        {cuts}
+        rot = Slice(q, zero, two, last)
+        rest = Slice(q, two, four, last)
+        turned = Neg(rot)
+        qr = Concat<axis = -1>(turned, rest)
+        kt = Transpose<perm = [0, 1, 3, 2]>(k)
+        s = MatMul(qr, kt)
+        p = Softmax<axis = -1>(s)
+        y = MatMul(p, v)
+    }}""")
+    model.graph.initializer.append(numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((16, width)).astype(np.float32), "W"))
+    return model
+
+
+def test_heads_are_read_past_a_partial_rotary_embedding_and_a_qkv_split_per_head():
+    # GPT-NeoX: the search went no further than the rotary's Concat, and the split's last
+    # axis holds q, k and v side by side: 4 heads of 4, not of 12
+    assert read_heads(gpt_neox_heads()) == Heads(4, 4, 1)
+    # heads cut only by q's rotary: their size is the target's, 12, divisible by 3 or not
+    assert read_heads(gpt_neox_heads(separate=True)) == Heads(4, 12, 1)
+
+
 def test_model_type_from_the_op_pattern():
     assert model_type(transformer_encoder())[0] == "bert"
     image = onnx.parser.parse_model(HEADER + """
