@@ -45,7 +45,6 @@ import argparse
 import dataclasses
 import functools
 import inspect
-import json
 import os
 import re
 import sys
@@ -282,23 +281,8 @@ def cached_lm(model: nn.Module, heads: int, kv_heads: int, head_size: int, note:
     ``attention_mask`` [batch, past + sequence] (the second row left-padded); returns the
     logits and the grown cache."""
     import torch
-    from torch import nn
-    from transformers.cache_utils import DynamicCache
 
-    class Step(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                    *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            cache = DynamicCache()
-            for i in range(layers):
-                cache.update(past[2 * i], past[2 * i + 1], i)
-            out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                             past_key_values=cache, use_cache=True, return_dict=True)
-            grown = out.past_key_values.layers[:layers]
-            return (out.logits, *(t for layer in grown for t in (layer.keys, layer.values)))
+    from world_corpus import cache_step  # the same step, as the world corpus exports it
 
     generator = _generator()
     ids = torch.randint(3, VOCAB, (BATCH, SEQUENCE), generator=generator)
@@ -312,7 +296,7 @@ def cached_lm(model: nn.Module, heads: int, kv_heads: int, head_size: int, note:
             "logits": {0: "batch", 1: "sequence"}}
     axes.update({name: {0: "batch", 2: "past"} for name in past_names})
     axes.update({name: {0: "batch", 2: "total"} for name in present})
-    return Case(Step().eval(), (ids, mask, *past), ["input_ids", "attention_mask", *past_names],
+    return Case(cache_step(model, layers), (ids, mask, *past), ["input_ids", "attention_mask", *past_names],
                 ["logits", *present], axes, heads, kv_heads, note)
 
 
@@ -674,16 +658,10 @@ def attempt(name: str, job: Callable[[], dict[str, Any]], record: dict[str, Any]
 def report(status_file: Path, status: dict[str, dict[str, Any]], started: float) -> int:
     """Merge the models built or failed into the manifest ``status_file`` and print how many
     were built, already there and failed; returns the exit status (1 if any failed)."""
-    manifest = json.loads(status_file.read_text()) if status_file.exists() else {}
-    manifest.update({name: e for name, e in status.items() if e["status"] != "existing"})
-    status_file.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    failed = {name: e for name, e in status.items() if e["status"] == "failed"}
-    built = sum(e["status"] == "built" for e in status.values())
-    print(f"\n{built} built, {len(status) - built - len(failed)} existing, {len(failed)} failed "
-          f"in {time.perf_counter() - started:.0f}s")
-    for name, entry in failed.items():
-        print(f"  {name}: {entry['error']}")
-    return 1 if failed else 0
+    from world_corpus import save_status, summarize  # the world corpus's own manifest and tally
+
+    save_status(status_file, status)
+    return summarize(status, started)
 
 
 def build(out: Path, names: Sequence[str] = ()) -> dict[str, dict[str, Any]]:

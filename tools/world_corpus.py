@@ -434,12 +434,11 @@ def llama(small: bool, dynamic_hw: bool) -> Case:
     return _text(LlamaForCausalLM(config), ("input_ids", "attention_mask"), ("logits",))
 
 
-def _cached(model: nn.Module, layers: int, kv_heads: int, head_size: int) -> Case:
-    """A causal LM's step with its cache, as a generation loop runs it: ``input_ids`` [batch,
-    sequence] (the new tokens), ``attention_mask`` [batch, past + sequence] and
-    ``past_key_values.N.key``/``.value`` [batch, kv_heads, past, head_size] in; ``logits`` and
-    ``present.N.key``/``.value`` (the cache grown by the new tokens) out. The lengths are named
-    ``sequence``, ``total`` and ``past``: the signature does not say that total is their sum."""
+
+def cache_step(model: nn.Module, layers: int) -> nn.Module:
+    """``model`` (a transformers causal LM) as one generation step with its cache:
+    ``forward(input_ids, attention_mask, *past)``, ``past`` the first ``layers`` layers' keys and
+    values in turn; returns the logits and the grown cache, in the same order."""
     import torch
     from transformers.cache_utils import DynamicCache
 
@@ -459,6 +458,16 @@ def _cached(model: nn.Module, layers: int, kv_heads: int, head_size: int) -> Cas
             return (out.logits, *(t for layer in grown[:layers]
                                   for t in (layer.keys, layer.values)))
 
+    return _Step().eval()
+
+def _cached(model: nn.Module, layers: int, kv_heads: int, head_size: int) -> Case:
+    """A causal LM's step with its cache, as a generation loop runs it: ``input_ids`` [batch,
+    sequence] (the new tokens), ``attention_mask`` [batch, past + sequence] and
+    ``past_key_values.N.key``/``.value`` [batch, kv_heads, past, head_size] in; ``logits`` and
+    ``present.N.key``/``.value`` (the cache grown by the new tokens) out. The lengths are named
+    ``sequence``, ``total`` and ``past``: the signature does not say that total is their sum."""
+    import torch
+
     generator = torch.Generator().manual_seed(SEED)
     past_length = 5
     ids = torch.randint(0, VOCAB, (BATCH, SEQUENCE), generator=generator)
@@ -473,8 +482,8 @@ def _cached(model: nn.Module, layers: int, kv_heads: int, head_size: int) -> Cas
             "logits": {0: "batch", 1: "sequence"}}
     axes.update({name: {0: "batch", 2: "past"} for name in past_names})
     axes.update({name: {0: "batch", 2: "total"} for name in present})
-    return Case(_Step().eval(), (ids, mask, *cache), ["input_ids", "attention_mask", *past_names],
-                ["logits", *present], axes)
+    return Case(cache_step(model, layers), (ids, mask, *cache),
+                ["input_ids", "attention_mask", *past_names], ["logits", *present], axes)
 
 
 def gpt2_cache(small: bool, dynamic_hw: bool) -> Case:
@@ -918,13 +927,21 @@ def main(argv: list[str] | None = None) -> int:
     out: Path = args.out_dir
     started = time.perf_counter()
     status = build(out, args.only, args.small)
-    status_file = out / STATUS_FILE
-    previous = json.loads(status_file.read_text()) if status_file.exists() else {}
-    for name, entry in status.items():
-        if entry["status"] != "existing":
-            previous[name] = entry
-    status_file.write_text(json.dumps(previous, indent=1, sort_keys=True) + "\n")
+    save_status(out / STATUS_FILE, status)
     print_table(table(out))
+    return summarize(status, started)
+
+
+def save_status(status_file: Path, status: dict[str, dict[str, Any]]) -> None:
+    """Merge the models built or failed into the manifest ``status_file``."""
+    manifest = json.loads(status_file.read_text()) if status_file.exists() else {}
+    manifest.update({name: e for name, e in status.items() if e["status"] != "existing"})
+    status_file.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+
+
+def summarize(status: dict[str, dict[str, Any]], started: float) -> int:
+    """Print how many models were built, already there and failed (with why); returns the
+    exit status (1 if any failed)."""
     failed = {name: e for name, e in status.items() if e["status"] == "failed"}
     built = sum(e["status"] == "built" for e in status.values())
     print(f"\n{built} built, {len(status) - built - len(failed)} existing, {len(failed)} failed "
