@@ -786,7 +786,10 @@ def choose(default: Candidate, aa: Comparison | None, candidates: Sequence[Candi
     interval against the default clears 1.0 (memory: leaner and not slower) and the A/A check
     held. Keeping the default needs no A/A check: it is what the user has already.
     ``check_aa=False`` names the candidate the rounds point to, for a confirmation to judge."""
-    measured = [c for c in candidates if c.status == "measured" and c.speedup is not None]
+    # a candidate whose session is the default's own (ONNX Runtime's intra_op_threads=0, asked
+    # for by name) can be ahead of it only by chance: it is never a winner
+    measured = [c for c in candidates if c.status == "measured" and c.speedup is not None
+                and not _is_default(c, default)]
     if objective == "memory":
         base = np.median(default.peaks) if default.peaks else None
         found = [c for c in measured if c.peaks and base and c.speedup.verdict != SLOWER
@@ -1041,8 +1044,14 @@ def _leader(default: Candidate, aa: Comparison | None, candidates: Sequence[Cand
     if objective == "memory":
         return None
     ahead = [c for c in candidates if c.status == "measured" and c.speedup is not None
-             and c.speedup.speedup > 1.0 and c.speedup.verdict != SLOWER]
+             and c.speedup.speedup > 1.0 and c.speedup.verdict != SLOWER
+             and not _is_default(c, default)]
     return max(ahead, key=lambda c: c.speedup.speedup, default=None)
+
+
+def _is_default(candidate: Candidate, default: Candidate) -> bool:
+    """Whether ``candidate`` opens the default's own session (its settings and batch)."""
+    return candidate.settings == default.settings and candidate.batch == default.batch
 
 
 def _screen(challengers: list[Candidate], rung: int, objective: str) -> list[Candidate]:
