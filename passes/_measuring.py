@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,8 +17,8 @@ from graphfix import layout
 from graphfix.model_io import ort_session
 from graphfix.options import default_tolerance
 
-__all__ = ["Feeds", "tolerance_used", "run_outputs", "session", "make_feeds", "tolerance",
-           "worst_output"]
+__all__ = ["Feeds", "tolerance_used", "run_outputs", "Runner", "session", "make_feeds",
+           "tolerance", "worst_output"]
 
 _FLOOR = 4 * float(np.finfo(np.float32).eps)  # parity's rounding floor for a float32 output
 
@@ -75,14 +75,23 @@ def run_outputs(model: onnx.ModelProto, feeds: Sequence[Feeds], names: Sequence[
     """``names`` of ``model`` on each feed set, on ONNX Runtime's CPU provider with its
     optimizations off (so that no rewrite of ORT's removes a rounding Cast); at another
     level, in a worker interpreter: :class:`~graphfix.passes._runtime_worker.RuntimeWorker`."""
-    runner = session(model)
-    wanted = _fetchable(runner, names)
-    inputs = {i.name for i in runner.get_inputs()}
-    results = []
-    for feed in feeds:
-        values = runner.run(wanted, {k: v for k, v in feed.items() if k in inputs})
-        results.append(dict(zip(wanted, values)))
-    return results
+    runner = Runner(model, names)
+    return [runner(feed) for feed in feeds]
+
+
+class Runner:
+    """``names`` of ``model`` on one feed set at a time, as :func:`run_outputs` computes them,
+    one session for every call (a size search's attempts, then the sets it found)."""
+
+    def __init__(self, model: onnx.ModelProto, names: Sequence[str]) -> None:
+        self._session = session(model)
+        self._wanted = _fetchable(self._session, names)
+        self._inputs = {i.name for i in self._session.get_inputs()}
+
+    def __call__(self, feed: Feeds) -> dict[str, np.ndarray]:
+        values = self._session.run(self._wanted,
+                                   {k: v for k, v in feed.items() if k in self._inputs})
+        return dict(zip(self._wanted, values))
 
 
 def session(model: onnx.ModelProto) -> Any:
@@ -110,12 +119,16 @@ def _fetchable(session: Any, names: Sequence[str]) -> list[str]:
 def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
                input_shapes: Mapping[str, Sequence[int]] | None,
                inputs: str | os.PathLike[str] | None = None,
-               nchw_inputs: Sequence[str] = ()) -> list[Feeds]:
+               nchw_inputs: Sequence[str] = (),
+               run: Callable[[Feeds], object] | None = None) -> list[Feeds]:
     """The inputs parity uses for ``model``: real ``inputs`` when given, else those it
     generates (same seeds, same sizes, the same retries up the size ladder when the model
     rejects a size), so that a pass judges its rewrite on the inputs the check will run.
     ``nchw_inputs``: inputs an earlier pass made channels-first on request, whose
-    ``input_shapes`` and ``inputs`` are given in the source's channels-last layout."""
+    ``input_shapes`` and ``inputs`` are given in the source's channels-last layout. ``run``:
+    what tries a generated set on the model where a dimension is dynamic (raising where the
+    model rejects its sizes; by default a session on ``model``): a pass that measures on the
+    sets gives its first measuring run, so that the run which finds a size is not repeated."""
     # Inputs are validation's (graphfix.feeds, which itself depends only on the graph
     # layer and tensor access); the pass measures on exactly parity's inputs.
 
@@ -147,14 +160,17 @@ def make_feeds(model: onnx.ModelProto, *, seed: int, runs: int | None,
     dynamic = any(s.dynamic for s in specs if s.name not in (input_shapes or {}))
     total = runs if runs is not None else (2 if dynamic else 1)
     if not dynamic:  # one size: nothing to try
-        return [feeds_module.make_feed_set(specs, run, seed=seed + run, input_shapes=input_shapes)
-                for run in range(total)]
-    runner = session(model)
+        return [feeds_module.make_feed_set(specs, index, seed=seed + index,
+                                           input_shapes=input_shapes)
+                for index in range(total)]
+    if run is None:
+        runner = session(model)
+        run = lambda feed: runner.run(None, feed)  # noqa: E731
     sizes = feeds_module.TensorSizes(model)  # a size past the first: run where it fits
     chosen: list[Feeds] = []
-    for run in range(total):
-        found = feeds_module.search_sizes(specs, run, lambda feed: runner.run(None, feed),
-                                          seed=seed, input_shapes=input_shapes, sizes=sizes)
+    for index in range(total):
+        found = feeds_module.search_sizes(specs, index, run, seed=seed,
+                                          input_shapes=input_shapes, sizes=sizes)
         if found.feed is None:
             raise ValueError(f"ONNX Runtime cannot run the model on generated inputs "
                              f"({found.error})")

@@ -233,16 +233,18 @@ class ConvertPrecision(KeepsWorker, Pass):
             specs = feeds_module.input_specs(model, values=False)
             for index, feed in enumerate(self._feeds):
                 feeds_module.check_feeds(specs, feed, where=f"convert-precision's feeds[{index}]")
+        search = Search(analysis, self._feeds or (), tolerance(dtype), io_low=io_low,
+                        max_rounds=self.max_rounds)
         try:
+            # a dynamic dimension's sizes are tried on the search's first run, which measures
             feeds = self._feeds if self._feeds is not None else make_feeds(
                 model, seed=self.seed, runs=None, input_shapes=self.input_shapes,
-                inputs=self.inputs, nchw_inputs=self.nchw_inputs)
+                inputs=self.inputs, nchw_inputs=self.nchw_inputs, run=search.try_sizes)
         except (ValueError, GraphfixError) as err:
             reason = f"nothing to measure on: {err}"
             logger.warning("convert-precision: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
-        bar = tolerance(dtype)
-        search = Search(analysis, feeds, bar, io_low=io_low, max_rounds=self.max_rounds)
+        search.feeds = list(feeds)
         forced = self._forced(analysis)
         # ORT's default session is checked in a worker interpreter; one of this call's own
         # starts now and imports while the search runs

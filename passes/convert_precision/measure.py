@@ -94,10 +94,10 @@ import onnx
 from graphfix import feeds as feeds_module
 from graphfix import graph as graph_layer
 from graphfix.model_io import skeleton, tensor_value
-from .._measuring import Feeds, run_outputs, session, tolerance_used
+from .._measuring import Feeds, Runner, run_outputs, session, tolerance_used
 from . import ops
 from .analysis import FLOAT, Analysis
-from .rewrite import emulate, expose, expose_peaks, shadow
+from .rewrite import Shadow, emulate, expose, expose_peaks, shadow
 
 __all__ = ["Measured", "Search", "SearchResult", "tensor_types", "OUTPUT_BUDGET", "LOCAL_RISKY",
            "MAX_ROUNDS"]
@@ -153,6 +153,32 @@ class SearchResult:
     failed: str | None = None
 
 
+@dataclasses.dataclass
+class _Measuring:
+    """A run of the original that measures: ``todo`` the nodes whose own error it measures
+    (``built``: the original with their shadows), ``peaks`` the magnitudes it reads (tensor ->
+    its scalar output), ``carried`` the integers carried in float, ``names`` what it fetches.
+    Each feed set runs once: the run made for a set (a size search's) is kept for it."""
+
+    todo: list[int]
+    built: Shadow
+    peaks: dict[str, str]
+    carried: set[str]
+    names: list[str]
+    _made: list[tuple[Feeds, dict[str, np.ndarray]]] = dataclasses.field(default_factory=list)
+    _runner: Runner | None = None
+
+    def run(self, feed: Feeds) -> dict[str, np.ndarray]:
+        for given, made in self._made:
+            if given is feed:
+                return made
+        if self._runner is None:
+            self._runner = Runner(self.built.model, self.names)
+        made = self._runner(feed)
+        self._made.append((feed, made))
+        return made
+
+
 class Search:
     """The search of the module docstring, for ``analysis`` on ``feeds``."""
 
@@ -176,6 +202,8 @@ class Search:
         self._bounds = _Bounds(self)
         self.tensor_peak: dict[str, float] = {}  # each tensor's largest finite magnitude
         self._dynamic: bool | None = None  # whether the model has a dynamic dimension
+        self._first: _Measuring | None = None  # the first run, once built
+        self._plain: Runner | None = None  # the original, where the first run fails
         self.largest = float(np.finfo(onnx.helper.tensor_dtype_to_np_dtype(
             analysis.low)).max) if analysis.low == onnx.TensorProto.FLOAT16 else math.inf
 
@@ -187,26 +215,12 @@ class Search:
         if not todo and self.reference:
             return
         first = not self.reference
-        built = shadow(self.analysis, todo)
-        pairs = [pair for position in todo for pair in built.outputs[position]]
-        shadows = {name for name, _ in pairs}
-        carried = {name for origin in self.analysis.from_integers.values() for name in origin}
-        # The magnitudes of the nodes a bound from their inputs' cannot give (a sum over many
-        # terms, an exponential) are read in this run, as scalars; the others are bounded.
-        read: set[str] = set()
-        if first:
-            # a bound from a large constant (a mask's fill) would come near the range: read
-            data, big = self._data_dependent(), self.largest / RANGE_HEADROOM / 2
-            for position in self.analysis.compute_nodes():
-                node = self.analysis.node(position)
-                if self._bound_rule(node) is None or any(
-                        n and n not in data and self._bounds[n] >= big for n in node.input):
-                    read.update(n for n in node.output
-                                if n and self.analysis.types.get(n) == FLOAT)
-        peaks = expose_peaks(built.model, sorted(read - set(self.analysis.outputs)))
-        names = expose(built.model, [*self.analysis.outputs, *carried,
-                                     *(original for _, original in pairs), *shadows])
-        runs = run_outputs(built.model, self.feeds, [*names, *peaks.values()])
+        measuring = self._first if first and self._first is not None and (
+            self._first.todo == todo) else self._measuring(todo, first=first)
+        todo, built, peaks, carried = (measuring.todo, measuring.built, measuring.peaks,
+                                       measuring.carried)
+        runs = [measuring.run(feed) for feed in self.feeds]
+        self._first = None  # its runs are read below, and let go with this call's
         if first:
             exact = []  # read whole: an infinity among the values, or a bound near the range
             for run in runs:
@@ -253,6 +267,52 @@ class Search:
                         peak = max(peak, _peak(run[original]))
             self.local[position] = worst
             self.peak[position] = peak
+
+    def _measuring(self, todo: list[int], *, first: bool) -> _Measuring:
+        """The run that measures the own error of each node of ``todo``; the first one also
+        reads the outputs, the integers carried in float, and the magnitudes."""
+        built = shadow(self.analysis, todo)
+        pairs = [pair for position in todo for pair in built.outputs[position]]
+        shadows = {name for name, _ in pairs}
+        carried = {name for origin in self.analysis.from_integers.values() for name in origin}
+        # The magnitudes of the nodes a bound from their inputs' cannot give (a sum over many
+        # terms, an exponential) are read in this run, as scalars; the others are bounded.
+        read: set[str] = set()
+        if first:
+            # a bound from a large constant (a mask's fill) would come near the range: read
+            data, big = self._data_dependent(), self.largest / RANGE_HEADROOM / 2
+            for position in self.analysis.compute_nodes():
+                node = self.analysis.node(position)
+                if self._bound_rule(node) is None or any(
+                        n and n not in data and self._bounds[n] >= big for n in node.input):
+                    read.update(n for n in node.output
+                                if n and self.analysis.types.get(n) == FLOAT)
+        peaks = expose_peaks(built.model, sorted(read - set(self.analysis.outputs)))
+        names = expose(built.model, [*self.analysis.outputs, *carried,
+                                     *(original for _, original in pairs), *shadows])
+        return _Measuring(todo, built, peaks, carried, [*names, *peaks.values()])
+
+    def _first_measuring(self) -> _Measuring:
+        """The search's first run (the risky nodes' own errors, the reference, the
+        magnitudes; :meth:`run`'s first call of :meth:`measure_local`), built once."""
+        if self._first is None:
+            self._first = self._measuring(self._risky(), first=True)
+        return self._first
+
+    def _risky(self) -> list[int]:
+        return [p for p in self.analysis.compute_nodes() if self.analysis.risk(p)]
+
+    def try_sizes(self, feed: Feeds) -> None:
+        """``feed`` through the search's first run, for :func:`~.._measuring.make_feeds`'s
+        search of the sizes a dynamic dimension takes (it raises where the model rejects
+        them): the run that finds a set's sizes is its first measurement. Where only that run
+        fails, the original decides, so that the sets are parity's."""
+        try:
+            self._first_measuring().run(feed)
+        except Exception:  # noqa: BLE001 - ORT refuses in many ways: the original decides
+            if self._plain is None:
+                self._plain = Runner(self.analysis.model, [])
+            self._plain(feed)
 
     def _reference_tensors(self) -> None:
         """Every float tensor of the original, for tracing an error back (once)."""
@@ -503,7 +563,7 @@ class Search:
         """The search; ``forced`` nodes stay float32 from the start, with their reason.
         ``first`` is given the first assignment before it is measured (most searches end
         there: a caller starts what it will do with the result meanwhile)."""
-        self.measure_local([p for p in self.analysis.compute_nodes() if self.analysis.risk(p)])
+        self.measure_local(self._risky())
         kept = {**self.start(), **(forced or {})}
         compute = set(self.analysis.compute_nodes())
         pinned = frozenset(kept) - compute  # movement nodes kept on request

@@ -1592,3 +1592,58 @@ def test_weights_round_to_nearest_and_keep_their_tiny_values_and_saturate(low):
     assert np.signbit(as_float[1007])  # -0.0 stays -0.0: it is not raised
     assert raised == 2
     assert saturated == 2
+
+
+def _even_batch(rng: np.random.Generator) -> onnx.ModelProto:
+    """A dynamic batch the model takes only when it is even (a Reshape into pairs)."""
+    return parse("""
+        agraph (float[N, 16] x) => (float[2, M, 16] y) {
+            h = MatMul(x, w)
+            r = Reshape(h, shape)
+            t = Tanh(r)
+            y = Exp(t)
+        }""", w=weights(rng, 16, 16), shape=np.array([2, -1, 16], np.int64))
+
+
+def test_the_run_that_finds_a_sets_sizes_is_its_first_measurement(rng, monkeypatch):
+    """A dynamic dimension's sizes are tried on the search's first run (the original with the
+    risky nodes' shadows), so the original is not run once more to find them; the sets are
+    parity's, a rejected size included, and where only that measuring run fails the original
+    decides."""
+    from graphfix.passes import _measuring
+    from graphfix.passes.convert_precision import measure
+
+    model = _even_batch(rng)
+    parity_sets = _measuring.make_feeds(model, seed=0, runs=None, input_shapes=None)
+    assert [f["x"].shape[0] for f in parity_sets] == [2, 2]  # set 0's first size, 1, rejected
+    opened: list[onnx.ModelProto] = []
+    real = _measuring.session
+    monkeypatch.setattr(_measuring, "session", lambda m: opened.append(m) or real(m))
+
+    def search() -> measure.Search:
+        analysis = Analysis.build(model, tensor_types(model), low=onnx.TensorProto.FLOAT16)
+        return measure.Search(analysis, (), _measuring.tolerance("float16"))
+
+    found = search()
+    sets = _measuring.make_feeds(model, seed=0, runs=None, input_shapes=None,
+                                 run=found.try_sizes)
+    # the measuring run, then the original deciding on the size it failed (batch 1)
+    measuring, original = opened
+    assert len(measuring.graph.output) > len(model.graph.output) and original == model
+    for mine, theirs in zip(sets, parity_sets, strict=True):
+        np.testing.assert_array_equal(mine["x"], theirs["x"])
+    found.feeds = sets
+    found.measure_local(found._risky())
+    assert len(opened) == 2 and found.reference and set(found.local)  # no run repeated
+
+    def refused(self, feed):
+        raise RuntimeError("the measuring run fails")
+
+    monkeypatch.setattr(measure._Measuring, "run", refused)
+    sets = _measuring.make_feeds(model, seed=0, runs=None, input_shapes=None,
+                                 run=search().try_sizes)
+    for mine, theirs in zip(sets, parity_sets, strict=True):
+        np.testing.assert_array_equal(mine["x"], theirs["x"])
+    monkeypatch.undo()
+    converted = ConvertPrecision(precision="fp16")(_even_batch(rng))
+    assert converted.modified and converted.stats["measured_error_permille"] is not None
