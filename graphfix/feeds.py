@@ -52,7 +52,7 @@ from graphfix.options import ConflictingOptionsError
 from graphfix.graph import graphs
 from graphfix.model_io import note_read, skeleton, tensor_value, typed_bytes
 from graphfix.shapes import infer_shapes
-from graphfix.pinned import pinned_sizes
+from graphfix.pinned import baked_sizes, pinned_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +129,9 @@ class InputSpec:
     # A map's keys: the vocabulary of the DictVectorizer that reads it, else a few of the key
     # type; the values are of ``dtype``.
     map_keys: tuple[int | str, ...] = ()
+    # Sizes the model's Reshapes hold as constants (graphfix.pinned.baked_sizes), the same for
+    # every dynamic input: a size an exporter baked in, tried when no ladder size runs.
+    baked: tuple[int, ...] = ()
 
     @property
     def dynamic(self) -> bool:
@@ -150,6 +153,7 @@ def input_specs(model: onnx.ModelProto, *, values: bool = True) -> list[InputSpe
     rows = index_bounds(model) if values else {}
     choices = compared_constants(model) if values else {}
     pins = pinned_sizes(model) if values else {}
+    baked = baked_sizes(model) if values else ()
     specs = []
     for value in graph.input:
         if value.name in initializers:
@@ -183,7 +187,8 @@ def input_specs(model: onnx.ModelProto, *, values: bool = True) -> list[InputSpe
             value.name, kind, dtype, tensor_type.elem_type, dims,
             bound if isinstance(bound, int) else None, choices.get(value.name),
             tuple(sorted(pins.get(value.name, {}).items())),
-            bound if isinstance(bound, str) else None))
+            bound if isinstance(bound, str) else None,
+            baked=baked if dims is None or any(not isinstance(d, int) for d in dims) else ()))
     return _tie_export_symbols(specs)
 
 
@@ -499,7 +504,7 @@ def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], 
     rejected: list[str] = []
     seen: set[str] = set()
     error: BaseException | None = None
-    for attempt in range(ATTEMPTS if dynamic else 1):
+    for attempt in range(attempts(specs) if dynamic else 1):
         try:
             feed = make_feed_set(specs, index, seed=seed + index, attempt=attempt,
                                  input_shapes=input_shapes)
@@ -650,11 +655,16 @@ def dynamic_sizes(
     ``attempt`` of :data:`ATTEMPTS`: the ladders' first sizes; then the sums of
     :func:`dim_sums` at those sizes (before any larger size: a decoder's cache at the ladders'
     large sizes takes tens of GiB); then the ladders' further sizes; then all again with the
-    unnamed dimensions tied (all take the one size of the step). A ``dim_param`` that is
-    arithmetic on others is computed."""
+    unnamed dimensions tied (all take the one size of the step); past :data:`ATTEMPTS`, each
+    size a Reshape's target holds (:func:`graphfix.pinned.baked_sizes`) for every dynamic
+    dimension but the batch-like ones, then for all of them (:func:`attempts` counts them). A
+    ``dim_param`` that is arithmetic on others is computed."""
+    baked = _baked(specs)
+    extra = attempt - ATTEMPTS
+    override = baked[extra // 2] if 0 <= extra < 2 * len(baked) else None
     summed = attempt - 1 if 1 <= attempt <= SUMS else None
-    rest = attempt - SUMS if attempt > SUMS else 0
-    tied, step = rest >= _STEPS, rest % _STEPS
+    rest = attempt - SUMS if SUMS < attempt < ATTEMPTS else 0
+    tied, step = rest >= _STEPS or (override is not None and extra % 2 == 1), rest % _STEPS
     sizes: dict[str, int] = {}
     for spec in specs:  # sizes the weights fix come first: a named one holds for every input
         if spec.dims is not None and not (fixed and spec.name in fixed):
@@ -676,7 +686,8 @@ def dynamic_sizes(
                 continue
             batch = _batch_like(dim, axis, len(spec.dims)) and not (tied and not dim)
             ladder = (BATCH_SIZES if batch else OTHER_SIZES)[index % 2]
-            sizes[key] = ladder[min(step, len(ladder) - 1)]
+            sizes[key] = override if override is not None and (tied or not batch) else (
+                ladder[min(step, len(ladder) - 1)])
     if summed is not None:
         sums = dim_sums(specs, fixed=fixed)
         if summed < len(sums):
@@ -685,9 +696,29 @@ def dynamic_sizes(
             sizes[total] = sizes[first] + sizes[second]
     for key, formula in formulas.items():
         for name in _names(formula):  # a term no input has on its own: a size of its own
-            sizes.setdefault(name, OTHER_SIZES[index % 2][min(step, len(OTHER_SIZES[0]) - 1)])
+            sizes.setdefault(name, override or OTHER_SIZES[index % 2][
+                min(step, len(OTHER_SIZES[0]) - 1)])
         sizes[key] = max(_evaluate(formula, sizes), 0)
     return sizes
+
+
+def attempts(specs: Sequence[InputSpec]) -> int:
+    """How many attempts :func:`dynamic_sizes` makes for one set: :data:`ATTEMPTS`, and two for
+    each size baked into the model's Reshapes."""
+    return ATTEMPTS + 2 * len(_baked(specs))
+
+
+def with_baked(specs: Sequence[InputSpec], model: onnx.ModelProto) -> list[InputSpec]:
+    """``specs`` with the sizes baked into ``model``'s Reshapes tried too, after their own: the
+    sets of a search that another model (an original whose attention was fused since) must
+    take as well."""
+    extra = [size for size in baked_sizes(model) if size not in _baked(specs)]
+    return [dataclasses.replace(spec, baked=(*spec.baked, *extra)) if spec.dynamic else spec
+            for spec in specs]
+
+
+def _baked(specs: Sequence[InputSpec]) -> tuple[int, ...]:
+    return next((spec.baked for spec in specs if spec.baked), ())
 
 
 def dim_sums(specs: Sequence[InputSpec], *,

@@ -36,7 +36,7 @@ from graphfix.graph import STANDARD_DOMAINS, attribute
 from graphfix.model_io import skeleton, tensor_value
 from graphfix.shapes import infer_shapes
 
-__all__ = ["pinned_sizes"]
+__all__ = ["pinned_sizes", "baked_sizes"]
 
 logger = logging.getLogger(__name__)
 
@@ -249,23 +249,12 @@ def pinned_sizes(model: onnx.ModelProto) -> dict[str, dict[int, int]]:
     graph = model.graph
     fed = {value.name for value in graph.input}
     weights = {t.name: list(t.dims) for t in graph.initializer if t.name not in fed}
-    axes_values: dict[str, list[int]] = {}
-    for tensor in graph.initializer:
-        if tensor.data_type == onnx.TensorProto.INT64 and len(tensor.dims) <= 1 and (
-                tensor.name not in fed):
-            value = tensor_value(tensor)
-            if value is not None and value.size <= 16:
-                axes_values[tensor.name] = [int(v) for v in value.reshape(-1)]
     for node in graph.node:
         if node.op_type == "Constant" and node.output:
             value = next((a.t for a in node.attribute if a.name == "value"), None)
             if value is not None:
                 weights[node.output[0]] = list(value.dims)
-                if value.data_type == onnx.TensorProto.INT64 and len(value.dims) <= 1:
-                    array = onnx.numpy_helper.to_array(value)
-                    if array.size <= 16:
-                        axes_values[node.output[0]] = [int(v) for v in array.reshape(-1)]
-    walk = _Walk(graph, _ranks(model), weights, axes_values)
+    walk = _Walk(graph, _ranks(model), weights, _int_vectors(graph))
     found: dict[str, dict[int, int]] = {}
     for value in graph.input:
         if value.name not in fed or value.name in weights:
@@ -283,6 +272,62 @@ def pinned_sizes(model: onnx.ModelProto) -> dict[str, dict[int, int]]:
             found[value.name] = pins
             logger.debug("sizes the weights fix for input %s: %s", value.name, pins)
     return found
+
+
+# The most sizes baked_sizes gives, and the largest: a size past it would be tried only to be
+# refused for its memory.
+_MOST_BAKED = 6
+_LARGEST_BAKED = 8192
+
+
+def baked_sizes(model: onnx.ModelProto) -> tuple[int, ...]:
+    """The sizes (2 to 8192, at most six, in graph order) that the main graph's Reshapes hold as
+    constants in their target shapes, whole or as a constant part of a Concat.
+
+    torch's legacy exporter bakes a size it traced into a Reshape where the module read it
+    from a tensor's shape in Python: nn.MultiheadAttention (and so nn.TransformerEncoder)
+    reshapes its key and value to ``[10, batch * heads, head_size]`` after tracing 10 tokens.
+    Whatever the signature says, the model then runs at that sequence length only, and no
+    size ladder finds it. These sizes are tried last for the dynamic dimensions
+    (:func:`graphfix.feeds.dynamic_sizes`)."""
+    graph = model.graph
+    vectors = _int_vectors(graph)
+    producers = {output: node for node in graph.node for output in node.output}
+    found: list[int] = []
+    for node in graph.node:
+        if node.op_type != "Reshape" or len(node.input) < 2:
+            continue
+        target = node.input[1]
+        concat = producers.get(target)
+        parts = [target] if target in vectors else list(concat.input) if (
+            concat is not None and concat.op_type == "Concat") else []
+        for part in parts:
+            for size in vectors.get(part, ()):
+                if 2 <= size <= _LARGEST_BAKED and size not in found:
+                    found.append(size)
+    return tuple(found[:_MOST_BAKED])
+
+
+def _int_vectors(graph: onnx.GraphProto) -> dict[str, list[int]]:
+    """The int64 scalars and vectors of at most 16 values the graph holds as weights (not
+    inputs) or Constants, by name."""
+    fed = {value.name for value in graph.input}
+    vectors: dict[str, list[int]] = {}
+    for tensor in graph.initializer:
+        if tensor.data_type == onnx.TensorProto.INT64 and len(tensor.dims) <= 1 and (
+                tensor.name not in fed):
+            value = tensor_value(tensor)
+            if value is not None and value.size <= 16:
+                vectors[tensor.name] = [int(v) for v in value.reshape(-1)]
+    for node in graph.node:
+        if node.op_type == "Constant" and node.output:
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None and value.data_type == onnx.TensorProto.INT64 and len(
+                    value.dims) <= 1:
+                array = onnx.numpy_helper.to_array(value)
+                if array.size <= 16:
+                    vectors[node.output[0]] = [int(v) for v in array.reshape(-1)]
+    return vectors
 
 
 def _ranks(model: onnx.ModelProto) -> dict[str, int]:

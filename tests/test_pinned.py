@@ -9,7 +9,7 @@ from onnx import numpy_helper
 
 from graphfix.feeds import input_specs, make_feeds
 from graphfix.validate.parity import check_parity
-from graphfix.pinned import pinned_sizes
+from graphfix.pinned import baked_sizes, pinned_sizes
 
 
 def _with(text: str, **weights: np.ndarray) -> onnx.ModelProto:
@@ -147,3 +147,43 @@ def test_gather_nd_indices_stay_inside_every_leading_axis(rng) -> None:
     [feed] = make_feeds(model, runs=1)
     assert feed["idx"].max() < 3
     assert check_parity(model, model).passed
+
+
+def _baked_length(length: int) -> onnx.ModelProto:
+    """What torch's legacy exporter writes for nn.MultiheadAttention's key: the sequence
+    length it traced, baked into the Reshape's target beside the batch read from the shape."""
+    return _with(f"""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[batch, seq, 8] x) => (float[{length}, batch, 8] y) {{
+        t = Transpose <perm = [1, 0, 2]> (x)
+        shape = Shape (t)
+        index = Constant <value = int64[1] {{1}}> ()
+        b = Gather <axis = 0> (shape, index)
+        traced = Constant <value = int64[1] {{{length}}}> ()
+        width = Constant <value = int64[1] {{8}}> ()
+        target = Concat <axis = 0> (traced, b, width)
+        y = Reshape (t, target)
+    }}""")
+
+
+def test_a_sequence_length_baked_into_a_reshape_is_tried_when_no_ladder_size_runs() -> None:
+    model = _baked_length(10)
+    assert baked_sizes(model) == (10, 8)
+    result = check_parity(model, model)
+    assert result.passed
+    assert result.runs == [{"x": "float32[1, 10, 8]"}, {"x": "float32[2, 10, 8]"}]  # batch varies
+
+
+def test_a_benchmark_feeds_sizes_both_models_take() -> None:
+    """A candidate that runs at any length (its attention fused, say) against a baseline that
+    runs only at the length baked into its Reshape: the benchmark's inputs fit both."""
+    import graphfix
+
+    baseline = _baked_length(10)
+    candidate = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[batch, seq, 8] x) => (float[seq, batch, 8] y) {
+        y = Transpose <perm = [1, 0, 2]> (x)
+    }""")
+    result = graphfix.benchmark(candidate, baseline=baseline, warmup=1, runs=3)
+    assert result.input_shapes["x"][1] == 10

@@ -17,7 +17,9 @@ Families (small configurations: a few MB to ~45 MB of weights each):
 - transformers (2 layers, hidden 64-128, vocabulary 1000, eager attention, no cache): ``bert``
   (input_ids, attention_mask, token_type_ids), ``distilbert``, ``gpt2`` (LM head), ``t5_encoder``,
   ``bart_encoder``, ``vit_hf``, ``whisper_encoder`` (input_features), ``wav2vec2`` (raw audio),
-  ``llama`` and ``qwen2`` (causal LMs, input_ids and attention_mask).
+  ``llama`` and ``qwen2`` (causal LMs, input_ids and attention_mask);
+- torch's own ``nn.TransformerEncoder`` (``transformer_encoder``, 2 layers, batch first), whose
+  legacy export runs at the sequence length it traced only (10 tokens, baked into its Reshapes).
 
 Each family is exported by both torch.onnx exporters: ``NAME_legacy`` (TorchScript,
 ``dynamo=False``, opset 17, ``dynamic_axes`` on batch and sequence) and ``NAME_dynamo``
@@ -201,6 +203,20 @@ def vit_tv(small: bool, dynamic_hw: bool) -> Case:
     model = VisionTransformer(image_size=224, patch_size=32, num_layers=1 if small else 2,
                               num_heads=4, hidden_dim=128, mlp_dim=256, num_classes=100)
     return _vision(model, 224, dynamic_hw)
+
+
+def transformer_encoder(small: bool, dynamic_hw: bool) -> Case:
+    """torch's own nn.TransformerEncoder, batch first: its nn.MultiheadAttention reshapes the
+    key and value by the length it traced, which the legacy exporter bakes in (the model runs
+    at that sequence length only, whatever its signature says)."""
+    import torch
+    from torch import nn
+
+    layer = nn.TransformerEncoderLayer(128, 4, 256, dropout=0.0, batch_first=True)
+    model = nn.TransformerEncoder(layer, 1 if small else 2, enable_nested_tensor=False)
+    x = torch.randn(2, 10, 128)
+    return Case(model, (x,), ["x"], ["y"], {"x": {0: "batch", 1: "seq"},
+                                             "y": {0: "batch", 1: "seq"}})
 
 
 def lraspp(small: bool, dynamic_hw: bool) -> Case:
@@ -595,6 +611,7 @@ FAMILIES: dict[str, Callable[[bool, bool], Case]] = {
     "wav2vec2": wav2vec2,
     "llama": llama,
     "qwen2": qwen2,
+    "transformer_encoder": transformer_encoder,
 }
 # Families exported by one variant only (see variants()).
 SINGLE_FAMILIES: dict[str, Callable[[bool, bool], Case]] = {

@@ -94,7 +94,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -525,13 +525,18 @@ def feeds_by_model(
             raise BenchmarkError(
                 f"the two models take different inputs ({'; '.join(only)})",
                 hint="compare a model with its optimized version (the same inputs)")
-    if feeds is None:
+    if feeds is None and baseline is None:
         feeds = _make_feeds(model, seed=seed, input_shapes=input_shapes)
-        if baseline is not None:
-            # The baseline may list more inputs (an IR-3 model's initializers, say, of fixed
-            # shapes): generated as they are, with no session to find sizes the model takes.
-            extra = make_feeds(baseline, seed=seed, runs=1, input_shapes=input_shapes)[0]
-            feeds = {**extra, **feeds}
+    elif feeds is None:
+        assert baseline is not None
+        # The baseline may list more inputs (an IR-3 model's initializers, say, of fixed
+        # shapes): generated as they are, with no session to find sizes the model takes.
+        extra = make_feeds(baseline, seed=seed, runs=1, input_shapes=input_shapes)[0]
+        # The sizes are ones both models take (the baseline may run at sizes baked into its
+        # Reshapes only, the candidate at any).
+        feeds = {**extra, **generated_feeds(
+            model, seed=seed, input_shapes=input_shapes, also_model=baseline,
+            also=_baseline_run(model, baseline, extra))}
     # A sequence (a list of arrays) or a map (a dict) is fed as it is, not made one array.
     arrays = text_as_str({name: value if isinstance(value, (list, dict)) else np.asarray(value)
                           for name, value in feeds.items()}, where="feeds")
@@ -543,6 +548,25 @@ def feeds_by_model(
         # baseline's own type.
         by_model["baseline"] = precision.for_model(by_model["baseline"], baseline, model)
     return by_model
+
+
+def _baseline_run(model: onnx.ModelProto, baseline: onnx.ModelProto,
+                  extra: Mapping[str, np.ndarray]) -> Callable[[Mapping[str, Any]], object]:
+    """A run of ``baseline`` on a set generated for ``model`` (moved to its layout and types,
+    its own further inputs added), which raises where the baseline refuses the set's sizes;
+    its session opens at the first set it is given."""
+    session: list[Any] = []
+    relative = layout.relative(layout.read(baseline), layout.read(model))
+
+    def run(feed: Mapping[str, Any]) -> object:
+        if not session:
+            session.append(model_io.ort_session(baseline, optimization="disabled"))
+        moved = precision.for_model(layout.from_candidate(dict(feed), relative), baseline,
+                                    model)
+        wanted = {i.name for i in session[0].get_inputs()}
+        return session[0].run(None, {k: v for k, v in {**extra, **moved}.items()
+                                     if k in wanted})
+    return run
 
 
 def _required_inputs(model: onnx.ModelProto) -> set[str]:

@@ -831,14 +831,20 @@ def _generated_run(
     notes: list[str],
     name: str = "original",
     sizes: feeds_module.TensorSizes | None = None,
+    also: Callable[[Feeds], object] | None = None,
 ) -> tuple[Feeds, list[Any]]:
     """Generated inputs for ``run`` that the reference accepts (:func:`graphfix.feeds.
     search_sizes`; ``sizes``: the model's tensor sizes, where a size past the first is not run
-    when it would compute a tensor over :data:`graphfix.feeds.MAX_TENSOR_BYTES`), and its
-    outputs; a note says which sizes it rejected first."""
-    found = feeds_module.search_sizes(
-        specs, run, lambda feed: session.run(None, _for(session, feed)), seed=seed,
-        input_shapes=input_shapes, sizes=sizes)
+    when it would compute a tensor over :data:`graphfix.feeds.MAX_TENSOR_BYTES`; ``also``: a
+    run of another model that must take the set too), and its outputs; a note says which
+    sizes it rejected first."""
+    def attempt(feed: Feeds) -> list[Any]:
+        if also is not None:  # first: the model a search has to fit fails fast
+            also(feed)
+        return session.run(None, _for(session, feed))
+
+    found = feeds_module.search_sizes(specs, run, attempt, seed=seed, input_shapes=input_shapes,
+                                      sizes=sizes)
     tried, error = found.rejected, found.error
     if found.feed is not None:
         if tried:
@@ -872,16 +878,23 @@ def _at_sizes_of(session: Any, specs: Sequence[feeds_module.InputSpec], run: int
 
 def generated_feeds(model: onnx.ModelProto, *, seed: int = 0,
                     input_shapes: Mapping[str, Sequence[int]] | None = None,
-                    name: str = "model") -> Feeds:
+                    name: str = "model", also: Callable[[Feeds], object] | None = None,
+                    also_model: onnx.ModelProto | None = None) -> Feeds:
     """One set of generated inputs that ``model`` accepts: with dynamic sizes, the first sizes
     of parity's ladders that ONNX Runtime runs it at (an audio front end needs hundreds of
-    samples, a U-Net multiples of 32), tried on a session with optimizations off."""
+    samples, a U-Net multiples of 32), tried on a session with optimizations off. ``also``
+    runs ``also_model`` on each set tried, raising where that one refuses its sizes, and the
+    sizes baked into its Reshapes are tried too: the set is one both take (a model with its
+    attention fused runs at any length, the one it is compared with only at the length an
+    exporter baked into its Reshapes)."""
     specs = feeds_module.input_specs(model)
     if not any(s.dynamic for s in specs if s.name not in (input_shapes or {})):
         return feeds_module.make_feed_set(specs, 0, seed=seed, input_shapes=input_shapes)
+    if also_model is not None:
+        specs = feeds_module.with_baked(specs, also_model)
     session = _session(model, ["CPUExecutionProvider"], name)
     feed, _ = _generated_run(session, specs, 0, seed, input_shapes, [], name,
-                             feeds_module.TensorSizes(model))
+                             feeds_module.TensorSizes(model), also=also)
     return feed
 
 

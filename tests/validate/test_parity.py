@@ -247,10 +247,12 @@ def test_a_tenth_of_a_percent_error_is_still_caught(rng) -> None:
 
 
 def test_every_size_tried_is_named_when_none_runs() -> None:
+    # 14 values: no size of n gives them (the sizes baked into the target, 7 and 2, are tried
+    # too; a target of {5, 3} runs at n = 5, found there)
     model = _model("""
     <ir_version: 8, opset_import: ["" : 17]>
-    g (float[n, 3] x) => (float[n, 3] y) {
-        shape = Constant <value = int64[2] {5, 3}> ()
+    g (float[n, 3] x) => (float[7, 2] y) {
+        shape = Constant <value = int64[2] {7, 2}> ()
         y = Reshape (x, shape)
     }""")
     with pytest.raises(ValidationInputError) as info:
@@ -258,6 +260,7 @@ def test_every_size_tried_is_named_when_none_runs() -> None:
     message = str(info.value)
     assert "at any size tried" in message
     assert "x float32[1, 3]" in message and "x float32[2, 3]" in message
+    assert "x float32[7, 3]" in message
 
 
 def test_a_model_with_a_weight_no_node_reads_is_checked() -> None:
