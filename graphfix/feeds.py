@@ -666,7 +666,13 @@ def dynamic_sizes(
     rest = attempt - SUMS if SUMS < attempt < ATTEMPTS else 0
     tied, step = rest >= _STEPS or (override is not None and extra % 2 == 1), rest % _STEPS
     sizes: dict[str, int] = {}
-    for spec in specs:  # sizes the weights fix come first: a named one holds for every input
+    for spec in specs:  # a name the caller sized on one input holds for every input
+        given = (fixed or {}).get(spec.name)
+        if given is not None and spec.dims is not None:
+            for dim, size in zip(spec.dims, given):
+                if isinstance(dim, str) and dim:
+                    sizes.setdefault(dim, int(size))
+    for spec in specs:  # sizes the weights fix come next: a named one holds for every input
         if spec.dims is not None and not (fixed and spec.name in fixed):
             for axis, size in spec.pinned:
                 sizes.setdefault(_key(spec, axis, tied), size)

@@ -85,6 +85,17 @@ def test_input_shapes_fix_dims_and_unknown_names_are_refused() -> None:
         feeds.make_feeds(model, input_shapes={"nope": [1]})
 
 
+def test_a_size_given_for_one_input_holds_for_its_named_dimensions_everywhere() -> None:
+    """--input-shape input_ids:1x128 on a BERT: the mask and the token types share the batch
+    and sequence names, so they take 1 and 128 too (they were generated at the ladder's 8, and
+    the model refused every set)."""
+    sets = feeds.make_feeds(transformer_encoder(), input_shapes={"input_ids": [1, 12]})
+    assert {s["attention_mask"].shape for s in sets} == {(1, 12)}
+    mixed = feeds.make_feeds(EMBED, input_shapes={"ids": [3, 5]}, runs=2)
+    for feed in mixed:  # the batch is named on every input; flags stay fixed
+        assert feed["attention_mask"].shape == (3, 5) and feed["x"].shape == (3, 4)
+
+
 def test_initializer_inputs_are_not_fed() -> None:
     model = _model("""
     <ir_version: 3, opset_import: ["" : 9]>
