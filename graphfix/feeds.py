@@ -539,13 +539,14 @@ def nothing_to_compare(runs: Sequence[Mapping[str, Any]], names: Sequence[str]) 
     ``runs`` (one mapping of outputs by name per input set): outputs that hold no element (an
     empty tensor or sequence: a detector whose score threshold keeps nothing of generated
     inputs), and float outputs that hold only zeros (a classifier head initialized to zero,
-    as torchvision's ViT's is: whatever the layers before it compute, it gives zeros). A
-    rewrite's error cannot show in them."""
+    as torchvision's ViT's is: whatever the layers before it compute, it gives zeros) or only
+    NaN (a logarithm of generated values below zero: a NaN equals a NaN, whatever computed
+    it). A rewrite's error cannot show in them."""
     def nothing(value: Any) -> bool:
         if isinstance(value, (list, tuple)):
             return not value
-        return isinstance(value, np.ndarray) and (
-            value.size == 0 or value.dtype.kind == "f" and not value.any())
+        return isinstance(value, np.ndarray) and (value.size == 0 or value.dtype.kind == "f" and (
+            not value.any() or bool(np.isnan(value).all())))
     return [name for name in names
             if runs and all(name in run and nothing(run[name]) for run in runs)]
 

@@ -126,14 +126,15 @@ class ParityResult:
     # reference (:func:`original_spread`): per failing output, the input set and the
     # tolerance used (infinite for an output compared exactly whose values change).
     original_spread: dict[str, Any] | None = None
-    # Outputs the reference returned empty (no element), or float and only zeros, on every
-    # input set: nothing the model computes was compared through them (a detector whose score
-    # threshold keeps nothing of generated inputs; a head initialized to zero).
+    # Outputs the reference returned empty (no element), or float and only zeros or only NaN,
+    # on every input set: nothing the model computes was compared through them (a detector
+    # whose score threshold keeps nothing of generated inputs; a head initialized to zero; a
+    # logarithm of generated values below zero).
     empty: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def vacuous(self) -> bool:
-        """Every output was empty or only zeros on every input set: the check compared
+        """Every output was empty, only zeros or only NaN on every input set: the check compared
         nothing the model computes."""
         return bool(self.outputs) and len(self.empty) == len(self.outputs)
 
@@ -143,9 +144,9 @@ class ParityResult:
             return None
         what = "every output" if self.vacuous else \
             f"output(s) {', '.join(map(repr, self.empty))}"
-        return (f"parity compared nothing the model computes through {what}: empty or only "
-                "zeros on every input set; give inputs on which they are not (--inputs) to "
-                "check them")
+        return (f"parity compared nothing the model computes through {what}: empty, only "
+                "zeros or only NaN on every input set; give inputs on which they are not "
+                "(--inputs) to check them")
 
     @property
     def worst(self) -> OutputParity | None:
@@ -985,6 +986,6 @@ def format_parity(parity: dict[str, Any]) -> str:
     verdict = "parity holds" if parity.get("passed") else "parity FAILED"
     if parity.get("passed") and parity.get("outputs") and \
             len(parity.get("empty_outputs") or ()) == len(parity["outputs"]):
-        verdict = "parity holds only vacuously (every output empty or only zeros)"
+        verdict = "parity holds only vacuously (every output empty, only zeros or only NaN)"
     lines.append(f"{verdict} ({parity.get('seconds', 0):.1f}s on {parity.get('provider')})")
     return "\n".join(lines)

@@ -57,11 +57,13 @@ Rules:
    levels on some inputs only (a dynamically quantized BERT came out 1.1x the float16
    tolerance on 1 of 12 further pairs of input sets; most dynamically quantized CNNs ended
    after 13-18 rounds with every node back in float32). Lower the float model, then quantize.
-14. A float output that is empty, or only zeros, on every measured input set has no error to
-   measure: the model is left alone, saying so (a detector whose score threshold keeps nothing
-   of generated inputs measured no error and came out lowered everywhere, its boxes off by 300
-   pixels on inputs that detect something; a head initialized to zero gives zeros whatever the
-   layers before it compute). Inputs on which the output is not (``inputs``) lift it.
+14. A float output that is empty, only zeros or only NaN on every measured input set has no
+   error to measure: the model is left alone, saying so (a detector whose score threshold keeps
+   nothing of generated inputs measured no error and came out lowered everywhere, its boxes off
+   by 300 pixels on inputs that detect something; a head initialized to zero gives zeros
+   whatever the layers before it compute; a logarithm of generated values below zero gives NaN,
+   and a float16 model 10% off passed as exact). Inputs on which the output is not
+   (``inputs``) lift it.
 
 ``may_grow``: the border Casts are nodes the input did not have.
 """
@@ -278,10 +280,11 @@ class ConvertPrecision(KeepsWorker, Pass):
                 empty = search.unmeasured_outputs()
                 if empty:  # Rule 14
                     reason = (f"nothing to measure on: output(s) {', '.join(map(repr, empty))} "
-                              f"are empty or only zeros on every input set, so their {dtype} "
-                              "error cannot be measured (a detector whose threshold keeps "
-                              "nothing of generated inputs, a head initialized to zero); give "
-                              "inputs on which they are not (--inputs)")
+                              f"are empty, only zeros or only NaN on every input set, so their "
+                              f"{dtype} error cannot be measured (a detector whose threshold "
+                              "keeps nothing of generated inputs, a head initialized to zero, "
+                              "a logarithm of values below zero); give inputs on which they are "
+                              "not (--inputs)")
                     logger.warning("convert-precision: %s", reason)
                     return PassResult(model, False, warnings=[reason], skipped=reason,
                                       stats={"rounds": result.rounds})

@@ -522,10 +522,10 @@ class Search:
                 and all(name in run for run in self.reference)}
 
     def unmeasured_outputs(self) -> list[str]:
-        """The float outputs of the original that are empty (no element), or only zeros, in
-        every input set: their error is not measured (a detector whose score threshold keeps
-        nothing of generated inputs returns no box, in float32 or not; a head initialized to
-        zero gives zeros)."""
+        """The float outputs of the original that are empty (no element), only zeros or only
+        NaN, in every input set: their error is not measured (a detector whose score threshold
+        keeps nothing of generated inputs returns no box, in float32 or not; a head initialized
+        to zero gives zeros; a logarithm of values below zero, NaN)."""
         floats = [name for name in self.analysis.outputs
                   if self.analysis.types.get(name) == FLOAT]
         return feeds_module.nothing_to_compare(self.reference, floats)

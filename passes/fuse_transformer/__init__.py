@@ -197,9 +197,9 @@ class FuseTransformer(Pass):
         empty = nothing_to_compare(reference, names)
         if empty:  # Rule 2: nothing compared is nothing checked
             reason = (f"the model cannot be checked here (output(s) "
-                      f"{', '.join(map(repr, empty))} empty or only zeros on every input set: "
-                      "no error of a fusion shows in them; give inputs on which they are not); "
-                      "model kept")
+                      f"{', '.join(map(repr, empty))} empty, only zeros or only NaN on every "
+                      "input set: no error of a fusion shows in them; give inputs on which they "
+                      "are not); model kept")
             return PassResult(model, False, warnings=[reason], skipped=reason)
         bars = {name: tolerance(str(value.dtype)) for name, value in reference[0].items()}
         attempts = [("all fusions", True, True),
