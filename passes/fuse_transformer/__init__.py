@@ -63,6 +63,7 @@ Rules:
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 from collections import Counter
@@ -432,9 +433,10 @@ def _first_line(err: BaseException) -> str:
 
 @contextlib.contextmanager
 def _quiet_ort() -> Iterator[None]:
-    """ORT's transformers modules log to the root logger under their own names; while they
-    run, their records go to this module's logger at DEBUG instead (the library never
-    prints)."""
+    """ORT's transformers modules log to the root logger under their own names, and print
+    some of what fails ("failed in shape inference" on every legacy export of
+    nn.MultiheadAttention, on standard output, where a command's JSON goes); while they run,
+    both go to this module's logger at DEBUG instead (the library never prints)."""
     class _Forward(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             logger.debug("onnxruntime.transformers %s: %s", record.name, record.getMessage())
@@ -447,12 +449,16 @@ def _quiet_ort() -> Iterator[None]:
             touched.append((target, target.propagate, list(target.handlers)))
             target.propagate = False
             target.handlers[:] = [handler]
+    printed = io.StringIO()
     try:
-        yield
+        with contextlib.redirect_stdout(printed):
+            yield
     finally:
         for target, propagate, handlers in touched:
             target.propagate = propagate
             target.handlers[:] = handlers
+        for line in printed.getvalue().splitlines():
+            logger.debug("onnxruntime.transformers printed: %s", line)
 
 
 def fuse_transformer(

@@ -368,3 +368,30 @@ def test_a_model_with_nothing_to_fuse_is_left_alone_at_once(monkeypatch):
     result = FuseTransformer()(model)
     assert not result.modified and not calls
     assert "nothing to fuse" in result.skipped and "layer norms" in result.skipped
+
+
+@pytest.mark.tools
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_torchs_own_transformer_encoder_from_the_legacy_exporter_is_fused_quietly(tmp_path):
+    """nn.TransformerEncoder's attention, as the legacy exporter writes it: the key and value
+    reshaped by the length it traced (the model runs at that length only, found from its
+    Reshapes), and ONNX Runtime's optimizer printing a failure of its shape inference on
+    standard output (`-q` must leave it empty)."""
+    import subprocess
+    import sys
+
+    import torch
+
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+    module = torch.nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval()
+    source, out = tmp_path / "encoder.onnx", tmp_path / "out.onnx"
+    torch.onnx.export(module, (torch.randn(2, 7, 32),), source, input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "b", 1: "s"}},
+                      opset_version=17, dynamo=False)
+    done = subprocess.run([sys.executable, "-m", "graphfix", "optimize", str(source), str(out),
+                           "--fuse", "transformer", "--no-speed-gate", "-q"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    fused = onnx.load(out)
+    assert sum(n.op_type == "Attention" for n in fused.graph.node) == 1
