@@ -111,15 +111,17 @@ class _Group(click.Group):
             if len(line) < len(f"error: {err}"):
                 logger.info("the whole error: %s", err)
             click.secho(line, fg="red", err=True)
+            _json_error(ctx, err)
             ctx.exit(1)
         except MemoryError as err:  # a limit below what the model needs (ulimit, container)
             logger.debug("out of memory", exc_info=True)
             detail = str(err).strip().splitlines()[0] if str(err).strip() else ""
-            line = error_line(GraphfixError(
+            memory = GraphfixError(
                 "out of memory" + (f" ({detail})" if detail else ""),
                 hint="fix smaller dynamic sizes with --input-shape, give --inputs, or run "
-                "where more memory is available"), more="-v")
-            click.secho(line, fg="red", err=True)
+                "where more memory is available")
+            click.secho(error_line(memory, more="-v"), fg="red", err=True)
+            _json_error(ctx, memory)
             ctx.exit(1)
         except KeyboardInterrupt:
             _end(ctx, "interrupted", 130)
@@ -128,6 +130,17 @@ class _Group(click.Group):
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+
+def _json_error(ctx: click.Context, err: GraphfixError) -> None:
+    """Where the command was asked for JSON (``--json``), the error as JSON on standard output
+    too (``{"error": message, "hint": hint}``), so that a script reading it gets JSON whatever
+    happened; the exit code says it failed."""
+    if "--json" not in ctx.meta.get("graphfix.argv", ()):
+        return
+    message = str(err.args[0]) if err.args else str(err)
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(json.dumps({"error": message, "hint": err.hint}, indent=2))
 
 
 # Set by main(): this process is the graphfix command, not a caller's (a test's) process.
@@ -924,7 +937,7 @@ def _knob_space(knobs: tuple[tuple[str, list[str]], ...]) -> dict[str, list[Any]
     return space
 
 
-@cli.command()
+@cli.command(cls=_RecordArgs)
 @click.option("--provider", type=click.Choice(["cpu", "cuda", "tensorrt"]),
               help="Exit 1 unless this provider is usable.")
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
@@ -950,7 +963,7 @@ def list_passes() -> None:
     _emit("\n".join(lines), product=True)
 
 
-@cli.command()
+@cli.command(cls=_RecordArgs)
 @click.argument("model", type=_MODEL_PATH)
 @click.option("--json", "as_json", is_flag=True, help="Print the facts as JSON.")
 @_verbose

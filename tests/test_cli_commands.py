@@ -52,6 +52,21 @@ def test_check_passes_fails_and_speaks_json(tmp_path) -> None:
     assert invoke("check", ref, other, "--tol", "y:10").exit_code == 2
 
 
+@pytest.mark.parametrize("command", ["check", "bench", "profile", "tune", "inspect"])
+def test_json_is_printed_when_the_command_fails_too(tmp_path, command: str) -> None:
+    """A script reading --json's standard output gets JSON whatever happened: the error and its
+    hint, the exit code 1 (before, nothing, and a JSON decode error in the script)."""
+    ref = _save(tmp_path, "ref.onnx", RELU)
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    models = [ref, broken] if command == "check" else [broken]
+    result = CliRunner().invoke(cli, [command, *map(str, models), "--json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert "not an ONNX model" in data["error"] and data["hint"]
+    assert "error: " in result.stderr
+
+
 def test_check_with_real_inputs_and_shapes(tmp_path) -> None:
     ref = _save(tmp_path, "ref.onnx", RELU)
     np.savez(tmp_path / "in.npz", x=np.ones((5, 4), np.float32))
