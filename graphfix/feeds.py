@@ -834,6 +834,19 @@ def _values(
             mask[..., 0] = 1  # no row fully masked out
         return mask
     if dtype.kind in "iu":
+        inside = [c for c in spec.choices or () if spec.index_rows is not None and
+                  0 <= c < spec.index_rows]
+        if inside:
+            # Ids into a table that the model also compares with constants (a padding id:
+            # input_ids != pad): the table's ids, a quarter of them the constants, never a whole
+            # row of them. Only the constants, and the embedding of every other id went
+            # unchecked: a model with those rows doubled passed as the same.
+            ids = rng.integers(0, spec.index_rows, shape)
+            picked = rng.random(shape) < 0.25
+            if picked.ndim >= 1 and picked.size:
+                picked[..., 0] = False
+            ids[picked] = rng.choice(np.array(inside), size=int(picked.sum()))
+            return ids.astype(dtype)
         if spec.choices:
             return rng.choice(np.array(spec.choices), size=shape).astype(dtype)
         if spec.index_rows is not None:

@@ -187,3 +187,33 @@ def test_a_benchmark_feeds_sizes_both_models_take() -> None:
     }""")
     result = graphfix.benchmark(candidate, baseline=baseline, warmup=1, runs=3)
     assert result.input_shapes["x"][1] == 10
+
+
+def test_ids_compared_with_a_padding_id_are_the_tables_ids_some_of_them_the_padding(rng) -> None:
+    """input_ids != pad, as sequence classifiers and masked pooling write it: the ids were all
+    the padding id, and a model whose other embedding rows are doubled passed as the same."""
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64[batch, seq] input_ids) => (float[batch, 4] y) {
+        pad = Constant <value = int64 {0}> ()
+        is_pad = Equal (input_ids, pad)
+        keep = Not (is_pad)
+        weight = Cast <to = 1> (keep)
+        rows = Gather (table, input_ids)
+        axes = Constant <value = int64[1] {2}> ()
+        weights = Unsqueeze (weight, axes)
+        kept = Mul (rows, weights)
+        one = Constant <value = int64[1] {1}> ()
+        y = ReduceSum <keepdims = 0> (kept, one)
+    }"""
+    table = _weights(rng, 50, 4)
+    model = _with(text, table=table)
+    [spec] = input_specs(model)
+    assert spec.index_rows == 50 and spec.choices == (0,)
+    for feed in make_feeds(model, runs=2):
+        ids = feed["input_ids"]
+        assert ids.min() >= 0 and ids.max() < 50 and (ids != 0).mean() > 0.5
+        assert (ids == 0).any(axis=-1).any() or ids.size < 8  # some padding too
+    doubled = table.copy()
+    doubled[1:] *= 2
+    assert not check_parity(model, _with(text, table=doubled)).passed
