@@ -27,7 +27,7 @@ from graphfix.version import __version__
 import graphfix.passes  # noqa: F401 - the pass library registers its passes on import
 from graphfix import graph as graph_layer
 from graphfix.graph import check_input_shapes, fix_input_shapes
-from graphfix import model_io, registry
+from graphfix import layout, model_io, registry
 from graphfix import precision as precision_module
 from graphfix import speed_gate as gate
 from graphfix.errors import (
@@ -624,6 +624,15 @@ class _Job:
             if entry.skipped and entry.skipped not in entry.warnings:
                 self.report.warnings.append(f"{entry.name} skipped: {entry.skipped}")
         self.report.warnings += [item.describe() for item in done.left_out]
+        moved = layout.read(done.model)
+        for kind, flag, asked in (("inputs", "--inputs-as-nchw", self.run.inputs_as_nchw),
+                                  ("outputs", "--outputs-as-nchw", self.run.outputs_as_nchw)):
+            missed = [name for name in asked if name not in moved[kind]]
+            if missed:  # asked for by name: the run says it was not done
+                line = (f"{flag} {', '.join(missed)}: not applied (the signature is the "
+                        f"original's; see eliminate-transposes above)")
+                logger.warning("%s", line)
+                self.report.warnings.append(line)
 
     def _verify(self, original: Callable[[], onnx.ModelProto], optimized: onnx.ModelProto,
                 before: onnx.ModelProto | None) -> onnx.ModelProto:

@@ -119,9 +119,9 @@ class Pass:
             logger.warning("%s: %s", self.name, reason)
             if result.model is model:
                 snapshot.restore(model)
-            return PassResult(model, False, stats=result.stats,
-                              warnings=[*result.warnings, reason], skipped=reason,
-                              details=result.details)
+            # What the pass said of its result (a signature it changed, what it removed) is
+            # not true of the model kept: the reason alone stands.
+            return PassResult(model, False, warnings=[reason], skipped=reason)
         return result
 
     def __repr__(self) -> str:

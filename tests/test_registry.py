@@ -32,7 +32,8 @@ class GrowsInPlace(Pass):
         model.graph.node.extend([onnx.helper.make_node("Neg", ["pre"], ["neg"]),
                                  onnx.helper.make_node("Neg", ["neg"], [out.name])])
         model.graph.initializer.add(name="unused", data_type=onnx.TensorProto.FLOAT, dims=[0])
-        return PassResult(model, modified=True)
+        return PassResult(model, modified=True, stats={"pairs_added": 1},
+                          warnings=["signature changed: output 'y' is now negated twice"])
 
 
 class GrowsACopy(Pass):
@@ -75,6 +76,8 @@ def test_a_result_with_more_nodes_is_taken_back(wrong):
     assert result.model is model
     assert model.SerializeToString() == before  # undone, initializers included
     assert count_nodes(result.model) == 1
+    # what the pass said of the result it returned is not true of the model kept
+    assert result.warnings == [result.skipped] and not result.stats
 
 
 def test_growth_is_kept_where_it_is_the_purpose():

@@ -102,3 +102,22 @@ def test_inputs_as_nchw_refuses_before_editing_anything(rng):
         with pytest.raises(PassError, match="also a graph output"):
             EliminateTransposes(**options)(model)
         assert model.SerializeToString() == before
+
+
+def test_a_channels_first_request_the_pass_cannot_keep_is_said_not_applied(rng):
+    """--inputs-as-nchw on a model that is channels-first already: moving its input costs a
+    node, so the registry keeps the model, and the run said the signature had changed. It now
+    says the request was not applied, and nothing of the result not kept."""
+    import graphfix
+
+    model = parse("""
+    g (float[N, 3, 8, 8] x) => (float[N, 4, 8, 8] y) {
+        y = Conv <pads = [1, 1, 1, 1]> (x, w)
+    }""")
+    model.graph.initializer.append(numpy_helper.from_array(
+        rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"))
+    result = graphfix.optimize(model, inputs_as_nchw=["x"])
+    assert dims(result.model.graph.input[0]) == ["N", 3, 8, 8]
+    warnings = " ".join(result.report.warnings)
+    assert "--inputs-as-nchw x: not applied" in warnings
+    assert "signature changed" not in warnings
