@@ -45,13 +45,17 @@ def test_a_decoder_step_with_its_cache_comes_out_optimized_and_correct(tmp_path,
 def test_rotary_embeddings_the_fused_step_cannot_run_are_left_out_not_the_attention(
         tmp_path) -> None:
     # ORT's RotaryEmbedding fusion of Mistral's step takes position ids of a batch of one, and
-    # the fused model does not run at batch 2: the attention is fused without it.
+    # the fused model does not run at batch 2: the attention is fused without it. (With
+    # transformers 5.24's export ORT's optimizer matches no rotary embedding at all: then
+    # there is nothing to leave out, and the attention is fused all the same.)
     path = _export(tmp_path, "mistral_legacy_cache")
     result = graphfix.optimize_file(path, tmp_path / "out.onnx", fuse="transformer",
                                     speed_gate=False)
     fused = next(p for p in result.report.passes if p.name == "fuse-transformer")
     assert fused.details["fused"].get("MultiHeadAttention", 0) >= 1, fused.details
     assert "RotaryEmbedding" not in fused.details["fused"]
-    assert any(note.startswith("without rotary embeddings:") for note in fused.details["notes"])
+    notes = fused.details["notes"]
+    if any("RotaryEmbedding" in note for note in notes):
+        assert any(note.startswith("without rotary embeddings:") for note in notes), notes
     assert graphfix.check_parity(graphfix.load(path), graphfix.load(tmp_path / "out.onnx"),
                                  seed=7).passed
