@@ -75,9 +75,10 @@ SUMS = 12
 """The most sums tried (:func:`dim_sums`): every way of four named dimensions."""
 SUMMANDS = (3, 5)
 """The size of the second term of a sum, per set (the first is the ladder's first size)."""
-ATTEMPTS = 2 * _STEPS + SUMS
+ATTEMPTS = 2 * _STEPS + SUMS + 1
 """Attempts per input set (:func:`dynamic_sizes`): the ladders' first sizes; one named dimension
-as the sum of two others at those sizes (:func:`dim_sums`); the ladders' further sizes, each
+as the sum of two others at those sizes (:func:`dim_sums`); the first sizes with each named
+dimension that one input alone has (not a batch) at 1; the ladders' further sizes, each
 unnamed dimension sized on its own; then the ladders again with every unnamed dimension of the
 set at one size (an LSTM's state must have the batch of its input, and nothing in the
 signature says so)."""
@@ -120,7 +121,9 @@ class InputSpec:
     elem_type: int
     dims: tuple[int | str | None, ...] | None  # None: rank unknown
     index_rows: int | None = None  # an index into a table with this many rows
-    choices: tuple[int, ...] | None = None  # compared with these constants (an enum, a flag)
+    # compared with these constants (an enum, a flag), or the categories a one-hot encoder
+    # knows (strings too)
+    choices: tuple[int | str, ...] | None = None
     # Sizes the model's weights fix for dynamic axes (graphfix.pinned): (axis, size).
     pinned: tuple[tuple[int, int], ...] = ()
     # An index into a table a dynamic dimension of the signature sizes (segment ids into a
@@ -326,10 +329,12 @@ def _readers(model: onnx.ModelProto) -> dict[str, list[tuple[onnx.NodeProto, int
 _COMPARISONS = frozenset({"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"})
 
 
-def compared_constants(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+def compared_constants(model: onnx.ModelProto) -> dict[str, tuple[int | str, ...]]:
     """Integer graph inputs that the model compares with constants (a sample rate checked by
     ``Equal`` against the rates it supports, a mode selecting a branch), with those constants:
-    random values would take a branch no real input takes, or none."""
+    random values would take a branch no real input takes, or none; and integer or string
+    inputs that a one-hot encoder reads, with its categories (scikit-learn's, which refuses a
+    category it does not know: ``Unknown Category``)."""
     constants: dict[str, np.ndarray] = {}
     for g in graphs(model.graph):
         for init in g.initializer:
@@ -349,13 +354,19 @@ def compared_constants(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
 
     consumers = _readers(model)
 
-    def compared(name: str, seen: set[str]) -> list[int]:
+    def compared(name: str, seen: set[str]) -> list[int | str]:
         if name in seen:
             return []
         seen.add(name)
-        found: list[int] = []
+        found: list[int | str] = []
         for node, position in consumers.get(name, ()):
-            if node.op_type in _COMPARISONS and len(node.input) == 2:
+            if node.op_type == "OneHotEncoder" and node.domain == "ai.onnx.ml":
+                for attr in node.attribute:
+                    if attr.name == "cats_int64s":
+                        found += [int(v) for v in attr.ints]
+                    elif attr.name == "cats_strings":
+                        found += [v.decode("utf-8", "replace") for v in attr.strings]
+            elif node.op_type in _COMPARISONS and len(node.input) == 2:
                 other = constants.get(node.input[1 - position])
                 if other is not None:
                     found += [int(v) for v in other.reshape(-1)]
@@ -364,12 +375,12 @@ def compared_constants(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
                     found += compared(output, seen)
         return found
 
-    choices: dict[str, tuple[int, ...]] = {}
+    choices: dict[str, tuple[int | str, ...]] = {}
     for value in model.graph.input:
         if value.type.tensor_type.elem_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
                                                 onnx.TensorProto.DOUBLE, onnx.TensorProto.BOOL):
             continue
-        found = sorted(set(compared(value.name, set())))
+        found = sorted(set(compared(value.name, set())), key=lambda v: (isinstance(v, str), v))
         if found:
             choices[value.name] = tuple(found)
     return choices
@@ -504,7 +515,7 @@ def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], 
     rejected: list[str] = []
     seen: set[str] = set()
     error: BaseException | None = None
-    for attempt in range(attempts(specs) if dynamic else 1):
+    for attempt in range(attempts(specs, input_shapes) if dynamic else 1):
         try:
             feed = make_feed_set(specs, index, seed=seed + index, attempt=attempt,
                                  input_shapes=input_shapes)
@@ -655,16 +666,24 @@ def dynamic_sizes(
     """The size of each dynamic dimension key (``dim_param`` or ``?<axis>``) for one set, at
     ``attempt`` of :data:`ATTEMPTS`: the ladders' first sizes; then the sums of
     :func:`dim_sums` at those sizes (before any larger size: a decoder's cache at the ladders'
-    large sizes takes tens of GiB); then the ladders' further sizes; then all again with the
+    large sizes takes tens of GiB); then the first sizes with each named dimension that one
+    input alone has (not a batch) at 1 (an attention bias's heads, a class prior's classes: an
+    axis that broadcasts, 1 or a size nothing names); then the ladders' further sizes; then all again with the
     unnamed dimensions tied (all take the one size of the step); past :data:`ATTEMPTS`, each
     size a Reshape's target holds (:func:`graphfix.pinned.baked_sizes`) for every dynamic
     dimension but the batch-like ones, then for all of them (:func:`attempts` counts them). A
     ``dim_param`` that is arithmetic on others is computed."""
-    baked = _baked(specs)
+    baked = _candidates(specs, fixed)
     extra = attempt - ATTEMPTS
     override = baked[extra // 2] if 0 <= extra < 2 * len(baked) else None
     summed = attempt - 1 if 1 <= attempt <= SUMS else None
-    rest = attempt - SUMS if SUMS < attempt < ATTEMPTS else 0
+    alone = attempt == SUMS + 1
+    rest = attempt - SUMS - 1 if SUMS + 1 < attempt < ATTEMPTS else 0
+    owners: dict[str, set[str]] = {}
+    for spec in specs:
+        for dim in spec.dims or ():
+            if isinstance(dim, str) and dim:
+                owners.setdefault(dim, set()).add(spec.name)
     tied, step = rest >= _STEPS or (override is not None and extra % 2 == 1), rest % _STEPS
     sizes: dict[str, int] = {}
     for spec in specs:  # a name the caller sized on one input holds for every input
@@ -693,8 +712,11 @@ def dynamic_sizes(
                 continue
             batch = _batch_like(dim, axis, len(spec.dims)) and not (tied and not dim)
             ladder = (BATCH_SIZES if batch else OTHER_SIZES)[index % 2]
-            sizes[key] = override if override is not None and (tied or not batch) else (
-                ladder[min(step, len(ladder) - 1)])
+            if alone and not batch and isinstance(dim, str) and len(owners.get(dim, ())) == 1:
+                sizes[key] = 1
+            else:
+                sizes[key] = override if override is not None and (tied or not batch) else (
+                    ladder[min(step, len(ladder) - 1)])
     if summed is not None:
         sums = dim_sums(specs, fixed=fixed)
         if summed < len(sums):
@@ -709,10 +731,21 @@ def dynamic_sizes(
     return sizes
 
 
-def attempts(specs: Sequence[InputSpec]) -> int:
+def attempts(specs: Sequence[InputSpec],
+             fixed: Mapping[str, Sequence[int]] | None = None) -> int:
     """How many attempts :func:`dynamic_sizes` makes for one set: :data:`ATTEMPTS`, and two for
-    each size baked into the model's Reshapes."""
-    return ATTEMPTS + 2 * len(_baked(specs))
+    each size baked into the model's Reshapes or given for an input (``fixed``)."""
+    return ATTEMPTS + 2 * len(_candidates(specs, fixed))
+
+
+def _candidates(specs: Sequence[InputSpec],
+                fixed: Mapping[str, Sequence[int]] | None) -> tuple[int, ...]:
+    """The sizes tried last for every dynamic dimension: those baked into the model's
+    Reshapes, then those given for inputs (a size given for one input that another input's
+    differently named dimension must match: a query's width and a memory's rows)."""
+    baked = _baked(specs)
+    given = [int(size) for dims in (fixed or {}).values() for size in dims if int(size) >= 2]
+    return (*baked, *dict.fromkeys(size for size in given if size not in baked))
 
 
 def with_baked(specs: Sequence[InputSpec], model: onnx.ModelProto) -> list[InputSpec]:
@@ -835,7 +868,7 @@ def _values(
         return mask
     if dtype.kind in "iu":
         inside = [c for c in spec.choices or () if spec.index_rows is not None and
-                  0 <= c < spec.index_rows]
+                  isinstance(c, int) and 0 <= c < spec.index_rows]
         if inside:
             # Ids into a table that the model also compares with constants (a padding id:
             # input_ids != pad): the table's ids, a quarter of them the constants, never a whole
@@ -847,8 +880,9 @@ def _values(
                 picked[..., 0] = False
             ids[picked] = rng.choice(np.array(inside), size=int(picked.sum()))
             return ids.astype(dtype)
-        if spec.choices:
-            return rng.choice(np.array(spec.choices), size=shape).astype(dtype)
+        numbers = [c for c in spec.choices or () if isinstance(c, int)]
+        if numbers:
+            return rng.choice(np.array(numbers), size=shape).astype(dtype)
         if spec.index_rows is not None:
             return rng.integers(0, spec.index_rows, shape).astype(dtype)
         return rng.integers(*_INT_RANGE, shape).astype(dtype)
@@ -859,7 +893,9 @@ def _values(
         low, high = float_range
         return (rng.uniform(low, high, shape) + 1j * rng.uniform(low, high, shape)).astype(dtype)
     if dtype.kind in "OUS":
-        return rng.choice(_WORDS, size=shape).astype(object)
+        words = [c for c in spec.choices or () if isinstance(c, str)]
+        return rng.choice(np.array(words, dtype=object) if words else _WORDS,
+                          size=shape).astype(object)
     raise ValidationInputError(
         f"cannot generate values of type {dtype} for input {spec.name!r}",
         hint=NO_VALUES_HINT,

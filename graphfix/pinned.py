@@ -28,6 +28,7 @@ Sizes from two consumers that disagree cancel each other: the size stays free.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 
 import onnx
@@ -276,13 +277,14 @@ def pinned_sizes(model: onnx.ModelProto) -> dict[str, dict[int, int]]:
 
 # The most sizes baked_sizes gives, and the largest: a size past it would be tried only to be
 # refused for its memory.
-_MOST_BAKED = 6
+_MOST_BAKED = 8
 _LARGEST_BAKED = 8192
 
 
 def baked_sizes(model: onnx.ModelProto) -> tuple[int, ...]:
-    """The sizes (2 to 8192, at most six, in graph order) that the main graph's Reshapes hold as
-    constants in their target shapes, whole or as a constant part of a Concat.
+    """The sizes (2 to 8192, at most eight, in graph order) that the main graph's Reshapes hold
+    as constants in their target shapes, whole or as a constant part of a Concat, and the
+    product of each target's (a length the Reshape cuts into rows of them).
 
     torch's legacy exporter bakes a size it traced into a Reshape where the module read it
     from a tensor's shape in Python: nn.MultiheadAttention (and so nn.TransformerEncoder)
@@ -301,10 +303,12 @@ def baked_sizes(model: onnx.ModelProto) -> tuple[int, ...]:
         concat = producers.get(target)
         parts = [target] if target in vectors else list(concat.input) if (
             concat is not None and concat.op_type == "Concat") else []
-        for part in parts:
-            for size in vectors.get(part, ()):
-                if 2 <= size <= _LARGEST_BAKED and size not in found:
-                    found.append(size)
+        sizes = [size for part in parts for size in vectors.get(part, ()) if size >= 2]
+        product = math.prod(sizes)
+        # each size, then their product: x.view(b, -1, 2, 3) needs a length of 6 (or 12...)
+        for size in [*sizes, *([product] if len(sizes) > 1 else [])]:
+            if size <= _LARGEST_BAKED and size not in found:
+                found.append(size)
     return tuple(found[:_MOST_BAKED])
 
 

@@ -168,7 +168,7 @@ def _baked_length(length: int) -> onnx.ModelProto:
 
 def test_a_sequence_length_baked_into_a_reshape_is_tried_when_no_ladder_size_runs() -> None:
     model = _baked_length(10)
-    assert baked_sizes(model) == (10, 8)
+    assert baked_sizes(model) == (10, 8, 80)  # each size, then their product
     result = check_parity(model, model)
     assert result.passed
     assert result.runs == [{"x": "float32[1, 10, 8]"}, {"x": "float32[2, 10, 8]"}]  # batch varies
@@ -217,3 +217,70 @@ def test_ids_compared_with_a_padding_id_are_the_tables_ids_some_of_them_the_padd
     doubled = table.copy()
     doubled[1:] *= 2
     assert not check_parity(model, _with(text, table=doubled)).passed
+
+
+@pytest.mark.parametrize("kind", ["strings", "int64s"])
+def test_a_one_hot_encoders_input_takes_its_categories(kind: str) -> None:
+    """scikit-learn's OneHotEncoder (handle_unknown="error", its default) refuses a category it
+    does not know: ONNX Runtime's 'Unknown Category' on every generated input, and a refusal
+    that blamed sizes."""
+    from onnx import TensorProto, helper
+
+    strings = kind == "strings"
+    cats = ["red", "green", "blue"] if strings else [3, 7, 11]
+    encoder = helper.make_node("OneHotEncoder", ["column"], ["hot"], domain="ai.onnx.ml",
+                               zeros=0, **{f"cats_{kind}": cats})
+    pick = helper.make_node("Gather", ["x", "index"], ["column"], axis=1)
+    model = helper.make_model(helper.make_graph(
+        [pick, encoder], "g",
+        [helper.make_tensor_value_info("x", TensorProto.STRING if strings else TensorProto.INT64,
+                                       ["N", 2])],
+        [helper.make_tensor_value_info("hot", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array([0], np.int64), "index")]),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    model.ir_version = 8
+    [spec] = input_specs(model)
+    assert spec.choices == tuple(sorted(cats))
+    assert check_parity(model, model).passed
+
+
+def test_a_dimension_one_input_alone_has_is_tried_at_one_before_the_ladder_grows() -> None:
+    """An attention bias of its own heads dimension (broadcast over the scores' heads: 1 or
+    the heads, a size nothing names): the search ended at the ladder's last size, 1 for every
+    dimension, the sequence included, where attention is trivial."""
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[b, s, 8] x, float[b, h, s, s] bias) => (float[b, 2, s, s] y) {
+        t = Transpose <perm = [0, 2, 1]> (x)
+        scores = MatMul (x, t)
+        axes = Constant <value = int64[1] {1}> ()
+        one = Unsqueeze (scores, axes)
+        heads = Concat <axis = 1> (one, one)
+        y = Add (heads, bias)
+    }""")
+    result = check_parity(model, model)
+    assert result.passed
+    assert [run["bias"] for run in result.runs] == ["float32[1, 1, 8, 8]", "float32[2, 1, 37, 37]"]
+
+
+def test_sizes_given_for_one_input_are_tried_for_the_others_dimensions() -> None:
+    # a query's width that a memory's rows must match, under another name
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[b, s, d] q, float[m, k] memory) => (float[b, s, k] y) {
+        y = MatMul (q, memory)
+    }""")
+    result = check_parity(model, model, input_shapes={"q": [2, 5, 16]})
+    assert result.passed and result.runs[0]["memory"].startswith("float32[16, ")
+
+
+def test_a_length_a_reshape_cuts_into_rows_of_its_constants_is_tried() -> None:
+    # x.view(b, -1, 2, 3): a multiple of 6, which the first ladder never reaches
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[b, length] x) => (float[b, m, 2, 3] y) {
+        shape = Constant <value = int64[4] {0, -1, 2, 3}> ()
+        y = Reshape (x, shape)
+    }""")
+    result = check_parity(model, model)
+    assert result.passed and result.runs[0]["x"] == "float32[1, 6]"

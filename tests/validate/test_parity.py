@@ -407,12 +407,14 @@ def test_a_float_output_of_only_nan_on_every_input_set_is_said_not_compared() ->
 
 def test_a_second_set_no_size_of_its_ladder_runs_is_drawn_at_the_first_sets_sizes() -> None:
     # An export that fixed a size it declares dynamic (a decoder step that takes one new
-    # token): the second ladder never tries 1; its set is drawn at the first set's sizes.
+    # token): the second ladder never tries 1; its set is drawn at the first set's sizes. (S
+    # is shared by two inputs: a size one input alone has is tried at 1 for each set.)
     model = _model("""
     <ir_version: 8, opset_import: ["" : 17]>
-    g (float[N, S] x) => (float[N] y) {
+    g (float[N, S] x, float[N, S] z) => (float[N] y) {
+        both = Add (x, z)
         axes = Constant <value = int64[1] {1}> ()
-        y = Squeeze (x, axes)
+        y = Squeeze (both, axes)
     }
     """)
     result = check_parity(model, model)
