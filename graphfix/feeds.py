@@ -75,10 +75,13 @@ SUMS = 12
 """The most sums tried (:func:`dim_sums`): every way of four named dimensions."""
 SUMMANDS = (3, 5)
 """The size of the second term of a sum, per set (the first is the ladder's first size)."""
-ATTEMPTS = 2 * _STEPS + SUMS + 1
+ATTEMPTS = 2 * _STEPS + SUMS + 2
 """Attempts per input set (:func:`dynamic_sizes`): the ladders' first sizes; one named dimension
 as the sum of two others at those sizes (:func:`dim_sums`); the first sizes with each named
-dimension that one input alone has (not a batch) at 1; the ladders' further sizes, each
+dimension that one input alone has (not a batch) at 1, where that input shares a length with
+another; every dynamic dimension but those
+named as a batch at the first size of the ladder of lengths (two inputs may name one size
+differently: a LoRA pair's A[16, r_a] and B[r_b, 16]); the ladders' further sizes, each
 unnamed dimension sized on its own; then the ladders again with every unnamed dimension of the
 set at one size (an LSTM's state must have the batch of its input, and nothing in the
 signature says so)."""
@@ -667,9 +670,11 @@ def dynamic_sizes(
     ``attempt`` of :data:`ATTEMPTS`: the ladders' first sizes; then the sums of
     :func:`dim_sums` at those sizes (before any larger size: a decoder's cache at the ladders'
     large sizes takes tens of GiB); then the first sizes with each named dimension that one
-    input alone has (not a batch) at 1 (an attention bias's heads, a class prior's classes: an
-    axis that broadcasts, 1 or a size nothing names); then the ladders' further sizes; then all again with the
-    unnamed dimensions tied (all take the one size of the step); past :data:`ATTEMPTS`, each
+    input alone has (not a batch) at 1, where that input shares a length with another (an
+    attention bias's heads: an axis that broadcasts, 1 or a size nothing names); then every dimension at the first size of
+    the ladder of lengths (two inputs may name one size differently); then the ladders'
+    further sizes; then all again with the unnamed dimensions tied (all take the one size of
+    the step); past :data:`ATTEMPTS`, each
     size a Reshape's target holds (:func:`graphfix.pinned.baked_sizes`) for every dynamic
     dimension but the batch-like ones, then for all of them (:func:`attempts` counts them). A
     ``dim_param`` that is arithmetic on others is computed."""
@@ -677,14 +682,22 @@ def dynamic_sizes(
     extra = attempt - ATTEMPTS
     override = baked[extra // 2] if 0 <= extra < 2 * len(baked) else None
     summed = attempt - 1 if 1 <= attempt <= SUMS else None
-    alone = attempt == SUMS + 1
-    rest = attempt - SUMS - 1 if SUMS + 1 < attempt < ATTEMPTS else 0
+    alone, together = attempt == SUMS + 1, attempt == SUMS + 2
+    rest = attempt - SUMS - 2 if SUMS + 2 < attempt < ATTEMPTS else 0
+    if together:
+        override = OTHER_SIZES[index % 2][0]
     owners: dict[str, set[str]] = {}
     for spec in specs:
         for dim in spec.dims or ():
             if isinstance(dim, str) and dim:
                 owners.setdefault(dim, set()).add(spec.name)
-    tied, step = rest >= _STEPS or (override is not None and extra % 2 == 1), rest % _STEPS
+    # Inputs that share a length with another input (not a batch): an attention bias beside
+    # its query. Their own dimensions are the ones that broadcast; an image's height and
+    # width, its own too, are not tried at 1 (a detector on a 1 x 1 image measures nothing).
+    beside = {name for dim, names in owners.items() if len(names) > 1
+              and not _BATCH_NAMES.match(dim) for name in names}
+    tied = together or rest >= _STEPS or (extra >= 0 and override is not None and extra % 2 == 1)
+    step = rest % _STEPS
     sizes: dict[str, int] = {}
     for spec in specs:  # a name the caller sized on one input holds for every input
         given = (fixed or {}).get(spec.name)
@@ -712,8 +725,11 @@ def dynamic_sizes(
                 continue
             batch = _batch_like(dim, axis, len(spec.dims)) and not (tied and not dim)
             ladder = (BATCH_SIZES if batch else OTHER_SIZES)[index % 2]
-            if alone and not batch and isinstance(dim, str) and len(owners.get(dim, ())) == 1:
+            if alone and not batch and isinstance(dim, str) and spec.name in beside and len(
+                    owners.get(dim, ())) == 1:
                 sizes[key] = 1
+            elif together and isinstance(dim, str) and _BATCH_NAMES.match(dim):
+                sizes[key] = ladder[0]  # a batch by its name keeps its size
             else:
                 sizes[key] = override if override is not None and (tied or not batch) else (
                     ladder[min(step, len(ladder) - 1)])
@@ -745,7 +761,7 @@ def _candidates(specs: Sequence[InputSpec],
     differently named dimension must match: a query's width and a memory's rows)."""
     baked = _baked(specs)
     given = [int(size) for dims in (fixed or {}).values() for size in dims if int(size) >= 2]
-    return (*baked, *dict.fromkeys(size for size in given if size not in baked))
+    return tuple(dict.fromkeys((*baked, *given)))
 
 
 def with_baked(specs: Sequence[InputSpec], model: onnx.ModelProto) -> list[InputSpec]:

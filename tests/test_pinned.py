@@ -284,3 +284,20 @@ def test_a_length_a_reshape_cuts_into_rows_of_its_constants_is_tried() -> None:
     }""")
     result = check_parity(model, model)
     assert result.passed and result.runs[0]["x"] == "float32[1, 6]"
+
+
+def test_one_size_named_twice_is_found_with_every_dimension_at_one_size() -> None:
+    # a LoRA pair as inputs: A's rank and B's rank are one size under two names, one of them
+    # where a batch stands (the ladders gave 8 and 1, and the model was refused); the scale
+    # names A's rank too, so that rank is no input's own
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[b, 16] x, float[16, r_a] lora_a, float[r_a] scale, float[r_b, 16] lora_b)
+      => (float[b, 16] y) {
+        down = MatMul (x, lora_a)
+        scaled = Mul (down, scale)
+        y = MatMul (scaled, lora_b)
+    }""")
+    result = check_parity(model, model)
+    assert result.passed
+    assert result.runs[0]["lora_a"] == "float32[16, 8]" and result.runs[0]["x"] == "float32[1, 16]"
