@@ -671,13 +671,14 @@ def dynamic_sizes(
     :func:`dim_sums` at those sizes (before any larger size: a decoder's cache at the ladders'
     large sizes takes tens of GiB); then the first sizes with each named dimension that one
     input alone has (not a batch) at 1, where that input shares a length with another (an
-    attention bias's heads: an axis that broadcasts, 1 or a size nothing names); then every dimension at the first size of
-    the ladder of lengths (two inputs may name one size differently); then the ladders'
-    further sizes; then all again with the unnamed dimensions tied (all take the one size of
-    the step); past :data:`ATTEMPTS`, each
-    size a Reshape's target holds (:func:`graphfix.pinned.baked_sizes`) for every dynamic
-    dimension but the batch-like ones, then for all of them (:func:`attempts` counts them). A
-    ``dim_param`` that is arithmetic on others is computed."""
+    attention bias's heads: an axis that broadcasts, 1 or a size nothing names); then every
+    dimension but a named batch at the first size of the ladder of lengths (two inputs may
+    name one size differently); then the ladders' further sizes; then all again with the
+    unnamed dimensions tied (all take the one size of the step); past :data:`ATTEMPTS`, each
+    size a Reshape's target holds (:func:`graphfix.pinned.baked_sizes`), then each size given
+    in ``fixed``, for every dynamic dimension but the batch-like ones, then for all of them
+    (:func:`attempts` counts them). A ``dim_param`` that is arithmetic on others is
+    computed."""
     baked = _candidates(specs, fixed)
     extra = attempt - ATTEMPTS
     override = baked[extra // 2] if 0 <= extra < 2 * len(baked) else None

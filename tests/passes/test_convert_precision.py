@@ -1545,8 +1545,8 @@ def test_an_output_empty_on_every_input_set_leaves_the_model_alone(rng):
         return parse(THRESHOLDED, W1=weights(rng, 16, 32), W2=weights(rng, 32, 8),
                      threshold=np.array(threshold, np.float32))
     result = ConvertPrecision()(model(1e6))
-    assert not result.modified and "'kept' are empty, only zeros or only NaN on every input set" in \
-        result.skipped
+    assert not result.modified
+    assert "'kept' are empty, only zeros or only NaN on every input set" in result.skipped
     assert "--inputs" in result.skipped
     assert ConvertPrecision()(model(-1e6)).modified  # the same model keeping every score
 
