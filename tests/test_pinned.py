@@ -301,3 +301,20 @@ def test_one_size_named_twice_is_found_with_every_dimension_at_one_size() -> Non
     result = check_parity(model, model)
     assert result.passed
     assert result.runs[0]["lora_a"] == "float32[16, 8]" and result.runs[0]["x"] == "float32[1, 16]"
+
+
+def test_a_baseline_that_does_not_open_here_constrains_no_size() -> None:
+    """A benchmark's sizes fit both models where the baseline opens on the CPU; one that
+    holds a kernel only a GPU has (here: an op ONNX Runtime does not know) constrains
+    nothing, and its own timed run says what it takes."""
+    from graphfix.validate.bench import _baseline_run
+
+    candidate = _baked_length(10)
+    foreign = onnx.ModelProto()
+    foreign.CopyFrom(candidate)
+    foreign.graph.node.append(onnx.helper.make_node("GpuOnly", ["y"], ["z"], domain="x.gpu"))
+    foreign.opset_import.append(onnx.helper.make_opsetid("x.gpu", 1))
+    feed = {"x": np.zeros((1, 3, 8), np.float32)}  # a length the Reshape refuses
+    assert _baseline_run(candidate, foreign, {})(feed) is None
+    with pytest.raises(Exception, match="Reshape"):
+        _baseline_run(candidate, candidate, {})(feed)
