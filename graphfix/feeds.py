@@ -559,8 +559,9 @@ def nothing_to_compare(runs: Sequence[Mapping[str, Any]], names: Sequence[str]) 
     def nothing(value: Any) -> bool:
         if isinstance(value, (list, tuple)):
             return not value
+        # the common output (a first element that is a number) is told at once, unscanned
         return isinstance(value, np.ndarray) and (value.size == 0 or value.dtype.kind == "f" and (
-            not value.any() or bool(np.isnan(value).all())))
+            not value.any() or bool(np.isnan(value.flat[0]) and np.isnan(value).all())))
     return [name for name in names
             if runs and all(name in run and nothing(run[name]) for run in runs)]
 

@@ -527,8 +527,7 @@ def feeds_by_model(
                 hint="compare a model with its optimized version (the same inputs)")
     if feeds is None and baseline is None:
         feeds = _make_feeds(model, seed=seed, input_shapes=input_shapes)
-    elif feeds is None:
-        assert baseline is not None
+    elif feeds is None and baseline is not None:
         # The baseline may list more inputs (an IR-3 model's initializers, say, of fixed
         # shapes): generated as they are, with no session to find sizes the model takes.
         extra = make_feeds(baseline, seed=seed, runs=1, input_shapes=input_shapes)[0]

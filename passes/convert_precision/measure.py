@@ -311,7 +311,7 @@ class Search:
             self._first_measuring().run(feed)
         except Exception:  # noqa: BLE001 - ORT refuses in many ways: the original decides
             if self._plain is None:
-                self._plain = Runner(self.analysis.model, [])
+                self._plain = Runner(self.analysis.model, list(self.analysis.outputs))
             self._plain(feed)
 
     def _reference_tensors(self) -> None:
