@@ -298,9 +298,11 @@ def index_bounds(model: onnx.ModelProto) -> dict[str, Bound]:
     named = {d for value in graph.input for d in (graph_layer.dims(value) or ())
              if isinstance(d, str)}
     consumers = _readers(model)
+    arithmetic = _IndexArithmetic(model)
     bounds: dict[str, Bound] = {}
     for value in graph.input:
-        rows = _rows_indexed(value.name, consumers, shapes, named, seen=set())
+        rows = _rows_indexed(value.name, consumers, shapes, named, seen={},
+                             arithmetic=arithmetic)
         if rows is not None:
             bounds[value.name] = rows
     return bounds
@@ -394,11 +396,27 @@ def _rows_indexed(
     consumers: Mapping[str, list[tuple[onnx.NodeProto, int]]],
     shapes: Mapping[str, list[int | str | None]],
     named: set[str],
-    seen: set[str],
+    seen: dict[str, Bound | None],
+    arithmetic: _IndexArithmetic | None = None,
 ) -> Bound | None:
+    """The bound of the index ``name`` (see :func:`index_bounds`); ``seen``: the bounds of the
+    tensors walked so far (None while a tensor's own walk is on: a loop), for the paths that
+    meet again (a select's two branches)."""
     if name in seen:
-        return None
-    seen.add(name)
+        return seen[name]
+    seen[name] = None
+    seen[name] = bound = _rows_walked(name, consumers, shapes, named, seen, arithmetic)
+    return bound
+
+
+def _rows_walked(
+    name: str,
+    consumers: Mapping[str, list[tuple[onnx.NodeProto, int]]],
+    shapes: Mapping[str, list[int | str | None]],
+    named: set[str],
+    seen: dict[str, Bound | None],
+    arithmetic: _IndexArithmetic | None,
+) -> Bound | None:
     found: list[int] = []
     referred: list[str] = []
     for node, position in consumers.get(name, ()):
@@ -421,14 +439,91 @@ def _rows_indexed(
                 referred.append(sizes[0])  # type: ignore[arg-type]
         elif node.op_type in _PASS_THROUGH and (position == 0 or node.op_type == "Concat"):
             for output in node.output:
-                rows = _rows_indexed(output, consumers, shapes, named, seen)
+                rows = _rows_indexed(output, consumers, shapes, named, seen, arithmetic)
                 if isinstance(rows, int):
                     found.append(rows)
                 elif rows is not None:
                     referred.append(rows)
+        elif arithmetic is not None and (
+                offset := arithmetic.offset(node, position)) is not None and node.output:
+            rows = _rows_indexed(node.output[0], consumers, shapes, named, seen, arithmetic)
+            if isinstance(rows, int):
+                if rows - offset > 0:  # else a branch no index in range takes (a wrap)
+                    found.append(rows - offset)
+            elif rows is not None and not offset:
+                referred.append(rows)
     if found:
         return min(found)
     return referred[0] if referred else None
+
+
+# Ops whose output is a condition (a bool tensor).
+_CONDITIONS = frozenset({*_COMPARISONS, "Not", "And", "Or", "Xor", "IsNaN", "IsInf"})
+
+
+class _IndexArithmetic:
+    """Arithmetic through which an index keeps its meaning, for :func:`_rows_indexed`:
+
+    - a select: ``Where(c, a, b)``'s ``a`` and ``b``, and a select written as arithmetic,
+      ``m * a + n * b`` with ``m`` and ``n`` conditions cast to numbers (tf2onnx's ``SelectV2``
+      on integers, which wraps a negative id into a Keras ``Embedding``'s table);
+    - a constant offset, ``a + c``: the index is ``c`` past the table's row (positions offset
+      into a table of positions), so its bound is ``c`` less.
+    """
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self._made: dict[str, onnx.NodeProto] = {}
+        self._scalars: dict[str, int] = {}
+        self._bools = {value.name for value in model.graph.input
+                       if value.type.tensor_type.elem_type == onnx.TensorProto.BOOL}
+        for g in graphs(model.graph):
+            for init in g.initializer:
+                if init.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
+                                          onnx.TensorProto.DOUBLE) and not any(
+                        d != 1 for d in init.dims):
+                    value = tensor_value(init)
+                    if value is not None and value.size == 1 and value.dtype.kind in "iu":
+                        self._scalars[init.name] = int(value.reshape(-1)[0])
+            for node in g.node:
+                for output in node.output:
+                    self._made[output] = node
+                if node.op_type == "Constant" and node.output:
+                    for attr in node.attribute:
+                        if attr.name == "value":
+                            value = numpy_helper.to_array(attr.t)
+                            if value.size == 1 and value.dtype.kind in "iu":
+                                self._scalars[node.output[0]] = int(value.reshape(-1)[0])
+
+    def offset(self, node: onnx.NodeProto, position: int) -> int | None:
+        """What ``node`` adds to the index it reads at ``position`` (0 for a select), or None
+        where its output is not that index."""
+        if node.op_type == "Where":
+            return 0 if position in (1, 2) else None
+        if len(node.input) != 2 or position not in (0, 1):
+            return None
+        other = node.input[1 - position]
+        if node.op_type == "Mul":
+            return 0 if self._condition(other) else None
+        if node.op_type == "Add":
+            if other in self._scalars:
+                return self._scalars[other]
+            return 0 if self._masked(other) else None
+        return None
+
+    def _condition(self, name: str) -> bool:
+        """A condition cast to a number (0 or 1)."""
+        node = self._made.get(name)
+        if node is None or node.op_type != "Cast" or not node.input:
+            return False
+        source = self._made.get(node.input[0])
+        return node.input[0] in self._bools or (source is not None and
+                                                source.op_type in _CONDITIONS)
+
+    def _masked(self, name: str) -> bool:
+        """A value multiplied by a condition cast to a number: one term of a select."""
+        node = self._made.get(name)
+        return node is not None and node.op_type == "Mul" and len(node.input) == 2 and any(
+            self._condition(n) for n in node.input)
 
 
 MAX_TENSOR_BYTES = MAX_INPUT_BYTES

@@ -219,6 +219,81 @@ def test_ids_compared_with_a_padding_id_are_the_tables_ids_some_of_them_the_padd
     assert not check_parity(model, _with(text, table=doubled)).passed
 
 
+def test_ids_that_reach_their_table_through_a_select_written_as_arithmetic_are_its_ids(
+        rng) -> None:
+    """tf2onnx writes a Keras Embedding's wrap of negative ids as arithmetic on integers
+    (c * (ids + rows) + (1 - c) * ids, with c a condition cast to a number), and mask_zero as
+    ids == 0: the walk stopped at the first Add, the ids were all the compared 0, and parity
+    held only vacuously on an output of zeros."""
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int32[batch, seq] ids) => (float[batch, seq, 4] y) {
+        rows = Constant <value = int32 {50}> ()
+        zero = Constant <value = float {0}> ()
+        pad = Constant <value = int32 {0}> ()
+        real = Cast <to = 1> (ids)
+        negative = Less (real, zero)
+        wrap = Cast <to = 6> (negative)
+        positive = Not (negative)
+        keep = Cast <to = 6> (positive)
+        shifted = Add (ids, rows)
+        wrapped = Mul (wrap, shifted)
+        kept = Mul (ids, keep)
+        index = Add (wrapped, kept)
+        vectors = Gather (table, index)
+        is_pad = Equal (ids, pad)
+        valid = Not (is_pad)
+        weight = Cast <to = 1> (valid)
+        axes = Constant <value = int64[1] {2}> ()
+        weights = Unsqueeze (weight, axes)
+        y = Mul (vectors, weights)
+    }"""
+    table = _weights(rng, 50, 4)
+    model = _with(text, table=table)
+    [spec] = input_specs(model)
+    assert spec.index_rows == 50 and spec.choices == (0,)
+    for feed in make_feeds(model, runs=2):
+        ids = feed["ids"]
+        assert ids.min() >= 0 and ids.max() < 50 and (ids != 0).mean() > 0.5
+    doubled = table.copy()
+    doubled[1:] *= 2
+    assert not check_parity(model, _with(text, table=doubled)).passed
+
+
+@pytest.mark.parametrize("offset, rows", [(2, 8), (0, 10)])
+def test_an_index_offset_by_a_constant_is_bounded_by_the_rows_left(offset: int, rows: int
+                                                                   ) -> None:
+    """Positions offset into a table of positions (BART's learned positions start at 2):
+    ids up to the table's last row would index past it; a Where's branches keep the index."""
+    text = f"""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64[batch, seq] pos) => (float[batch, seq, 4] y) {{
+        offset = Constant <value = int64 {{{offset}}}> ()
+        zero = Constant <value = int64 {{0}}> ()
+        shifted = Add (pos, offset)
+        negative = Less (pos, zero)
+        picked = Where (negative, zero, shifted)
+        y = Gather (table, picked)
+    }}"""
+    model = _with(text, table=np.ones((10, 4), np.float32))
+    [spec] = input_specs(model)
+    assert spec.index_rows == rows
+    for feed in make_feeds(model, runs=2):
+        assert feed["pos"].max() < rows
+
+
+def test_an_index_scaled_by_a_number_that_is_not_a_condition_is_not_bounded() -> None:
+    """ids * 4 into a table of 12 rows: the table's rows say nothing of the ids' range."""
+    text = """
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64[batch] ids, int64[batch] step) => (float[batch, 4] y) {
+        scaled = Mul (ids, step)
+        y = Gather (table, scaled)
+    }"""
+    model = _with(text, table=np.ones((12, 4), np.float32))
+    assert all(spec.index_rows is None for spec in input_specs(model))
+
+
 @pytest.mark.parametrize("kind", ["strings", "int64s"])
 def test_a_one_hot_encoders_input_takes_its_categories(kind: str) -> None:
     """scikit-learn's OneHotEncoder (handle_unknown="error", its default) refuses a category it
