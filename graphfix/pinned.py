@@ -20,8 +20,10 @@ Rules (``_PINS``: op type -> the axes its weights fix on the operand at a positi
 3. MatMul, MatMulInteger, Gemm: the operand's inner axis is the constant other operand's.
 4. BatchNormalization, InstanceNormalization: axis 1 is the scale's size; LayerNormalization:
    the trailing axes are the scale's.
-5. A binary elementwise op with a constant operand: an axis that meets a size above 1 of the
-   constant (aligned from the right) is that size.
+5. A binary elementwise op with a constant operand, or an operand whose size ONNX's shape
+   inference proves from the graph (a classifier's logits ``[N, 5]`` plus a prior ``[N, ?]``):
+   an axis that meets a size above 1 of the other operand (aligned from the right) is that
+   size.
 Sizes from two consumers that disagree cancel each other: the size stays free.
 """
 
@@ -33,7 +35,7 @@ from collections.abc import Callable, Mapping
 
 import onnx
 
-from graphfix.graph import STANDARD_DOMAINS, attribute
+from graphfix.graph import STANDARD_DOMAINS, attribute, forget_declared_shapes
 from graphfix.model_io import skeleton, tensor_value
 from graphfix.shapes import infer_shapes
 
@@ -159,8 +161,10 @@ class _Walk:
     """Follows one graph input's axes to the consumers that fix them."""
 
     def __init__(self, graph: onnx.GraphProto, ranks: Mapping[str, int],
-                 weights: Mapping[str, list[int]], axes: Mapping[str, list[int]]) -> None:
+                 weights: Mapping[str, list[int]], axes: Mapping[str, list[int]],
+                 proven: Mapping[str, list[int | None]] | None = None) -> None:
         self.ranks, self.weights = ranks, weights
+        self.proven = proven or {}  # sizes shape inference proves (None: not proven)
         self.axes = axes  # small int64 constants by name: Unsqueeze and Squeeze axes
         self.readers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
         for node in graph.node:
@@ -201,12 +205,14 @@ class _Walk:
                    found: dict[int, int | None]) -> None:
         """Rule 5."""
         for other_slot, other in enumerate(node.input):
-            constant = self.weights.get(other) if other_slot != slot else None
+            if other_slot == slot or not other:
+                continue
+            constant = self.weights.get(other) or self.proven.get(other)
             if constant is None:
                 continue
             for axis in range(rank):
                 position = axis - (rank - len(constant))
-                if position >= 0 and constant[position] > 1 and axis in back:
+                if position >= 0 and (constant[position] or 0) > 1 and axis in back:
                     previous = found.get(back[axis], constant[position])
                     found[back[axis]] = constant[position] if previous == constant[position] \
                         else None
@@ -255,7 +261,7 @@ def pinned_sizes(model: onnx.ModelProto) -> dict[str, dict[int, int]]:
             value = next((a.t for a in node.attribute if a.name == "value"), None)
             if value is not None:
                 weights[node.output[0]] = list(value.dims)
-    walk = _Walk(graph, _ranks(model), weights, _int_vectors(graph))
+    walk = _Walk(graph, _ranks(model), weights, _int_vectors(graph), _proven_sizes(model))
     found: dict[str, dict[int, int]] = {}
     for value in graph.input:
         if value.name not in fed or value.name in weights:
@@ -349,3 +355,22 @@ def _ranks(model: onnx.ModelProto) -> dict[str, int]:
     for tensor in model.graph.initializer:
         ranks[tensor.name] = len(tensor.dims)
     return ranks
+
+
+def _proven_sizes(model: onnx.ModelProto) -> dict[str, list[int | None]]:
+    """The sizes of the main graph's tensors that ONNX's shape inference proves from the
+    signature and the weights, the shapes the model only declares left out (an exporter may
+    declare the sizes it traced); None for a size not proven."""
+    light = skeleton(model)
+    forget_declared_shapes(light.graph)
+    try:
+        inferred = infer_shapes(light).graph
+    except Exception as error:  # noqa: BLE001 - onnx raises several types
+        logger.debug("shape inference failed (%s): no sizes from computed operands", error)
+        return {}
+    proven: dict[str, list[int | None]] = {}
+    for value in (*inferred.value_info, *inferred.output, *inferred.input):
+        if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
+            proven[value.name] = [d.dim_value if d.HasField("dim_value") else None
+                                  for d in value.type.tensor_type.shape.dim]
+    return proven

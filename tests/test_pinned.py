@@ -83,6 +83,38 @@ def test_sizes_that_disagree_stay_free(rng) -> None:
     assert pinned_sizes(model) == {}
 
 
+def test_an_input_added_to_a_computed_tensor_takes_the_size_inference_proves(rng) -> None:
+    """A class prior [N, C] added to a classifier's logits [N, 5]: C must be 5 (or 1). The
+    search went up the ladder with the image's sizes to 16384 x 16384 (9 GB, over a minute)
+    before it reached 1 at the ladder's end."""
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 3, H, W] image, float[N, K] prior) => (float[N, K2] y) {
+        pooled = GlobalAveragePool (image)
+        flat = Flatten (pooled)
+        logits = Gemm <transB = 1> (flat, w)
+        s = Add (logits, prior)
+        y = LogSoftmax (s)
+    }""", w=_weights(rng, 5, 3))
+    assert pinned_sizes(model) == {"prior": {1: 5}}
+    for feed in make_feeds(model, runs=2):
+        assert feed["prior"].shape[1] == 5 and feed["image"].shape[2] <= 64
+
+
+def test_a_declared_size_of_a_computed_tensor_pins_nothing(rng) -> None:
+    """An exporter may declare the sizes it traced (value_info): only what inference proves
+    pins an input's size."""
+    model = _with("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, D] x, float[N, E] y) => (float[N, E] z) {
+        t = Relu (x)
+        z = Add (t, y)
+    }""")
+    model.graph.value_info.append(onnx.helper.make_tensor_value_info(
+        "t", onnx.TensorProto.FLOAT, ["N", 7]))
+    assert pinned_sizes(model) == {}
+
+
 def test_a_named_dimension_pinned_once_holds_for_every_input(rng) -> None:
     model = _with("""
     <ir_version: 8, opset_import: ["" : 17]>
@@ -322,7 +354,8 @@ def test_a_one_hot_encoders_input_takes_its_categories(kind: str) -> None:
 def test_a_dimension_one_input_alone_has_is_tried_at_one_before_the_ladder_grows() -> None:
     """An attention bias of its own heads dimension (broadcast over the scores' heads: 1 or
     the heads, a size nothing names): the search ended at the ladder's last size, 1 for every
-    dimension, the sequence included, where attention is trivial."""
+    dimension, the sequence included, where attention is trivial. The heads are read from a
+    shape at run time here, so that no inference proves them."""
     model = _with("""
     <ir_version: 8, opset_import: ["" : 17]>
     g (float[b, s, 8] x, float[b, h, s, s] bias) => (float[b, 2, s, s] y) {
@@ -330,7 +363,12 @@ def test_a_dimension_one_input_alone_has_is_tried_at_one_before_the_ladder_grows
         scores = MatMul (x, t)
         axes = Constant <value = int64[1] {1}> ()
         one = Unsqueeze (scores, axes)
-        heads = Concat <axis = 1> (one, one)
+        shape = Shape <start = 2, end = 3> (x)
+        four = Constant <value = int64[1] {4}> ()
+        count = Div (shape, four)
+        unit = Constant <value = int64[1] {1}> ()
+        reps = Concat <axis = 0> (unit, count, unit, unit)
+        heads = Tile (one, reps)
         y = Add (heads, bias)
     }""")
     result = check_parity(model, model)
