@@ -457,6 +457,10 @@ def _rows_walked(
     return referred[0] if referred else None
 
 
+_INTEGER_TYPES = frozenset({
+    onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+    onnx.TensorProto.UINT8, onnx.TensorProto.UINT16, onnx.TensorProto.UINT32,
+    onnx.TensorProto.UINT64})
 # Ops whose output is a condition (a bool tensor).
 _CONDITIONS = frozenset({*_COMPARISONS, "Not", "And", "Or", "Xor", "IsNaN", "IsInf"})
 
@@ -478,21 +482,22 @@ class _IndexArithmetic:
                        if value.type.tensor_type.elem_type == onnx.TensorProto.BOOL}
         for g in graphs(model.graph):
             for init in g.initializer:
-                if init.data_type not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16,
-                                          onnx.TensorProto.DOUBLE) and not any(
-                        d != 1 for d in init.dims):
-                    value = tensor_value(init)
-                    if value is not None and value.size == 1 and value.dtype.kind in "iu":
-                        self._scalars[init.name] = int(value.reshape(-1)[0])
+                self._scalar(init.name, init)
             for node in g.node:
                 for output in node.output:
                     self._made[output] = node
                 if node.op_type == "Constant" and node.output:
                     for attr in node.attribute:
                         if attr.name == "value":
-                            value = numpy_helper.to_array(attr.t)
-                            if value.size == 1 and value.dtype.kind in "iu":
-                                self._scalars[node.output[0]] = int(value.reshape(-1)[0])
+                            self._scalar(node.output[0], attr.t)
+
+    def _scalar(self, name: str, tensor: onnx.TensorProto) -> None:
+        """Note ``tensor`` under ``name`` where it is one integer (its data read only then,
+        wherever it is held)."""
+        if tensor.data_type in _INTEGER_TYPES and not any(d != 1 for d in tensor.dims):
+            value = tensor_value(tensor)
+            if value is not None and value.size == 1:
+                self._scalars[name] = int(value.reshape(-1)[0])
 
     def offset(self, node: onnx.NodeProto, position: int) -> int | None:
         """What ``node`` adds to the index it reads at ``position`` (0 for a select), or None
