@@ -51,6 +51,28 @@ _INTS = frozenset({onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorPr
                    onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
                    onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
 _BOOL = onnx.TensorProto.BOOL
+# Integer types: (bits, signed).
+_BITS = {onnx.TensorProto.INT64: (64, True), onnx.TensorProto.INT32: (32, True),
+         onnx.TensorProto.INT16: (16, True), onnx.TensorProto.INT8: (8, True),
+         onnx.TensorProto.UINT64: (64, False), onnx.TensorProto.UINT32: (32, False),
+         onnx.TensorProto.UINT16: (16, False), onnx.TensorProto.UINT8: (8, False)}
+
+
+def _in_type(element: Element, elem_type: int) -> Element:
+    """``element`` as a tensor of integer ``elem_type`` holds it: a constant wrapped as ONNX
+    Runtime wraps it (two's complement: Cast(300, int8) is 44, int32 65536 * 65537 is 65536);
+    a size's expression kept in a type of 32 bits or more (a dimension past 2**31 is not
+    computed with), not known in a narrower one (Cast(n, uint8) is n mod 256)."""
+    if not isinstance(element, Expr) or elem_type not in _BITS:
+        return element
+    bits, signed = _BITS[elem_type]
+    constant = element.constant
+    if constant is None:
+        return element if bits >= 32 and (signed or element.nonnegative) else None
+    wrapped = constant % (1 << bits)
+    if signed and wrapped >= 1 << (bits - 1):
+        wrapped -= 1 << bits
+    return element if wrapped == constant else Expr.of(wrapped)
 
 
 class SymbolicFacts:
@@ -284,12 +306,27 @@ def _slice(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
             if step == 1 and start == 0 and end >= 2**62:
                 continue  # the whole axis, whatever its size
             return [_Tensor()]
-        picked = range(size)[slice(start, end, step)]
+        picked = _picked(size, start, end, step)
         dims[axis] = Expr.of(len(picked))
         if value is not None:
             value = [value[i] for i in picked]
     return [_Tensor(tuple(dims), tuple(value) if value is not None else None, False,
                     source.elem_type)]
+
+
+def _picked(size: int, start: int, end: int, step: int) -> range:
+    """The indices ONNX's Slice takes from an axis of ``size``: a negative start or end counts
+    from the end, then both are clamped to the axis ([0, size] going forward, [-1, size - 1]
+    going back: a start before the first element going back starts at it, where Python's
+    slice takes nothing)."""
+    if step == 0:
+        raise ValueError("a Slice step of 0")
+    start, end = (i + size if i < 0 else i for i in (start, end))
+    if step > 0:
+        start, end = min(max(start, 0), size), min(max(end, 0), size)
+    else:
+        start, end = min(max(start, 0), size - 1), min(max(end, -1), size - 1)
+    return range(start, end, step)
 
 
 def _broadcast(shapes: Sequence[Shape]) -> Shape:
@@ -323,6 +360,8 @@ def _elementwise(op: Callable[..., Element], result_type: int | None = None) -> 
                 value = tuple(op(*items) for items in zip(*values))
         scalar = all(p.scalar for p in parts)
         elem = result_type or (parts[0].elem_type if parts else 0)
+        if value is not None:
+            value = tuple(_in_type(v, elem) for v in value)
         return [_Tensor(shape, value, scalar and value is not None, elem)]
 
     return rule
@@ -341,7 +380,8 @@ def _div(a: Expr, b: Expr) -> Expr | None:
     if a.nonnegative and b.constant is not None and b.constant > 0:
         return a.divide(b)  # exact: no rounding question
     if a.constant is not None and b.constant is not None and b.constant != 0:
-        return Expr.of(int(a.constant / b.constant))  # ONNX integer Div truncates
+        quotient = abs(a.constant) // abs(b.constant)  # ONNX integer Div truncates
+        return Expr.of(quotient if (a.constant < 0) == (b.constant < 0) else -quotient)
     return a.divide(b) if a.nonnegative and b.nonnegative else None
 
 
@@ -410,9 +450,10 @@ def _where(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
 def _cast(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     to = int(attribute(node, "to", 0))
-    keeps_value = to in _INTS and source.elem_type in _INTS
-    return [_Tensor(source.shape, source.value if keeps_value else None,
-                    source.scalar and keeps_value, to)]
+    value = None
+    if to in _INTS and source.elem_type in _INTS and source.value is not None:
+        value = tuple(_in_type(v, to) for v in source.value)
+    return [_Tensor(source.shape, value, source.scalar and value is not None, to)]
 
 
 def _range(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:

@@ -287,3 +287,97 @@ def test_cast_like_to_a_type_numpy_cannot_cast_to_stays() -> None:
         y = Add (x, c)
     }""")
     assert not FoldShapes()(model).modified
+
+
+@pytest.mark.parametrize("narrow, wraps_at", [("3", 128), ("2", 256), ("5", 32768)])
+def test_a_size_cast_to_a_narrow_integer_is_not_the_size(narrow: str, wraps_at: int, ort_run):
+    """Cast(Cast(n, int8), int64) is n wrapped into int8: rewiring a Slice's end to n wrote a
+    model that kept 300 columns where the original keeps 44 (parity's sizes stop at 37)."""
+    text = f"""
+    g (float[B,N] x) => (float[B,M] y) {{
+        shape = Shape (x)
+        one = Constant <value = int64 {{1}}> ()
+        n = Gather <axis = 0> (shape, one)
+        small = Cast <to = {narrow}> (n)
+        e = Cast <to = 7> (small)
+        z = Constant <value = int64[1] {{0}}> ()
+        axes = Constant <value = int64[1] {{1}}> ()
+        ends = Unsqueeze (e, z)
+        sliced = Slice (x, z, ends, axes)
+        y = Relu (sliced)
+    }}"""
+    result = FoldShapes()(parse(text))
+    rng = np.random.default_rng(0)
+    for n in (8, wraps_at + 44):
+        feeds = {"x": rng.standard_normal((2, n)).astype(np.float32)}
+        expected, actual = ort_run(parse(text), feeds), ort_run(result.model, feeds)
+        assert actual["y"].shape == expected["y"].shape
+
+
+@pytest.mark.parametrize("body, value", [
+    # a constant past int8: ONNX Runtime wraps it (300 -> 44)
+    ("""c = Constant <value = int64 {300}> ()
+        small = Cast <to = 3> (c)
+        e = Cast <to = 7> (small)""", 44),
+    # int32 arithmetic wraps: 65536 * 65537 is 65536 in int32 (fold-shapes raised an
+    # OverflowError writing 4295032832 into an int32 tensor, and was left out)
+    ("""a = Constant <value = int32 {65536}> ()
+        b = Constant <value = int32 {65537}> ()
+        p = Mul (a, b)
+        e = Cast <to = 7> (p)""", 65536),
+    # integer division truncates toward zero, exactly past 2**53
+    ("""a = Constant <value = int64 {-9007199254740993}> ()
+        b = Constant <value = int64 {2}> ()
+        e = Div (a, b)""", -4503599627370496),
+])
+def test_integer_constants_fold_to_what_onnx_runtime_computes(body: str, value: int, ort_run):
+    model = parse(f"""
+    g (float[B,N] x) => (float[B,M] y) {{
+        {body}
+        z = Constant <value = int64[1] {{0}}> ()
+        axes = Constant <value = int64[1] {{1}}> ()
+        ends = Unsqueeze (e, z)
+        sliced = Slice (x, z, ends, axes)
+        y = Relu (sliced)
+    }}""")
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result = FoldShapes()(model)
+    assert "OverflowError" not in str(result.skipped)
+    folded = {t.name: numpy_helper.to_array(t).reshape(-1).tolist()
+              for t in result.model.graph.initializer}
+    [slice_node] = [n for n in result.model.graph.node if n.op_type == "Slice"]
+    if slice_node.input[2] in folded:
+        assert folded[slice_node.input[2]] == [value]
+    feeds = {"x": np.ones((1, 70000), np.float32)}
+    expected, actual = ort_run(original, feeds), ort_run(result.model, feeds)
+    assert actual["y"].shape == expected["y"].shape
+
+
+def test_a_slice_going_back_from_before_the_start_takes_the_first_element(ort_run):
+    """ONNX clamps a start before the first element to it going back (Slice(v, -100, -1000,
+    -1) is v[0:1]); Python's slice takes nothing there, which folded a Slice end to the axis's
+    whole size."""
+    model = parse("""
+    g (float[B,N] x) => (float[B,M] y) {
+        v = Constant <value = int64[3] {40, 20, 30}> ()
+        s = Constant <value = int64[1] {-100}> ()
+        e = Constant <value = int64[1] {-1000}> ()
+        a = Constant <value = int64[1] {0}> ()
+        t = Constant <value = int64[1] {-1}> ()
+        r = Slice (v, s, e, a, t)
+        big = Constant <value = int64[1] {300}> ()
+        both = Concat <axis = 0> (big, r)
+        last = Constant <value = int64[1] {-1}> ()
+        ends = Gather <axis = 0> (both, last)
+        z = Constant <value = int64[1] {0}> ()
+        axes = Constant <value = int64[1] {1}> ()
+        sliced = Slice (x, z, ends, axes)
+        y = Relu (sliced)
+    }""")
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result = FoldShapes()(model)
+    for n in (41, 50):
+        feeds = {"x": np.ones((2, n), np.float32)}
+        assert ort_run(result.model, feeds)["y"].shape == ort_run(original, feeds)["y"].shape
