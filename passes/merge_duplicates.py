@@ -14,6 +14,8 @@ Rules:
    nodes holding subgraphs are never merged.
 3. A node whose outputs are graph outputs is never the one that goes (a graph output keeps its
    producer); the earlier node may be.
+4. An optional output the later node names and the earlier one leaves out (``""``: a GRU's
+   ``Y_h``) is named on the earlier one: its readers do not lose it.
 """
 
 from __future__ import annotations
@@ -55,9 +57,11 @@ def _merge_graph(graph: onnx.GraphProto) -> int:
             seen.setdefault(key, node)
             kept.append(node)
             continue
-        for mine, theirs in zip(node.output, earlier.output):
-            if mine:
+        for slot, (mine, theirs) in enumerate(zip(node.output, earlier.output)):
+            if mine and theirs:
                 rename[mine] = theirs
+            elif mine:  # an optional output the earlier one leaves out (Rule 4)
+                earlier.output[slot] = mine
         merged += 1
     if merged:
         for node in kept:

@@ -93,3 +93,30 @@ def test_bodies_read_the_merged_name(ort_run, rng):
     for flag in (True, False):
         y = ort_run(result.model, {"x": x, "c": np.array(flag)})["y"]
         np.testing.assert_array_equal(y, -np.maximum(x, 0))
+
+
+def test_an_optional_output_only_the_later_node_names_is_kept(ort_run, rng):
+    """GRU(x) -> [y1, ""] and the same GRU -> [y2, h2], h2 the next GRU's initial state: the
+    merge read h2 as "", and the next GRU started from zeros."""
+    from onnx import helper, numpy_helper
+
+    hidden = 3
+    weights = {name: numpy_helper.from_array(
+        (rng.standard_normal(shape) * 0.5).astype(np.float32), name) for name, shape in (
+            ("W", (1, 3 * hidden, 2)), ("R", (1, 3 * hidden, hidden)))}
+    nodes = [
+        helper.make_node("GRU", ["x", "W", "R"], ["y1", ""], hidden_size=hidden),
+        helper.make_node("GRU", ["x", "W", "R"], ["y2", "h2"], hidden_size=hidden),
+        helper.make_node("GRU", ["x", "W", "R", "", "", "h2"], ["y3", "h3"],
+                         hidden_size=hidden),
+        helper.make_node("Add", ["y1", "y2"], ["s"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 1, 2])],
+        [helper.make_tensor_value_info("s", onnx.TensorProto.FLOAT, [4, 1, 1, hidden]),
+         helper.make_tensor_value_info("h3", onnx.TensorProto.FLOAT, [1, 1, hidden])],
+        list(weights.values()))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    merged = check(model, ort_run, rng)
+    assert ops(merged).count("GRU") == 2
