@@ -42,7 +42,11 @@ Rules:
    ``fuse_matmul_add_bias_into_gemm_batched`` (which turns every batched ``MatMul + Add`` into
    ``Reshape -> Gemm -> Reshape`` with a shape computation) and its fusions into ONNX Runtime's
    contrib ops (``fuse_attention``, ``fuse_gqa``: ``com.microsoft`` Attention and
-   GroupQueryAttention) are skipped (``SKIPPED_OPTIMIZERS``, the default of
+   GroupQueryAttention) are skipped, and so are the two whose rewrite computes something else
+   on inputs past parity's (``eliminate_nop_monotone_argmax``: ArgMax(Exp(x)) -> ArgMax(x),
+   wrong where Exp overflows to a tie; ``fuse_consecutive_log_softmax``: Log(Softmax(x)) ->
+   LogSoftmax(x), finite where the original's softmax underflows to a -inf)
+   (``SKIPPED_OPTIMIZERS``, the default of
    ``skipped_optimizers``: a caller may leave out more of onnxsim's optimizers by their names,
    or fewer; onnxsim ignores a name it does not know). Whatever is skipped, an output with
    more nodes than the input, or with ops of a domain outside the standard ones that the input
@@ -167,7 +171,12 @@ logger = logging.getLogger(__name__)
 _FOLD_CAP = PROTOBUF_LIMIT // 2  # onnxsim's per-tensor folding threshold, never near 2 GB
 # Rule 7: onnxsim optimizers that add nodes.
 _BATCHED_GEMM = "fuse_matmul_add_bias_into_gemm_batched"
-SKIPPED_OPTIMIZERS: tuple[str, ...] = (_BATCHED_GEMM, "fuse_attention", "fuse_gqa")
+# Rule 7: onnxsim optimizers whose rewrite computes something else on inputs parity's do not
+# reach: ArgMax(Exp(x)) -> ArgMax(x) (Exp overflows to ties past 88.7, and the first
+# infinity wins; Log and Sqrt of negatives give NaN), Log(Softmax(x)) -> LogSoftmax(x) (a
+# -inf where the softmax underflows becomes finite).
+_UNFAITHFUL = ("eliminate_nop_monotone_argmax", "fuse_consecutive_log_softmax")
+SKIPPED_OPTIMIZERS: tuple[str, ...] = (_BATCHED_GEMM, "fuse_attention", "fuse_gqa", *_UNFAITHFUL)
 # Rule 12: onnxsim's optimizers that merge constants equal as numbers (0.0 == -0.0), and the
 # one that drops x + 0 (wrong for x = -0.0: -0.0 + 0.0 is 0.0).
 _MERGING_OPTIMIZERS = ("eliminate_duplicate_initializer", "eliminate_common_subexpression")

@@ -438,6 +438,28 @@ def test_no_fusion_into_onnx_runtime_contrib_ops(ort_run, rng) -> None:
     assert "com.microsoft::Attention" in guarded.skipped and not guarded.modified
 
 
+@pytest.mark.parametrize("output, body, feed", [
+    # Exp overflows to a tie at inf past 88.7: the first maximum wins, not the largest input
+    ("int64[N] y", "e = Exp (x)\n        y = ArgMax <axis = 1, keepdims = 0> (e)",
+     [[100.0, 200.0, 1.0, 2.0]]),
+    # the softmax underflows to 0, its log to -inf; LogSoftmax computes -120
+    ("float[N, 4] y", "s = Softmax <axis = 1> (x)\n        y = Log (s)",
+     [[0.0, 120.0, 1.0, 2.0]]),
+])
+def test_rewrites_that_compute_otherwise_past_parity_s_inputs_are_not_made(
+        output: str, body: str, feed: list[list[float]], ort_run) -> None:
+    model = onnx.parser.parse_model(f"""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 4] x) => ({output}) {{
+        {body}
+    }}""")
+    result = Simplify()(_copy(model))
+    assert result.skipped is None
+    x = np.array(feed, np.float32)
+    np.testing.assert_array_equal(ort_run(result.model, {"x": x})["y"],
+                                  ort_run(model, {"x": x})["y"])
+
+
 def _weights_model(rng: np.random.Generator) -> onnx.ModelProto:
     """Rule 10's cases in one graph: ``w`` is only multiplied by the input (crosses as a typed
     input), ``t`` is transposed (folded: must cross), ``d1``/``d2`` are equal (merged: must
