@@ -64,6 +64,15 @@ Rules:
    whatever the layers before it compute; a logarithm of generated values below zero gives NaN,
    and a float16 model 10% off passed as exact). Inputs on which the output is not
    (``inputs``) lift it.
+15. Generated inputs are in [-1, 1]; a model's real ones may be far larger (raw pixels,
+   audio samples), and a node whose magnitude grows with them overflows float16 where the
+   measured ones did not (a MatMul over 256 features at 70 on generated inputs is inf on
+   inputs 1000x larger, in true float16; ONNX Runtime's CPU provider, computing in float32
+   between its Casts, hides it). Where the ranges were measured on generated inputs and
+   float inputs less than 255 x 16 times larger would overflow a lowered node that grows with
+   them
+   (not behind a softmax, a normalization, a sigmoid, ...), the pass warns with that node
+   and the factor: real inputs (``inputs``) settle it.
 
 ``may_grow``: the border Casts are nodes the input did not have.
 """
@@ -96,6 +105,7 @@ from .._runtime_worker import Job, RuntimeCrash, RuntimeWorker
 from .._workers import KeepsWorker, worker_block
 from .measure import (
     MAX_ROUNDS,
+    RANGE_HEADROOM,
     Search,
     SearchResult,
     tensor_types,
@@ -368,6 +378,8 @@ class ConvertPrecision(KeepsWorker, Pass):
                          f"{dtype}, where larger inputs overflow it"
                          for name, peak in search.output_peaks().items()
                          if search.near_range(peak)]
+        if self._feeds is None and self.inputs is None and low == onnx.TensorProto.FLOAT16:
+            warnings += _input_scale_warning(analysis, search, result.low)
         return PassResult(model, True, stats=pass_stats, warnings=warnings,
                           details={"precision": dtype,
                                    "islands": [island.to_dict() for island in islands],
@@ -475,6 +487,47 @@ class ConvertPrecision(KeepsWorker, Pass):
         except Exception:  # noqa: BLE001 - ORT refuses in many ways: nothing traced
             return {}
         return search.blame_runs(runs, low, spread=spread)
+
+
+# Rule 15: ops whose output does not grow with their input's magnitude.
+_SCALE_FREE = frozenset({
+    "Softmax", "LogSoftmax", "Sigmoid", "Tanh", "Erf", "Sign", "LayerNormalization",
+    "SimplifiedLayerNormalization", "SkipLayerNormalization", "RMSNormalization",
+    "InstanceNormalization", "GroupNormalization", "LpNormalization", "Shape", "Size",
+    "HardSigmoid", "Hardmax", "ArgMax", "ArgMin", "Cos", "Sin", "IsNaN", "IsInf",
+})
+# Rule 15: how much larger than generated ones float inputs may be before the pass warns: raw
+# pixels (0-255) with the range rule's headroom of 16 (one-signed inputs sum without the
+# cancelling that inputs in [-1, 1] have: a MatMul over 256 features measured at 15 reaches
+# 64 on inputs in [0, 1]).
+_INPUT_SCALE_MARGIN = 255.0 * RANGE_HEADROOM
+
+
+def _input_scale_warning(analysis: Analysis, search: Search, low: frozenset[int]) -> list[str]:
+    """Rule 15: where generated inputs in [-1, 1] measured the float16 ranges, the lowered
+    node whose magnitude grows with the float inputs' and comes nearest the range, when inputs
+    fewer than :data:`_INPUT_SCALE_MARGIN` times larger would overflow it."""
+    scaling = {n for n in analysis.inputs if analysis.types.get(n) == FLOAT}
+    if not scaling:
+        return []
+    for position in analysis.order:
+        node = analysis.node(position)
+        if node.op_type not in _SCALE_FREE and any(n in scaling for n in node.input):
+            scaling.update(n for n in node.output if n)
+    worst, name = 0.0, None
+    for position in low:
+        node = analysis.node(position)
+        if position in search.peak and any(n in scaling for n in node.output if n):
+            if search.peak[position] > worst:
+                worst, name = search.peak[position], node.name or node.op_type
+    if not worst or worst * _INPUT_SCALE_MARGIN <= search.largest:
+        return []
+    factor = search.largest / worst
+    return [f"float16 ranges measured on generated inputs in [-1, 1]: lowered node {name!r} "
+            f"reaches {worst:.3g} on them, so float inputs about {factor:.3g}x larger overflow "
+            f"it in float16 (raw pixels in 0-255 are 255x, audio samples in +-32768 are "
+            f"32768x); if the model's real inputs are that large, give some with --inputs so "
+            f"that the islands are chosen on them"]
 
 
 # How ONNX Runtime names the node it cannot create or run: "Could not find an implementation

@@ -1665,3 +1665,29 @@ def test_the_run_that_finds_a_sets_sizes_is_its_first_measurement(rng, monkeypat
     monkeypatch.undo()
     converted = ConvertPrecision(precision="fp16")(_even_batch(rng))
     assert converted.modified and converted.stats["measured_error_permille"] is not None
+
+
+def test_a_node_that_grows_with_the_inputs_near_the_range_is_named_for_real_inputs(rng):
+    """Rule 15: generated inputs are in [-1, 1]; a node at 200 on them overflows float16 on
+    inputs some 300x larger (raw pixels, audio samples), where ONNX Runtime's CPU provider
+    does not show it. The pass names the node and the factor; real inputs settle it, and a
+    model whose float values do not grow with its inputs' has nothing to say."""
+    text = """
+    g (float[4,16] x) => (float[4,16] y) {
+        h = MatMul(x, W)
+        y = Relu(h)
+    }"""
+    model = parse(text, W=np.full((16, 16), 25.0, np.float32))
+    result = ConvertPrecision()(onnx.ModelProto.FromString(model.SerializeToString()))
+    assert result.modified
+    [warning] = [w for w in result.warnings if "generated inputs" in w]
+    assert "--inputs" in warning and "x larger" in warning
+    given = [{"x": rng.uniform(-1, 1, (4, 16)).astype(np.float32)}]
+    assert not any("generated inputs" in w
+                   for w in ConvertPrecision(feeds=given)(model).warnings)
+    ids = parse("""
+    g (int64[4,16] ids) => (float[4,16,8] y) {
+        e = Gather(table, ids)
+        y = Mul(e, e)
+    }""", table=np.full((50, 8), 30.0, np.float32))
+    assert not any("generated inputs" in w for w in ConvertPrecision()(ids).warnings)
