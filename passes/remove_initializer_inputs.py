@@ -13,6 +13,9 @@ Rules:
 2. Subgraphs (If/Loop/Scan bodies, at any depth) get rule 1 too. Their formal inputs are never
    initializers there, so only inputs that shadow a body initializer are touched.
 3. A model at IR 3 is raised to IR 4, where initializers need not be inputs.
+4. From IR 4 the signature changes: a caller that fed one of the main graph's removed inputs
+   (a threshold given a default) is refused by the result ("Invalid input name"). The pass warns
+   with their count and first names; ``--skip remove-initializer-inputs`` keeps them.
 """
 
 from __future__ import annotations
@@ -53,7 +56,19 @@ class RemoveInitializerInputs(Pass):
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         inputs_before = len(model.graph.input)
+        initializers = {init.name for init in model.graph.initializer}
+        # at IR 3 every initializer is listed, and ONNX Runtime takes none of them from a caller
+        overridable = [v.name for v in model.graph.input if v.name in initializers
+                       ] if model.ir_version >= _MIN_IR_VERSION else []
         removed = _remove_from_graph(model.graph)
+        warnings = []
+        if overridable:  # Rule 4
+            named = ", ".join(repr(n) for n in overridable[:3]) + (
+                f" and {len(overridable) - 3} more" if len(overridable) > 3 else "")
+            warnings.append(
+                f"signature changed: {len(overridable)} input(s) with a default value (an "
+                f"initializer) are no longer inputs: {named}; a caller that feeds them is "
+                "refused (--skip remove-initializer-inputs keeps them)")
         ir_raised = 0
         if model.ir_version < _MIN_IR_VERSION:  # Rule 3
             model.ir_version = _MIN_IR_VERSION
@@ -61,6 +76,7 @@ class RemoveInitializerInputs(Pass):
         return PassResult(
             model,
             modified=bool(removed or ir_raised),
+            warnings=warnings,
             stats={
                 "initializer_inputs_removed": removed,
                 "graph_inputs_before": inputs_before,

@@ -128,3 +128,20 @@ def test_light_models_keep_their_outputs(path, ort_run):
     after = ort_run(out, {data_input: x})
     for name, value in before.items():
         np.testing.assert_array_equal(after[name], value)
+
+
+def test_an_overridable_input_removed_is_said(ort_run):
+    """From IR 4 an input with an initializer is a default a caller may override: the result
+    refuses a caller that feeds it, and nothing said so."""
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 4] x, float threshold) => (float[N, 4] y) {
+        y = Sub (x, threshold)
+    }""")
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(0.5, np.float32),
+                                                                "threshold"))
+    result = RemoveInitializerInputs()(model)
+    [warning] = result.warnings
+    assert "'threshold'" in warning and "--skip remove-initializer-inputs" in warning
+    at_ir3 = RemoveInitializerInputs()(onnx.parser.parse_model(LINEAR_IR3))
+    assert at_ir3.warnings == []
