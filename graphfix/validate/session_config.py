@@ -38,7 +38,7 @@ from typing import Any
 
 import onnx
 
-from graphfix.errors import BenchmarkError, shown
+from graphfix.errors import BenchmarkError, first_line, shown
 from graphfix.model_io import write_text
 from graphfix.validate.timing import Settings
 
@@ -48,6 +48,11 @@ __all__ = ["SCHEMA", "OBJECTIVES", "SessionConfig", "read_config", "model_digest
 SCHEMA = "graphfix.tune/1"
 # What tune minimizes; a configuration names the one its winner was chosen for.
 OBJECTIVES = ("latency", "p99", "throughput", "memory")
+
+
+# The fields of a file (the schema above).
+_FIELDS = frozenset({"schema", "settings", "batch_size", "objective", "model", "measured",
+                     "versions"})
 
 
 @dataclasses.dataclass
@@ -76,8 +81,15 @@ class SessionConfig:
     def from_dict(cls, data: Mapping[str, Any], *, source: str = "the configuration") -> SessionConfig:
         if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
             found = data.get("schema") if isinstance(data, Mapping) else type(data).__name__
-            raise BenchmarkError(f"{source} is not a {SCHEMA} file (schema: {found!r})",
-                                 hint="write one with `graphfix tune MODEL --out FILE`")
+            newer = isinstance(found, str) and found.startswith("graphfix.tune/")
+            raise BenchmarkError(
+                f"{source} is not a {SCHEMA} file (schema: {found!r})"
+                + (f": written by another graphfix; this one reads {SCHEMA}" if newer else ""),
+                hint="write one with this graphfix: `graphfix tune MODEL --out FILE`")
+        unknown = sorted(set(data) - _FIELDS)
+        if unknown:  # a misspelt field would be ignored, and the file not do what it says
+            raise BenchmarkError(f"{source}: unknown field(s) {', '.join(map(repr, unknown))}",
+                                 hint=f"a {SCHEMA} file has {', '.join(sorted(_FIELDS))}")
         settings = data.get("settings")
         if not isinstance(settings, Mapping):
             raise BenchmarkError(f"{source} has no settings")
@@ -128,8 +140,8 @@ def read_config(path: str | os.PathLike[str]) -> SessionConfig:
     except OSError as err:
         raise BenchmarkError(f"{where}: cannot read the configuration ({err.strerror or err})",
                              hint="write one with `graphfix tune MODEL --out FILE`") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise BenchmarkError(f"{where} is not JSON: {err}") from None
+    except ValueError as err:  # not JSON, not UTF-8, or a number past Python's digit limit
+        raise BenchmarkError(f"{where} is not JSON: {first_line(err, limit=300)}") from None
     except RecursionError:
         raise BenchmarkError(f"{where} is not a configuration: JSON nested too deeply to "
                              "read") from None

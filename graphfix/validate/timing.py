@@ -232,11 +232,20 @@ class Settings:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Settings:
         """The inverse of :meth:`to_dict`; an unknown or malformed field raises BenchmarkError."""
+        unknown_fields = sorted(set(data) - _SETTINGS_FIELDS)
+        if unknown_fields:  # a misspelt "session_options" would leave ORT's defaults
+            raise BenchmarkError(
+                f"unknown settings field(s): {', '.join(map(repr, unknown_fields))}",
+                hint=f"settings has {', '.join(sorted(_SETTINGS_FIELDS))}")
+        for field in ("session_options", "session_config_entries", "provider_options"):
+            if field in data and not isinstance(data[field], Mapping):
+                raise BenchmarkError(f"settings: {field} must be an object, got "
+                                     f"{type(data[field]).__name__}")
         try:
-            options = dict(data.get("session_options") or {})
-            entries = dict(data.get("session_config_entries") or {})
+            options = dict(data.get("session_options", {}))
+            entries = dict(data.get("session_config_entries", {}))
             provider_options = {str(k): str(v) for k, v in
-                                dict(data.get("provider_options") or {}).items()}
+                                dict(data.get("provider_options", {})).items()}
             known_options = {"intra_op_num_threads", "inter_op_num_threads", "execution_mode",
                              "graph_optimization_level", "enable_mem_pattern",
                              "enable_cpu_mem_arena"}
@@ -267,6 +276,11 @@ class Settings:
             )
         except (KeyError, TypeError, ValueError) as err:
             raise BenchmarkError(f"malformed session settings: {err}") from None
+
+
+# The fields of Settings.to_dict().
+_SETTINGS_FIELDS = frozenset({"provider", "session_options", "session_config_entries",
+                              "provider_options", "io_binding"})
 
 
 def _count(value: Any) -> int:

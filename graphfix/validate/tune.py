@@ -1274,7 +1274,9 @@ def _measured(default: Candidate, winner: Candidate, statistic: str) -> dict[str
 
 def _versions() -> dict[str, str]:
     """The runtime the settings were measured on (they may not carry over to another)."""
-    return {"onnxruntime": ort_version()}
+    from graphfix.version import __version__
+
+    return {"graphfix": __version__, "onnxruntime": ort_version()}
 
 
 # --------------------------------------------------------------------------------------------

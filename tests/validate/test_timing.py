@@ -130,6 +130,34 @@ def test_configuration_file_round_trip_and_errors(tmp_path) -> None:
         read_config(tmp_path / "spin.json")
 
 
+def test_a_configuration_that_would_not_do_what_it_says_is_refused(tmp_path) -> None:
+    """A misspelt field was ignored (ORT's defaults ran, rc 0), a number past Python's digit
+    limit raised a traceback, and a newer schema read as some other file."""
+    config = SessionConfig(CPU.replace(threads=2))
+    path = tmp_path / "config.json"
+    config.write(path)
+    data = json.loads(path.read_text())
+    cases = {
+        "typo": ({**data, "settings": {**{k: v for k, v in data["settings"].items()
+                                          if k != "session_options"},
+                                       "session_option": data["settings"]["session_options"]}},
+                 "unknown settings field.*'session_option'"),
+        "top": ({**data, "setting": {}}, "unknown field.*'setting'"),
+        "null": ({**data, "settings": {**data["settings"], "session_options": None}},
+                 "session_options must be an object"),
+        "newer": ({**data, "schema": "graphfix.tune/2"}, "written by another graphfix"),
+    }
+    for name, (content, message) in cases.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(content))
+        with pytest.raises(BenchmarkError, match=message):
+            read_config(tmp_path / f"{name}.json")
+    huge = path.read_text().replace('"intra_op_num_threads": 2',
+                                    '"intra_op_num_threads": 1' + "0" * 5000)
+    (tmp_path / "huge.json").write_text(huge)
+    with pytest.raises(BenchmarkError, match="not JSON"):
+        read_config(tmp_path / "huge.json")
+
+
 def test_python_snippet_makes_the_session_it_describes(tmp_path) -> None:
     settings = Settings("cpu", 1, 4, True, False, optimization="extended", cpu_arena=False)
     path = tmp_path / "m.onnx"

@@ -369,6 +369,7 @@ def test_a_setting_that_is_slower_for_sure_is_not_chosen() -> None:
     assert result.winner.name != slow.name and result.kept_default
     assert result.config.settings == Settings.ort_defaults("cpu")
     assert result.config.measured is None
+    assert set(result.config.versions) == {"graphfix", "onnxruntime"}
 
 
 def test_the_default_is_kept_when_nothing_is_significantly_better() -> None:
