@@ -51,7 +51,7 @@ from graphfix.options import (
 from graphfix.facts import model_facts, op_histogram
 from graphfix.feeds import check_inputs_agree, feed_files
 from graphfix.report import PassReport, Report
-from graphfix.validate.bench import benchmark
+from graphfix.validate.bench import MIN_COMPARED_RUNS, benchmark
 from graphfix.validate.bench import require_speedup as check_speedup
 from graphfix.validate.parity import ParityResult, ReferenceRun, check_parity, original_spread
 
@@ -470,6 +470,10 @@ def _check_arguments(model: Any, passes: Any, skip: Any, verify: Any, parity: An
                    "a graphfix.ParityOptions (or None)")
     check_type("optimize", "bench", bench, (bool, BenchOptions),
                "True, False or a graphfix.BenchOptions")
+    if isinstance(bench, BenchOptions) and bench.runs is not None and (
+            bench.runs < MIN_COMPARED_RUNS):  # every speedup it measures is a comparison
+        raise OptionError(f"optimize(): bench.runs must be >= {MIN_COMPARED_RUNS} for a "
+                          f"speedup's interval, got {bench.runs}")
     if require_speedup is not None:
         check_type("optimize", "require_speedup", require_speedup, (int, float),
                    "a number > 0 (or None)")

@@ -57,7 +57,9 @@ def test_profile_vs_shows_where_the_time_moved(tmp_path) -> None:
     eliminate_transposes(fixed)
     path = tmp_path / "fixed.onnx"
     onnx.save(fixed, str(path))
-    result = invoke("profile", path, "--vs", SAMPLE_PATH, *FAST, "--no-try")
+    # a comparison takes five rounds at least
+    result = invoke("profile", path, "--vs", SAMPLE_PATH, *FAST[:2], "--runs", "5", *FAST[4:],
+                    "--no-try")
     assert result.exit_code == 0, result.output
     assert "where the time moved" in result.output
     assert "fixed.onnx vs sample_nhwc.onnx" in result.output
@@ -95,7 +97,7 @@ def test_tune_prints_the_table_writes_the_config_and_bench_rechecks_it(tmp_path)
     assert "winner:" in result.output and "import onnxruntime as ort" in result.output
     assert json.loads(out.read_text())["schema"] == "graphfix.tune/1"
     recheck = invoke("bench", SAMPLE_PATH, "--config", out, "--vs-config", "ort-defaults",
-                     "--runs", "3", "--warmup", "1", "--json")
+                     "--runs", "5", "--warmup", "1", "--json")
     assert recheck.exit_code == 0, recheck.output
     data = json.loads(recheck.output)
     assert data["baseline_settings"]["session_options"]["intra_op_num_threads"] == 0

@@ -106,7 +106,7 @@ def test_benchmark_baseline_is_the_original_even_without_parity(tmp_path) -> Non
 
     original_nodes = len(onnx.load(str(SAMPLE_PATH)).graph.node)
     result = graphfix.optimize_file(SAMPLE_PATH, tmp_path / "out.onnx", verify=False,
-                                    bench=graphfix.BenchOptions(runs=3, warmup=1))
+                                    bench=graphfix.BenchOptions(runs=5, warmup=1))
     compared = result.report.bench["model_nodes"]
     assert compared["baseline"] == original_nodes and compared["candidate"] < original_nodes
 

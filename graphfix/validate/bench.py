@@ -333,6 +333,8 @@ def benchmark(
         "benchmark", runs=runs, warmup=warmup, threads=threads,
         dynamic_block_base=dynamic_block_base, feeds=feeds, input_shapes=input_shapes,
         seed=seed, confidence=confidence, resamples=resamples)
+    if baseline is not None or baseline_config is not None:
+        check_compared_runs("benchmark", runs)
     check_input_shapes(model, input_shapes, "input shapes (--input-shape)")
     if inputs is not None and feeds is None:
         feeds = read_feeds(inputs, model)
@@ -360,6 +362,8 @@ def benchmark(
     arms = [Arm(c.label, c, by_label[c.model_label], by_model[c.model_label], outputs[c.label])
             for c in configs]
     measured = measure_runs(arms, warmup=warmup, runs=runs, progress=progress)
+    if measured.busy:
+        warnings.append(measured.busy)
     stats = {c.label: measured.stats(c.label, c.optimization) for c in configs}
     times = {c.label: measured.times[c.label] for c in configs}
     speedups = {} if baseline is None else _speedups(times, offline, confidence=confidence,
@@ -487,6 +491,20 @@ def _speedups(times: Mapping[str, list[list[float]]], offline: bool, *, confiden
     return {key: bootstrap_speedup(times[slow], times[fast], confidence=confidence,
                                    resamples=resamples, seed=seed)
             for key, (slow, fast) in pairs.items()}
+
+
+# The fewest rounds a speedup's interval is drawn from: from one round the interval is its own
+# point, and an identical copy came out "0.562x, 95% interval [0.562, 0.562]: slower".
+MIN_COMPARED_RUNS = 5
+
+
+def check_compared_runs(function: str, runs: int) -> None:
+    """A comparison of two models or settings needs :data:`MIN_COMPARED_RUNS` rounds."""
+    if runs < MIN_COMPARED_RUNS:
+        raise BenchmarkError(
+            f"{function}: a comparison needs runs >= {MIN_COMPARED_RUNS} (got {runs}): an "
+            f"interval drawn from fewer rounds cannot tell a difference from noise",
+            hint="--runs 50 (the default) or more")
 
 
 def check_arguments(function: str, *, runs: Any = 1, warmup: Any = 0, threads: Any = None,

@@ -537,6 +537,13 @@ class Measurement:
     session_providers: dict[str, list[str]]
     peak_bytes: dict[str, int | None]
     traces: dict[str, list[str]]
+    # the cores other processes kept busy on average while it ran (Linux; else None)
+    others_cores: float | None = None
+
+    @property
+    def busy(self) -> str | None:
+        """Why the machine was too busy for its figures to be trusted, or None."""
+        return busy_warning(self.others_cores)
 
     def calls(self, label: str) -> list[float]:
         """Every timed call of ``label``, in order."""
@@ -577,10 +584,12 @@ def measure(
     result = Measurement(together, {label: [] for label in labels},
                          {label: [] for label in labels}, {}, {label: None for label in labels},
                          {label: [] for label in labels})
-    if together:
-        _measure_together(arms, result, warmup, rounds, calls, progress, step)
-    else:
-        _measure_alone(arms, result, warmup, rounds, calls, progress, step, memory)
+    with others_watched() as others:
+        if together:
+            _measure_together(arms, result, warmup, rounds, calls, progress, step)
+        else:
+            _measure_alone(arms, result, warmup, rounds, calls, progress, step, memory)
+    result.others_cores = others()
     return result
 
 
@@ -734,6 +743,64 @@ def _peak_memory(*, collect: bool = True) -> Iterator[Callable[[], int | None]]:
 
 # --------------------------------------------------------------------------------------------
 # Environment
+
+# The share of the cores other processes may keep busy during a measurement before its figures
+# are flagged: on a 2-core machine loaded by other jobs (load average 3.2), two identical
+# files measured 1.26x apart with an interval clear of 1, in 5 of 6 runs; quiet, 0 of 12.
+BUSY_SHARE = 0.25
+
+
+def _cpu_busy_seconds() -> float | None:
+    """Seconds every core of the machine has been busy (``/proc/stat``: all but idle and
+    I/O wait, steal included: a hypervisor's other guests), None where it cannot be read."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = stat.readline().split()
+        ticks = [int(v) for v in fields[1:]]
+        return (sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)) / os.sysconf(
+            "SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _own_seconds() -> float:
+    """CPU seconds this process (every thread) and its reaped children have used."""
+    import resource
+
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                          resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@contextlib.contextmanager
+def others_watched() -> Iterator[Callable[[], float | None]]:
+    """Yields what gives, once the block is left, how many cores other processes kept busy on
+    average during it (the machine's busy time less this process's), None where the kernel's
+    counters cannot be read."""
+    busy, own, started = _cpu_busy_seconds(), _own_seconds(), time.perf_counter()
+    result: list[float | None] = [None]
+
+    def others() -> float | None:
+        return result[0]
+
+    try:
+        yield others
+    finally:
+        now, wall = _cpu_busy_seconds(), time.perf_counter() - started
+        if busy is not None and now is not None and wall > 0:
+            result[0] = max(0.0, (now - busy) - (_own_seconds() - own)) / wall
+
+
+def busy_warning(others_cores: float | None) -> str | None:
+    """The warning a measurement gets when other processes kept more than
+    :data:`BUSY_SHARE` of the cores busy during it (at least half a core)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    if others_cores is None or others_cores <= max(0.5, BUSY_SHARE * cores):
+        return None
+    return (f"other processes kept {others_cores:.1f} of this machine's {cores} core(s) busy "
+            f"during the measurement: they take the cores the sessions need, and two "
+            f"identical models can then time apart; measure again on a quiet machine")
 
 
 def thread_limit() -> int:

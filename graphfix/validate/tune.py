@@ -146,6 +146,7 @@ from graphfix.validate.stats import (
 from graphfix.validate.timing import (
     RUN_HINT,
     Arm,
+    busy_warning,
     Config,
     Progress,
     Settings,
@@ -909,6 +910,8 @@ def tune(
         measured = measure(arms, warmup=warmup, rounds=rounds, calls=calls, together=False,
                            progress=progress, step=f"tune rung {rung + 1}",
                            memory=rung == 0 or objective == "memory")
+        if measured.others_cores is not None:
+            others.append(measured.others_cores)
         for c in alive:
             for index, block in enumerate(measured.times[c.name]):
                 c.times[(rung, index)] = block
@@ -922,6 +925,7 @@ def tune(
     challengers = [c for c in candidates[2:] if c.alive]
     deadline = started + budget
     warnings: list[str] = []
+    others: list[float] = []  # the cores other processes kept busy, per rung
     first = _first_rounds(len(challengers) + 2, round_cost, budget)
     floor = round_cost * ((len(challengers) + 2) * first + 3 * FINAL_ROUNDS)
     if floor > 1.5 * budget:  # said before the wait, not only after it
@@ -1008,6 +1012,9 @@ def tune(
                 winner, reason, aa = refined.winner, refined.reason, refined.aa
             elif refined.note:
                 warnings.append(refined.note)
+    busy = busy_warning(max(others)) if others else None
+    if busy:
+        warnings.append(busy)
     if time.perf_counter() - started > 1.2 * budget:
         warnings.append(f"the search took {time.perf_counter() - started:.0f} s for a budget of "
                         f"{budget:g} s (every candidate's first rung and the winner's "

@@ -544,7 +544,7 @@ def test_a_lowered_signature_is_checked_timed_and_optimized_against_itself(rng):
     assert check_parity(model, original).passed  # the lowered one as the reference
     for pair in ((model, model), (original, model), (model, original)):
         assert graphfix.benchmark(pair[0], baseline=pair[1], provider="cpu", warmup=1,
-                                  runs=3).speedup is not None
+                                  runs=5).speedup is not None
     again = graphfix.optimize(model, speed_gate=False)
     assert again.report.parity["passed"] and not again.report.left_out
 
@@ -1043,7 +1043,7 @@ def test_speed_gate_writes_without_a_rewrite_whose_model_does_not_run_on_the_pro
     refused.opset_import.add(domain="com.microsoft", version=1)
     verdicts, replacement = speed_gate.judge(
         refused, lambda left_out: plain, ["fuse-transformer"], RunOptions(provider="cpu"),
-        BenchOptions(runs=3, warmup=1))
+        BenchOptions(runs=5, warmup=1))
     assert [v.kept for v in verdicts] == [False] and verdicts[0].verdict == "does not run"
     assert replacement is plain
     assert "does not run on cpu" in verdicts[0].note and "written without it" in verdicts[0].note
@@ -1056,7 +1056,7 @@ def test_speed_gate_writes_without_a_rewrite_whose_model_does_not_run_on_the_pro
     }""")
     verdicts, replacement = speed_gate.judge(
         failing, lambda left_out: plain, ["fuse-transformer"], RunOptions(provider="cpu"),
-        BenchOptions(runs=3, warmup=1))
+        BenchOptions(runs=5, warmup=1))
     assert [v.verdict for v in verdicts] == ["does not run"] and replacement is plain
 
 def _used_in_float64(reference, candidate, atol, rtol):

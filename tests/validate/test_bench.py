@@ -453,3 +453,18 @@ def test_input_shapes_the_model_refuses_are_said_before_onnx_runtime_runs() -> N
         benchmark(_model(dynamic=True), input_shapes={"x": [1, 16, 3]}, **TINY)
     with pytest.raises(ValidationInputError, match="has 8 on axis 1, where the input's size"):
         benchmark(_model(), input_shapes={"x": [1, 8]}, **TINY)
+
+
+def test_a_comparison_needs_five_rounds() -> None:
+    """From one round an identical copy came out "0.562x, 95% interval [0.562, 0.562]:
+    slower": a comparison from fewer than five rounds is refused, a latency alone is not."""
+    import graphfix
+
+    model = _model()
+    with pytest.raises(BenchmarkError, match="runs >= 5"):
+        bench.benchmark(model, baseline=model, runs=1, warmup=0, provider="cpu")
+    with pytest.raises(BenchmarkError, match="runs >= 5"):
+        graphfix.profile(model, vs=model, runs=4, warmup=0, provider="cpu")
+    with pytest.raises(OptionError, match="bench.runs must be >= 5"):
+        graphfix.optimize(model, bench=graphfix.BenchOptions(runs=3))
+    assert bench.benchmark(model, runs=1, warmup=0, provider="cpu").comparison is None

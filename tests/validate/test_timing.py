@@ -4,6 +4,10 @@ interleaving, the statistics over blocks, and the graphfix.tune/1 file."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 
 import numpy as np
 import onnx
@@ -13,7 +17,8 @@ from graphfix.errors import BenchmarkError
 from graphfix.validate.bench import benchmark
 from graphfix.validate.session_config import SCHEMA, SessionConfig, python_snippet, read_config
 from graphfix.validate.stats import FASTER, bootstrap_speedup
-from graphfix.validate.timing import Arm, Config, Settings, measure, open_session
+from graphfix.validate.timing import (Arm, Config, Settings, busy_warning, measure,
+                                      open_session)
 
 _WEIGHTS = ", ".join(["0.01"] * 256)
 
@@ -184,6 +189,26 @@ def test_together_times_one_call_per_round_with_sessions_open_throughout() -> No
     assert calls[-1] == ("bench", 6, 6)
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="the kernel's counters are Linux's")
+def test_a_measurement_on_a_busy_machine_says_so() -> None:
+    """Other processes that keep the cores busy take them from the sessions: two identical
+    files then timed 1.26x apart with an interval clear of 1. The measurement counts the cores
+    they kept busy (the machine's busy time less this process's) and warns."""
+    cores = len(os.sched_getaffinity(0))
+    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(2 * cores)]
+    try:
+        time.sleep(0.2)
+        result = measure([_arm("a", CPU), _arm("b", CPU)], warmup=2, rounds=200)
+    finally:
+        for process in spinning:
+            process.kill()
+            process.wait()
+    assert result.others_cores is not None and result.others_cores > 0.5
+    assert result.busy is not None and "busy" in result.busy
+    assert busy_warning(None) is None and busy_warning(0.1) is None
+
+
 def test_alone_opens_each_arm_per_round_and_measures_its_memory() -> None:
     spinning = CPU.replace(allow_spinning=True)
     result = measure([_arm("a", spinning), _arm("b", CPU)], warmup=1, rounds=3, calls=4,
@@ -249,7 +274,7 @@ def test_bootstrap_p99_compares_tails() -> None:
 def test_bench_reads_a_configuration_and_measures_spinning_sessions_alone(tmp_path) -> None:
     path = tmp_path / "config.json"
     SessionConfig(Settings("cpu", 1, None, True, False, optimization="basic")).write(path)
-    result = benchmark(_model(), baseline=_model(), config=path, runs=4, warmup=1)
+    result = benchmark(_model(), baseline=_model(), config=path, runs=5, warmup=1)
     assert result.method == "alone" and result.allow_spinning
     assert result.candidate.optimization == "basic"
     assert result.to_dict()["settings"]["session_options"]["graph_optimization_level"] == "basic"

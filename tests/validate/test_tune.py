@@ -513,7 +513,7 @@ def test_values_given_twice_are_one_candidate_and_a_batch_below_one_is_dropped()
 def test_a_tuned_configuration_is_rechecked_by_bench(tmp_path) -> None:
     out = tmp_path / "tuned.json"
     tune(_mlp(), provider="cpu", budget=3, space={"intra_op_threads": [1]}, out=out)
-    result = benchmark(_mlp(), config=out, baseline_config="ort-defaults", runs=4, warmup=1)
+    result = benchmark(_mlp(), config=out, baseline_config="ort-defaults", runs=5, warmup=1)
     assert result.baseline is not None and result.method == "alone"
     assert result.baseline_settings == Settings.ort_defaults("cpu")
     assert result.settings == read_config(out).settings

@@ -86,7 +86,7 @@ from graphfix.graph import check_input_shapes
 from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.options import check_path
-from graphfix.validate.bench import (batch_not_applied, check_arguments, feeds_by_model,
+from graphfix.validate.bench import (batch_not_applied, check_arguments, check_compared_runs, feeds_by_model,
                                      load_config, read_feeds, session_settings)
 from graphfix.feeds import fed_shape, input_specs
 from graphfix.validate.parity import check_parity
@@ -226,6 +226,8 @@ def profile(
         "profile", runs=runs, warmup=warmup, threads=threads,
         dynamic_block_base=dynamic_block_base, feeds=feeds, input_shapes=input_shapes,
         seed=seed, confidence=confidence, resamples=resamples)
+    if vs is not None:
+        check_compared_runs("profile", runs)
     for role, path in (("trace", trace), ("html", html)):
         check_path("profile", role, path, optional=True)
     main, main_name = model_io.named_model(model, "model", "profile", names[0])
@@ -271,7 +273,7 @@ def profile(
     found = {label: find(Observed(name, proto, profiles[label], settings, provider,
                                   environment))
              for label, (proto, name) in models.items()}
-    warnings: list[str] = [w for w in (batch_not_applied(loaded),) if w]
+    warnings: list[str] = [w for w in (batch_not_applied(loaded), measured.busy) if w]
     if try_fixes:
         _try(found["model"], main, by_model["candidate"], settings, warmup, runs,
              profiles["model"].stats.median_ms, confidence, resamples, seed, warnings,
