@@ -847,6 +847,8 @@ def profile(model: Path, other: Path | None, input_shape: tuple[tuple[str, list[
       graphfix profile bert.onnx --input-shape input_ids:1x128 --trace trace.json --json
     """
     _configure_logging(verbose, False)
+    if flags.get("inputs") is not None and input_shape:
+        check_inputs_agree(flags["inputs"], dict(input_shape))
     result = graphfix.profile(
         model, vs=other, **_given(**flags), try_fixes=not no_try,
         input_shapes=dict(input_shape) or None,
@@ -914,6 +916,8 @@ def tune(model: Path, input_shape: tuple[tuple[str, list[int]], ...],
       graphfix tune model.onnx --knob intra_op_threads=1,2 --knob execution_mode=parallel
     """
     _configure_logging(verbose, False)
+    if flags.get("inputs") is not None and input_shape:
+        check_inputs_agree(flags["inputs"], dict(input_shape))
     space = _knob_space(knobs) if knobs else None
     result = graphfix.tune(
         model, **_given(**flags), input_shapes=dict(input_shape) or None, space=space,

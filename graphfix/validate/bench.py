@@ -103,7 +103,7 @@ import onnx
 from graphfix import layout, model_io, precision
 from graphfix.graph import check_input_shapes, count_nodes
 from graphfix.providers import resolve_provider
-from graphfix.errors import BenchmarkError
+from graphfix.errors import BenchmarkError, ValidationInputError
 from graphfix.options import (OptionError, check_count, check_feeds, check_fraction,
                               check_shapes)
 from graphfix.feeds import fed_shape, load_feeds, make_feeds, text_as_str
@@ -551,9 +551,16 @@ def feeds_by_model(
         extra = make_feeds(baseline, seed=seed, runs=1, input_shapes=input_shapes)[0]
         # The sizes are ones both models take (the baseline may run at sizes baked into its
         # Reshapes only, the candidate at any).
-        feeds = {**extra, **generated_feeds(
-            model, seed=seed, input_shapes=input_shapes, also_model=baseline,
-            also=_baseline_run(model, baseline, extra))}
+        try:
+            feeds = {**extra, **generated_feeds(
+                model, seed=seed, input_shapes=input_shapes, also_model=baseline,
+                also=_baseline_run(model, baseline, extra))}
+        except ValidationInputError as err:  # say that it is the pair that has no size
+            raise ValidationInputError(
+                f"no generated inputs run on both models: {err.args[0]}",
+                hint="the two models may take inputs of different shapes (a comparison feeds "
+                "both the same inputs: compare a model with its optimized version); else give "
+                "inputs both take with --inputs, or sizes with --input-shape") from None
     # A sequence (a list of arrays) or a map (a dict) is fed as it is, not made one array.
     arrays = text_as_str({name: value if isinstance(value, (list, dict)) else np.asarray(value)
                           for name, value in feeds.items()}, where="feeds")

@@ -760,8 +760,8 @@ def _session(model: onnx.ModelProto, providers: list[str], label: str, *,
     except Exception as err:  # noqa: BLE001 - ORT raises several unrelated types
         raise ValidationInputError(
             f"ONNX Runtime cannot load the {label}: {first_line(err)}",
-            hint="parity needs both models to run on ONNX Runtime; "
-            "skip the check with --no-verify" if reference else None,
+            hint="parity needs both models to run on ONNX Runtime (optimize skips it with "
+            "--no-verify)" if reference else None,
         ) from None
 
 
@@ -860,7 +860,7 @@ def _generated_run(
         f"ONNX Runtime cannot run the {name} on generated inputs at any size tried "
         f"({'; '.join(tried)}): {first_line(error)}",
         hint="give real inputs with --inputs, fix dynamic sizes with --input-shape" + (
-            ", or skip the check with --no-verify" if name == "original" else ""),
+            " (optimize skips the check with --no-verify)" if name == "original" else ""),
     )
 
 

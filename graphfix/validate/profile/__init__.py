@@ -98,6 +98,7 @@ from graphfix.validate.profile.findings import (
     Observed,
     Trial,
     find,
+    tail_text,
     rank,
 )
 from graphfix.validate.profile.page import render_page
@@ -440,7 +441,7 @@ def _profile_head(profile: dict[str, Any]) -> list[str]:
     a = profile["accounting"]
     setup = f"session set-up {a['session_create_ms']:.1f} ms"
     return [
-        f"{profile['name']}: median {a['latency_ms']:.3f} ms, p99 {a['p99_ms']:.3f} ms; "
+        f"{profile['name']}: median {a['latency_ms']:.3f} ms, {tail_text(a)}; "
         f"with ORT's profiler {a['profiled_ms']:.3f} ms ({a['profiler_overhead']:.2f}x); {setup}",
         f"  node times account for {a['accounted']:.1%} of a call (framework overhead "
         f"{a['framework_ms']:.3f} ms); layout/dtype glue {a['glue_share']:.1%}, compute "

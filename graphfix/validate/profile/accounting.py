@@ -4,8 +4,10 @@ op type, and what the node times leave unexplained.
 Each timed call of the profiled session is one ``model_run`` in ORT's trace. The call's node
 times add up to less than the call: the rest is framework overhead (the executor between
 nodes, the profiler's own bookkeeping, the Python binding converting inputs and outputs).
-``accounted`` is the median over timed calls of (sum of the call's node times) / (the call's
-time as the timer measured it).
+``accounted`` is the mean over timed calls of the sum of the call's node times, over the mean
+call as the timer measured it: the glue and compute shares (each node's mean over the mean
+call) add up to it, and the framework overhead is the rest (a median of per-call ratios did
+not: 11.7% accounted beside a compute share of 15.8%).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ class Accounting:
     profiler_overhead: float    # profiled_ms / latency_ms
     run_ms: float               # ORT's own median model_run, profiler on
     nodes_ms: float             # median over calls of the sum of node times
-    accounted: float            # median over calls of node sum / call time
+    accounted: float            # mean node sum / mean call (profiler on)
     framework_ms: float         # mean call - mean node sum (profiler on)
     glue_ms: float              # mean per call of the glue op types (trace.GLUE_OPS)
     glue_share: float
@@ -57,6 +59,7 @@ class Accounting:
     cpu_ms: float
     session_create_ms: float    # the profiler-off session, as timed here
     session_init_ms: float | None  # ORT's own session_initialization (profiled session)
+    calls: int = 0              # timed calls of the profiler-off session (p99's sample)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -111,7 +114,7 @@ def account(
     nodes = node_times(traced, float(calls.mean()), original_names(model, sorted(ort_names)))
     placement = parse_profile([e for trace in events for e in trace], provider=provider)
     if sums.size == calls.size and calls.size:
-        accounted = float(np.median(sums / calls))
+        accounted = float(sums.mean() / calls.mean())
     else:  # the trace lost runs (it should not): compare with ORT's own run times
         accounted = float(np.median(sums) / np.median(run_ms)) if run_ms.size else 0.0
     glue = sum(n.ms for n in nodes if n.op_type in GLUE_OPS)
@@ -124,6 +127,7 @@ def account(
     accounting = Accounting(
         latency_ms=stats.median_ms,
         p99_ms=float(np.quantile(plain_calls, 0.99)),
+        calls=int(plain_calls.size),
         profiled_ms=profiled_stats.median_ms,
         profiler_overhead=profiled_stats.median_ms / stats.median_ms,
         run_ms=float(np.median(run_ms)) if run_ms.size else 0.0,

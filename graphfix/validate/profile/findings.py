@@ -551,3 +551,13 @@ def rank(findings: list[Finding]) -> list[Finding]:
         return (2, 0.0)
 
     return sorted(kept, key=key)
+
+
+def tail_text(accounting: Mapping[str, Any]) -> str:
+    """The p99 as a headline gives it: from fewer than :data:`TAIL_RUNS` calls it is about
+    the slowest call, and said so."""
+    calls = accounting.get("calls") or 0
+    if calls >= TAIL_RUNS:
+        return f"p99 {accounting['p99_ms']:.3f} ms"
+    return (f"slowest {accounting['p99_ms']:.3f} ms of {calls} call(s) (a p99 needs "
+            f"{TAIL_RUNS} or more)")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from html import escape
+
+from graphfix.validate.profile.findings import tail_text
 from typing import Any
 
 __all__ = ["render_page"]
@@ -90,7 +92,7 @@ def _summary(key: str, profile: Mapping[str, Any]) -> str:
     a = profile["accounting"]
     return (
         f'<p class="summary" data-model="{key}"><b>{escape(profile["name"])}</b>: median '
-        f'{_fmt(a["latency_ms"])} ms, p99 {_fmt(a["p99_ms"])} ms; profiler on '
+        f'{_fmt(a["latency_ms"])} ms, {escape(tail_text(a))}; profiler on '
         f'{_fmt(a["profiled_ms"])} ms ({_fmt(a["profiler_overhead"], 2)}x); node times account '
         f'for {a["accounted"]:.1%} of a call, framework overhead {_fmt(a["framework_ms"])} ms; '
         f'glue (Transpose, Reshape, Cast, Memcpy, ...) {a["glue_share"]:.1%}; session set-up '
