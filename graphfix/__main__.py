@@ -14,6 +14,8 @@ import os
 import signal
 import sys
 
+from graphfix import _start
+
 __all__ = ["main"]
 
 _WORDS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated"}
@@ -42,6 +44,7 @@ def _guard_streams() -> None:
                 os.close(null)
     for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
         if getattr(sys, name) is None:
+            _start.CLOSED.add(name)
             setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 import graphfix
-from graphfix import model_io, pipeline, registry
+from graphfix import _start, model_io, pipeline, registry
 from graphfix.doctor import diagnose
 from graphfix.errors import GraphfixError, ParityError, UnknownPassError, shown
 from graphfix.options import (
@@ -92,6 +92,18 @@ def error_line(err: GraphfixError, limit: int = ERROR_LINE_LIMIT, *,
     return f"error: {cut}...{tail}"
 
 
+def _signal_behind(err: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt or ending signal an exception was raised from, if any."""
+    seen: set[int] = set()
+    cause: BaseException | None = err
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, (KeyboardInterrupt, _Terminated)):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return None
+
+
 class _Group(click.Group):
     """Turns graphfix errors into one clear line and exit code 1 (no traceback); conflicting
     options are usage errors (exit 2); signals end the run with their exit code."""
@@ -127,6 +139,15 @@ class _Group(click.Group):
             _end(ctx, "interrupted", 130)
         except _Terminated as ended:
             _end(ctx, _ENDING.get(ended.signum, "terminated"), 128 + ended.signum)
+        except ImportError as err:
+            # Ctrl-C while a native module initializes: ONNX Runtime's import raises
+            # "initialization failed" from the KeyboardInterrupt
+            signalled = _signal_behind(err)
+            if signalled is None:
+                raise
+            if isinstance(signalled, _Terminated):
+                _end(ctx, _ENDING.get(signalled.signum, "terminated"), 128 + signalled.signum)
+            _end(ctx, "interrupted", 130)
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -258,6 +279,11 @@ def _emit(text: str, *, product: bool) -> None:
     line when the text is the command's product (``inspect``), and a warning when the command's
     product is elsewhere (the file ``optimize`` wrote): it cannot turn that success into a
     failure."""
+    if sys.stdout is None or "stdout" in _start.CLOSED:  # closed before the run (>&-)
+        if product:
+            raise GraphfixError("cannot print the result: standard output is closed",
+                                hint="send it to a file or a pipe")
+        return
     try:
         click.echo(text)
         sys.stdout.flush()
@@ -853,8 +879,9 @@ def profile(model: Path, other: Path | None, input_shape: tuple[tuple[str, list[
         model, vs=other, **_given(**flags), try_fixes=not no_try,
         input_shapes=dict(input_shape) or None,
         progress=None if as_json else _by_step(_progress(True)))
+    # a page written is the result too: then the print cannot turn it into a failure
     _emit(json.dumps(result.to_dict(), indent=2, default=str) if as_json
-          else format_profile(result.to_dict(), top=top), product=True)
+          else format_profile(result.to_dict(), top=top), product=flags.get("html") is None)
 
 
 class _Knob(click.ParamType):
@@ -922,8 +949,9 @@ def tune(model: Path, input_shape: tuple[tuple[str, list[int]], ...],
     result = graphfix.tune(
         model, **_given(**flags), input_shapes=dict(input_shape) or None, space=space,
         progress=None if as_json else _by_step(_progress(True)))
+    # a configuration written is the result too: then the print cannot fail the run
     _emit(json.dumps(result.to_dict(), indent=2, default=str) if as_json
-          else format_tune(result.to_dict()), product=True)
+          else format_tune(result.to_dict()), product=flags.get("out") is None)
 
 
 def _knob_space(knobs: tuple[tuple[str, list[str]], ...]) -> dict[str, list[Any]]:

@@ -190,3 +190,26 @@ def test_console_script_and_module_entry_point(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )
     assert "remove-initializer-inputs" in done.stdout, done.stderr
+
+
+def test_ctrl_c_inside_a_native_import_is_an_interrupt(runner, monkeypatch):
+    """Ctrl-C while ONNX Runtime's module initializes: its import raises ImportError
+    ("initialization failed") from the KeyboardInterrupt, which printed a traceback, exit 1."""
+    import graphfix.cli as cli_module
+
+    def interrupted(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as err:
+            raise ImportError("initialization failed") from err
+
+    monkeypatch.setattr(cli_module, "_configure_logging", interrupted)
+    result = runner.invoke(cli, ["inspect", "m.onnx"])
+    assert result.exit_code == 130 and "interrupted" in result.output
+    assert "Traceback" not in result.output
+
+    def broken(*args, **kwargs):
+        raise ImportError("a module that is not there")
+
+    monkeypatch.setattr(cli_module, "_configure_logging", broken)
+    assert isinstance(runner.invoke(cli, ["inspect", "m.onnx"]).exception, ImportError)

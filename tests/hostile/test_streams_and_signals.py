@@ -73,7 +73,8 @@ def test_a_result_that_cannot_be_printed_is_one_error_line(gf, args):
 
 @pytest.mark.parametrize("args, code, produces", [
     (["optimize", "m.onnx", "out.onnx"], 0, ["out.onnx"]),
-    (["inspect", "m.onnx"], 0, []),
+    # inspect's result is what it prints: a closed stdout is a failure, as a full one is
+    (["inspect", "m.onnx"], 1, []),
 ], ids=["optimize", "inspect"])
 def test_stdout_closed(gf, args, code, produces):
     gf.model()
@@ -188,3 +189,16 @@ def test_a_signal_while_graphfix_works(gf, name):
     assert lines == [line], text
     assert outcome.added == outcome.removed == outcome.changed == [], text
     assert outcome.tmp_left == [], text
+
+
+@needs_dev_full
+def test_tune_that_wrote_its_configuration_succeeds_with_stdout_full(gf):
+    """The configuration written is tune's result: a print that fails cannot undo it."""
+    gf.model()
+    full = _full()
+    try:
+        outcome = gf.process("tune", "m.onnx", "--budget", "1", "--out", "t.json", stdout=full)
+    finally:
+        os.close(full)
+    assert outcome.code == 0 and (gf.folder / "t.json").exists(), outcome.describe()
+    assert "warning: the summary was not printed" in outcome.stderr, outcome.describe()
