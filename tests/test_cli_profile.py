@@ -111,6 +111,8 @@ def test_tune_json_and_usage_errors(tmp_path) -> None:
     assert invoke("tune", SAMPLE_PATH, "--knob", "warp=1").exit_code == 2
     assert invoke("tune", SAMPLE_PATH, "--knob", "intra_op_threads=two").exit_code == 2
     assert invoke("tune", SAMPLE_PATH, "--knob", "threads").exit_code == 2
+    # a level is checked up front as every other knob's value (it was dropped in the table)
+    assert invoke("tune", SAMPLE_PATH, "--knob", "optimization=bogus").exit_code == 2
     refused = invoke("tune", SAMPLE_PATH, "--provider", "cpu", "--knob", "use_tf32=0")
     assert refused.exit_code == 1 and "cuda" in refused.output
 

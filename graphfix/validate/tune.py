@@ -219,6 +219,18 @@ def _batch_size(value: Any) -> int:
     return int(value)
 
 
+def _level(text: str) -> str:
+    """An optimization level by ONNX Runtime's name or graphfix's, any case."""
+    level = text.strip().lower().removeprefix("ort_").removeprefix("enable_")
+    level = {"disable_all": "disabled"}.get(level, level)
+    if level not in _LEVELS:
+        raise ValueError(f"expected one of {', '.join(_LEVELS)}, got {text!r}")
+    return level
+
+
+_LEVELS = ("disabled", "basic", "extended", "all")
+
+
 def _flag(text: str) -> bool:
     if text.lower() in ("1", "true", "on", "yes"):
         return True
@@ -318,7 +330,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("dynamic_block_base", "cpu", False, lambda f: (4,), _setting("dynamic_block_base"),
          _threaded, parse=_positive, moot=_one_thread),
     Knob("optimization", "any", True, lambda f: ("extended", "basic"),
-         _setting("optimization")),
+         _setting("optimization"), parse=_level),
     Knob("memory_pattern", "any", False, lambda f: (False,), _setting("memory_pattern"),
          parse=_flag),
     Knob("cpu_arena", "cpu", False, lambda f: (False,), _setting("cpu_arena"), parse=_flag),
@@ -801,8 +813,13 @@ def choose(default: Candidate, aa: Comparison | None, candidates: Sequence[Candi
     else:
         found = [c for c in measured if c.speedup.verdict == FASTER]
         if not found:
+            noisy = ""
+            if check_aa and aa is not None and aa.verdict != NO_DIFFERENCE:
+                noisy = (f"; the A/A check failed too (the default against itself: "
+                         f"{aa.speedup:.3f}x [{aa.ci_low:.3f}, {aa.ci_high:.3f}]): the machine "
+                         "was noisy")
             return default, ("no candidate was significantly faster than the default (no "
-                             "interval cleared 1.0); the default is kept")
+                             f"interval cleared 1.0){noisy}; the default is kept")
     spread = ""
     if check_aa and (aa is None or aa.verdict != NO_DIFFERENCE):
         shown = f"{aa.speedup:.3f}x [{aa.ci_low:.3f}, {aa.ci_high:.3f}]" if aa else "not measured"
