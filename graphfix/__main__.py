@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from graphfix import _start
+from graphfix import startup
 
 __all__ = ["main"]
 
@@ -44,7 +44,7 @@ def _guard_streams() -> None:
                 os.close(null)
     for name, mode in (("stdin", "r"), ("stdout", "w"), ("stderr", "w")):
         if getattr(sys, name) is None:
-            _start.CLOSED.add(name)
+            startup.CLOSED.add(name)
             setattr(sys, name, open(os.devnull, mode, encoding="utf-8"))
 
 

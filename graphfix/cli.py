@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 import graphfix
-from graphfix import _start, model_io, pipeline, registry
+from graphfix import model_io, pipeline, registry, startup
 from graphfix.doctor import diagnose
 from graphfix.errors import GraphfixError, ParityError, UnknownPassError, shown
 from graphfix.options import (
@@ -279,7 +279,7 @@ def _emit(text: str, *, product: bool) -> None:
     line when the text is the command's product (``inspect``), and a warning when the command's
     product is elsewhere (the file ``optimize`` wrote): it cannot turn that success into a
     failure."""
-    if sys.stdout is None or "stdout" in _start.CLOSED:  # closed before the run (>&-)
+    if sys.stdout is None or "stdout" in startup.CLOSED:  # closed before the run (>&-)
         if product:
             raise GraphfixError("cannot print the result: standard output is closed",
                                 hint="send it to a file or a pipe")
