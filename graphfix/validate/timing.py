@@ -750,6 +750,11 @@ def _peak_memory(*, collect: bool = True) -> Iterator[Callable[[], int | None]]:
 BUSY_SHARE = 0.25
 
 
+# The shortest measurement the counters judge: they tick every 10 ms, and over a few ms one
+# tick reads as cores (a 5-call bench of a tiny model read 4.1 of 2 cores busy).
+_SHORTEST_WATCH = 0.5
+
+
 def _cpu_busy_seconds() -> float | None:
     """Seconds every core of the machine has been busy (``/proc/stat``: all but idle and
     I/O wait, steal included: a hypervisor's other guests), None where it cannot be read."""
@@ -776,7 +781,7 @@ def _own_seconds() -> float:
 def others_watched() -> Iterator[Callable[[], float | None]]:
     """Yields what gives, once the block is left, how many cores other processes kept busy on
     average during it (the machine's busy time less this process's), None where the kernel's
-    counters cannot be read."""
+    counters cannot be read or the block was shorter than :data:`_SHORTEST_WATCH`."""
     busy, own, started = _cpu_busy_seconds(), _own_seconds(), time.perf_counter()
     result: list[float | None] = [None]
 
@@ -787,8 +792,11 @@ def others_watched() -> Iterator[Callable[[], float | None]]:
         yield others
     finally:
         now, wall = _cpu_busy_seconds(), time.perf_counter() - started
-        if busy is not None and now is not None and wall > 0:
-            result[0] = max(0.0, (now - busy) - (_own_seconds() - own)) / wall
+        if busy is not None and now is not None and wall >= _SHORTEST_WATCH:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+                os.cpu_count() or 1)
+            result[0] = min(float(os.cpu_count() or cores), max(
+                0.0, (now - busy) - (_own_seconds() - own)) / wall)
 
 
 def busy_warning(others_cores: float | None) -> str | None:

@@ -230,7 +230,8 @@ def test_cpu_placement_puts_every_node_on_the_cpu_provider() -> None:
     assert set(placement.nodes) == {"CPUExecutionProvider"}
     assert sum(placement.nodes.values()) >= 1
     assert placement.memcpy_nodes == 0 and placement.cpu_fallback == {}
-    assert not result.warnings
+    # no placement warning (a busy machine's, about the timing, is the machine's doing)
+    assert not [w for w in result.warnings if "busy during the measurement" not in w]
 
 
 # -- benchmark on the CPU ----------------------------------------------------------------------

@@ -18,7 +18,7 @@ from graphfix.validate.bench import benchmark
 from graphfix.validate.session_config import SCHEMA, SessionConfig, python_snippet, read_config
 from graphfix.validate.stats import FASTER, bootstrap_speedup
 from graphfix.validate.timing import (Arm, Config, Settings, busy_warning, measure,
-                                      open_session)
+                                      open_session, others_watched)
 
 _WEIGHTS = ", ".join(["0.01"] * 256)
 
@@ -199,11 +199,14 @@ def test_a_measurement_on_a_busy_machine_says_so() -> None:
                 for _ in range(2 * cores)]
     try:
         time.sleep(0.2)
-        result = measure([_arm("a", CPU), _arm("b", CPU)], warmup=2, rounds=200)
+        with others_watched() as others:
+            time.sleep(1.0)
+        result = measure([_arm("a", CPU), _arm("b", CPU)], warmup=2, rounds=20000)
     finally:
         for process in spinning:
             process.kill()
             process.wait()
+    assert others() is not None and others() > 0.5 and busy_warning(others())
     assert result.others_cores is not None and result.others_cores > 0.5
     assert result.busy is not None and "busy" in result.busy
     assert busy_warning(None) is None and busy_warning(0.1) is None
