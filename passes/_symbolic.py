@@ -92,7 +92,8 @@ class SymbolicFacts:
         for info in graph.input:
             self._tensors[info.name] = self._declared(info)
         for init in graph.initializer:
-            self._tensors[init.name] = self._constant(init)
+            if init.name not in self._tensors:  # an input's initializer is only its default
+                self._tensors[init.name] = self._constant(init)
         for node in graph.node:
             self._visit(node)
 
@@ -252,8 +253,8 @@ def _unsqueeze(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
 def _squeeze(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
     source = facts.input(node, 0)
     axes = _ints(facts.input(node, 1).value) if len(node.input) > 1 else attribute(node, "axes")
-    if source.shape is None:
-        return [_Tensor()]
+    if source.shape is None or (axes is None and len(node.input) > 1 and node.input[1]):
+        return [_Tensor()]  # axes computed at run time are not "every axis of size 1"
     rank = len(source.shape)
     if axes is None:
         axes = [i for i, d in enumerate(source.shape) if d.constant == 1]
@@ -289,6 +290,9 @@ def _slice(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tensor]:
         starts, ends = (_ints(facts.input(node, i).value) for i in (1, 2))
         axes = _ints(facts.input(node, 3).value) if len(node.input) > 3 and node.input[3] else None
         steps = _ints(facts.input(node, 4).value) if len(node.input) > 4 and node.input[4] else None
+        if (axes is None and len(node.input) > 3 and node.input[3]) or (
+                steps is None and len(node.input) > 4 and node.input[4]):
+            return [_Tensor()]  # given, but computed at run time: not the defaults
     else:
         starts, ends, axes = (attribute(node, k) for k in ("starts", "ends", "axes"))
         steps = None

@@ -68,7 +68,7 @@ class RemoveInitializerInputs(Pass):
             warnings.append(
                 f"signature changed: {len(overridable)} input(s) with a default value (an "
                 f"initializer) are no longer inputs: {named}; a caller that feeds them is "
-                "refused (--skip remove-initializer-inputs keeps them)")
+                "refused")
         ir_raised = 0
         if model.ir_version < _MIN_IR_VERSION:  # Rule 3
             model.ir_version = _MIN_IR_VERSION

@@ -381,3 +381,65 @@ def test_a_slice_going_back_from_before_the_start_takes_the_first_element(ort_ru
     for n in (41, 50):
         feeds = {"x": np.ones((2, n), np.float32)}
         assert ort_run(result.model, feeds)["y"].shape == ort_run(original, feeds)["y"].shape
+
+
+
+@pytest.mark.parametrize("body", [
+    # a Slice step chosen at run time (1 or 2) is not the default step 1
+    """big = ReduceMax <keepdims = 0> (x)
+        two = Constant <value = float {2}> ()
+        wide = Greater (big, two)
+        s2 = Constant <value = int64[1] {2}> ()
+        s1 = Constant <value = int64[1] {1}> ()
+        step = Where (wide, s2, s1)
+        z = Constant <value = int64[1] {0}> ()
+        e = Constant <value = int64[1] {100}> ()
+        y = Slice (x, z, e, z, step)""",
+    # Squeeze axes computed at run time are not "every axis of size 1"
+    """big = ReduceMax <keepdims = 0> (x)
+        two = Constant <value = float {2}> ()
+        wide = Greater (big, two)
+        one = Constant <value = int64[1] {1}> ()
+        k2 = Constant <value = int64[1] {2}> ()
+        k = Where (wide, one, k2)
+        all = Constant <value = int64[2] {0, 3}> ()
+        z = Constant <value = int64[1] {0}> ()
+        axes = Slice (all, z, k)
+        u = Unsqueeze (x, all)
+        y = Squeeze (u, axes)""",
+])
+def test_axes_and_steps_computed_at_run_time_are_not_the_defaults(body: str, ort_run):
+    text = f"""
+    g (float[6,4] x) => (float[2] out) {{
+        {body}
+        shape = Shape (y)
+        sizes = Cast <to = 1> (shape)
+        total = ReduceSum <keepdims = 0> (y)
+        n = ReduceSum <keepdims = 0> (sizes)
+        out1 = Mul (n, total)
+        a = Constant <value = int64[1] {{0}}> ()
+        o = Unsqueeze (out1, a)
+        out = Concat <axis = 0> (o, o)
+    }}"""
+    result = FoldShapes()(parse(text))
+    x = np.arange(24, dtype=np.float32).reshape(6, 4)
+    for scale in (0.01, 3.0):
+        feeds = {"x": x * scale}
+        np.testing.assert_allclose(ort_run(result.model, feeds)["out"],
+                                   ort_run(parse(text), feeds)["out"], rtol=1e-6)
+
+
+def test_an_input_with_a_default_is_not_its_default(ort_run):
+    """From IR 4 an initializer that is also an input is a default the caller may override:
+    folding it wrote a model that ignored the value fed."""
+    model = parse("""
+    g (float[N,4] x, int64[1] scale) => (float[N,4] y) {
+        zero = Constant <value = int64[1] {0}> ()
+        s = Add (scale, zero)
+        f = Cast <to = 1> (s)
+        y = Mul (x, f)
+    }""")
+    model.graph.initializer.append(numpy_helper.from_array(np.array([3], np.int64), "scale"))
+    result = FoldShapes()(model)
+    feeds = {"x": np.ones((2, 4), np.float32), "scale": np.array([5], np.int64)}
+    np.testing.assert_array_equal(ort_run(result.model, feeds)["y"], np.full((2, 4), 5.0))
