@@ -517,7 +517,10 @@ def _input_scale_warning(analysis: Analysis, search: Search, low: frozenset[int]
     worst, name = 0.0, None
     for position in low:
         node = analysis.node(position)
-        if position in search.peak and any(n in scaling for n in node.output if n):
+        # a lowered node near the range on generated inputs is one whose magnitude a constant
+        # bounds (the range rule keeps the others float32): a mask's fill, not the inputs'
+        if position in search.peak and any(n in scaling for n in node.output if n) and (
+                not search.near_range(search.peak[position])):
             if search.peak[position] > worst:
                 worst, name = search.peak[position], node.name or node.op_type
     if not worst or worst * _INPUT_SCALE_MARGIN <= search.largest:
