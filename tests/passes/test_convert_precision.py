@@ -1691,4 +1691,3 @@ def test_a_node_that_grows_with_the_inputs_near_the_range_is_named_for_real_inpu
         y = Mul(e, e)
     }""", table=np.full((50, 8), 30.0, np.float32))
     assert not any("generated inputs" in w for w in ConvertPrecision()(ids).warnings)
-
