@@ -405,18 +405,6 @@ def _rows_indexed(
     if name in seen:
         return seen[name]
     seen[name] = None
-    seen[name] = bound = _rows_walked(name, consumers, shapes, named, seen, arithmetic)
-    return bound
-
-
-def _rows_walked(
-    name: str,
-    consumers: Mapping[str, list[tuple[onnx.NodeProto, int]]],
-    shapes: Mapping[str, list[int | str | None]],
-    named: set[str],
-    seen: dict[str, Bound | None],
-    arithmetic: _IndexArithmetic | None,
-) -> Bound | None:
     found: list[int] = []
     referred: list[str] = []
     for node, position in consumers.get(name, ()):
@@ -452,9 +440,8 @@ def _rows_walked(
                     found.append(rows - offset)
             elif rows is not None and not offset:
                 referred.append(rows)
-    if found:
-        return min(found)
-    return referred[0] if referred else None
+    seen[name] = min(found) if found else (referred[0] if referred else None)
+    return seen[name]
 
 
 _INTEGER_TYPES = frozenset({

@@ -793,17 +793,20 @@ def others_watched() -> Iterator[Callable[[], float | None]]:
     finally:
         now, wall = _cpu_busy_seconds(), time.perf_counter() - started
         if busy is not None and now is not None and wall >= _SHORTEST_WATCH:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-                os.cpu_count() or 1)
-            result[0] = min(float(os.cpu_count() or cores), max(
+            result[0] = min(float(os.cpu_count() or _usable_cores()), max(
                 0.0, (now - busy) - (_own_seconds() - own)) / wall)
+
+
+def _usable_cores() -> int:
+    """The logical cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
 
 
 def busy_warning(others_cores: float | None) -> str | None:
     """The warning a measurement gets when other processes kept more than
     :data:`BUSY_SHARE` of the cores busy during it (at least half a core)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
-        os.cpu_count() or 1)
+    cores = _usable_cores()
     if others_cores is None or others_cores <= max(0.5, BUSY_SHARE * cores):
         return None
     return (f"other processes kept {others_cores:.1f} of this machine's {cores} core(s) busy "
