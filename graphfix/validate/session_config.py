@@ -22,6 +22,8 @@ Schema (``SessionConfig.to_dict()``; stable within the major version)::
       "model": {"name": str, "sha256": str},         # the model it was tuned for
       "measured": {"speedup": float, "ci_low": float, "ci_high": float, "statistic": str,
                    "default_ms": float, "winner_ms": float} | null,
+                                    # the confirmation's rounds and statistic: a median is the
+                                    # median of its rounds' block medians, per sample
       "versions": {"graphfix": str, "onnxruntime": str}
     }
 """

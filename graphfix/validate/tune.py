@@ -408,6 +408,7 @@ class Candidate:
     times: dict[tuple[int, int], list[float]] = dataclasses.field(default_factory=dict)
     peaks: list[int] = dataclasses.field(default_factory=list)
     speedup: Comparison | None = None
+    rungs: tuple[int, ...] | None = None  # the rungs ``speedup`` was judged on; None: all
 
     @property
     def alive(self) -> bool:
@@ -935,7 +936,7 @@ def tune(
             if measured.peak_bytes[c.name] is not None:
                 c.peaks.append(measured.peak_bytes[c.name])
         for c in alive[1:]:
-            c.speedup = compare(c)
+            c.speedup, c.rungs = compare(c), None
         rung += 1
         return (time.perf_counter() - began) / (len(alive) * rounds)
 
@@ -1119,7 +1120,7 @@ def _confirm(winner: Candidate, default: Candidate, copy: Candidate,
         fresh = lambda c: _compare(default, c, statistic, confidence=level,  # noqa: E731
                                    resamples=resamples, seed=seed, rungs=rungs)
         aa, confirmed = fresh(copy), fresh(winner)
-        winner.speedup = confirmed
+        winner.speedup, winner.rungs = confirmed, tuple(rungs)
         found, reason = choose(default, aa, [winner], objective)
         if found is winner:
             second = f", a second look at {level:.1%} confidence" if len(rungs) > 1 else ""
@@ -1178,17 +1179,17 @@ def _refine(winner: Candidate, default: Candidate, copy: Candidate, on_top: list
     alive = [c for c in tried if c.alive]
     if not alive:
         return _Refined(tried)
-    confirmed_speedup = winner.speedup
+    confirmed = winner.speedup, winner.rungs
     at = rung()
     try:
         run_rung([default, winner, *alive], RUNG_ROUNDS)
     except BenchmarkError as err:  # a session that does not open or run: the winner stands
         for c in alive:
             c.status, c.reason = "dropped", first_line(err)
-        winner.speedup = confirmed_speedup
+        winner.speedup, winner.rungs = confirmed
         return _Refined(tried, note=f"other knobs on top of {winner.name} could not be "
                                     f"measured: {first_line(err)}")
-    winner.speedup = confirmed_speedup  # the winner's figure stays its confirmation's
+    winner.speedup, winner.rungs = confirmed  # the winner's figure stays its confirmation's
     ahead: list[tuple[Candidate, Comparison]] = []
     for c in alive:
         # Ten fresh rounds of four sessions go only to a change that came out clear of the
@@ -1214,10 +1215,10 @@ def _refine(winner: Candidate, default: Candidate, copy: Candidate, on_top: list
                         f"{winner.name} [{against.ci_low:.3f}, {against.ci_high:.3f}]")
     at = rung()
     run_rung([default, copy, winner, best], FINAL_ROUNDS)
-    winner.speedup = confirmed_speedup
+    winner.speedup, winner.rungs = confirmed
     aa, fresh = compare(default, copy, [at]), compare(default, best, [at])
     over = compare(winner, best, [at])
-    best.speedup = fresh
+    best.speedup, best.rungs = fresh, (at,)
     found, reason = choose(default, aa, [best], objective)
     shown = (f"{over.speedup:.3f}x {winner.name} [{over.ci_low:.3f}, {over.ci_high:.3f}]"
              if over else "not measured")
@@ -1288,12 +1289,23 @@ def _combination(default: Candidate, measured: list[Candidate]) -> Candidate | N
 
 
 def _measured(default: Candidate, winner: Candidate, statistic: str) -> dict[str, Any] | None:
+    """The winner's speedup with the default's and the winner's times it was judged on: the
+    same rounds (the confirmation's, not the search's too) and the same statistic (a median
+    is compared round by round, so each time is the median of the rounds' block medians; a
+    tail quantile is the pooled calls'), per sample."""
     if winner is default or winner.speedup is None:
         return None
-    quantile = _QUANTILE[statistic]
+    keys = sorted(key for key in set(default.times) & set(winner.times)
+                  if winner.rungs is None or key[0] in winner.rungs)
+
+    def time_of(c: Candidate) -> float:
+        blocks = [np.asarray(c.times[key]) / c.batch for key in keys]
+        if statistic == "median":
+            return float(np.median([np.median(block) for block in blocks]))
+        return float(np.quantile(np.concatenate(blocks), _QUANTILE[statistic]))
+
     return {**winner.speedup.to_dict(), "statistic": statistic,
-            "default_ms": float(np.quantile(default.calls(), quantile)),
-            "winner_ms": float(np.quantile(winner.calls(), quantile))}
+            "default_ms": time_of(default), "winner_ms": time_of(winner)}
 
 
 def _versions() -> dict[str, str]:

@@ -337,6 +337,40 @@ def test_other_knobs_are_tried_on_top_of_the_winner_and_replace_it_only_when_fas
     assert {c.status for c in refined.tried} == {"dropped"}
 
 
+def test_the_written_figures_are_the_confirmation_s_rounds() -> None:
+    # The search's rounds (the winner at half the default's time, on a quiet stretch) and the
+    # confirmation's (0.8): the configuration's speedup is the confirmation's, and so must be
+    # the times written beside it, not medians pooled over the search too.
+    from graphfix.validate.tune import _confirm, _measured
+
+    rng = np.random.default_rng(5)
+    base = Settings.ort_defaults("cpu")
+    default = Candidate("default", base, status="default")
+    copy = Candidate("default (A/A copy)", base, status="default")
+    winner = Candidate("intra_op_threads=1", base.replace(threads=1),
+                       changes={"intra_op_threads": 1})
+    for index in range(10):
+        for c, factor in ((default, 1.0), (copy, 1.0), (winner, 0.5)):
+            c.times[(0, index)] = list(factor * rng.uniform(0.97, 1.03, 20))
+
+    def run_rung(alive: list[Candidate], rounds: int) -> float:
+        for index in range(rounds):
+            for c in alive:
+                factor = 0.8 if c is winner else 1.0
+                c.times[(1, index)] = list(2.0 * factor * rng.uniform(0.97, 1.03, 20))
+        return 0.01
+
+    found, reason, _ = _confirm(winner, default, copy, run_rung, 1, "latency", "median", 0.95,
+                                2000, 0, lambda: 0.0)
+    assert found is winner, reason
+    measured = _measured(default, winner, "median")
+    assert 1.2 < measured["speedup"] < 1.3
+    assert measured["default_ms"] == pytest.approx(2.0, rel=0.02)
+    assert measured["winner_ms"] == pytest.approx(1.6, rel=0.02)
+    ratio = measured["default_ms"] / measured["winner_ms"]
+    assert measured["ci_low"] * 0.99 <= ratio <= measured["ci_high"] * 1.01
+
+
 def test_choose_for_memory_takes_the_leanest_that_is_not_slower() -> None:
     rng = np.random.default_rng(2)
     default = _candidate("default", 1.0, rng, peak=1000)
