@@ -16,7 +16,10 @@ Contract:
 - ``call`` may rewrite ``model`` in place and returns ``PassResult(model, modified, stats)``;
   ``modified`` is true only when the graph really changed, so a second run reports ``False``;
 - graph inputs and outputs keep their names, order, dtypes and shapes unless changing them is the
-  pass's documented purpose; the graph is valid (toposorted) after the pass;
+  pass's documented purpose (``may_change_signature``); the graph is valid (toposorted) after
+  the pass. ``__call__`` checks the names, their order and the element types of every input
+  (those with a default value too: a caller may feed them) and output, and takes back a
+  result that changed them, with the reason as the pass's skip;
 - a pass never makes the model bigger (nodes of every graph and local function) unless that is
   its documented purpose (``may_grow``): ``__call__`` takes back a result that grows, with the
   reason as the pass's skip (a pass that rewrote in place is undone from a :class:`Snapshot`);
@@ -80,6 +83,9 @@ class Pass:
     # True only where making the model bigger is the pass's documented purpose; any other
     # pass whose result has more nodes than its input is taken back.
     may_grow: ClassVar[bool] = False
+    # True only where changing the signature (an input's or output's name, place or element
+    # type) is the pass's documented purpose; any other pass that changes it is taken back.
+    may_change_signature: ClassVar[bool] = False
 
     @classmethod
     def configured(cls: type[_P], run: RunOptions) -> _P:
@@ -107,15 +113,20 @@ class Pass:
 
     def __call__(self, model: onnx.ModelProto) -> PassResult:
         before = count_nodes(model)
-        snapshot = None if self.may_grow else Snapshot(model)
+        signature = None if self.may_change_signature else _signature(model)
+        snapshot = None if self.may_grow and signature is None else Snapshot(model)
         result = self.call(model)
         if not isinstance(result, PassResult):
             raise PassError(f"pass {self.name!r} returned {type(result).__name__}, not PassResult")
         if result.skipped and result.modified:
             raise PassError(f"pass {self.name!r} reported a skip and a change at once")
         after = count_nodes(result.model)
-        if snapshot is not None and after > before:
+        reason = None
+        if not self.may_grow and after > before:
             reason = f"its result has more nodes ({before} -> {after}); model kept"
+        elif signature is not None and result.modified:
+            reason = _signature_change(signature, _signature(result.model))
+        if reason is not None:
             logger.warning("%s: %s", self.name, reason)
             if result.model is model:
                 snapshot.restore(model)
@@ -127,6 +138,42 @@ class Pass:
     def __repr__(self) -> str:
         opts = ", ".join(f"{k}={v!r}" for k, v in self.options().items())
         return f"{type(self).__name__}({opts})"
+
+
+def _signature(model: onnx.ModelProto) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The main graph's inputs and outputs: each one's name and type (a tensor's element
+    type; else its kind). An input with a default value (an initializer) is one a caller may
+    feed, from IR 4; before, every initializer is listed as an input, and none is one."""
+    def typed(value: onnx.ValueInfoProto) -> tuple[str, str]:
+        kind = value.type.WhichOneof("value") or "untyped"
+        if kind == "tensor_type":
+            return value.name, onnx.TensorProto.DataType.Name(value.type.tensor_type.elem_type)
+        return value.name, kind
+
+    weights = {t.name for t in model.graph.initializer} if 0 < model.ir_version < 4 else set()
+    return ([typed(v) for v in model.graph.input if v.name not in weights],
+            [typed(v) for v in model.graph.output])
+
+
+def _signature_change(before: tuple[list[tuple[str, str]], list[tuple[str, str]]],
+                      after: tuple[list[tuple[str, str]], list[tuple[str, str]]]) -> str | None:
+    """Why the signature ``after`` is not ``before`` (None when it is)."""
+    for side, was, now in (("input", *(s[0] for s in (before, after))),
+                           ("output", *(s[1] for s in (before, after)))):
+        if was == now:
+            continue
+        gone = [name for name, _ in was if name not in dict(now)]
+        added = [name for name, _ in now if name not in dict(was)]
+        if gone or added:
+            change = ", ".join([*(f"{n!r} removed" for n in gone[:3]),
+                                *(f"{n!r} added" for n in added[:3])])
+        elif [n for n, _ in was] != [n for n, _ in now]:
+            change = "their order changed"
+        else:
+            change = ", ".join(f"{n!r} {t} -> {dict(now)[n]}" for n, t in was
+                               if dict(now)[n] != t)
+        return f"it changed the graph's {side}s ({change}); model kept"
+    return None
 
 
 _P = TypeVar("_P", bound=Pass)

@@ -54,6 +54,8 @@ def _remove_from_graph(graph: onnx.GraphProto) -> int:
 class RemoveInitializerInputs(Pass):
     """Drop initializers from graph inputs so ONNX Runtime can fold and fuse them."""
 
+    may_change_signature = True  # the inputs with a default value go
+
     def call(self, model: onnx.ModelProto) -> PassResult:
         inputs_before = len(model.graph.input)
         initializers = {init.name for init in model.graph.initializer}

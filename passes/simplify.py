@@ -95,6 +95,10 @@ Rules:
     (onnxsim refolds ``((x * 2) * pi) * 300`` into ``x * 1884.9557``, which rounds differently,
     and a ``Sin`` of a phase near 4e4 turns one ulp into 0.12), the pipeline tries each before
     it leaves the whole pass out.
+14. An initializer listed as a graph input (from IR 4) is a default value the caller may
+    override at run time, as ONNX Runtime allows: it crosses as a typed input without its
+    value (onnxsim would fold the value in and drop the input), and the pass puts the value
+    back. :func:`overridable_inputs` lists them.
 """
 
 from __future__ import annotations
@@ -157,6 +161,7 @@ __all__ = [
     "Simplify",
     "simplify",
     "shared_worker",
+    "overridable_inputs",
     "stand_in_names",
     "SKIPPED_OPTIMIZERS",
     "FOLD_THRESHOLDS",
@@ -387,8 +392,11 @@ class Simplify(KeepsWorker, Pass):
                   stand_ins: list[str], stand_in_bytes: int) -> PassResult:
         """onnxsim on ``prepared`` (``model`` with rule 11 applied), the ``stand_ins`` of rule 10
         (``stand_in_bytes`` in all) crossing as typed inputs."""
-        crossing = (weights_as_inputs(prepared, stand_ins) if stand_ins or self.input_shapes
-                    else prepared)
+        # Rule 14: an initializer listed as an input is a default the caller may override;
+        # onnxsim would fold its value in and drop the input. It crosses without its value.
+        overridable = overridable_inputs(prepared)
+        crossing = (weights_as_inputs(prepared, [*stand_ins, *overridable])
+                    if stand_ins or overridable or self.input_shapes else prepared)
         if self.input_shapes:  # rule 4: the engine's one way to fix an input's sizes
             try:
                 fix_input_shapes(crossing, self.input_shapes)
@@ -414,7 +422,7 @@ class Simplify(KeepsWorker, Pass):
         warnings: list[str] = []
         try:
             result, result_size = self._run(model, folder, size, stats, warnings, stand_in_bytes)
-            result_size += _put_back(result, prepared, stand_ins)
+            result_size += _put_back(result, prepared, stand_ins, overridable)
             # Rule 7: never more nodes.
             nodes_before, nodes_out = count_nodes(model), count_nodes(result)
             if nodes_out > nodes_before:
@@ -532,6 +540,16 @@ def _with_batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     return prepared if fold_batch_norms(prepared) else model
 
 
+def overridable_inputs(model: onnx.ModelProto) -> list[str]:
+    """Rule 14: the main-graph inputs of ``model`` that have an initializer, a default the
+    caller may override (from IR 4; before, every initializer is listed as an input and is a
+    weight)."""
+    if 0 < model.ir_version < 4:
+        return []
+    initializers = {t.name for t in model.graph.initializer}
+    return [value.name for value in model.graph.input if value.name in initializers]
+
+
 def stand_in_names(graph: onnx.GraphProto, *,
                    skipped_optimizers: Sequence[str] = SKIPPED_OPTIMIZERS) -> list[str]:
     """Rule 10: the main-graph initializers of ``graph`` that stay in this process and cross to
@@ -615,19 +633,23 @@ def _bytes_of(graph: onnx.GraphProto, names: list[str]) -> int:
     return sum(tensor_bytes(t) for t in graph.initializer if t.name in wanted)
 
 
-def _put_back(result: onnx.ModelProto, model: onnx.ModelProto, names: list[str]) -> int:
+def _put_back(result: onnx.ModelProto, model: onnx.ModelProto, names: list[str],
+              overridable: Sequence[str] = ()) -> int:
     """Rule 10: the stand-in inputs of ``result`` become ``model``'s initializers again where
     they are still read, and weights that crossed and came back unchanged point at ``model``'s
     data files again where they stay there (the copy read back from onnxsim's files is
-    dropped; what comes after reads them where they are). Returns the bytes put back."""
-    hidden = set(names)
+    dropped; what comes after reads them where they are). Rule 14: the ``overridable`` inputs
+    that crossed without their values stay inputs and get them back. Returns the bytes put
+    back."""
+    hidden, defaults = set(names), set(overridable)
     graph = result.graph
     graph_layer.keep_only(graph.input, lambda value: value.name not in hidden)
     read = {name for node in graph.node for name in graph_layer.reads(node)}
+    read |= defaults & {value.name for value in graph.input}
     in_files = {}
     put = 0
     for tensor in model.graph.initializer:
-        if tensor.name in hidden:
+        if tensor.name in hidden or tensor.name in defaults:
             if tensor.name in read:
                 graph.initializer.add().CopyFrom(tensor)
                 put += tensor_bytes(tensor)

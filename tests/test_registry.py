@@ -86,6 +86,46 @@ def test_growth_is_kept_where_it_is_the_purpose():
     assert result.modified and count_nodes(result.model) == 3
 
 
+class ChangesSignature(Pass):
+    """Changes one part of the signature in place (a wrong pass)."""
+
+    name = "changes-signature"
+
+    def __init__(self, change: str) -> None:
+        self.change = change
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        graph = model.graph
+        if self.change == "drops an input with a default value":
+            graph.node[0].input[0] = "scale"
+            del graph.input[0]
+        elif self.change == "renames an output":
+            graph.output[0].name = graph.node[-1].output[0] = "z"
+        elif self.change == "retypes an input":
+            graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
+        else:  # reorders the inputs
+            graph.input.extend([graph.input[0]])
+            del graph.input[0]
+        return PassResult(model, modified=True)
+
+
+@pytest.mark.parametrize("change", ["drops an input with a default value", "renames an output",
+                                    "retypes an input", "reorders the inputs"])
+def test_a_result_with_another_signature_is_taken_back(change):
+    model = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[3] x, float[3] scale) => (float[3] y) <float[3] scale = {1.0, 2.0, 3.0}> {
+  y = Mul (x, scale) }""")
+    before = model.SerializeToString()
+    result = ChangesSignature(change)(model)
+    assert result.skipped and "changed the graph's" in result.skipped and not result.modified
+    assert model.SerializeToString() == before
+    # where changing it is the purpose, the change stands
+    allowed = type("Allowed", (ChangesSignature,), {"may_change_signature": True,
+                                                    "__doc__": "On purpose."})
+    assert allowed(change)(model).modified
+
+
 def test_a_skip_and_a_change_at_once_is_a_contract_error():
     class Both(Pass):
         """Both at once."""

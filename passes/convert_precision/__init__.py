@@ -165,6 +165,7 @@ class ConvertPrecision(KeepsWorker, Pass):
     """Lower float32 compute to float16/bfloat16, float32 islands chosen by measured error."""
 
     may_grow = True  # Casts at island borders
+    may_change_signature = True  # io_types lowers the signature's float32 inputs and outputs
 
     def __init__(
         self,

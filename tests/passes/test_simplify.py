@@ -102,6 +102,33 @@ def test_folds_constants_and_drops_dead_code(ort_run, rng) -> None:
     assert not again.modified and again.model is result.model
 
 
+def test_an_input_with_a_default_value_stays_an_input(ort_run) -> None:
+    # ``scale`` has a default (an initializer) and is an input: a caller may override it.
+    # onnxsim alone folds ``scale + 1`` into one constant and drops the input.
+    model = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,3] x, float[3] scale) => (float[N,3] y)
+  <float[3] scale = {1.0, 2.0, 3.0}, float[1] one = {1.0}> {
+    shifted = Add (scale, one)
+    big = Mul (x, shifted)
+    y = Relu (big)
+}""")
+    result = Simplify()(_copy(model))
+    assert result.skipped is None
+    out = result.model
+    assert [i.name for i in out.graph.input] == ["x", "scale"]
+    assert "scale" in {t.name for t in out.graph.initializer}
+    x = np.ones((2, 3), np.float32)
+    for feed in ({"x": x}, {"x": x, "scale": np.full(3, 5.0, np.float32)}):
+        np.testing.assert_array_equal(ort_run(out, feed)["y"], ort_run(model, feed)["y"])
+    # before IR 4 every initializer is listed as an input and is a weight: it folds
+    old = _copy(model)
+    old.ir_version = 3
+    old.graph.input.add().CopyFrom(onnx.helper.make_tensor_value_info(
+        "one", onnx.TensorProto.FLOAT, [1]))
+    assert Simplify()(old).modified
+
+
 def test_metadata_stays_the_originals() -> None:
     model = _copy(FOLD)
     model.producer_name, model.producer_version = "exporter", "1.0"
