@@ -70,9 +70,9 @@ Rules:
    inputs 1000x larger, in true float16; ONNX Runtime's CPU provider, computing in float32
    between its Casts, hides it). Where the ranges were measured on generated inputs and
    float inputs less than 255 x 16 times larger would overflow a lowered node that grows with
-   them
-   (not behind a softmax, a normalization, a sigmoid, ...), the pass warns with that node
-   and the factor: real inputs (``inputs``) settle it.
+   them (not behind a softmax, a normalization, a sigmoid, ...), as the power of their scale
+   the graph gives it (a product of two such values grows as the square), the pass warns
+   with that node and the factor: real inputs (``inputs``) settle it.
 
 ``may_grow``: the border Casts are nodes the input did not have.
 """
@@ -353,7 +353,6 @@ class ConvertPrecision(KeepsWorker, Pass):
                         len(blamed))
             forced.update(blamed)
         islands = islands_of(analysis, result)
-        _replace(model, lowered)
         estimate = max(result.measured.outputs.values(), default=0.0) if result.measured else 0.0
         pass_stats = {
             "nodes_lowered": len(result.low),
@@ -381,14 +380,13 @@ class ConvertPrecision(KeepsWorker, Pass):
                          if search.near_range(peak)]
         if self._feeds is None and self.inputs is None and low == onnx.TensorProto.FLOAT16:
             warnings += _input_scale_warning(analysis, search, result.low)
-        return PassResult(model, True, stats=pass_stats, warnings=warnings,
-                          details={"precision": dtype,
-                                   "islands": [island.to_dict() for island in islands],
-                                   "lowered_outputs": sorted(self._lowered_outputs(
-                                       analysis, result.low, io_low)),
-                                   "estimated_error": {k: _round(v) for k, v in
-                                                       result.measured.outputs.items()}
-                                   if result.measured else {}})
+        details = {"precision": dtype, "islands": [island.to_dict() for island in islands],
+                   "lowered_outputs": sorted(self._lowered_outputs(analysis, result.low, io_low)),
+                   "estimated_error": {k: _round(v) for k, v in result.measured.outputs.items()}
+                   if result.measured else {}}
+        # the analysis reads the model's nodes by position: the model changes last
+        _replace(model, lowered)
+        return PassResult(model, True, stats=pass_stats, warnings=warnings, details=details)
 
     def _forced(self, analysis: Analysis) -> dict[int, str]:
         forced: dict[int, str] = {}
@@ -502,36 +500,74 @@ _SCALE_FREE = frozenset({
 # cancelling that inputs in [-1, 1] have: a MatMul over 256 features measured at 15 reaches
 # 64 on inputs in [0, 1]).
 _INPUT_SCALE_MARGIN = 255.0 * RANGE_HEADROOM
+# Rule 15: ops whose output's scale is the product of their first two inputs'.
+_PRODUCTS = frozenset({"Mul", "MatMul", "Gemm", "Conv", "ConvTranspose", "FusedMatMul"})
 
 
 def _input_scale_warning(analysis: Analysis, search: Search, low: frozenset[int]) -> list[str]:
     """Rule 15: where generated inputs in [-1, 1] measured the float16 ranges, the lowered
-    node whose magnitude grows with the float inputs' and comes nearest the range, when inputs
-    fewer than :data:`_INPUT_SCALE_MARGIN` times larger would overflow it."""
-    scaling = {n for n in analysis.inputs if analysis.types.get(n) == FLOAT}
-    if not scaling:
+    node whose magnitude grows with the float inputs' and that inputs the fewest times larger
+    would overflow, when fewer than :data:`_INPUT_SCALE_MARGIN` times larger would. A node
+    grows as a power of the inputs' scale (:func:`_input_degrees`): ``h * h`` at 3.5 on
+    generated inputs overflows at 137x, not at 18,700x."""
+    degrees = _input_degrees(analysis)
+    if not degrees:
         return []
-    for position in analysis.order:
-        node = analysis.node(position)
-        if node.op_type not in _SCALE_FREE and any(n in scaling for n in node.input):
-            scaling.update(n for n in node.output if n)
-    worst, name = 0.0, None
+    worst, name, peak = math.inf, None, 0.0
     for position in low:
         node = analysis.node(position)
+        degree = max((degrees.get(n, 0.0) for n in node.output if n), default=0.0)
         # a lowered node near the range on generated inputs is one whose magnitude a constant
         # bounds (the range rule keeps the others float32): a mask's fill, not the inputs'
-        if position in search.peak and any(n in scaling for n in node.output if n) and (
-                not search.near_range(search.peak[position])):
-            if search.peak[position] > worst:
-                worst, name = search.peak[position], node.name or node.op_type
-    if not worst or worst * _INPUT_SCALE_MARGIN <= search.largest:
+        measured = search.peak.get(position, 0.0)
+        if degree > 0 and measured > 0 and not search.near_range(measured):
+            factor = (search.largest / measured) ** (1.0 / degree)
+            if factor < worst:
+                worst, name, peak = factor, node.name or node.op_type, measured
+    if name is None or worst >= _INPUT_SCALE_MARGIN:
         return []
-    factor = search.largest / worst
     return [f"float16 ranges measured on generated inputs in [-1, 1]: lowered node {name!r} "
-            f"reaches {worst:.3g} on them, so float inputs about {factor:.3g}x larger overflow "
+            f"reaches {peak:.3g} on them, so float inputs about {worst:.3g}x larger overflow "
             f"it in float16 (raw pixels in 0-255 are 255x, audio samples in +-32768 are "
             f"32768x); if the model's real inputs are that large, give some with --inputs so "
             f"that the islands are chosen on them"]
+
+
+def _input_degrees(analysis: Analysis) -> dict[str, float]:
+    """Rule 15: each float tensor whose magnitude grows with the float inputs', and the power
+    of their scale it grows as (inputs 1; a product sums its operands', a quotient takes the
+    divisor's away, a square root halves, a constant power multiplies; other ops keep their
+    inputs' largest; :data:`_SCALE_FREE` ops do not grow)."""
+    degrees = {n: 1.0 for n in analysis.inputs if analysis.types.get(n) == FLOAT}
+    if not degrees:
+        return {}
+    for position in analysis.order:
+        node = analysis.node(position)
+        if node.op_type in _SCALE_FREE:
+            continue
+        ins = [degrees.get(n, 0.0) if n else 0.0 for n in node.input]
+        if not any(ins):
+            continue
+        op = node.op_type
+        if op == "Einsum":
+            degree = sum(ins)
+        elif op in _PRODUCTS and len(ins) >= 2:  # a bias (Gemm's C, Conv's B) is added
+            degree = max([ins[0] + ins[1], *ins[2:]])
+        elif op == "Div" and len(ins) == 2:
+            degree = ins[0] - ins[1]
+        elif op == "Sqrt":
+            degree = ins[0] / 2
+        elif op == "Reciprocal":
+            degree = 0.0
+        elif op == "Pow" and len(ins) == 2 and not ins[1]:
+            exponent = analysis._small_constant(node.input[1], limit=1)
+            degree = ins[0] * float(exponent.reshape(-1)[0]) if (
+                exponent is not None and exponent.size == 1) else ins[0]
+        else:
+            degree = max(ins)
+        if degree > 0:
+            degrees.update((n, degree) for n in node.output if n)
+    return degrees
 
 
 # How ONNX Runtime names the node it cannot create or run: "Could not find an implementation

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import re
 import time
 
 import numpy as np
@@ -1691,3 +1692,14 @@ def test_a_node_that_grows_with_the_inputs_near_the_range_is_named_for_real_inpu
         y = Mul(e, e)
     }""", table=np.full((50, 8), 30.0, np.float32))
     assert not any("generated inputs" in w for w in ConvertPrecision()(ids).warnings)
+    # a square grows as the square of the inputs' scale: at about 0.8 on generated inputs,
+    # inputs some 280x larger overflow it (a linear reading says 78,000x, and nothing)
+    square = parse("""
+    g (float[4,16] x) => (float[4,16] y) {
+        h = MatMul(x, W)
+        s = Mul(h, h)
+        y = Relu(s)
+    }""", W=np.full((16, 16), 0.25, np.float32))
+    [warning] = [w for w in ConvertPrecision()(square).warnings if "generated inputs" in w]
+    factor = float(re.search(r"about ([\d.e+]+)x larger", warning).group(1))
+    assert 50 < factor < 400, warning
