@@ -99,7 +99,7 @@ from graphfix.graph import run_time_quantizers
 from graphfix.model_io import new_checker_problem
 from graphfix.options import RunOptions
 from . import ops
-from .analysis import FLOAT, Analysis
+from .analysis import FLOAT, Analysis, weights
 from .._measuring import make_feeds, run_outputs, tolerance
 from .._runtime_worker import Job, RuntimeCrash, RuntimeWorker
 from .._workers import KeepsWorker, worker_block
@@ -407,7 +407,7 @@ class ConvertPrecision(KeepsWorker, Pass):
         """A copy of the model with ``low`` lowered and its ``graphfix.precision`` record."""
         lowered = _copy(analysis.model)
         stats = lower(dataclasses.replace(
-            analysis, model=lowered, initializers={t.name: t for t in lowered.graph.initializer}),
+            analysis, model=lowered, initializers=weights(lowered)),
             low, io_low=io_low)
         listed = {value.name for value in lowered.graph.input}
         if 0 < lowered.ir_version < 4 and any(
@@ -538,7 +538,9 @@ def _input_degrees(analysis: Analysis) -> dict[str, float]:
     of their scale it grows as (inputs 1; a product sums its operands', a quotient takes the
     divisor's away, a square root halves, a constant power multiplies; other ops keep their
     inputs' largest; :data:`_SCALE_FREE` ops do not grow)."""
-    degrees = {n: 1.0 for n in analysis.inputs if analysis.types.get(n) == FLOAT}
+    defaults = {t.name for t in analysis.model.graph.initializer}  # parameters, not data
+    degrees = {n: 1.0 for n in analysis.inputs
+               if analysis.types.get(n) == FLOAT and n not in defaults}
     if not degrees:
         return {}
     for position in analysis.order:

@@ -20,7 +20,7 @@ from graphfix import graph as graph_layer
 from graphfix.model_io import tensor_value
 from . import ops
 
-__all__ = ["Analysis", "Use", "FLOAT"]
+__all__ = ["Analysis", "Use", "FLOAT", "weights"]
 
 FLOAT = onnx.TensorProto.FLOAT
 
@@ -31,6 +31,16 @@ class Use:
 
     node: int
     slot: int
+
+
+def weights(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """The main graph's initializers that are weights, by name: not those listed as inputs
+    from IR 4, a default value a caller may override (an input, which stays float32 and is
+    read through a Cast like any other); before IR 4 every initializer is listed, and each
+    is a weight."""
+    graph = model.graph
+    listed = {v.name for v in graph.input} if not 0 < model.ir_version < 4 else set()
+    return {t.name: t for t in graph.initializer if t.name not in listed}
 
 
 @dataclasses.dataclass
@@ -67,7 +77,7 @@ class Analysis:
     @classmethod
     def build(cls, model: onnx.ModelProto, types: Mapping[str, int], *, low: int) -> Analysis:
         graph = model.graph
-        initializers = {t.name: t for t in graph.initializer}
+        initializers = weights(model)
         known = dict(types)
         known.update({t.name: t.data_type for t in graph.initializer})
         for value in graph.input:

@@ -1703,3 +1703,27 @@ def test_a_node_that_grows_with_the_inputs_near_the_range_is_named_for_real_inpu
     [warning] = [w for w in ConvertPrecision()(square).warnings if "generated inputs" in w]
     factor = float(re.search(r"about ([\d.e+]+)x larger", warning).group(1))
     assert 50 < factor < 400, warning
+
+
+def test_an_input_with_a_default_value_stays_an_input_read_through_a_cast() -> None:
+    # ``a`` has a default (an initializer listed as an input): a caller may feed another.
+    # Lowered as a weight, the model read a float16 copy of the default and ignored the input.
+    model = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,3] x, float[3] a) => (float[N,3] y)
+  <float[3] a = {1.0, 2.0, 3.0}, float[3] c = {1.0, 2.0, 3.0}> {
+    p = Mul (x, a)
+    q = Mul (x, c)
+    y = Add (p, q)
+}""")
+    result = ConvertPrecision()(copy(model))
+    assert result.modified
+    out = result.model
+    assert [i.name for i in out.graph.input] == ["x", "a"]
+    assert {t.name: t.data_type for t in out.graph.initializer}["a"] == onnx.TensorProto.FLOAT
+    import onnxruntime as ort
+
+    x, a = np.ones((2, 3), np.float32), np.full(3, 5.0, np.float32)
+    runs = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x, "a": a})[0] for m in (model, out)]
+    np.testing.assert_allclose(runs[1], runs[0], rtol=1e-3)

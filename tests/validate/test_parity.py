@@ -421,3 +421,25 @@ def test_a_second_set_no_size_of_its_ladder_runs_is_drawn_at_the_first_sets_size
     assert result.passed and len(result.runs) == 2
     assert result.runs[0]["x"] == result.runs[1]["x"] and result.runs[1]["x"].endswith(", 1]")
     assert any("runs at no size of this set's ladder" in note for note in result.notes)
+
+
+def test_inputs_with_a_default_value_are_fed_other_values_too() -> None:
+    # ``scale`` has a default (an initializer) and is an input a caller may override: a
+    # candidate that took the default for a constant computes the same on the default only.
+    text = """
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,3] x, float[3] scale) => (float[N,3] y) <float[3] scale = {1.0, 2.0, 3.0}> {
+    y = Mul (x, scale)
+}"""
+    reference = onnx.parser.parse_model(text)
+    folded = onnx.parser.parse_model(text.replace("Mul (x, scale)", "Mul (x, fixed)").replace(
+        "<float[3] scale", "<float[3] fixed = {1.0, 2.0, 3.0}, float[3] scale"))
+    result = check_parity(reference, folded)
+    assert not result.passed
+    assert "other values fed to the inputs that have a default value ('scale')" in result.problem
+    kept = check_parity(reference, onnx.parser.parse_model(text))
+    assert kept.passed and any("fed other values too" in note for note in kept.notes)
+    # a candidate without the input (its signature changed on purpose) is judged on the
+    # defaults alone
+    removed = onnx.parser.parse_model(text.replace(", float[3] scale)", ")"))
+    assert check_parity(reference, removed).passed
