@@ -113,14 +113,19 @@ def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, r
     if slower:
         note = (f"{name} made the model slower ({figures}); written without it"
                 + ("" if result.provider == "cuda" else
-                   ": float16 and fused attention are for GPUs, where they run natively; ask "
-                   "for --provider cuda on a machine where CUDA loads, or --no-speed-gate to "
-                   "write it unmeasured"))
+                   f": {_FOR_GPUS.get(name, name)}, where it runs natively; ask for "
+                   "--provider cuda on a machine where CUDA loads, or --no-speed-gate to write "
+                   "it unmeasured"))
     else:
         note = f"{name}: {figures}, {comparison.verdict}"
     return Verdict([name], not slower, result.provider, comparison.speedup,
                    comparison.ci_low, comparison.ci_high, comparison.verdict, note,
                    {k: list(v) for k, v in result.input_shapes.items()})
+
+
+# Why a gated pass slower on the CPU may still pay where the model is deployed.
+_FOR_GPUS = {"convert-precision": "lower precision is for GPUs (tensor cores)",
+             "fuse-transformer": "ONNX Runtime's fused attention kernels are for GPUs"}
 
 
 def place_shapes(arguments: dict[str, Any], run: RunOptions, original: onnx.ModelProto,

@@ -446,14 +446,20 @@ def _reason(refusal: Exception) -> str:
 def _restore_signature(optimized: onnx.ModelProto, model: onnx.ModelProto) -> None:
     """Rule 7: the original signature, exactly, and what the model says about itself."""
     # An IR-3 style input that only carried an initializer ORT folded away is not a real
-    # input: restoring it would turn it into a required feed.
-    was_init = {t.name for t in model.graph.initializer}
+    # input: restoring it would turn it into a required feed. From IR 4 such an input is a
+    # default a caller may override, which ORT never folds but drops where nothing reads it:
+    # it stays, with its default.
+    was_init = {t.name: t for t in model.graph.initializer}
     now_init = {t.name for t in optimized.graph.initializer}
     used = {name for n in optimized.graph.node for name in n.input}
+    defaults = not 0 < model.ir_version < 4
     kept_inputs = [
         i for i in model.graph.input
-        if i.name not in was_init or (i.name in now_init and i.name in used)
+        if i.name not in was_init or defaults or (i.name in now_init and i.name in used)
     ]
+    if defaults:
+        optimized.graph.initializer.extend(was_init[i.name] for i in kept_inputs
+                                           if i.name in was_init and i.name not in now_init)
     del optimized.graph.input[:]
     optimized.graph.input.extend(kept_inputs)
     del optimized.graph.output[:]

@@ -148,6 +148,26 @@ def test_folded_initializer_inputs_do_not_become_required(ort_run, rng) -> None:
     np.testing.assert_allclose(ort_run(result.model, {"x": x})["y"], 3 * x, rtol=1e-6)
 
 
+def test_an_unread_input_with_a_default_value_stays(ort_run, rng) -> None:
+    # From IR 4 an initializer listed as an input is a default a caller may feed: ORT drops it
+    # where nothing reads it, and a caller feeding it would be refused.
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1,2] x, float[2] unread) => (float[1,2] y) <float[2] unread = {1.0, 2.0}> {
+        c = Constant <value = float[2] {1.0, 2.0}> ()
+        d = Add (c, c)
+        y = Mul (x, d)
+    }""")
+    result = OrtOffline()(_copy(model))
+    assert result.modified and result.skipped is None
+    assert [i.name for i in result.model.graph.input] == ["x", "unread"]
+    assert "unread" in {t.name for t in result.model.graph.initializer}
+    x = rng.standard_normal((1, 2)).astype(np.float32)
+    unread = np.zeros(2, np.float32)
+    np.testing.assert_allclose(ort_run(result.model, {"x": x, "unread": unread})["y"],
+                               x * np.array([2.0, 4.0], np.float32), rtol=1e-6)
+
+
 def test_refuses_folding_that_bloats() -> None:
     model = onnx.parser.parse_model("""
     <ir_version: 8, opset_import: ["" : 17]>
