@@ -13,12 +13,12 @@ from graphfix.graph import STANDARD_DOMAINS, dims, graphs, subgraphs
 from graphfix.model_io import weight_bytes
 from graphfix.report import ModelFacts, TensorFacts
 
-__all__ = ["model_facts", "op_histogram"]
+__all__ = ["model_facts", "op_histogram", "model_size"]
 
 _MEASURED_SIZE_LIMIT = 64 * 1024 * 1024
 
 
-def _size_bytes(model: onnx.ModelProto) -> int:
+def model_size(model: onnx.ModelProto) -> int:
     """The model's size in bytes: serialized below 64 MiB of weights; above, the weights' bytes
     alone (measuring a large message serializes, hence copies, all of it)."""
     weights = weight_bytes(model)
@@ -77,7 +77,7 @@ def model_facts(
     outputs = [_tensor_facts(v, dynamic) for v in model.graph.output]
     every = list(graphs(model.graph))
     if size_bytes is None:
-        size_bytes = _size_bytes(model)
+        size_bytes = model_size(model)
     return ModelFacts(
         ir_version=model.ir_version,
         opsets={imp.domain or "": imp.version for imp in model.opset_import},

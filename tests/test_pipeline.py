@@ -159,3 +159,33 @@ def test_a_model_ort_cannot_load_is_refused_before_the_passes_with_a_report():
         graphfix.optimize(model, passes=[counter])
     assert counter.calls == 0
     assert info.value.report.verify is True
+
+
+def test_shape_annotations_never_make_the_file_bigger() -> None:
+    # onnxsim removes the Identity and annotates every tensor it inferred: more bytes of
+    # shapes than the node it removed. The input's own annotations stay.
+    body = "\n".join(f"    r{i} = Sigmoid (r{i - 1})" for i in range(1, 9))
+    text = f"""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N,3,4,5,6,7] r0) => (float[N,3,4,5,6,7] y) {{
+{body}
+    i = Identity (r8)
+    y = Relu (i)
+}}"""
+
+    def parsed() -> onnx.ModelProto:
+        model = onnx.parser.parse_model(text)
+        for index, node in enumerate(model.graph.node):
+            node.name = f"n{index}"
+        return model
+
+    model = parsed()
+    result = graphfix.optimize(parsed())
+    assert result.model.ByteSize() <= model.ByteSize()
+    assert not result.model.graph.value_info
+    assert result.report.output.size_bytes <= result.report.input.size_bytes
+    declared = parsed()
+    declared.graph.value_info.extend([onnx.helper.make_tensor_value_info(
+        "r1", onnx.TensorProto.FLOAT, ["N", 3, 4, 5, 6, 7])])
+    kept = graphfix.optimize(declared).model
+    assert [v.name for v in kept.graph.value_info] == ["r1"]
