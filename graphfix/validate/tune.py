@@ -439,9 +439,11 @@ class Candidate:
 
 def _given_values(knob: Knob, values: Sequence[Any]) -> tuple[Any, ...]:
     """``values`` of ``knob`` given by the caller, once each; text read as ``--knob`` reads it
-    (a number of threads, a flag). A value ONNX Runtime refuses is dropped later, with its
+    (a number of threads, a flag; values apart by commas). A value ONNX Runtime refuses is dropped later, with its
     reason."""
-    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+    if isinstance(values, str):  # as --knob reads it: "1,2" is two values
+        values = [part.strip() for part in values.split(",")]
+    elif isinstance(values, bytes) or not isinstance(values, Iterable):
         values = [values]
     parsed: list[Any] = []
     for value in values:

@@ -433,6 +433,9 @@ def test_a_knob_given_one_value_is_that_value() -> None:
     assert "intra_op_threads=1" in [c.name for c in result.candidates]
     with pytest.raises(BenchmarkError, match=r"space\['intra_op_threads'\] must be a value"):
         tune(_mlp(), provider="cpu", budget=1, space={"intra_op_threads": {"a": 1}})
+    # text is read as --knob reads it: "1,2" is two values
+    result = tune(_mlp(), provider="cpu", budget=1, space={"intra_op_threads": "1, 2"})
+    assert {"intra_op_threads=1", "intra_op_threads=2"} <= {c.name for c in result.candidates}
 
 
 def test_throughput_tries_batch_sizes_per_sample(tmp_path) -> None:
