@@ -531,7 +531,11 @@ class ReferenceRun:
         if self._random and done:
             _check_repeatable(session, done[0], self._random, self.name)
         overridden = None
-        if self._defaults and done:
+        if self._defaults is None:
+            notes.append(f"the {self.name}'s inputs that have a default value hold over "
+                         f"{OVERRIDDEN_MAX_BYTES // 2**20} MiB: they were checked at their "
+                         "defaults only")
+        elif self._defaults and done:
             feed = {**done[0][0], **self._defaults}
             try:
                 overridden = feed, session.run(None, _for(session, feed))
@@ -962,24 +966,23 @@ def _for(session: Any, feed: Feeds) -> Feeds:
 OVERRIDDEN_MAX_BYTES = 64 * 2**20
 
 
-def _other_defaults(model: onnx.ModelProto, session: Any, seed: int) -> dict[str, np.ndarray]:
+def _other_defaults(model: onnx.ModelProto, session: Any, seed: int
+                    ) -> dict[str, np.ndarray] | None:
     """Other values for the float inputs of ``model`` that have a default value (those ONNX
     Runtime lets a caller override): each default moved by a quarter to a half of its
     magnitude (at least 0.25), so that a rewrite that took the default for a constant shows.
-    None past :data:`OVERRIDDEN_MAX_BYTES` in all."""
+    None past :data:`OVERRIDDEN_MAX_BYTES` in all (they are then checked at their defaults
+    only, and a note says so)."""
     names = {i.name for i in session.get_overridable_initializers()}
     if not names:
         return {}
+    floats = [t for t in model.graph.initializer if t.name in names and t.data_type in (
+        onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16)]
+    if sum(model_io.tensor_bytes(t) for t in floats) > OVERRIDDEN_MAX_BYTES:
+        return None
     rng = np.random.default_rng(seed + 7919)
     moved: dict[str, np.ndarray] = {}
-    total = 0
-    for tensor in model.graph.initializer:
-        if tensor.name not in names or tensor.data_type not in (
-                onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16):
-            continue
-        total += model_io.tensor_bytes(tensor)
-        if total > OVERRIDDEN_MAX_BYTES:
-            return {}
+    for tensor in floats:
         value = model_io.tensor_value(tensor)
         if value is None:
             continue
