@@ -388,6 +388,9 @@ class ReferenceOutputs:
     # initializer listed as an input), and its outputs: a rewrite that took a default for a
     # constant computes otherwise there.
     overridden: tuple[Feeds, list[Any]] | None = None
+    # Why those inputs were not fed other values (too many bytes, or the reference refused
+    # them), said only where the candidate takes them too.
+    unchecked: str | None = None
 
 
 class ReferenceRun:
@@ -530,9 +533,9 @@ class ReferenceRun:
                     done.append(again)
         if self._random and done:
             _check_repeatable(session, done[0], self._random, self.name)
-        overridden = None
+        overridden, unchecked = None, None
         if self._defaults is None:
-            notes.append(f"the {self.name}'s inputs that have a default value hold over "
+            unchecked = (f"the {self.name}'s inputs that have a default value hold over "
                          f"{OVERRIDDEN_MAX_BYTES // 2**20} MiB: they were checked at their "
                          "defaults only")
         elif self._defaults and done:
@@ -540,14 +543,14 @@ class ReferenceRun:
             try:
                 overridden = feed, session.run(None, _for(session, feed))
             except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
-                notes.append(f"the {self.name} does not run with other values fed to its "
+                unchecked = (f"the {self.name} does not run with other values fed to its "
                              f"inputs that have a default value ({first_line(err)}): they "
                              "were checked at their defaults only")
         # Released before the candidate's session is built: one model's weights in ONNX
         # Runtime at a time (a large model's weights are most of the run's memory).
         del session
         return ReferenceOutputs(names, inputs, done, notes, time.perf_counter() - started,
-                                overridden)
+                                overridden, unchecked)
 
 
 def check_parity(
@@ -633,6 +636,8 @@ def check_parity(
     if ref.overridden is not None and not problems:
         _compare_overridden(ref, cand_session, moved, tolerances, names, result, problems,
                             candidate, reference_run.reference)
+    elif ref.unchecked and cand_session.get_overridable_initializers():
+        result.notes.append(ref.unchecked)
     if progress is not None:
         progress("parity", 2 * total, 2 * total)
     result.outputs = [by_name[name] for name in output_names if name in by_name]
