@@ -23,6 +23,7 @@ from graphfix.errors import ValidationInputError
 
 __all__ = [
     "copy_without",
+    "default_inputs",
     "fix_input_shapes",
     "subgraphs",
     "holds_graph",
@@ -439,6 +440,16 @@ class Index:
         if name:
             self.producer[name] = node
         return old
+
+
+def default_inputs(model: onnx.ModelProto) -> list[str]:
+    """The main-graph inputs of ``model`` that have a default value (an initializer), which a
+    caller may override at run time, as ONNX Runtime allows: from IR 4; before, every
+    initializer is listed as an input and is a weight, none such an input."""
+    if 0 < model.ir_version < 4:
+        return []
+    initializers = {t.name for t in model.graph.initializer}
+    return [value.name for value in model.graph.input if value.name in initializers]
 
 
 def keep_only(items: Any, keep: Callable[[Any], bool]) -> int:

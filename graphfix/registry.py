@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import onnx
 
 from graphfix.errors import PassError, UnknownPassError
-from graphfix.graph import Snapshot, count_nodes
+from graphfix.graph import Snapshot, count_nodes, default_inputs
 
 if TYPE_CHECKING:
     from graphfix.options import RunOptions
@@ -150,7 +150,7 @@ def _signature(model: onnx.ModelProto) -> tuple[list[tuple[str, str]], list[tupl
             return value.name, onnx.TensorProto.DataType.Name(value.type.tensor_type.elem_type)
         return value.name, kind
 
-    weights = {t.name for t in model.graph.initializer} if 0 < model.ir_version < 4 else set()
+    weights = {t.name for t in model.graph.initializer} - set(default_inputs(model))
     return ([typed(v) for v in model.graph.input if v.name not in weights],
             [typed(v) for v in model.graph.output])
 

@@ -104,7 +104,7 @@ from graphfix.model_io import (
     tensor_digest,
     weight_bytes,
 )
-from graphfix.graph import ONNX_DOMAINS, count_nodes, run_time_steps, subgraphs
+from graphfix.graph import ONNX_DOMAINS, count_nodes, default_inputs, run_time_steps, subgraphs
 from ._compare import grown_ops, same_graph
 from ._portable import (
     Unportable,
@@ -452,14 +452,13 @@ def _restore_signature(optimized: onnx.ModelProto, model: onnx.ModelProto) -> No
     was_init = {t.name: t for t in model.graph.initializer}
     now_init = {t.name for t in optimized.graph.initializer}
     used = {name for n in optimized.graph.node for name in n.input}
-    defaults = not 0 < model.ir_version < 4
+    defaults = set(default_inputs(model))
     kept_inputs = [
         i for i in model.graph.input
-        if i.name not in was_init or defaults or (i.name in now_init and i.name in used)
+        if i.name not in was_init or i.name in defaults or (i.name in now_init and i.name in used)
     ]
-    if defaults:
-        optimized.graph.initializer.extend(was_init[i.name] for i in kept_inputs
-                                           if i.name in was_init and i.name not in now_init)
+    optimized.graph.initializer.extend(was_init[name] for name in defaults
+                                       if name not in now_init)
     del optimized.graph.input[:]
     optimized.graph.input.extend(kept_inputs)
     del optimized.graph.output[:]

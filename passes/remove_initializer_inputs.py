@@ -24,7 +24,7 @@ import logging
 
 import onnx
 
-from graphfix.graph import subgraphs
+from graphfix.graph import default_inputs, subgraphs
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["RemoveInitializerInputs", "remove_initializer_inputs"]
@@ -58,10 +58,8 @@ class RemoveInitializerInputs(Pass):
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         inputs_before = len(model.graph.input)
-        initializers = {init.name for init in model.graph.initializer}
         # at IR 3 every initializer is listed, and ONNX Runtime takes none of them from a caller
-        overridable = [v.name for v in model.graph.input if v.name in initializers
-                       ] if model.ir_version >= _MIN_IR_VERSION else []
+        overridable = default_inputs(model)
         removed = _remove_from_graph(model.graph)
         warnings = []
         if overridable:  # Rule 4

@@ -98,7 +98,7 @@ Rules:
 14. An initializer listed as a graph input (from IR 4) is a default value the caller may
     override at run time, as ONNX Runtime allows: it crosses as a typed input without its
     value (onnxsim would fold the value in and drop the input), and the pass puts the value
-    back. :func:`overridable_inputs` lists them.
+    back (:func:`graphfix.graph.default_inputs`).
 """
 
 from __future__ import annotations
@@ -161,7 +161,6 @@ __all__ = [
     "Simplify",
     "simplify",
     "shared_worker",
-    "overridable_inputs",
     "stand_in_names",
     "SKIPPED_OPTIMIZERS",
     "FOLD_THRESHOLDS",
@@ -394,7 +393,7 @@ class Simplify(KeepsWorker, Pass):
         (``stand_in_bytes`` in all) crossing as typed inputs."""
         # Rule 14: an initializer listed as an input is a default the caller may override;
         # onnxsim would fold its value in and drop the input. It crosses without its value.
-        overridable = overridable_inputs(prepared)
+        overridable = graph_layer.default_inputs(prepared)
         crossing = (weights_as_inputs(prepared, [*stand_ins, *overridable])
                     if stand_ins or overridable or self.input_shapes else prepared)
         if self.input_shapes:  # rule 4: the engine's one way to fix an input's sizes
@@ -538,16 +537,6 @@ def _with_batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     prepared = onnx.ModelProto()
     prepared.CopyFrom(model)
     return prepared if fold_batch_norms(prepared) else model
-
-
-def overridable_inputs(model: onnx.ModelProto) -> list[str]:
-    """Rule 14: the main-graph inputs of ``model`` that have an initializer, a default the
-    caller may override (from IR 4; before, every initializer is listed as an input and is a
-    weight)."""
-    if 0 < model.ir_version < 4:
-        return []
-    initializers = {t.name for t in model.graph.initializer}
-    return [value.name for value in model.graph.input if value.name in initializers]
 
 
 def stand_in_names(graph: onnx.GraphProto, *,

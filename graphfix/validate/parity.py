@@ -963,8 +963,13 @@ def identical(a: Any, b: Any) -> bool:
 def _for(session: Any, feed: Feeds) -> Feeds:
     """The part of ``feed`` this session takes (an optimized model may need fewer inputs), its
     inputs with a default value included."""
-    wanted = {i.name for i in (*session.get_inputs(), *session.get_overridable_initializers())}
+    wanted = _takes(session)
     return {name: value for name, value in feed.items() if name in wanted}
+
+
+def _takes(session: Any) -> set[str]:
+    """The names a session takes: its inputs, those with a default value included."""
+    return {i.name for i in (*session.get_inputs(), *session.get_overridable_initializers())}
 
 
 # The most bytes of other values parity feeds to a model's inputs that have a default value.
@@ -1005,9 +1010,7 @@ def _compare_overridden(ref: ReferenceOutputs, cand_session: Any, moved: layout_
     on purpose): a problem where an output differs, a note where none does."""
     assert ref.overridden is not None
     given = sorted(set(ref.overridden[0]) - set(ref.inputs))
-    takes = {i.name for i in (*cand_session.get_inputs(),
-                              *cand_session.get_overridable_initializers())}
-    if not set(given) <= takes:
+    if not set(given) <= _takes(cand_session):
         return
     scratch, failures = ParityResult(True, []), []
     by_name = _compare_runs(dataclasses.replace(ref, runs=[ref.overridden]), cand_session,

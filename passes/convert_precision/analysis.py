@@ -38,9 +38,8 @@ def weights(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
     from IR 4, a default value a caller may override (an input, which stays float32 and is
     read through a Cast like any other); before IR 4 every initializer is listed, and each
     is a weight."""
-    graph = model.graph
-    listed = {v.name for v in graph.input} if not 0 < model.ir_version < 4 else set()
-    return {t.name: t for t in graph.initializer if t.name not in listed}
+    defaults = set(graph_layer.default_inputs(model))
+    return {t.name: t for t in model.graph.initializer if t.name not in defaults}
 
 
 @dataclasses.dataclass

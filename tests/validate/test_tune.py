@@ -278,6 +278,15 @@ def test_an_open_confirmation_gets_one_second_look_at_a_stricter_confidence() ->
     assert name == "default" and rounds == 10
 
 
+def _default_copy_and_one_thread() -> tuple[Candidate, Candidate, Candidate]:
+    """The default, its A/A copy and one intra-op thread, with no rounds yet."""
+    base = Settings.ort_defaults("cpu")
+    return (Candidate("default", base, status="default"),
+            Candidate("default (A/A copy)", base, status="default"),
+            Candidate("intra_op_threads=1", base.replace(threads=1),
+                      changes={"intra_op_threads": 1}))
+
+
 def _refined(factors: dict[str, float], seconds_left: float = 100.0):
     """Step 7 on constructed rounds: the winner (one intra-op thread, 0.8 of the default's
     time, already confirmed) and, on top of it, candidates at ``factors`` of the default's
@@ -286,10 +295,7 @@ def _refined(factors: dict[str, float], seconds_left: float = 100.0):
 
     rng = np.random.default_rng(11)
     base = Settings.ort_defaults("cpu")
-    default = Candidate("default", base, status="default")
-    copy = Candidate("default (A/A copy)", base, status="default")
-    winner = Candidate("intra_op_threads=1", base.replace(threads=1),
-                       changes={"intra_op_threads": 1})
+    default, copy, winner = _default_copy_and_one_thread()
     on_top = [Candidate(name, base.replace(threads=1, optimization=level),
                         changes={"optimization": level})
               for name, level in (("optimization=basic", "basic"),
@@ -344,11 +350,7 @@ def test_the_written_figures_are_the_confirmation_s_rounds() -> None:
     from graphfix.validate.tune import _confirm, _measured
 
     rng = np.random.default_rng(5)
-    base = Settings.ort_defaults("cpu")
-    default = Candidate("default", base, status="default")
-    copy = Candidate("default (A/A copy)", base, status="default")
-    winner = Candidate("intra_op_threads=1", base.replace(threads=1),
-                       changes={"intra_op_threads": 1})
+    default, copy, winner = _default_copy_and_one_thread()
     for index in range(10):
         for c, factor in ((default, 1.0), (copy, 1.0), (winner, 0.5)):
             c.times[(0, index)] = list(factor * rng.uniform(0.97, 1.03, 20))
