@@ -92,13 +92,16 @@ def temporary_root() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def owned_folder(parent: Path, prefix: str, what: str = "temporary files") -> Path:
+def owned_folder(parent: Path, prefix: str, what: str = "temporary files", *,
+                 named: Path | None = None) -> Path:
     """A new folder in ``parent`` named ``prefix`` + random characters, with its marker locked
-    by this process until :func:`release`."""
+    by this process until :func:`release`. An error names ``named`` (the file the folder is
+    made for) where given, else the folder's pattern."""
+    shown_as = named if named is not None else Path(parent) / f"{prefix}XXXXXXXX"
     try:
         folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     except OSError as err:
-        raise os_failure(err, Path(parent) / f"{prefix}XXXXXXXX", what) from None
+        raise os_failure(err, shown_as, what) from None
     try:
         fd, name = tempfile.mkstemp(dir=folder, prefix=".lock-")
         try:
@@ -111,7 +114,7 @@ def owned_folder(parent: Path, prefix: str, what: str = "temporary files") -> Pa
             raise
     except OSError as err:
         shutil.rmtree(folder, ignore_errors=True)
-        raise os_failure(err, Path(parent) / f"{prefix}XXXXXXXX", what) from None
+        raise os_failure(err, shown_as, what) from None
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

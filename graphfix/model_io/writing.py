@@ -8,6 +8,7 @@ import errno
 import logging
 import os
 import stat
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -136,6 +137,7 @@ def _check_output(path: Path, what: str, read: Mapping[tuple[int, int], str]) ->
         raise ModelSaveError(f"{shown(folder)}: cannot write {what} in this folder "
                              "(permission denied or a read-only file system)",
                              hint="write it to a folder you can write to")
+    _probe(folder, path, what)
     try:
         info = path.stat()
     except FileNotFoundError:
@@ -150,6 +152,16 @@ def _check_output(path: Path, what: str, read: Mapping[tuple[int, int], str]) ->
             f"{shown(path)}: refusing to overwrite {read[identity]} with {what}",
             hint="write it to another path",
         )
+
+
+def _probe(folder: Path, path: Path, what: str) -> None:
+    """Make and remove a staging folder in ``folder``: a folder that the permission bits
+    call writable may still refuse (a read-only mount seen by root, /proc), and that must be
+    said before the work, not after it."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=folder))
+    except OSError as err:
+        raise os_failure(err, path, what) from None
 
 
 def _link_loop(path: Path) -> bool:
@@ -304,12 +316,14 @@ def save(
     return written
 
 
-def _stage(folder: Path, stages: dict[Path, Path]) -> Path:
-    """The staging folder of this write in ``folder`` (made on first use, after sweeping the
-    staging folders of writes that were killed there)."""
+def _stage(target: Path, stages: dict[Path, Path], what: str) -> Path:
+    """The staging folder of this write in ``target``'s folder (made on first use, after
+    sweeping the staging folders of writes that were killed there); where it cannot be made,
+    the error names ``target``, the file the user asked for."""
+    folder = target.parent
     if folder not in stages:
         sweep(folder, STAGING_PREFIX)
-        stages[folder] = owned_folder(folder, STAGING_PREFIX, "the output")
+        stages[folder] = owned_folder(folder, STAGING_PREFIX, what, named=target)
     return stages[folder]
 
 
@@ -321,7 +335,7 @@ def _write_pending(
     """Write the model, its data file and the companions in staging folders beside their
     targets, each recorded in ``pending`` with its final name."""
     folder, data_name = target.parent, f"{target.name}.data"
-    stage = _stage(folder, stages)
+    stage = _stage(target, stages, "the model")
     staged_model, staged_data = stage / "model.onnx", stage / "model.onnx.data"
     # The model records the data file's final name.
     wrote_data = write_model(model, staged_model, data_path=staged_data, data_name=data_name,
@@ -333,7 +347,7 @@ def _write_pending(
         target, folder / data_name if wrote_data else None,
         staged_model.stat().st_size + (staged_data.stat().st_size if wrote_data else 0))
     for index, (companion, make) in enumerate(companions.items()):
-        staged = _stage(Path(companion).parent, stages) / f"companion-{index}"
+        staged = _stage(Path(companion), stages, "the output") / f"companion-{index}"
         staged.write_text(make(written), encoding="utf-8")
         pending.append((staged, Path(companion)))
     return written
@@ -348,7 +362,7 @@ def write_text(
     check_outputs({f"the file {shown(path.name)}": path}, protect)
     stages: dict[Path, Path] = {}
     try:
-        staged = _stage(path.parent, stages) / "text"
+        staged = _stage(path, stages, f"the file {shown(path.name)}") / "text"
         staged.write_text(text, encoding="utf-8")
         os.chmod(staged, _mode_for(path))
         os.replace(staged, path)

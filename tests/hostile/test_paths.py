@@ -1,12 +1,13 @@
 """Hostile paths and links: missing, unreadable, looping, odd or too long names, links that make
 two paths one file, outputs where nothing can be written.
 
-Cases (63): a missing input x4 commands, input is a folder x3, an unreadable input x2 (skipped
+Cases (65): a missing input x4 commands, input is a folder x3, an unreadable input x2 (skipped
 where permissions do not bind: root), a symlink loop x3, a link to itself, a dangling link, a
 symlink input, a symlink to a model whose data lies beside the target, model and data linked
 side by side into another folder (a Hugging Face cache), one file through two spellings x6 (two
 links, a folder link, ./, sub/.., absolute, hard links), an output in a missing folder, in a
-read-only folder (refused before the passes; skipped likewise), in a folder that is a link loop,
+read-only folder (refused before the passes; skipped likewise), in a folder that refuses
+files whatever its permissions x2 (/proc, as optimize and tune outputs), in a folder that is a link loop,
 an output that is a folder, an empty output, outputs naming a folder x4 (".", "..", "sub/.",
 "sub/"), an output and a report with a trailing slash, an empty input, names with spaces and
 unicode x2, a newline in an input and in an output name, leading dashes after ``--`` and without
@@ -159,6 +160,20 @@ def test_output_in_a_read_only_folder(gf, is_root):
         assert "[1/" not in outcome.stderr, outcome.describe()
     finally:
         locked.chmod(0o755)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc here")
+@pytest.mark.parametrize("command", ["optimize", "tune"])
+def test_output_in_a_folder_that_refuses_files_whatever_its_permissions(gf, command):
+    """/proc lets root pass the permission check and still refuses a new file there, as a
+    read-only mount does: refused before the work (no progress line), naming the path asked
+    for, not the staging folder's pattern."""
+    gf.model()
+    args = (["optimize", "m.onnx", "/proc/out.onnx"] if command == "optimize" else
+            ["tune", "m.onnx", "--budget", "2", "--out", "/proc/out.json"])
+    outcome = gf.refused(*args, match="/proc")
+    assert "XXXX" not in outcome.stderr and "[1/" not in outcome.stderr, outcome.describe()
+    assert "rung" not in outcome.stderr, outcome.describe()
 
 
 def test_output_in_a_folder_reached_through_a_link_loop(gf):
