@@ -575,6 +575,8 @@ def cli() -> None:
     graphfix inspect model.onnx           what is in a model, what graphfix would change
     graphfix check ref.onnx cand.onnx     numerical parity of two models
     graphfix bench model.onnx --vs other  latency and speedup under ORT defaults
+    graphfix profile model.onnx           where the time goes, and what each fix buys here
+    graphfix tune model.onnx --out c.json the session settings fastest here, measured
     graphfix doctor                       which providers really load, and why not
     graphfix passes                       the passes, in default order
     """

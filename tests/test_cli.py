@@ -40,6 +40,15 @@ def test_help_teaches(runner):
     assert "Examples:" in result.output and "--skip" in result.output
 
 
+def test_the_top_level_help_shows_every_command_at_work(runner):
+    """Each command has its line of example in ``graphfix --help``, not only in the list."""
+    result = invoke(runner, "--help")
+    assert result.exit_code == 0
+    examples = result.output.split("Options:")[0]
+    for name in cli.commands:
+        assert f"graphfix {name}" in examples, (name, result.output)
+
+
 def test_passes_lists_default_order(runner):
     result = invoke(runner, "passes")
     assert result.exit_code == 0
