@@ -9,7 +9,9 @@ the parity check (``graphfix.optimize(..., verify=False)``, so that only the pas
 measured), its node and Transpose counts (subgraphs and local functions included) and the
 SHA-256 of the output's bytes (the pipeline is deterministic: the same input gives the same
 bytes). ``--compare`` prints every model whose digest differs from the file's and exits 1 when
-one does; a restructuring that keeps every behaviour keeps every digest.
+one does; a restructuring that keeps every behaviour keeps every digest. Each output's bytes
+(weights included) are recorded beside its input's, and the outputs larger than their inputs
+are listed.
 
 ``--precision fp16|bf16`` digests the ``convert-precision`` pass alone on each model as it
 is (on parity's own inputs), not the pipeline: does a change of the float16 search or of its
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -59,14 +62,20 @@ def digest(path: Path, precision: str | None = None) -> dict[str, Any]:
         "nodes": len(nodes),
         "transposes": sum(n.op_type == "Transpose" for n in nodes),
         "sha256": hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest(),
+        # the file's bytes with its external data, against the input's
+        "bytes_in": _size(path), "bytes_out": model.ByteSize(),
         **extra,
         "seconds": round(time.perf_counter() - started, 2),
     }
 
 
-def _size_mb(path: Path) -> float:
+def _size(path: Path) -> int:
     data = path.parent / (path.name + ".data")
-    return (path.stat().st_size + (data.stat().st_size if data.exists() else 0)) / 2**20
+    return path.stat().st_size + (data.stat().st_size if data.exists() else 0)
+
+
+def _size_mb(path: Path) -> float:
+    return _size(path) / 2**20
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,19 +98,35 @@ def main(argv: list[str] | None = None) -> int:
             row = results[key]
             print(f"{key:60s} {row.get('nodes', '-'):>6} {row.get('transposes', '-'):>4} "
                   f"{row.get('sha256', row.get('error', ''))[:16]}", flush=True)
+    _growth(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     if args.compare:
         before = json.loads(args.compare.read_text())
         differ = [key for key in sorted(set(before) | set(results))
-                  if {k: v for k, v in before.get(key, {}).items() if k != "seconds"}
-                  != {k: v for k, v in results.get(key, {}).items() if k != "seconds"}]
+                  if _compared(before.get(key, {})) != _compared(results.get(key, {}))]
         for key in differ:
             print(f"differs: {key}: {before.get(key)} -> {results.get(key)}")
         print(f"{len(results)} models, {len(differ)} differ from {args.compare}")
         return 1 if differ else 0
     print(f"{len(results)} models")
     return 0
+
+
+def _growth(results: dict[str, dict[str, Any]]) -> None:
+    """The outputs larger than their inputs, by how much."""
+    grown = {key: row for key, row in results.items()
+             if row.get("bytes_out", 0) > row.get("bytes_in", math.inf)}
+    for key, row in sorted(grown.items()):
+        print(f"larger than its input: {key}: {row['bytes_in']} -> {row['bytes_out']} bytes "
+              f"({row['bytes_out'] / row['bytes_in'] - 1:+.2%})")
+    print(f"{len(grown)} of {len(results)} outputs larger than their input")
+
+
+def _compared(row: dict[str, Any]) -> dict[str, Any]:
+    """What --compare compares: the output (its time left out; its size follows from its
+    digest, and digests written before sizes were recorded lack it)."""
+    return {k: v for k, v in row.items() if k not in ("seconds", "bytes_in", "bytes_out")}
 
 
 if __name__ == "__main__":

@@ -15,7 +15,10 @@ Rules:
 3. Fold: ``T(p)(constant)  =>  constant'`` (a new initializer; an initializer that other nodes
    still read is never modified). A constant is an initializer, a Constant node, or a
    shape-only op (Identity, Reshape, Squeeze, Unsqueeze, and Cast where numpy converts as ONNX
-   does) of constants. Such a chain goes once nothing reads it.
+   does) of constants. Such a chain goes once nothing reads it. A constant that other nodes
+   read too (or a tensor of its chain) is not folded where its values take more bytes than
+   the Transpose: they would be stored twice (a tied embedding read by the LM head through a
+   Transpose); ONNX Runtime folds that Transpose when it loads the model.
    b. ``T(p)(DequantizeLinear(q, scale, zero))`` of constant quantized weights ``q`` that only
    the Transpose reads: ``q`` is stored transposed and a per-axis ``axis -> p^-1[axis]``; the
    Transpose goes (blocked quantization, and IR 3's Constant nodes, stay as they are).

@@ -228,6 +228,29 @@ def test_rule3_fold_shared_initializer_keeps_the_original(ort_run, rng):
     assert result.stats["transposes_after"] == 1
 
 
+@pytest.mark.parametrize("through_reshape", [False, True])
+def test_rule3_a_shared_weight_is_not_stored_twice_for_one_transpose(ort_run, rng,
+                                                                    through_reshape):
+    """A tied embedding: the table read by the Gather and, transposed, by the LM head. Folding
+    the Transpose would store the table twice: the Transpose stays and the file is not bigger
+    (also where the Transpose reads the table through a Reshape)."""
+    model = parse(f"""
+    g (int64[2] ids, float[2,32] h) => (float[2,32] e, float[2,64] logits) {{
+        e = Gather (table, ids)
+        {"flat = Reshape (table, shape)" if through_reshape else ""}
+        tt = Transpose <perm = [1, 0]> ({"flat" if through_reshape else "table"})
+        logits = MatMul (h, tt)
+    }}""")
+    model.graph.initializer.extend([
+        numpy_helper.from_array(rng.standard_normal((64, 32)).astype(np.float32), "table"),
+        numpy_helper.from_array(np.array([64, 32], np.int64), "shape")])
+    size = model.ByteSize()
+    result = optimize(model, ort_run, rng, pinned={"ids": np.array([3, 60], np.int64)})
+    assert result.stats["transposes_after"] == 1, ops(result.model)
+    assert sum(list(t.dims) in ([64, 32], [32, 64]) for t in result.model.graph.initializer) == 1
+    assert result.model.ByteSize() <= size
+
+
 def test_rule3_transpose_of_a_reshaped_kernel_folds_and_the_reshape_goes(ort_run, rng):
     # tf2onnx's depthwise kernel: Transpose(Reshape(W[3,3,4,1], [3,3,1,4]), perm 3,2,0,1).
     model = parse("""
