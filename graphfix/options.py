@@ -27,6 +27,7 @@ __all__ = [
     "FUSIONS",
     "DEFAULT_MAX_GROWTH",
     "GROWTH_ALLOWANCE",
+    "FOLD_ALLOWANCE",
     "OptionError",
     "ConflictingOptionsError",
     "check_max_growth",
@@ -61,10 +62,18 @@ ORT_LEVELS = ("basic", "extended", "all")
 PRECISIONS = ("fp16", "bf16")
 FUSIONS = ("transformer",)
 
-# The growth policy of constant folding (ort-offline, simplify): the tensors of a rewritten
-# model may hold at most max(max_growth x the original's bytes, the original's + allowance).
-DEFAULT_MAX_GROWTH = 1.5
+# The growth policy of constant folding (ort-offline, simplify). The default, 1: never bigger:
+# the pipeline's output is never larger than its input. The passes fold as at RATIO_FIRST;
+# where the output would be larger than the input, the pipeline runs them again, each fold
+# adding tensor bytes only where the passes before it saved as many (or FOLD_ALLOWANCE: a
+# shape folded into a constant). Above 1: the tensors of a rewritten model may hold at most
+# max(max_growth x the original's bytes, the original's + allowance).
+DEFAULT_MAX_GROWTH = 1.0
 GROWTH_ALLOWANCE = 64 * 1024
+RATIO_FIRST = 1.5
+# Never bigger, in tensors: a fold of a shape or a small table into a constant adds bytes its
+# node took; up to this many tensor bytes are not counted against the policy.
+FOLD_ALLOWANCE = 1024
 
 # (atol relative to the output's scale, rtol); None keeps the dtype's default for that part.
 Tolerance = tuple[Optional[float], Optional[float]]
@@ -237,11 +246,19 @@ def check_max_growth(value: object) -> float | None:
     return float(value)
 
 
-def growth_limit(size: int, max_growth: float | None, ceiling: int) -> int:
-    """The most bytes a model's tensors may hold after folding a model of ``size`` bytes."""
+def growth_limit(size: int, max_growth: float | None, ceiling: int,
+                 room: int | None = None) -> int:
+    """The most bytes a model's tensors may hold after folding a model whose tensors hold
+    ``size`` bytes. Where the pipeline holds its run to its input's size (``room``: the
+    bytes the passes before saved, :func:`graphfix.registry.room`), ``room`` more at most, or
+    :data:`FOLD_ALLOWANCE`; otherwise ``max_growth`` times ``size`` (at the default, 1,
+    :data:`RATIO_FIRST`), or ``size`` + :data:`GROWTH_ALLOWANCE` if more."""
     if max_growth is None:
         return ceiling
-    return min(ceiling, max(int(size * max_growth), size + GROWTH_ALLOWANCE))
+    if max_growth <= 1.0 and room is not None:
+        return min(ceiling, size + max(room, FOLD_ALLOWANCE))
+    ratio = RATIO_FIRST if max_growth <= 1.0 else max_growth
+    return min(ceiling, max(int(size * ratio), size + GROWTH_ALLOWANCE))
 
 
 def _check_shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, tuple[int, ...]] | None:
@@ -279,7 +296,9 @@ class RunOptions:
     - ``provider``: the provider the model is for: "auto" (ort-offline on the CPU, the
       benchmark on CUDA when it loads), "cpu" or "cuda".
     - ``max_growth``: the largest ratio of tensor bytes constant folding may reach
-      (None or 0: any).
+      (None or 0: any); 1, the default, is never bigger: where the output would be larger
+      than the input, the passes run again, their folds adding tensor bytes only where the
+      passes before saved as many (and a KiB for shapes folded into constants).
     - ``keep_reduction_order``: eliminate-transposes keeps a Transpose before each sum-like
       reduction, so outputs stay bit-identical.
     - ``inputs_as_nchw`` / ``outputs_as_nchw``: channels-last inputs and outputs declared

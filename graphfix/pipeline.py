@@ -198,6 +198,7 @@ def run_pipeline(
     judge: Judge | None = None,
     strict: bool = False,
     snapshot_before: Collection[str] = (),
+    hold_size: bool = False,
 ) -> PipelineRun:
     """Run ``passes`` in order on ``model`` (rewritten in place), after fixing the sizes of
     ``input_shapes``.
@@ -208,18 +209,42 @@ def run_pipeline(
     goes on (:class:`LeftOut` records each). ``strict`` refuses instead: a failing pass raises
     :class:`ParityError` naming it (an error, :class:`PassError`). ``snapshot_before``:
     pass names before the first of which a copy of the model is kept (:attr:`PipelineRun.before`).
+    ``hold_size`` (the default growth policy's second run, where the first output was larger
+    than the input): the passes that fold constants add tensor bytes only where the passes
+    before them saved as many (:func:`graphfix.registry.room`, against ``model``'s size).
     """
     reports: list[PassReport] = []
     left_out: list[LeftOut] = []
-    before: onnx.ModelProto | None = None
+    held: list[onnx.ModelProto] = []
     fixed = fix_input_shapes(model, input_shapes)
     # -1 as a size is unknown to every pass; the signature says it again at the end.
     unknown_dims = graph_layer.clear_unknown_dims(model)
+    limit = registry.stored_size(model) if hold_size else None
+    with registry.size_limit(limit):
+        model = _run_passes(model, passes, progress, judge, strict, snapshot_before, reports,
+                            left_out, held)
+    if progress:
+        progress("", len(passes), len(passes))
+    unknown_dims.restore(model)
+    before = held[0] if held else None
+    if before is not None:
+        unknown_dims.restore(before)
+    return PipelineRun(model, reports, fixed, left_out, before)
+
+
+def _run_passes(model: onnx.ModelProto, passes: Sequence[registry.Pass],
+                progress: Progress | None, judge: Judge | None, strict: bool,
+                snapshot_before: Collection[str], reports: list[PassReport], left_out: list[LeftOut],
+                held: list[onnx.ModelProto]) -> onnx.ModelProto:
+    """:func:`run_pipeline`'s loop: each pass judged, its fallbacks tried where it fails; the
+    reports and what was left out are appended, the copy before ``snapshot_before`` is held."""
+    before: onnx.ModelProto | None = None
     for index, pass_ in enumerate(passes):
         if progress:
             progress(pass_.name, index, len(passes))
         if before is None and pass_.name in snapshot_before:
             before = _copy(model)
+            held.append(before)
         taken = _run_judged(pass_, model, judge, strict)
         if taken.problem is None:
             model = taken.model
@@ -240,12 +265,7 @@ def run_pipeline(
                 nodes_after=taken.report.nodes_before, op_delta={}))
             left_out.append(LeftOut(pass_.name, index, "the pass", taken.problem))
         logger.info("%s", left_out[-1].describe())  # a warning of the run's report
-    if progress:
-        progress("", len(passes), len(passes))
-    unknown_dims.restore(model)
-    if before is not None:
-        unknown_dims.restore(before)
-    return PipelineRun(model, reports, fixed, left_out, before)
+    return model
 
 
 @dataclasses.dataclass
@@ -548,6 +568,9 @@ class _Job:
         self.reference_arguments = {k: v for k, v in parity.items() if k != "tolerances"}
         self.require_speedup, self.progress = require_speedup, progress
         self.judge_speed = judge_speed
+        # The default growth policy: the output is never larger than the input.
+        self.never_bigger = run.max_growth is not None and run.max_growth <= 1.0
+        self.held = False  # whether the passes ran held to the input's size
         self.started = time.perf_counter()
         self.report = Report(graphfix_version=__version__, verify=verify)
         self.report.input = model_facts(loaded.model, size_bytes=loaded.size_bytes or None,
@@ -596,16 +619,26 @@ class _Job:
             self.loads = _LoadCheck(original)
         except GraphfixError as error:
             raise self._with_report(error, None) from None
+        # Never bigger: where the output would be larger than the input, the passes run again
+        # on the original, held to its size. A model rewritten in place is read again from
+        # its file for that; one that cannot be is copied first.
+        size = registry.stored_size(original) if self.never_bigger else None
+        keep = (_copy(original) if size is not None and self.in_place
+                and self.loaded.path is None else None)
         working = original if self.in_place else _copy(original)
         try:
-            # A lowered model is judged at the lowered type's looser tolerance; what the other
-            # passes made of it before the gated passes is checked at its own (_verify), so
-            # that the looser one lets no other pass's error through.
-            lowers = any(p.name == "convert-precision" for p in self.pipeline)
-            done = run_pipeline(working, self.pipeline, input_shapes=self.run.input_shapes,
-                                progress=self.progress, judge=self.loads, strict=self.strict,
-                                snapshot_before=gate.GATED_PASSES
-                                if self.verify and lowers else ())
+            done = self._passes(working, held=False)
+            if size is not None:
+                _annotations_within(done.model, self.declared, size)
+            if size is not None and registry.stored_size(done.model) > size:
+                logger.info("the passes' output is larger than the input (%d > %d bytes): "
+                            "again, each fold held to the bytes saved before it",
+                            registry.stored_size(done.model), size)
+                again = keep if keep is not None else (
+                    _copy(original) if not self.in_place else model_io.load(
+                        self.loaded.path, load_external_data=False))
+                self.held = True
+                done = self._passes(again, held=True)
         except BaseException:
             if self.reference is not None:
                 self.reference.cancel()
@@ -617,6 +650,17 @@ class _Job:
         # baseline).
         path = self.loaded.path if self.in_place and self.needs_original else None
         return done.model, _reader(original, path), done.before
+
+    def _passes(self, working: onnx.ModelProto, *, held: bool) -> PipelineRun:
+        """The passes on ``working``, ``held`` to its size or not (:func:`run_pipeline`)."""
+        # A lowered model is judged at the lowered type's looser tolerance; what the other
+        # passes made of it before the gated passes is checked at its own (_verify), so that
+        # the looser one lets no other pass's error through.
+        lowers = any(p.name == "convert-precision" for p in self.pipeline)
+        return run_pipeline(working, self.pipeline, input_shapes=self.run.input_shapes,
+                            progress=self.progress, judge=self.loads, strict=self.strict,
+                            snapshot_before=gate.GATED_PASSES if self.verify and lowers else (),
+                            hold_size=held)
 
     def _record(self, done: PipelineRun) -> None:
         """The report's passes, warnings and what was left out, from a run of the pipeline."""
@@ -701,7 +745,8 @@ class _Job:
         try:
             done = run_pipeline(_copy(original()), self.pipeline,
                                 input_shapes=self.run.input_shapes, progress=_checking(
-                                    self.progress), judge=judge, strict=self.strict)
+                                    self.progress), judge=judge, strict=self.strict,
+                                hold_size=self.held)
         except ParityError as error:  # strict: the pass after which parity first fails
             raise ParityError(
                 f"the optimized model does not match the original{also}; {error.args[0]}",
@@ -735,7 +780,7 @@ class _Job:
         def without(left_out: frozenset[str]) -> onnx.ModelProto:
             rest = [p for p in self.pipeline if p.name not in left_out]
             return run_pipeline(_copy(original()), rest, input_shapes=self.run.input_shapes,
-                                judge=self.loads).model
+                                judge=self.loads, hold_size=self.held).model
 
         verdicts, replacement = gate.judge(optimized, without, gated, self.run, self.bench)
         self.report.speed_gate = {"verdicts": [v.to_dict() for v in verdicts],

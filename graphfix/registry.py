@@ -34,9 +34,11 @@ Contract:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
@@ -44,6 +46,7 @@ import onnx
 
 from graphfix.errors import PassError, UnknownPassError
 from graphfix.graph import Snapshot, count_nodes, default_inputs
+from graphfix.model_io import inline_bytes, weight_bytes
 
 if TYPE_CHECKING:
     from graphfix.options import RunOptions
@@ -174,6 +177,73 @@ def _signature_change(before: tuple[list[tuple[str, str]], list[tuple[str, str]]
                                if dict(now)[n] != t)
         return f"it changed the graph's {side}s ({change}); model kept"
     return None
+
+
+# The most bytes (:func:`graphfix.registry.plain_size`) a run's model may take: the pipeline's
+# input's, under the default growth policy (never bigger). None outside such a run.
+_SIZE_LIMIT: ContextVar[int | None] = ContextVar("graphfix_size_limit", default=None)
+
+
+@contextlib.contextmanager
+def size_limit(limit: int | None) -> Iterator[None]:
+    """Within the block, :func:`room` measures against ``limit`` bytes (None: no limit)."""
+    token = _SIZE_LIMIT.set(limit)
+    try:
+        yield
+    finally:
+        _SIZE_LIMIT.reset(token)
+
+
+def current_size_limit() -> int | None:
+    """The size limit of the run under way (:func:`size_limit`), or None."""
+    return _SIZE_LIMIT.get()
+
+
+def room(model: onnx.ModelProto) -> int | None:
+    """The bytes ``model`` may still grow by within the run's size limit: what the passes
+    before saved; None outside a block with a limit (the growth policy's ratio applies)."""
+    limit = _SIZE_LIMIT.get()
+    if limit is None:
+        return None
+    return max(0, limit - plain_size(model))
+
+
+# Past this many bytes of weights, a model is measured by its weights alone (as
+# :func:`graphfix.facts.model_size` measures it).
+_MEASURED_SIZE_LIMIT = 64 * 1024 * 1024
+
+
+def stored_size(model: onnx.ModelProto) -> int:
+    """The bytes ``model`` takes written, its weights left in their data files included (the
+    weights' bytes alone past 64 MiB of them: serializing to measure would copy each one)."""
+    weights = weight_bytes(model)
+    if weights >= _MEASURED_SIZE_LIMIT:
+        return weights
+    try:
+        return model.ByteSize() + weights - inline_bytes(model)
+    except ValueError:  # past 2 GB
+        return weights
+
+
+def plain_size(model: onnx.ModelProto) -> int:
+    """:func:`stored_size` less the main graph's shape annotations (``value_info``) and
+    graphfix's own records in the metadata (a layout or a precision asked for): what the
+    folds of a run held to its size are measured by. The annotations are optional, and the
+    pipeline leaves the new ones out where the model would be larger than its input."""
+    size = stored_size(model)
+    if size == weight_bytes(model) and size >= _MEASURED_SIZE_LIMIT:
+        return size  # measured by its weights alone
+    annotations = 0
+    for value in [*model.graph.value_info,
+                  *(p for p in model.metadata_props if p.key.startswith("graphfix."))]:
+        length = value.ByteSize()
+        annotations += 1 + length + _varint_length(length)  # the field's tag, length, bytes
+    return size - annotations
+
+
+def _varint_length(value: int) -> int:
+    return max(1, (value.bit_length() + 6) // 7)
+
 
 
 _P = TypeVar("_P", bound=Pass)

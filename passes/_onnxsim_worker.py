@@ -83,19 +83,26 @@ class Budget(NamedTuple):
     """The growth policy an output is held to: its tensors within ``limit`` bytes, counting
     ``extra`` bytes of tensors that did not cross (they come back as they are); ``max_growth``
     gives the limit of a model of any size (:func:`graphfix.options.growth_limit`), never more
-    than what can cross in one protobuf message besides those."""
+    than what can cross in one protobuf message besides those; ``room``: the bytes the run
+    saved before (:func:`graphfix.registry.room`), which a fold may spend under the default
+    policy (never bigger; None: not held to a size). A second run would have none:
+    :meth:`limit_of` counts none."""
 
     limit: int
     extra: int = 0
     max_growth: float | None = None
+    held: bool = False  # to the run's size (a room was given)
 
     @classmethod
-    def of(cls, size: int, extra: int, max_growth: float | None) -> Budget:
+    def of(cls, size: int, extra: int, max_growth: float | None,
+           room: int | None = None) -> Budget:
         """The budget of a model whose tensors hold ``size`` bytes, ``extra`` of them kept."""
-        return cls(growth_limit(size, max_growth, PROTOBUF_LIMIT + extra), extra, max_growth)
+        return cls(growth_limit(size, max_growth, PROTOBUF_LIMIT + extra, room), extra,
+                   max_growth, room is not None)
 
     def limit_of(self, size: int) -> int:
-        return growth_limit(size, self.max_growth, PROTOBUF_LIMIT + self.extra)
+        return growth_limit(size, self.max_growth, PROTOBUF_LIMIT + self.extra,
+                            0 if self.held else None)
 
 
 def stable_choice(outputs: list[Output], budget: Budget, attempts: int) -> Output | None:

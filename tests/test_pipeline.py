@@ -189,3 +189,63 @@ g (float[N,3,4,5,6,7] r0) => (float[N,3,4,5,6,7] y) {{
         "r1", onnx.TensorProto.FLOAT, ["N", 3, 4, 5, 6, 7])])
     kept = graphfix.optimize(declared).model
     assert [v.name for v in kept.graph.value_info] == ["r1"]
+
+
+def _tiled_table_beside_a_weight() -> onnx.ModelProto:
+    """A 256 KiB weight, and a 100 KiB table that Tile builds from a 1 KiB row: folding the
+    Tile stores the table (within 1.5x the tensors' bytes, the old default growth)."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    floats = onnx.TensorProto.FLOAT
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]),
+         helper.make_node("Tile", ["row", "repeats"], ["table"]),
+         helper.make_node("Add", ["z", "table"], ["out"])],
+        "g", [helper.make_tensor_value_info("x", floats, [1, 256]),
+              helper.make_tensor_value_info("z", floats, [100, 256])],
+        [helper.make_tensor_value_info("y", floats, [1, 256]),
+         helper.make_tensor_value_info("out", floats, [100, 256])],
+        [numpy_helper.from_array(np.random.default_rng(0).standard_normal(
+            (256, 256)).astype(np.float32), "w"),
+         numpy_helper.from_array(np.arange(256, dtype=np.float32).reshape(1, 256), "row"),
+         numpy_helper.from_array(np.array([100, 1], np.int64), "repeats")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_the_output_is_never_larger_than_the_input_by_default() -> None:
+    """The default growth policy is never bigger: the Tile stays rather than store its 100 KiB
+    table; a growth the user allows (--max-growth 1.5) folds it, into a larger file."""
+    model = _tiled_table_beside_a_weight()
+    size = registry.plain_size(model)
+    result = graphfix.optimize(model)
+    assert registry.plain_size(result.model) <= size
+    assert "Tile" in [n.op_type for n in result.model.graph.node]
+    assert result.report.parity["passed"]
+    grown = graphfix.optimize(_tiled_table_beside_a_weight(), max_growth=1.5)
+    assert "Tile" not in [n.op_type for n in grown.model.graph.node]
+    assert registry.plain_size(grown.model) > size + 90 * 1024
+
+
+def test_a_fold_may_spend_what_the_passes_before_it_saved() -> None:
+    """Two copies of a 100 KiB table merge into one (merge-duplicates); the Tile's fold then
+    stores about as much again (simplify): taken, and the file is still not larger."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    model = _tiled_table_beside_a_weight()
+    table = numpy_helper.from_array(
+        np.random.default_rng(1).standard_normal((100, 256)).astype(np.float32))
+    model.graph.node.extend([
+        helper.make_node("Constant", [], ["c1"], value=table),
+        helper.make_node("Constant", [], ["c2"], value=table),
+        helper.make_node("Add", ["z", "c1"], ["s1"]),
+        helper.make_node("Add", ["s1", "c2"], ["s2"])])
+    model.graph.output.append(
+        helper.make_tensor_value_info("s2", onnx.TensorProto.FLOAT, [100, 256]))
+    size = registry.plain_size(model)
+    result = graphfix.optimize(model)
+    assert "Tile" not in [n.op_type for n in result.model.graph.node]
+    assert registry.plain_size(result.model) <= size

@@ -56,6 +56,7 @@ from graphfix.model_io.sessions import (
 from graphfix.model_io.tensors import (
     data_files,
     has_value,
+    inline_bytes,
     iter_tensors,
     load_external_values,
     same_tensor,
@@ -123,6 +124,7 @@ __all__ = [
     "tensor_sample",
     "load_external_values",
     "weight_bytes",
+    "inline_bytes",
     "PROTOBUF_LIMIT",
     "write_text",
     "temporary_folder",
