@@ -615,3 +615,30 @@ def test_an_attribute_written_at_its_default_is_the_attribute_left_out() -> None
     plain = model("")
     assert same_graph(plain.graph, model("<allowzero = 0>").graph)
     assert not same_graph(plain.graph, model("<allowzero = 1>").graph)
+
+
+def test_no_more_transposes_though_the_nodes_are_fewer(ort_run, rng) -> None:
+    """ORT's transpose optimizer pushes the Transpose through the Sigmoid and keeps it for the
+    ReduceSum: two Transposes where there was one, while removing the Identity chain makes
+    the node count fall. The pass tries again without the transpose optimizer: one."""
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1,3,4,5] x, float[2] z) => (float[1,4,5,3] s, float[1,4,3] r, float[2] zo) {
+        t = Transpose <perm = [0, 2, 3, 1]> (x)
+        s = Sigmoid (t)
+        axes = Constant <value = int64[1] {2}> ()
+        r = ReduceSum <keepdims = 0> (t, axes)
+        z1 = Identity (z)
+        z2 = Identity (z1)
+        zo = Identity (z2)
+    }""")
+    original = onnx.ModelProto()
+    original.CopyFrom(model)
+    result = OrtOffline()(model)
+    assert result.modified and result.stats.get("fusions_off") == 1, result
+    transposes = [n for n in result.model.graph.node if n.op_type == "Transpose"]
+    assert len(transposes) == 1 and len(result.model.graph.node) < len(original.graph.node)
+    feeds = {"x": rng.standard_normal((1, 3, 4, 5)).astype(np.float32),
+             "z": rng.standard_normal(2).astype(np.float32)}
+    for name, value in ort_run(original, feeds).items():
+        np.testing.assert_array_equal(ort_run(result.model, feeds)[name], value)
