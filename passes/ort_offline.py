@@ -27,8 +27,8 @@ Decisions:
 6. Growth: ORT's constant folding materialises weights a model computes at load time
    (ConstantOfShape feeding a Conv grows onnx's light models from ~0.1 MB to several MB). As in
    simplify, an output whose tensors hold over ``max(max_growth * original, original + 64 KiB)``
-   bytes is refused
-   (``max_growth=None`` allows it). ORT offers no per-fold threshold: its rewrites are then
+   bytes is refused (``max_growth=None`` allows it; in a run held to its input's size,
+   simplify's rule 3 says what the limit is). ORT offers no per-fold threshold: its rewrites are then
    run again without its ``ConstantFolding`` transformer, and that output taken if it passes
    every check (fusions kept, no weight materialised); otherwise the pass skips with the sizes.
 7. Graph inputs and outputs are restored from the original (names, order, dtypes, shapes); the IR

@@ -17,7 +17,11 @@ Rules:
    memory back are its own options (:class:`OnnxsimWorker`: ``command``, ``stop_above``).
 3. Growth policy (:func:`graphfix.options.growth_limit`): folding can replicate data (Tile,
    Expand, broadcasts, Range tables, ConstantOfShape). The output's tensors (initializers and
-   Constant values) may hold at most ``max(max_growth * original, original + 64 KiB)`` bytes.
+   Constant values) may hold at most ``max(max_growth * original, original + 64 KiB)`` bytes
+   (the default ``max_growth``, 1, folds as 1.5 here); in a run held to its input's size
+   (the pipeline's second run, where its first output was larger than its input:
+   :func:`graphfix.registry.room`), ``original`` + the bytes the passes before saved, or
+   + 1 KiB.
    When onnxsim's output holds more, onnxsim runs again folding no tensor over 64, 16, 4 and
    1 KiB (``FOLD_THRESHOLDS``), and without constant folding, stopping at the first taken:
    the largest threshold that fits, if it is *stable* (the output, taken as a model of its
