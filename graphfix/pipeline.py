@@ -630,10 +630,10 @@ class _Job:
             done = self._passes(working, held=False)
             if size is not None:
                 _annotations_within(done.model, self.declared, size)
-            if size is not None and registry.stored_size(done.model) > size:
+            grown = registry.stored_size(done.model) if size is not None else 0
+            if size is not None and grown > size:
                 logger.info("the passes' output is larger than the input (%d > %d bytes): "
-                            "again, each fold held to the bytes saved before it",
-                            registry.stored_size(done.model), size)
+                            "again, each fold held to the bytes saved before it", grown, size)
                 again = keep if keep is not None else (
                     _copy(original) if not self.in_place else model_io.load(
                         self.loaded.path, load_external_data=False))
@@ -644,6 +644,12 @@ class _Job:
                 self.reference.cancel()
             raise
         self._record(done)
+        if self.held:
+            self.report.warnings.append(
+                f"the passes' first output was larger than the input ({grown} > {size} bytes: "
+                "constant folds that store new tensors); they ran again, each fold held to "
+                "the bytes the passes before it saved, so the output is not larger "
+                "(--max-growth 1.5 trades a larger file for fewer nodes)")
         # The passes rewrote the loaded model in place: the original is read again from its
         # file, once and only if something asks for it (a parity check whose reference did not
         # run beside the passes, the search for a pass that broke parity, the benchmark's
