@@ -215,57 +215,43 @@ def run_pipeline(
     """
     reports: list[PassReport] = []
     left_out: list[LeftOut] = []
-    held: list[onnx.ModelProto] = []
+    before: onnx.ModelProto | None = None
     fixed = fix_input_shapes(model, input_shapes)
     # -1 as a size is unknown to every pass; the signature says it again at the end.
     unknown_dims = graph_layer.clear_unknown_dims(model)
-    limit = registry.stored_size(model) if hold_size else None
-    with registry.size_limit(limit):
-        model = _run_passes(model, passes, progress, judge, strict, snapshot_before, reports,
-                            left_out, held)
+    with registry.size_limit(registry.stored_size(model) if hold_size else None):
+        for index, pass_ in enumerate(passes):
+            if progress:
+                progress(pass_.name, index, len(passes))
+            if before is None and pass_.name in snapshot_before:
+                before = _copy(model)
+            taken = _run_judged(pass_, model, judge, strict)
+            if taken.problem is None:
+                model = taken.model
+                reports.append(taken.report)
+                continue
+            for fallback in pass_.fallbacks():
+                logger.info("%s: %s; trying it without %s", pass_.name, taken.problem,
+                            fallback.leaves_out)
+                lighter = _run_judged(fallback.pass_, model, judge, strict)
+                if lighter.problem is None:
+                    model = lighter.model
+                    reports.append(lighter.report)
+                    left_out.append(LeftOut(pass_.name, index, fallback.leaves_out,
+                                            taken.problem))
+                    break
+            else:
+                reports.append(dataclasses.replace(
+                    taken.report, modified=False, skipped=f"left out: {taken.problem}",
+                    nodes_after=taken.report.nodes_before, op_delta={}))
+                left_out.append(LeftOut(pass_.name, index, "the pass", taken.problem))
+            logger.info("%s", left_out[-1].describe())  # a warning of the run's report
     if progress:
         progress("", len(passes), len(passes))
     unknown_dims.restore(model)
-    before = held[0] if held else None
     if before is not None:
         unknown_dims.restore(before)
     return PipelineRun(model, reports, fixed, left_out, before)
-
-
-def _run_passes(model: onnx.ModelProto, passes: Sequence[registry.Pass],
-                progress: Progress | None, judge: Judge | None, strict: bool,
-                snapshot_before: Collection[str], reports: list[PassReport], left_out: list[LeftOut],
-                held: list[onnx.ModelProto]) -> onnx.ModelProto:
-    """:func:`run_pipeline`'s loop: each pass judged, its fallbacks tried where it fails; the
-    reports and what was left out are appended, the copy before ``snapshot_before`` is held."""
-    before: onnx.ModelProto | None = None
-    for index, pass_ in enumerate(passes):
-        if progress:
-            progress(pass_.name, index, len(passes))
-        if before is None and pass_.name in snapshot_before:
-            before = _copy(model)
-            held.append(before)
-        taken = _run_judged(pass_, model, judge, strict)
-        if taken.problem is None:
-            model = taken.model
-            reports.append(taken.report)
-            continue
-        for fallback in pass_.fallbacks():
-            logger.info("%s: %s; trying it without %s", pass_.name, taken.problem,
-                        fallback.leaves_out)
-            lighter = _run_judged(fallback.pass_, model, judge, strict)
-            if lighter.problem is None:
-                model = lighter.model
-                reports.append(lighter.report)
-                left_out.append(LeftOut(pass_.name, index, fallback.leaves_out, taken.problem))
-                break
-        else:
-            reports.append(dataclasses.replace(
-                taken.report, modified=False, skipped=f"left out: {taken.problem}",
-                nodes_after=taken.report.nodes_before, op_delta={}))
-            left_out.append(LeftOut(pass_.name, index, "the pass", taken.problem))
-        logger.info("%s", left_out[-1].describe())  # a warning of the run's report
-    return model
 
 
 @dataclasses.dataclass

@@ -194,11 +194,6 @@ def size_limit(limit: int | None) -> Iterator[None]:
         _SIZE_LIMIT.reset(token)
 
 
-def current_size_limit() -> int | None:
-    """The size limit of the run under way (:func:`size_limit`), or None."""
-    return _SIZE_LIMIT.get()
-
-
 def room(model: onnx.ModelProto) -> int | None:
     """The bytes ``model`` may still grow by within the run's size limit: what the passes
     before saved; None outside a block with a limit (the growth policy's ratio applies)."""
