@@ -10,25 +10,10 @@ import collections
 import onnx
 
 from graphfix.graph import STANDARD_DOMAINS, dims, graphs, subgraphs
-from graphfix.model_io import weight_bytes
+from graphfix.model_io import stored_size as model_size  # its size as written
 from graphfix.report import ModelFacts, TensorFacts
 
 __all__ = ["model_facts", "op_histogram", "model_size"]
-
-_MEASURED_SIZE_LIMIT = 64 * 1024 * 1024
-
-
-def model_size(model: onnx.ModelProto) -> int:
-    """The model's size in bytes: serialized below 64 MiB of weights; above, the weights' bytes
-    alone (measuring a large message serializes, hence copies, all of it)."""
-    weights = weight_bytes(model)
-    if weights >= _MEASURED_SIZE_LIMIT:
-        return weights
-    try:
-        return model.ByteSize()
-    except ValueError:
-        return weights
-
 
 def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
     """Op types of all graphs (subgraphs included) and of local functions' bodies (counted

@@ -219,7 +219,7 @@ def run_pipeline(
     fixed = fix_input_shapes(model, input_shapes)
     # -1 as a size is unknown to every pass; the signature says it again at the end.
     unknown_dims = graph_layer.clear_unknown_dims(model)
-    with registry.size_limit(registry.stored_size(model) if hold_size else None):
+    with registry.size_limit(model_io.stored_size(model) if hold_size else None):
         for index, pass_ in enumerate(passes):
             if progress:
                 progress(pass_.name, index, len(passes))
@@ -608,7 +608,7 @@ class _Job:
         # Never bigger: where the output would be larger than the input, the passes run again
         # on the original, held to its size. A model rewritten in place is read again from
         # its file for that; one that cannot be is copied first.
-        size = registry.stored_size(original) if self.never_bigger else None
+        size = model_io.stored_size(original) if self.never_bigger else None
         keep = (_copy(original) if size is not None and self.in_place
                 and self.loaded.path is None else None)
         working = original if self.in_place else _copy(original)
@@ -616,7 +616,7 @@ class _Job:
             done = self._passes(working, held=False)
             if size is not None:
                 _annotations_within(done.model, self.declared, size)
-            grown = registry.stored_size(done.model) if size is not None else 0
+            grown = model_io.stored_size(done.model) if size is not None else 0
             if size is not None and grown > size:
                 logger.info("the passes' output is larger than the input (%d > %d bytes): "
                             "again, each fold held to the bytes saved before it", grown, size)

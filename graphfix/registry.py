@@ -46,7 +46,7 @@ import onnx
 
 from graphfix.errors import PassError, UnknownPassError
 from graphfix.graph import Snapshot, count_nodes, default_inputs
-from graphfix.model_io import inline_bytes, weight_bytes
+from graphfix.model_io import MEASURED_SIZE_LIMIT, stored_size, weight_bytes
 
 if TYPE_CHECKING:
     from graphfix.options import RunOptions
@@ -179,7 +179,7 @@ def _signature_change(before: tuple[list[tuple[str, str]], list[tuple[str, str]]
     return None
 
 
-# The most bytes (:func:`graphfix.registry.plain_size`) a run's model may take: the pipeline's
+# The most bytes (:func:`graphfix.model_io.stored_size`) a run's model may take: the pipeline's
 # input's, under the default growth policy (never bigger). None outside such a run.
 _SIZE_LIMIT: ContextVar[int | None] = ContextVar("graphfix_size_limit", default=None)
 
@@ -203,30 +203,13 @@ def room(model: onnx.ModelProto) -> int | None:
     return max(0, limit - plain_size(model))
 
 
-# Past this many bytes of weights, a model is measured by its weights alone (as
-# :func:`graphfix.facts.model_size` measures it).
-_MEASURED_SIZE_LIMIT = 64 * 1024 * 1024
-
-
-def stored_size(model: onnx.ModelProto) -> int:
-    """The bytes ``model`` takes written, its weights left in their data files included (the
-    weights' bytes alone past 64 MiB of them: serializing to measure would copy each one)."""
-    weights = weight_bytes(model)
-    if weights >= _MEASURED_SIZE_LIMIT:
-        return weights
-    try:
-        return model.ByteSize() + weights - inline_bytes(model)
-    except ValueError:  # past 2 GB
-        return weights
-
-
 def plain_size(model: onnx.ModelProto) -> int:
     """:func:`stored_size` less the main graph's shape annotations (``value_info``) and
     graphfix's own records in the metadata (a layout or a precision asked for): what the
     folds of a run held to its size are measured by. The annotations are optional, and the
     pipeline leaves the new ones out where the model would be larger than its input."""
     size = stored_size(model)
-    if size == weight_bytes(model) and size >= _MEASURED_SIZE_LIMIT:
+    if size == weight_bytes(model) and size >= MEASURED_SIZE_LIMIT:
         return size  # measured by its weights alone
     annotations = 0
     for value in [*model.graph.value_info,

@@ -55,8 +55,9 @@ from graphfix.model_io.sessions import (
 )
 from graphfix.model_io.tensors import (
     data_files,
+    MEASURED_SIZE_LIMIT,
     has_value,
-    inline_bytes,
+    stored_size,
     iter_tensors,
     load_external_values,
     same_tensor,
@@ -124,7 +125,8 @@ __all__ = [
     "tensor_sample",
     "load_external_values",
     "weight_bytes",
-    "inline_bytes",
+    "MEASURED_SIZE_LIMIT",
+    "stored_size",
     "PROTOBUF_LIMIT",
     "write_text",
     "temporary_folder",
