@@ -18,7 +18,9 @@ Rules:
    parity's float32 tolerance. When the heads cannot be read, attention is not fused (the other
    fusions still are); when the fused model fails the check or does not run, it is fused
    again without rotary embeddings (ORT's RotaryEmbedding fusion of a decoder step with its
-   cache takes the position ids of a batch of one), without attention, without both, and if
+   cache takes the position ids of a batch of one), with graphfix's attention fusion in place
+   of ORT's (Rule 7; ORT's BERT pattern matched CLIP's text encoder and read its padding mask
+   only, not the causal one: 8e3x the tolerance), without attention, without both, and if
    that fails too the model is kept. Each fallback says why. A model with an output empty on
    every input set (a detector's boxes on generated inputs) is kept: there is nothing to
    compare. The signature stays: an input nothing reads any more (or never
@@ -203,20 +205,27 @@ class FuseTransformer(Pass):
                       "are not); model kept")
             return PassResult(model, False, warnings=[reason], skipped=reason)
         bars = {name: tolerance(str(value.dtype)) for name, value in reference[0].items()}
-        attempts = [("all fusions", True, True),
-                    ("without rotary embeddings", True, False),
-                    ("without attention", False, True),
-                    ("without attention or rotary embeddings", False, False)]
-        rotary_seen = True
-        for label, attention, rotary in attempts if heads or per_block else attempts[2:]:
+        # (label, attention fused, by ORT's patterns too, rotary embeddings fused)
+        attempts = [("all fusions", True, True, True),
+                    ("without rotary embeddings", True, True, False),
+                    ("graphfix's attention fusion instead of ORT's", True, False, True),
+                    ("without attention", False, False, True),
+                    ("without attention or rotary embeddings", False, False, False)]
+        rotary_seen, ort_attention_seen = True, False
+        for label, attention, by_ort, rotary in (
+                attempts if heads or per_block else attempts[3:]):
             if not rotary and not rotary_seen:
                 continue  # the attempt before fused no rotary embedding: the same again
+            if attention and not by_ort and not ort_attention_seen:
+                continue  # ORT's patterns fused no attention: graphfix's fusion ran already
             try:
-                fused = self._fuse(source, kind, ort_heads or 0, ort_hidden or 0, attention,
-                                   heads or per_block or 0, rotary=rotary)
+                fused, ort_attention = self._fuse(
+                    source, kind, ort_heads or 0, ort_hidden or 0, attention,
+                    heads or per_block or 0, rotary=rotary, by_ort=by_ort)
             except Exception as err:  # noqa: BLE001 - ORT's optimizer fails in many ways
                 notes.append(f"{label}: ONNX Runtime's optimizer failed ({_first_line(err)})")
                 continue
+            ort_attention_seen = ort_attention_seen or ort_attention
             counts = _fused_counts(fused)
             rotary_seen = bool(counts.get("RotaryEmbedding"))
             if not counts:
@@ -267,7 +276,10 @@ class FuseTransformer(Pass):
 
     def _fuse(self, model: onnx.ModelProto, kind: str, heads: int, hidden: int,
               attention: bool, chosen: int | Mapping[str, int], *,
-              rotary: bool = True) -> onnx.ModelProto:
+              rotary: bool = True, by_ort: bool = True) -> tuple[onnx.ModelProto, bool]:
+        """``model`` through ORT's optimizer, then graphfix's attention fusion where ORT's
+        fused no attention (``by_ort=False``: ORT's attention patterns are not tried); and
+        whether the attention fused is ORT's."""
         from onnxruntime.transformers.fusion_options import AttentionMaskFormat, FusionOptions
         from onnxruntime.transformers.optimizer import optimize_model
 
@@ -276,7 +288,7 @@ class FuseTransformer(Pass):
         load_external_values(work)  # ORT's optimizer reads every weight from the proto
         options = FusionOptions(kind)
         # Heads per block (Rule 9): ORT's optimizer takes one count, graphfix's fusion each.
-        options.enable_attention = attention and isinstance(chosen, int)
+        options.enable_attention = attention and by_ort and isinstance(chosen, int)
         options.enable_rotary_embeddings = rotary
         if options.attention_mask_format == AttentionMaskFormat.MaskIndexEnd:
             # Rule 6: the fused attention reads the mask itself, not key lengths.
@@ -291,8 +303,9 @@ class FuseTransformer(Pass):
             if not shapes:
                 raise
             fused = work
-        if shapes and not any(n.domain == _CONTRIB and n.op_type in _ATTENTION
-                             for n in fused.graph.node):
+        ort_attention = any(n.domain == _CONTRIB and n.op_type in _ATTENTION
+                            for n in fused.graph.node)
+        if shapes and not ort_attention:
             before = onnx.ModelProto()
             before.CopyFrom(fused)
             try:
@@ -312,7 +325,7 @@ class FuseTransformer(Pass):
         if not any(o.domain == _CONTRIB for o in fused.opset_import):
             fused.opset_import.add(domain=_CONTRIB, version=1)
         _keep_inputs(fused, model)
-        return fused
+        return fused, ort_attention
 
     def _accept(self, model: onnx.ModelProto, fused: onnx.ModelProto, counts: Counter[str],
                 kind: str, heads: int | None, hidden: int | None, label: str,

@@ -270,11 +270,17 @@ def _projection_width(g: GraphView, name: str) -> int | None:
     projection's divided by the parts a Split makes of it: what -1 heads stand for."""
     node = g.producer.get(name)
     parts = 1
+    cut: tuple[int, int] | None = None  # a Slice of the projection: [start, end) of its width
     for _ in range(6):
         if node is None:
             return None
         if node.op_type == "Split":
             parts = len(node.output)
+            node = g.producer.get(node.input[0])
+        elif node.op_type == "Slice" and cut is None and parts == 1:
+            cut = _slice_range(g, node)  # Phi-3's q: the first part of one qkv projection
+            if cut is None:
+                return None
             node = g.producer.get(node.input[0])
         elif node.op_type == "Reshape":  # GPT-2's Conv1D: a Gemm on a flattened input
             node = g.producer.get(node.input[0])
@@ -292,7 +298,26 @@ def _projection_width(g: GraphView, name: str) -> int | None:
         return None
     transposed = node.op_type == "Gemm" and any(a.name == "transB" and a.i for a in node.attribute)
     width = int(dims[0] if transposed else dims[-1])
+    if cut is not None:
+        start, end = cut
+        return min(end, width) - start if start < min(end, width) else None
     return width // parts if width % parts == 0 else None
+
+
+def _slice_range(g: GraphView, node: onnx.NodeProto) -> tuple[int, int] | None:
+    """[start, end) of a Slice of one axis with step 1 and constant bounds at or above zero
+    (an end past the width: up to it); None for any other Slice."""
+    bounds = [g.constant(node.input[i]) if len(node.input) > i and node.input[i] else None
+              for i in (1, 2, 3, 4)]
+    starts, ends, axes, steps = (None if b is None else [int(v) for v in np.asarray(b).ravel()]
+                                 for b in bounds)
+    if starts is None or ends is None or len(starts) != 1 or len(ends) != 1:
+        return None
+    if (axes is not None and len(axes) != 1) or (steps is not None and steps != [1]):
+        return None
+    if starts[0] < 0 or ends[0] < 0:
+        return None
+    return starts[0], ends[0]
 
 
 def _weight_dims(g: GraphView, name: str) -> list[int] | None:

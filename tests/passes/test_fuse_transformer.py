@@ -58,6 +58,29 @@ def test_minus_one_heads_are_solved_with_the_projection_width():
     assert read_heads(attention("{1, 8, -1, 4}")) == Heads(4, 4, 1)
 
 
+def test_minus_one_heads_are_solved_through_a_slice_of_one_qkv_projection():
+    # Phi-3 (dynamo exporter): q = qkv[..., :hidden] of one projection [q | k | v], then
+    # Reshape(q, [batch, seq, -1, size])
+    model = onnx.parser.parse_model(HEADER + """
+    g (float[1,8,16] x) => (float[1,4,8,8] y) {
+        shape = Constant<value = int64[4] {1, 8, -1, 4}>()
+        zero = Constant<value = int64[1] {0}>()
+        width = Constant<value = int64[1] {16}>()
+        axis = Constant<value = int64[1] {2}>()
+        qkv = MatMul(x, W)
+        q = Slice(qkv, zero, width, axis)
+        qh = Reshape(q, shape)
+        qt = Transpose<perm = [0, 2, 1, 3]>(qh)
+        kt = Transpose<perm = [0, 2, 3, 1]>(qh)
+        s = MatMul(qt, kt)
+        y = Softmax<axis = -1>(s)
+        z = MatMul(y, qt)
+    }""")
+    model.graph.initializer.append(numpy_helper.from_array(
+        np.random.default_rng(0).standard_normal((16, 48)).astype(np.float32), "W"))
+    assert read_heads(model) == Heads(4, 4, 1)
+
+
 def test_a_target_the_projection_contradicts_is_not_read():
     found = read_heads(attention("{1, 8, 4, 4}", width=32))
     assert isinstance(found, str) and "projection" in found
@@ -395,3 +418,50 @@ def test_torchs_own_transformer_encoder_from_the_legacy_exporter_is_fused_quietl
     assert done.stdout == ""
     fused = onnx.load(out)
     assert sum(n.op_type == "Attention" for n in fused.graph.node) == 1
+
+
+@pytest.mark.tools
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")
+def test_a_wrong_match_of_orts_attention_pattern_falls_back_to_graphfixs_fusion(tmp_path):
+    """CLIP's text encoder (legacy exporter): ORT's BERT attention pattern matches a block and
+    reads only its padding mask, not its causal one (thousands of times the tolerance). The
+    pass then fuses every block with graphfix's attention fusion, which adds the whole mask,
+    instead of giving attention up."""
+    import torch
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    torch.manual_seed(0)
+    config = CLIPTextConfig(vocab_size=100, hidden_size=32, num_hidden_layers=2,
+                            num_attention_heads=4, intermediate_size=64,
+                            max_position_embeddings=16, eos_token_id=2,
+                            attn_implementation="eager")
+    clip = CLIPTextModel(config).eval()
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.clip = clip
+
+        def forward(self, input_ids, attention_mask):  # noqa: ANN001, ANN201
+            return self.clip(input_ids=input_ids,
+                             attention_mask=attention_mask).last_hidden_state
+
+    path = tmp_path / "clip.onnx"
+    with torch.no_grad():
+        torch.onnx.export(Wrapped(), (torch.randint(0, 100, (2, 8)),
+                                      torch.ones(2, 8, dtype=torch.int64)), str(path),
+                          input_names=["input_ids", "attention_mask"], output_names=["y"],
+                          dynamic_axes={"input_ids": {0: "b", 1: "s"},
+                                        "attention_mask": {0: "b", 1: "s"}},
+                          opset_version=17, dynamo=False)
+    model = onnx.load(path)
+    feeds = _padding_feeds()
+    result = FuseTransformer(feeds=feeds)(model)
+    notes = " ".join(result.details["notes"])
+    assert "all fusions refused" in notes, notes
+    assert result.stats["attention_fused"] == 2, notes
+    names = [o.name for o in model.graph.output]
+    reference = onnx.load(path)
+    for ref, out in zip(run_outputs(reference, feeds, names),
+                        run_outputs(result.model, feeds, names)):
+        np.testing.assert_allclose(out["y"], ref["y"], rtol=1e-4, atol=1e-4)
