@@ -46,7 +46,7 @@ import onnx
 
 from graphfix.errors import PassError, UnknownPassError
 from graphfix.graph import Snapshot, count_nodes, default_inputs
-from graphfix.model_io import MEASURED_SIZE_LIMIT, stored_size, weight_bytes
+from graphfix.model_io import stored_size
 
 if TYPE_CHECKING:
     from graphfix.options import RunOptions
@@ -209,8 +209,6 @@ def plain_size(model: onnx.ModelProto) -> int:
     folds of a run held to its size are measured by. The annotations are optional, and the
     pipeline leaves the new ones out where the model would be larger than its input."""
     size = stored_size(model)
-    if size == weight_bytes(model) and size >= MEASURED_SIZE_LIMIT:
-        return size  # measured by its weights alone
     annotations = 0
     for value in [*model.graph.value_info,
                   *(p for p in model.metadata_props if p.key.startswith("graphfix."))]:

@@ -12,6 +12,7 @@ import onnx
 import pytest
 
 from graphfix import model_io
+from onnx import helper, numpy_helper
 from graphfix.errors import ModelLoadError, ModelSaveError
 
 LINEAR = """
@@ -588,3 +589,57 @@ def test_nodes_are_written_in_runs_that_keep_their_order_and_content():
     x = np.array([-1, 2, -3, 4], np.float32)
     out = model_io.ort_session(model).run(None, {"x": x, "c": np.array(True)})[0]
     np.testing.assert_allclose(out, -(np.maximum(x, 0) + [1, 2, 3, 4]) * 0.5)
+
+
+def _external_offsets(path):
+    model = onnx.load(path, load_external_data=False)
+    return {t.name: int(next(e.value for e in t.external_data if e.key == "offset"))
+            for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL}
+
+
+def test_a_packed_data_file_is_written_packed_and_an_aligned_one_aligned(tmp_path):
+    """Weights are written as tightly as their source held them: padding a packed data file
+    to page boundaries made outputs larger than their inputs (a 7 MB model's by 62 KB); a
+    source whose large weights start at page boundaries (ONNX Runtime maps them from the
+    file) keeps them there."""
+    rng = np.random.default_rng(0)
+    big = (rng.standard_normal(2**18 + 3).astype(np.float32),  # over 1 MiB
+           rng.standard_normal(2**18 + 5).astype(np.float32))
+    small = rng.standard_normal(700).astype(np.float32)
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [None])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None])
+    nodes = [helper.make_node("Add", ["x", "s"], ["a"]),
+             helper.make_node("ReduceSum", ["b0"], ["r0"], keepdims=1),
+             helper.make_node("ReduceSum", ["b1"], ["r1"], keepdims=1),
+             helper.make_node("Add", ["r0", "r1"], ["r"]), helper.make_node("Add", ["a", "r"], ["y"])]
+    inits = [numpy_helper.from_array(small, "s"), numpy_helper.from_array(big[0], "b0"),
+             numpy_helper.from_array(big[1], "b1")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    packed = tmp_path / "packed.onnx"
+    onnx.save(onnx.ModelProto.FromString(model.SerializeToString()), packed, save_as_external_data=True, location="packed.onnx.data",
+              size_threshold=1024)
+    assert any(o % 4096 for o in _external_offsets(packed).values())
+    model_io.save(model_io.load(packed, load_external_data=False), tmp_path / "out.onnx",
+                  external_data=True)
+    assert (tmp_path / "out.onnx.data").stat().st_size == sum(a.nbytes for a in (small, *big))
+    # a source whose large weights start at page boundaries keeps them there
+    aligned, offset = onnx.ModelProto(), 0
+    aligned.CopyFrom(model)
+    with open(tmp_path / "aligned.onnx.data", "wb") as f:
+        for tensor in aligned.graph.initializer:
+            offset += -offset % 4096
+            f.seek(offset)
+            f.write(tensor.raw_data)
+            length = len(tensor.raw_data)
+            tensor.ClearField("raw_data")
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            for key, value in (("location", "aligned.onnx.data"), ("offset", str(offset)),
+                               ("length", str(length))):
+                tensor.external_data.add(key=key, value=value)
+            offset += length
+    onnx.save(aligned, tmp_path / "aligned.onnx")
+    model_io.save(model_io.load(tmp_path / "aligned.onnx", load_external_data=False),
+                  tmp_path / "again.onnx", external_data=True)
+    offsets = _external_offsets(tmp_path / "again.onnx")
+    assert offsets["b0"] % 4096 == 0 and offsets["b1"] % 4096 == 0

@@ -29,7 +29,7 @@ submodules only, and a leading underscore keeps a name inside its own file.
 
 from __future__ import annotations
 
-from graphfix.model_io.encoding import PROTOBUF_LIMIT, skeleton, write_scratch
+from graphfix.model_io.encoding import PROTOBUF_LIMIT, skeleton, stored_size, write_scratch
 from graphfix.model_io.checking import (
     check_model,
     checker_problem,
@@ -57,7 +57,6 @@ from graphfix.model_io.tensors import (
     data_files,
     MEASURED_SIZE_LIMIT,
     has_value,
-    stored_size,
     iter_tensors,
     load_external_values,
     same_tensor,

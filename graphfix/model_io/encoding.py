@@ -27,7 +27,11 @@ from graphfix.model_io.runtime import ir_capped
 from graphfix.model_io.tensors import (
     _DATA_FIELDS,
     _LITTLE_ENDIAN,
+    MEASURED_SIZE_LIMIT,
+    inline_bytes,
     lazy_source,
+    lazy_tensors,
+    weight_bytes,
     _nbytes,
     _plain_dtype,
     _point_at,
@@ -41,7 +45,12 @@ __all__ = ["PROTOBUF_LIMIT", "skeleton", "write_scratch"]
 PROTOBUF_LIMIT = 2**31 - 1
 # Tensors at least this large go to the external data file (onnx's own default threshold).
 _EXTERNAL_THRESHOLD = 1024
+# Large weights start at a multiple of the page size in the data file (ONNX Runtime maps such a
+# weight from the file instead of reading it: its own saver aligns weights over 1 MiB to 4 KiB
+# when asked). Only where the source's large weights were aligned: padding a file that was not
+# makes the output larger than the input (a 7 MB model's data grew by 62 KB).
 _ALIGNMENT = 4096
+_ALIGN_FROM = 2**20
 # Weights copied file to file (or read) this much at a time when the kernel cannot copy them.
 _CHUNK_BYTES = 16 * 2**20
 
@@ -103,6 +112,16 @@ def skeleton(model: onnx.ModelProto, *, keep_below: int = _EXTERNAL_THRESHOLD) -
     return copy
 
 
+def stored_size(model: onnx.ModelProto) -> int:
+    """The bytes ``model`` takes written, its weights left in their data files included. Past
+    :data:`MEASURED_SIZE_LIMIT` of weights it is measured on its :func:`skeleton` (nothing
+    large copied or serialized), the weights counted by their types and shapes: within a few
+    bytes per large weight, and every node, annotation and name counted."""
+    weights = weight_bytes(model)
+    measured = model if weights < MEASURED_SIZE_LIMIT else skeleton(model)
+    return measured.ByteSize() + weights - inline_bytes(measured)
+
+
 _FUNCTION_FIELDS = frozenset(f.name for f in onnx.FunctionProto.DESCRIPTOR.fields)
 
 # What a model declares about shapes without proving them: left out for tools that trust it.
@@ -137,6 +156,8 @@ class Encoder:
     # When a set: only initializers of these names are lent to ``memory``.
     lendable: frozenset[str] | None = None
     end: int = 0  # bytes of data_file used
+    # weights of _ALIGN_FROM bytes or more start at a multiple of this (1: packed)
+    alignment: int = 1
     # Fields left out of every graph and function (``value_info``: the shapes a file only
     # declares, which a tool that trusts them can build on when they are stale).
     without: frozenset[str] = frozenset()
@@ -298,8 +319,9 @@ class Encoder:
         return [_reference(tensor, self.data_name, start, len(raw))]
 
     def _place(self, length: int) -> int:
-        """Where the next ``length`` bytes go in ``data_file``: aligned after what is there."""
-        start = self.end + (-self.end) % _ALIGNMENT
+        """Where the next ``length`` bytes go in ``data_file``: after what is there, aligned
+        where large (``alignment``)."""
+        start = self.end + ((-self.end) % self.alignment if length >= _ALIGN_FROM else 0)
         self.end = start + length
         return start
 
@@ -398,6 +420,14 @@ def _write_pieces(f: BinaryIO, pieces: list[_Piece]) -> None:
             f.write(_piece_bytes(piece))
 
 
+def _source_alignment(model: onnx.ModelProto) -> int:
+    """:data:`_ALIGNMENT` where every large weight ``model`` reads from a data file starts at
+    a multiple of it there (ONNX Runtime's saver with alignment on, or graphfix's output),
+    else 1: the data file is written packed, as most exporters write theirs."""
+    large = [offset for _, _, offset, length in lazy_tensors(model) if length >= _ALIGN_FROM]
+    return _ALIGNMENT if large and all(o % _ALIGNMENT == 0 for o in large) else 1
+
+
 def write_model(
     model: onnx.ModelProto,
     path: Path,
@@ -419,7 +449,7 @@ def write_model(
         if external:
             with open(data_path, "w+b", buffering=0) as data_file:
                 encoder = Encoder(lazy=lazy, data_file=data_file, data_name=data_name,
-                                   without=without)
+                                   without=without, alignment=_source_alignment(model))
                 pieces = encoder.model(model)
                 wrote_data = encoder.finish()
                 if durable:

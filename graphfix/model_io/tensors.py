@@ -353,21 +353,9 @@ def weight_bytes(model: onnx.ModelProto) -> int:
     return sum(_nbytes(t) for t in iter_tensors(model))
 
 
-# Past this many bytes of weights, a model is measured by its weights alone: serializing it to
-# measure would copy every weight.
+# Past this many bytes of weights, a model is measured on its skeleton (the weights' bytes
+# counted, not serialized): serializing it to measure would copy every weight.
 MEASURED_SIZE_LIMIT = 64 * 1024 * 1024
-
-
-def stored_size(model: onnx.ModelProto) -> int:
-    """The bytes ``model`` takes written, its weights left in their data files included (past
-    :data:`MEASURED_SIZE_LIMIT` of weights, or 2 GB, the weights' bytes alone)."""
-    weights = weight_bytes(model)
-    if weights >= MEASURED_SIZE_LIMIT:
-        return weights
-    try:
-        return model.ByteSize() + weights - inline_bytes(model)
-    except ValueError:  # past 2 GB
-        return weights
 
 
 def inline_bytes(model: onnx.ModelProto) -> int:
