@@ -37,9 +37,11 @@ __all__ = [
     "Names",
     "reads",
     "rename_reads",
+    "shorten_new_names",
     "Index",
     "live_nodes",
     "toposort",
+    "sort_nodes",
     "CycleError",
     "Snapshot",
     "Dim",
@@ -350,6 +352,56 @@ def rename_reads(node: onnx.NodeProto, rename: dict[str, str], *,
                 output.name = inner[output.name]
 
 
+def shorten_new_names(graph: onnx.GraphProto, known: set[str]) -> int:
+    """Names in the main graph that are not in ``known`` (those a rewrite made: ``w_folded``,
+    ``Shape_0``): node names go (and every node's empty name, domain and doc string written out
+    as empty fields), and tensors (not the graph's inputs or outputs) get the shortest
+    names free (``0``, ``1``, ... ``z``, ``10``), read so in bodies too. Returns the bytes of
+    names saved. Names are optional for nodes and free for tensors: nothing computes
+    differently."""
+    taken = all_names(graph)
+    saved = 0
+    for node in graph.node:
+        if node.name and node.name not in known:
+            saved += len(node.name.encode())
+            node.name = ""
+    for node in all_nodes(graph):  # an empty field written out costs its tag and length
+        for field in ("name", "domain", "doc_string"):
+            if node.HasField(field) and not getattr(node, field):
+                node.ClearField(field)
+                saved += 2
+    fixed = {v.name for v in graph.input} | {v.name for v in graph.output}
+    fixed |= {a.tensor_name for a in graph.quantization_annotation}
+    new = [t.name for t in graph.initializer if t.name not in known and t.name not in fixed]
+    new += [name for node in graph.node for name in node.output
+            if name and name not in known and name not in fixed]
+    counter = 0
+    rename: dict[str, str] = {}
+    for name in dict.fromkeys(new):
+        while True:
+            short = np.base_repr(counter, 36).lower()
+            counter += 1
+            if short not in taken:
+                break
+        if len(short) >= len(name):
+            continue
+        taken.add(short)
+        rename[name] = short
+        saved += len(name.encode()) - len(short)
+    if not rename:
+        return saved
+    for tensor in graph.initializer:
+        tensor.name = rename.get(tensor.name, tensor.name)
+    for node in graph.node:
+        rename_reads(node, rename)
+        for position, name in enumerate(node.output):
+            if name in rename:
+                node.output[position] = rename[name]
+    for value in graph.value_info:
+        value.name = rename.get(value.name, value.name)
+    return saved
+
+
 class Names:
     """Fresh names that collide with none in use: ``fresh("x")`` gives x, x_1, x_2, ..."""
 
@@ -541,6 +593,21 @@ def toposort(nodes: Sequence[onnx.NodeProto]) -> list[onnx.NodeProto]:
             emitted.add(id(node))
             ordered.append(node)
     return ordered
+
+
+def sort_nodes(graph: onnx.GraphProto) -> int:
+    """Put the nodes of ``graph`` and of every body in it in topological order, as ONNX
+    requires (ONNX Runtime sorts a graph itself; onnx.checker and onnxsim refuse one that is
+    not); an order that already is one stays. Returns how many graphs were reordered; raises
+    :class:`CycleError` on a cycle."""
+    moved = 0
+    for g in graphs_bottom_up(graph):
+        ordered = toposort(list(g.node))
+        if [id(n) for n in ordered] != [id(n) for n in g.node]:
+            del g.node[:]
+            g.node.extend(ordered)
+            moved += 1
+    return moved
 
 
 # ---------------------------------------------------------------- dimensions

@@ -563,6 +563,7 @@ class _Job:
                                         external_data=loaded.external_data)
         self.report.warnings += model_io.check_model(loaded.model, rewrite=True)
         self.declared = {value.name for value in loaded.model.graph.value_info}
+        self.names = graph_layer.all_names(loaded.model.graph)  # the input's own names
         # A model graphfix loaded itself is rewritten in place when the original can be read
         # again from its file for the parity check and the benchmark's baseline (or is not
         # needed again); a caller's model is never touched.
@@ -587,7 +588,7 @@ class _Job:
             except GraphfixError as error:
                 # The refusal's evidence (parity statistics, bench figures) travels with it.
                 raise self._with_report(error, optimized) from None
-        _annotations_within(optimized, self.declared, self.report.input.size_bytes)
+        _within(optimized, self.declared, self.names, self.report.input.size_bytes)
         self._finish(optimized)
         return OptimizeResult(optimized, self.report)
 
@@ -615,7 +616,7 @@ class _Job:
         try:
             done = self._passes(working, held=False)
             if size is not None:
-                _annotations_within(done.model, self.declared, size)
+                _within(done.model, self.declared, self.names, size)
             grown = model_io.stored_size(done.model) if size is not None else 0
             if size is not None and grown > size:
                 logger.info("the passes' output is larger than the input (%d > %d bytes): "
@@ -625,17 +626,22 @@ class _Job:
                         self.loaded.path, load_external_data=False))
                 self.held = True
                 done = self._passes(again, held=True)
+                _within(done.model, self.declared, self.names, size)
+                final = model_io.stored_size(done.model)
         except BaseException:
             if self.reference is not None:
                 self.reference.cancel()
             raise
         self._record(done)
         if self.held:
+            outcome = ("so the output is not larger" if final <= size else
+                       f"and their output is still {final - size} bytes larger (what the "
+                       "rewrites need beyond the input's bytes: names, attributes)")
             self.report.warnings.append(
                 f"the passes' first output was larger than the input ({grown} > {size} bytes: "
-                "constant folds that store new tensors); they ran again, each fold held to "
-                "the bytes the passes before it saved, so the output is not larger "
-                "(--max-growth 1.5 trades a larger file for fewer nodes)")
+                "constant folds that store new tensors, new names); they ran again, each fold "
+                f"held to the bytes the passes before it saved, {outcome} (--max-growth 1.5 "
+                "trades a larger file for fewer nodes)")
         # The passes rewrote the loaded model in place: the original is read again from its
         # file, once and only if something asks for it (a parity check whose reference did not
         # run beside the passes, the search for a pass that broke parity, the benchmark's
@@ -649,6 +655,15 @@ class _Job:
         # passes made of it before the gated passes is checked at its own (_verify), so that
         # the looser one lets no other pass's error through.
         lowers = any(p.name == "convert-precision" for p in self.pipeline)
+        try:
+            sorted_graphs = graph_layer.sort_nodes(working.graph)
+        except graph_layer.CycleError:
+            sorted_graphs = 0  # ONNX Runtime refused it already: the parity check says so
+        if sorted_graphs and not held:
+            self.report.warnings.append(
+                "the input's nodes were not in topological order, as ONNX requires (onnx.checker "
+                "and onnxsim refuse such a model; ONNX Runtime sorts it when it loads it): "
+                "sorted first, so the output is in order")
         return run_pipeline(working, self.pipeline, input_shapes=self.run.input_shapes,
                             progress=self.progress, judge=self.loads, strict=self.strict,
                             snapshot_before=gate.GATED_PASSES if self.verify and lowers else (),
@@ -806,16 +821,22 @@ class _Job:
         return error
 
 
-def _annotations_within(model: onnx.ModelProto, declared: set[str], size_before: int) -> None:
-    """Never a bigger file for shapes alone: where the optimized model is larger than the
-    input, the shape annotations (main-graph ``value_info``) the input did not have go
+def _within(model: onnx.ModelProto, declared: set[str], names: set[str],
+            size_before: int) -> None:
+    """Never a bigger file for shapes or names alone: where the optimized model is larger than
+    the input, the shape annotations (main-graph ``value_info``) the input did not have go
     (onnxsim writes one per tensor it inferred: a 10-node scikit-learn pipeline went from 1297
-    to 1489 bytes with 9 nodes). They are optional; ONNX Runtime infers shapes itself."""
-    if not any(v.name not in declared for v in model.graph.value_info):
-        return
+    to 1489 bytes with 9 nodes), and then the names the rewrites made are shortened
+    (:func:`graphfix.graph.shorten_new_names`: a 2 KB model whose tensors had one-letter
+    names came out 42% larger of ``_untransposed`` suffixes and node names alone). Both are
+    optional; ONNX Runtime infers shapes itself, and names compute nothing."""
     if model_size(model) <= size_before:
         return
-    graph_layer.keep_only(model.graph.value_info, lambda value: value.name in declared)
+    if any(v.name not in declared for v in model.graph.value_info):
+        graph_layer.keep_only(model.graph.value_info, lambda value: value.name in declared)
+        if model_size(model) <= size_before:
+            return
+    graph_layer.shorten_new_names(model.graph, names)
 
 
 def _bench(

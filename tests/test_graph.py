@@ -131,3 +131,34 @@ def test_keep_only_and_delete_positions_edit_in_place_in_order() -> None:
     graph.input.add().name = "y"
     assert drop_unread_initializers(graph) == 2
     assert [t.name for t in graph.initializer] == ["w", "x", "y"]
+
+
+def test_new_names_are_shortened_where_read_in_bodies_too():
+    import onnxruntime as ort
+
+    then = helper.make_graph([helper.make_node("Neg", ["made_by_a_rewrite"], ["t"])], "then",
+                             [], [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [3])])
+    other = helper.make_graph([helper.make_node("Identity", ["made_by_a_rewrite"], ["e"])],
+                              "else", [],
+                              [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [3])])
+    nodes = [helper.make_node("Relu", ["x"], ["made_by_a_rewrite"], name="Relu_0"),
+             helper.make_node("Add", ["made_by_a_rewrite", "folded_weight"], ["y"], name="keep"),
+             helper.make_node("If", ["c"], ["z"], then_branch=then, else_branch=other)]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3]),
+                     helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3]),
+         helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [3])],
+        [numpy_helper.from_array(np.array([1, 2, 3], np.float32), "folded_weight")]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    feeds = {"x": np.array([-1, 0.5, 2], np.float32), "c": np.array(True)}
+    before = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    size = model.ByteSize()
+    saved = graph.shorten_new_names(model.graph, {"x", "c", "y", "z", "keep"})
+    assert saved > 0 and model.ByteSize() < size
+    onnx.checker.check_model(model, full_check=True)
+    assert [n.name for n in model.graph.node] == ["", "keep", ""]
+    assert "made_by_a_rewrite" not in graph.all_names(model.graph)
+    after = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)

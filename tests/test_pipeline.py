@@ -250,3 +250,55 @@ def test_a_fold_may_spend_what_the_passes_before_it_saved() -> None:
     result = graphfix.optimize(model)
     assert "Tile" not in [n.op_type for n in result.model.graph.node]
     assert registry.plain_size(result.model) <= size
+
+
+def _nhwc_chain(length: int) -> onnx.ModelProto:
+    """An NHWC input read through a Transpose, a chain of element-wise ops, a Transpose back:
+    one-letter tensor names, no node names (as tf2onnx's minified exports have them)."""
+    from onnx import helper
+
+    names = [chr(ord("a") + i) for i in range(length + 1)]
+    nodes = [helper.make_node("Transpose", ["x"], [names[0]], perm=[0, 3, 1, 2])]
+    nodes += [helper.make_node("Sin" if i % 2 else "Cos", [names[i]], [names[i + 1]])
+              for i in range(length)]
+    nodes.append(helper.make_node("Transpose", [names[-1]], ["y"], perm=[0, 2, 3, 1]))
+    for node in nodes:
+        node.ClearField("name")
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 4, 3])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 4, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_names_the_rewrites_make_never_make_the_file_larger(tmp_path) -> None:
+    """Rewrites name what they make (``a_untransposed``, ``Transpose_0``): on a model whose
+    tensors have one-letter names that alone made the output larger than its input; those
+    names are shortened (and empty fields written out dropped) where it is, the rewrite kept."""
+    source = tmp_path / "chain.onnx"
+    onnx.save(_nhwc_chain(12), source)
+    result = graphfix.optimize_file(source, tmp_path / "out.onnx")
+    assert (tmp_path / "out.onnx").stat().st_size <= source.stat().st_size
+    written = onnx.load(tmp_path / "out.onnx")
+    assert "Transpose" not in [n.op_type for n in written.graph.node]
+    assert not any("so the output is not larger" in w for w in result.report.warnings)
+
+
+def test_nodes_out_of_order_are_sorted_first() -> None:
+    """ONNX requires topological order and ONNX Runtime does not: a model out of order runs,
+    while onnx.checker and onnxsim refuse it. It is sorted before the passes: simplify runs,
+    and the output is in order."""
+    from onnx import helper
+
+    nodes = [helper.make_node("Add", ["r", "r"], ["y"]), helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Mul", ["x", "x"], ["m"]), helper.make_node("Sub", ["y", "m"], ["z"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [2, 3])]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with pytest.raises(onnx.checker.ValidationError):
+        onnx.checker.check_model(model)
+    result = graphfix.optimize(model)
+    onnx.checker.check_model(result.model, full_check=True)
+    assert any("not in topological order" in w for w in result.report.warnings)
+    simplify = next(p for p in result.report.passes if p.name == "simplify")
+    assert simplify.skipped is None, simplify.skipped
