@@ -130,6 +130,10 @@ def first_line(err: BaseException | None, limit: int = 500) -> str:
     text = str(err).strip() if err is not None else "unknown error"
     lines = [line for line in text.splitlines() if line.strip()]
     line = lines[0].strip() if lines else type(err).__name__
+    # a sentence that goes on over the next lines (onnx's checker: "... input 'f' of node:",
+    # then the node, then the rest) is read whole
+    for more in lines[1:4] if line.endswith(":") else ():
+        line += " " + " ".join(more.split())
     line = _strip_signature(_ORT_PREFIX.sub("", line)).strip() or line
     if len(line) <= limit:
         return line

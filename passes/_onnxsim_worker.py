@@ -144,9 +144,14 @@ def _simplify_job(in_path: str, out_paths: list[str], err_path: str,
             if outputs[0].fits(budget.limit) or (
                     index and stable_choice(outputs, budget, len(attempts))):
                 break
-    except Exception:  # noqa: BLE001 - everything goes back to the parent as text
-        with open(err_path, "w", encoding="utf-8") as err:
-            err.write(traceback.format_exc())
+    except Exception as error:  # noqa: BLE001 - everything goes back to the parent as text
+        traceback.print_exc()  # the whole trace to the worker's log
+        with open(err_path, "w", encoding="utf-8") as err:  # what failed, for its message
+            err.write("".join(traceback.format_exception_only(type(error), error)))
+
+
+def _cut(text: str, limit: int = 500) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rsplit(" ", 1)[0] + "..."
 
 
 def _die_with_parent() -> None:
@@ -387,8 +392,11 @@ class OnnxsimWorker:
                 self._stopping = [p for p in self._stopping if not p.reaped(wait=False)]
                 self._stopping.append(process)
         if err_path.exists():
-            lines = [ln for ln in err_path.read_text(errors="replace").splitlines() if ln.strip()]
-            return f"onnxsim failed: {lines[-1] if lines else 'unknown error'}"
+            # the exception's message, its lines joined (onnx's checker writes one sentence
+            # over three lines: the node it names in the middle one)
+            text = " ".join(err_path.read_text(errors="replace").split())
+            text = text.split(": ", 1)[1] if ": " in text[:80] else text  # its type goes
+            return f"onnxsim failed: {_cut(text) or 'unknown error'}"
         if not os.path.exists(out_paths[0]):
             return "onnxsim wrote no model"
         outputs = []
