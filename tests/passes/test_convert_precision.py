@@ -1727,3 +1727,36 @@ g (float[N,3] x, float[3] a) => (float[N,3] y)
     runs = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": x, "a": a})[0] for m in (model, out)]
     np.testing.assert_allclose(runs[1], runs[0], rtol=1e-3)
+
+
+def test_a_periodic_function_of_the_inputs_stays_float32_on_generated_inputs(rng):
+    """Rule 16: a diffusion UNet's timestep embedding, sin(t * f) and cos(t * f). On t in
+    [-1, 1] float16 measures well; on timesteps up to 1000 the rounding of t * f turns every
+    sine around. Generated inputs keep the embedding float32 (and what computes its argument);
+    on real inputs the measurement decides."""
+    freqs = np.exp(-np.log(10000.0) * np.arange(16) / 16).astype(np.float32)
+    model = parse("""
+    g (float[4] t, float[4,32] x) => (float[4,32] y) {
+        axes = Constant<value = int64[1] {1}>()
+        tc = Unsqueeze(t, axes)
+        arg = Mul(tc, freqs)
+        s = Sin(arg)
+        c = Cos(arg)
+        e = Concat<axis = 1>(s, c)
+        h = MatMul(e, W)
+        z = Add(h, x)
+        y = Relu(z)
+    }""", freqs=freqs.reshape(1, 16),
+        W=rng.standard_normal((32, 32)).astype(np.float32) * np.float32(0.3))
+    result = ConvertPrecision()(copy(model))
+    assert result.modified
+    reasons = " ".join(str(island) for island in result.details["islands"])
+    assert "grows with the inputs" in reasons
+    timesteps = [{"t": np.array([999.0, 640.0, 37.0, 501.0], np.float32),
+                  "x": rng.uniform(-1, 1, (4, 32)).astype(np.float32)}]
+    assert check_parity(model, result.model, feeds=timesteps).passed
+    # lowered anyway (the embedding measured on timesteps in [-1, 1] only), it is far off
+    given = [{"t": rng.uniform(-1, 1, 4).astype(np.float32), "x": timesteps[0]["x"]}]
+    careless = ConvertPrecision(feeds=given)(copy(model))
+    assert careless.modified
+    assert not check_parity(model, careless.model, feeds=timesteps).passed
