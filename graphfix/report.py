@@ -210,6 +210,9 @@ def format_summary(report: Report) -> str:
         lines.append(
             f"parity: {verdict} on {runs} input set(s) in {parity.get('seconds', 0):.1f}s{detail}"
         )
+        # what the check could not do as asked (sizes the original rejects, inputs checked at
+        # their defaults only, ...): a pass verdict means only what was checked
+        lines += [f"  note: {note}" for note in parity.get("notes", []) if note]
     elif not report.verify:
         lines.append("")
         lines.append("parity: not checked (--no-verify)")

@@ -876,9 +876,11 @@ def _generated_run(
     tried, error = found.rejected, found.error
     if found.feed is not None:
         if tried:
+            shown_sizes = "; ".join(tried[:3]) + (
+                f"; and {len(tried) - 3} larger size(s)" if len(tried) > 3 else "")
             notes.append(
-                f"run {run}: the {name} rejects {'; '.join(tried)} "
-                f"({first_line(error)}); checked at {_shapes(found.feed)}"
+                f"run {run}: the {name} rejects {shown_sizes} ({first_line(error)}); "
+                f"checked at {_shapes(found.feed)} only"
             )
         return found.feed, found.outputs
     if not tried and isinstance(error, ValidationInputError):

@@ -161,6 +161,12 @@ def test_sizes_the_original_rejects_are_retried_and_noted() -> None:
     assert result.passed
     assert all(int(run["x"].split(", ")[1].rstrip("]")) % 16 == 0 for run in result.runs)
     assert result.notes and "rejects" in result.notes[0]
+    # the summary a command prints says so too: a pass means only what was checked
+    import graphfix
+    from graphfix.report import format_summary
+
+    summary = format_summary(graphfix.optimize(model).report)
+    assert "note: run 0: the original rejects" in summary and "only" in summary
 
 
 def test_given_feeds_and_npz_inputs(tmp_path) -> None:
