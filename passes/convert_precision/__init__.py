@@ -370,6 +370,8 @@ class ConvertPrecision(KeepsWorker, Pass):
             "islands": len(islands),
             "casts_added": stats.casts,
             "weights_converted": stats.weights_converted + stats.weights_copied,
+            # read both in float32 and lowered: stored once, cast where lowered
+            "weights_cast": stats.weights_cast,
             "values_saturated": stats.values_saturated,
             # too small for the type, kept at its smallest positive value (an epsilon)
             "values_kept_nonzero": stats.values_raised,

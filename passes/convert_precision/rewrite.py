@@ -133,6 +133,7 @@ class LowerStats:
     casts: int = 0
     weights_converted: int = 0
     weights_copied: int = 0
+    weights_cast: int = 0  # read in both types: stored once, cast where lowered
     values_saturated: int = 0
     values_raised: int = 0  # non-zero values the type would make zero, kept non-zero
 
@@ -242,7 +243,16 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
                 continue
             key = (name, target)
             if key not in converted:
-                if name in analysis.initializers:
+                if name in analysis.initializers and not in_place and _cast_at_load(
+                        analysis, name, target):
+                    # read in both types: stored once, in float32, and cast where lowered
+                    # (ONNX Runtime folds the Cast when it loads the model): a second copy
+                    # made the float16 model of an unrolled recurrence larger than its input
+                    converted[key] = names.fresh(f"{name}_{_SHORT[target]}")
+                    inserts.add(-1, _cast(name, converted[key], target,
+                                          names.fresh(f"{name}_to_{_SHORT[target]}")))
+                    stats.weights_cast += 1
+                elif name in analysis.initializers:
                     converted[key] = _convert_initializer(analysis, name, target, in_place,
                                                           names, stats)
                 else:
@@ -260,6 +270,23 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
 
 def _read_by_bodies(analysis: Analysis, name: str) -> bool:
     return name in analysis.read_by_bodies
+
+
+# A weight read both in float32 and lowered is cast where lowered, not copied, from this size.
+_CAST_WEIGHTS_FROM = 1024
+
+
+def _cast_at_load(analysis: Analysis, name: str, target: int) -> bool:
+    """Whether the lowered readers of weight ``name`` read a Cast of it rather than a rounded
+    copy: float16 (a Cast rounds as the copy does, to nearest even; ONNX Runtime's bfloat16
+    Cast need not), a weight of :data:`_CAST_WEIGHTS_FROM` bytes or more whose values all
+    round as they are (none saturated, none kept non-zero)."""
+    tensor = analysis.initializers[name]
+    if target != onnx.TensorProto.FLOAT16 or tensor.data_type != FLOAT or (
+            4 * math.prod(tensor.dims) < _CAST_WEIGHTS_FROM):
+        return False
+    _, saturated, raised = _rounded(analysis, tensor)
+    return not saturated and not raised
 
 
 def _convert_initializer(analysis: Analysis, name: str, target: int, in_place: bool,

@@ -1760,3 +1760,26 @@ def test_a_periodic_function_of_the_inputs_stays_float32_on_generated_inputs(rng
     careless = ConvertPrecision(feeds=given)(copy(model))
     assert careless.modified
     assert not check_parity(model, careless.model, feeds=timesteps).passed
+
+
+def test_a_weight_read_in_both_types_is_stored_once(rng):
+    """A weight read by a float32 island and by lowered nodes (an unrolled recurrence, a tied
+    embedding) is stored once, in float32, and cast where lowered: a rounded second copy made
+    the float16 model larger than its float32 input. The Cast rounds as the copy did."""
+    model = parse("""
+    g (float[4,64] x) => (float[4,64] y) {
+        a = MatMul(x, W)
+        b = Relu(a)
+        c = MatMul(b, W)
+        y = Tanh(c)
+    }""", W=rng.standard_normal((64, 64)).astype(np.float32) * np.float32(0.1))
+    for index, node in enumerate(model.graph.node):
+        node.name = f"n{index}"
+    result = ConvertPrecision(keep_float32=["n0"])(copy(model))
+    assert result.modified and result.stats["weights_cast"] == 1, result.stats
+    weights = [t for t in result.model.graph.initializer if list(t.dims) == [64, 64]]
+    assert len(weights) == 1 and weights[0].data_type == onnx.TensorProto.FLOAT
+    # a copy in float16 would add 8 KiB; a Cast and the precision record, a few hundred bytes
+    assert result.model.ByteSize() < model.ByteSize() + 1024
+    feeds = [{"x": rng.uniform(-1, 1, (4, 64)).astype(np.float32)}]
+    assert check_parity(model, result.model, feeds=feeds).passed
