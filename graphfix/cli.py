@@ -349,7 +349,7 @@ def _progress(enabled: bool) -> Callable[..., None] | None:
         return None
     started = time.perf_counter()
     terminal = _on_terminal()
-    last: list[str] = [""]
+    last: list[str] = ["", ""]  # the text shown last, and its step
 
     def show(step: str, done: int, total: int, unit: str = "") -> None:
         elapsed = time.perf_counter() - started
@@ -367,9 +367,10 @@ def _progress(enabled: bool) -> Callable[..., None] | None:
             text = f"[{done + 1}/{total}] {step}"
         if terminal:
             click.echo(f"\r{text} ... {elapsed:.1f}s".ljust(70), err=True, nl=False)
-        elif text != last[0]:
+        elif text != last[0] and (step == "parity" or unit or step != last[1]):
+            # elsewhere a step counted in rounds (the speed gate's timing) is one line
             click.echo(f"graphfix: {text} ({elapsed:.1f}s)", err=True)
-        last[0] = text
+        last[0], last[1] = text, step
 
     return show
 

@@ -789,7 +789,8 @@ class _Job:
             return run_pipeline(_copy(original()), rest, input_shapes=self.run.input_shapes,
                                 judge=self.loads, hold_size=self.held).model
 
-        verdicts, replacement = gate.judge(optimized, without, gated, self.run, self.bench)
+        verdicts, replacement = gate.judge(optimized, without, gated, self.run, self.bench,
+                                           progress=self.progress)
         self.report.speed_gate = {"verdicts": [v.to_dict() for v in verdicts],
                                   "note": "; ".join(v.note for v in verdicts)}
         if replacement is None:

@@ -70,17 +70,24 @@ def judge(
     passes: Sequence[str],
     run: RunOptions,
     options: BenchOptions | None = None,
+    progress: Callable[..., None] | None = None,
 ) -> tuple[list[Verdict], onnx.ModelProto | None]:
     """Judge each of ``passes`` (in pipeline order) by its own effect, the last one first: the
     model with it against ``without(left out)``, the same pipeline without it (and without those
     already left out), on the run's provider. Returns a verdict per pass and, when any was
-    slower, the model to write instead (else None)."""
+    slower, the model to write instead (else None). ``progress(step, done, total)`` hears of
+    each step ("speed gate, PASS: ...") as it goes: the timing takes seconds to a minute."""
     candidate, replaced = optimized, False
     left_out: frozenset[str] = frozenset()
     verdicts: list[Verdict] = []
     for name in reversed(list(passes)):
+        if progress is not None:
+            progress(f"speed gate, {name}: the pipeline without it", 0, 1)
         baseline = without(left_out | {name})
-        verdict = _compare(candidate, baseline, name, run, options)
+        timed = None if progress is None else (
+            lambda _step, done, total, *rest, _name=name: progress(
+                f"speed gate, {_name}: timing", done, total, *rest))
+        verdict = _compare(candidate, baseline, name, run, options, timed)
         verdicts.insert(0, verdict)
         if not verdict.kept:
             candidate, replaced = baseline, True
@@ -89,13 +96,14 @@ def judge(
 
 
 def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, run: RunOptions,
-             options: BenchOptions | None) -> Verdict:
+             options: BenchOptions | None, progress: Callable[..., None] | None = None
+             ) -> Verdict:
     arguments = (options or BenchOptions()).arguments()
     if "provider" not in arguments:
         arguments["provider"] = run.provider
     place_shapes(arguments, run, baseline, candidate)
     try:
-        result = benchmark(candidate, baseline=baseline, **arguments)
+        result = benchmark(candidate, baseline=baseline, progress=progress, **arguments)
     except GraphfixError as err:
         # The model with the pass does not open or run on the provider it is for (a fused
         # op whose kernel there refuses the shapes, say): written without it, never refused.

@@ -957,10 +957,13 @@ def test_the_lowered_types_tolerance_lets_no_float32_passs_error_through(
 def test_optimize_with_the_gate_writes_what_its_verdict_says(rng, tmp_path):
     path = tmp_path / "mlp.onnx"
     onnx.save(mlp(rng), path)
+    steps: list[str] = []
     result = graphfix.optimize_file(path, tmp_path / "out.onnx", precision="fp16",
-                                    provider="cpu")
+                                    provider="cpu", progress=lambda step, *_: steps.append(step))
     gate, = result.report.speed_gate["verdicts"]
     assert gate["provider"] == "cpu" and gate["verdict"] is not None
+    # the gate's seconds are said as they pass, not counted in the writing that follows
+    assert "speed gate, convert-precision: timing" in steps
     written = onnx.load(tmp_path / "out.onnx")
     assert (precision.read(written) is not None) == gate["kept"]
     if not gate["kept"]:
