@@ -34,6 +34,7 @@ import dataclasses
 import itertools
 import logging
 import math
+import time
 import re
 import zipfile
 import zlib
@@ -585,12 +586,14 @@ def _sizes(shapes: Mapping[str, Sequence[int]]) -> list[int]:
 class SizeSearch:
     """What :func:`search_sizes` found for one input set: the first generated set the model
     ran on and what that run returned (None, None when none ran), each set it rejected or was
-    not run on (described, with why), and the last error."""
+    not run on (described, with why), the last error, and how the sweep (:func:`_sweep`)
+    found the sizes where it did."""
 
     feed: Feeds | None
     outputs: Any
     rejected: list[str]
     error: BaseException | None
+    swept: str | None = None
 
 
 def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], Any], *,
@@ -632,7 +635,75 @@ def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], 
             rejected.append(shapes)
             continue
         return SizeSearch(feed, outputs, rejected, error)
+    if dynamic:
+        swept = _sweep(specs, index, run, seed=seed, input_shapes=input_shapes, sizes=sizes)
+        if swept is not None:
+            feed, outputs, note = swept
+            return SizeSearch(feed, outputs, rejected, error, swept=note)
+        rejected.append(f"every size from 1 to {SWEEP_LARGEST} of each dynamic dimension "
+                        "alone")
     return SizeSearch(None, None, rejected, error)
+
+
+SWEEP_LARGEST = 512
+"""The largest size :func:`_sweep` tries for one dimension."""
+SWEEP_SECONDS = 10.0
+"""The longest a sweep of one input set runs."""
+SWEEP_OTHERS = 32
+"""The size of the other dynamic dimensions in a sweep's second round."""
+
+
+def _sweep(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], Any], *, seed: int,
+           input_shapes: Mapping[str, Sequence[int]] | None, sizes: TensorSizes | None
+           ) -> tuple[Feeds, Any, str] | None:
+    """The size search's last resort, where no ladder size ran: one dynamic dimension at a
+    time (the last axes first: features before lengths), every size from 1 up, the others at
+    the ladders' first sizes. A size that convolutions and pools must bring to exactly what a
+    later node takes (madmom's beat tracker takes 81 spectrogram bins, its note model 144)
+    is found there, where the weights alone do not say it. Returns the set, its outputs and a
+    note; None when no size ran within :data:`SWEEP_SECONDS`."""
+    fixed = {name: [int(d) for d in dims] for name, dims in (input_shapes or {}).items()}
+    try:
+        first = make_feed_set(specs, index, seed=seed + index, input_shapes=input_shapes)
+    except (ValidationInputError, MemoryError):
+        return None
+    shapes = {name: list(np.shape(value)) for name, value in first.items()
+              if isinstance(value, np.ndarray)}
+    targets: list[tuple[str, int, int | str | None]] = []
+    for spec in specs:
+        if spec.name in fixed or not spec.dims or spec.name not in shapes:
+            continue
+        for axis in reversed(range(len(spec.dims))):
+            dim = spec.dims[axis]
+            if not isinstance(dim, int) and (spec.name, axis, dim) not in targets:
+                targets.append((spec.name, axis, dim))
+    # the others at the ladders' first sizes, then all at SWEEP_OTHERS (a time axis the
+    # first sizes give 1 frame, which no 3-wide convolution takes)
+    wide = {spec.name: [d if isinstance(d, int) else SWEEP_OTHERS for d in spec.dims]
+            for spec in specs if spec.dims and spec.name in shapes and spec.name not in fixed}
+    bases = [shapes, {**shapes, **wide}]
+    deadline = time.perf_counter() + SWEEP_SECONDS
+    for (name, axis, dim), base in itertools.product(targets, bases):
+        for size in range(1, SWEEP_LARGEST + 1):
+            if time.perf_counter() > deadline:
+                return None
+            trial = {n: list(v) for n, v in base.items()}
+            for spec in specs:  # a named dimension takes the size on every input that has it
+                for other, named in enumerate(spec.dims or ()):
+                    if spec.name in trial and ((spec.name, other) == (name, axis) or (
+                            isinstance(dim, str) and dim and named == dim)):
+                        trial[spec.name][other] = size
+            if sizes is not None and sizes.too_large({n: tuple(v) for n, v in trial.items()}):
+                break
+            try:
+                feed = make_feed_set(specs, index, seed=seed + index,
+                                     input_shapes={**trial, **fixed})
+                outputs = run(feed)
+            except Exception:  # noqa: BLE001 - a size the model rejects: the next one
+                continue
+            return feed, outputs, (f"{name}'s axis {axis} at every size from 1 to {size - 1} "
+                                   f"(it ran at {size})")
+    return None
 
 
 def nothing_to_compare(runs: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[str]:

@@ -877,7 +877,8 @@ def _generated_run(
     if found.feed is not None:
         if tried:
             shown_sizes = "; ".join(tried[:3]) + (
-                f"; and {len(tried) - 3} larger size(s)" if len(tried) > 3 else "")
+                f"; and {len(tried) - 3} larger size(s)" if len(tried) > 3 else "") + (
+                f"; then {found.swept}" if found.swept else "")
             notes.append(
                 f"run {run}: the {name} rejects {shown_sizes} ({first_line(error)}); "
                 f"checked at {_shapes(found.feed)} only"
@@ -888,7 +889,8 @@ def _generated_run(
     raise ValidationInputError(
         f"ONNX Runtime cannot run the {name} on generated inputs at any size tried "
         f"({'; '.join(tried)}): {first_line(error)}",
-        hint="give real inputs with --inputs, fix dynamic sizes with --input-shape" + (
+        hint="give real inputs with --inputs (the model keeps its dynamic sizes), or fix "
+             "them with --input-shape (fixed in the output too)" + (
             " (optimize skips the check with --no-verify)" if name == "original" else ""),
     )
 

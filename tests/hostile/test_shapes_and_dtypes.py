@@ -281,19 +281,32 @@ def test_bfloat16_without_verification(gf):
     gf.ort_session(gf.folder / "out.onnx")
 
 
-def _needs_seven() -> onnx.ModelProto:
+def _needs_seven(first: int = 3, second: int = 4) -> onnx.ModelProto:
     """x [N] split into 3 and 4: only N = 7 runs, a size no parity ladder tries, nor any
     Reshape's target holds."""
-    return onnx.parser.parse_model("""
+    return onnx.parser.parse_model(f"""
     <ir_version: 8, opset_import: ["" : 17]>
-    g (float[N] x) => (float[3] a, float[4] b) {
-        sizes = Constant <value = int64[2] {3, 4}> ()
+    g (float[N] x) => (float[{first}] a, float[{second}] b) {{
+        sizes = Constant <value = int64[2] {{{first}, {second}}}> ()
         a, b = Split (x, sizes)
-    }""")
+    }}""")
 
 
 def test_a_dynamic_size_no_ladder_tries(gf):
+    # found by the size search's last resort (every size of the dimension), and said
     gf.model(_needs_seven())
+    outcome = gf.optimized("m.onnx", "out.onnx", compare=False)
+    assert "it ran at 7" in outcome.stdout, outcome.stdout
+    x = {"x": np.linspace(-1, 1, 7, dtype=np.float32)}
+    want = gf.ort_session(gf.folder / "m.onnx").run(None, x)
+    got = gf.ort_session(gf.folder / "out.onnx").run(None, x)
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_dynamic_size_no_search_tries(gf):
+    # past the sweep's sizes: refused, with the options that give the size
+    gf.model(_needs_seven(300, 400))
     gf.refused("optimize", "m.onnx", "out.onnx", match="--input-shape")
 
 

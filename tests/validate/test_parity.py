@@ -425,6 +425,16 @@ def test_a_second_set_no_size_of_its_ladder_runs_is_drawn_at_the_first_sets_size
     """)
     result = check_parity(model, model)
     assert result.passed and len(result.runs) == 2
+    assert result.runs[1]["x"].endswith(", 1]")
+    # the size search's last resort finds the size for the set itself (at its own batch)
+    assert any("it ran at 1" in note for note in result.notes), result.notes
+    # where it does not (no time left for it), the set is drawn at the first set's sizes
+    import graphfix.feeds
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(graphfix.feeds, "SWEEP_SECONDS", 0.0)
+        result = check_parity(model, model)
+    assert result.passed and len(result.runs) == 2
     assert result.runs[0]["x"] == result.runs[1]["x"] and result.runs[1]["x"].endswith(", 1]")
     assert any("runs at no size of this set's ladder" in note for note in result.notes)
 
@@ -457,3 +467,25 @@ g (float[N,3] x, float[3] scale) => (float[N,3] y) <float[3] scale = {1.0, 2.0, 
     assert capped.passed and any("defaults only" in note for note in capped.notes)
     # said only where the candidate still takes them
     assert not any("defaults only" in note for note in check_parity(reference, removed).notes)
+
+
+def test_a_size_only_a_sweep_finds_is_found() -> None:
+    """A spectrogram model whose convolutions must bring the bins to exactly 1 (madmom's beat
+    tracker takes 81): no ladder size runs, and no weight says the size; the search's last
+    resort tries each dynamic dimension at every size, the others at a length the
+    convolutions take."""
+    model = _model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[T, F] x) => (float[1, 1, R] y) {
+        axes = Constant <value = int64[2] {0, 1}> ()
+        x4 = Unsqueeze (x, axes)
+        c = Conv (x4, w)
+        last = Constant <value = int64[1] {3}> ()
+        y = Squeeze (c, last)
+    }
+    """)
+    model.graph.initializer.append(onnx.numpy_helper.from_array(
+        np.full((1, 1, 3, 20), 0.05, np.float32), "w"))
+    result = check_parity(model, model)
+    assert result.passed
+    assert all(run["x"].endswith(", 20]") for run in result.runs), result.runs
