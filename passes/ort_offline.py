@@ -77,6 +77,11 @@ Decisions:
    there a last-bit change moves outputs by whole quantization levels on some inputs only
    (an int4 Llama: 30% of input sets at batch 2 off by 50-270x the tolerance after the Div/Mul
    fusion, while parity's own sets passed), which parity sees only by chance.
+13. A model with bodies (If, Loop, Scan) goes through ORT a second time when the first
+   changed it: ORT writes the types of what a body reads from outside, and only reading them
+   back removes the Casts in the bodies that its first pass could not see were to the same
+   type (an EmbeddingBag's Loop, dynamo exporter: 7 of 9 Casts). The second output is kept
+   where it has fewer nodes and passes the same checks.
 """
 
 from __future__ import annotations
@@ -291,19 +296,30 @@ class OrtOffline(Pass):
             stats["order_kept"] = 1
         try:
             try:
-                optimized = self._attempt_portable(model, stats, disabled=disabled)
+                optimized, used = self._attempt_portable(model, stats, disabled=disabled)
             except _Grows as growth:
                 if _CONSTANT_FOLDING in disabled:
                     raise
                 # Rule 6: the fusions without the folding that grew the model.
                 logger.debug("ort-offline: %s; again without ConstantFolding", _reason(growth))
-                optimized = self._attempt_portable(
+                optimized, used = self._attempt_portable(
                     model, stats, disabled=(*disabled, _CONSTANT_FOLDING))
                 stats["constant_folding_off"] = 1
         except (_CannotLoad, Unportable, _Refused) as refusal:
             reason = _reason(refusal)
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
+        if any(any(True for _ in subgraphs(n)) for n in optimized.graph.node) and (
+                count_nodes(optimized) <= stats["nodes_before"]) and not same_graph(
+                    optimized.graph, model.graph, names=True):  # rule 13
+            try:
+                again = self._attempt(optimized, {}, used)
+                if count_nodes(again) < count_nodes(optimized):
+                    self._check(again, model, nonstandard_ops(again.graph, again.functions))
+                    stats["second_pass_nodes"] = count_nodes(optimized) - count_nodes(again)
+                    optimized = again
+            except (_CannotLoad, Unportable, _Refused, _Reworked, _Grows) as refusal:
+                logger.debug("ort-offline: second pass not kept (%s)", _reason(refusal))
         return self._finish(model, optimized, stats)
 
     def _finish(self, model: onnx.ModelProto, optimized: onnx.ModelProto,
@@ -330,11 +346,12 @@ class OrtOffline(Pass):
         return PassResult(optimized, True, stats=stats, warnings=warnings)
 
     def _attempt_portable(self, model: onnx.ModelProto, stats: dict[str, Any],
-                          disabled: Sequence[str]) -> onnx.ModelProto:
+                          disabled: Sequence[str]) -> tuple[onnx.ModelProto, Sequence[str]]:
         """:meth:`_attempt`, again without the rewrites that wrote op types the model does not
-        have (rule 9) or more nodes of a type (rule 10) when there are such."""
+        have (rule 9) or more nodes of a type (rule 10) when there are such; and the
+        rewrites left out."""
         try:
-            return self._attempt(model, stats, disabled)
+            return self._attempt(model, stats, disabled), disabled
         except _Reworked as reworked:
             makers = sorted({name for op in reworked.ops for name in _MAKERS.get(op, ())}
                             - set(disabled))
@@ -342,7 +359,8 @@ class OrtOffline(Pass):
                 raise
             logger.debug("ort-offline: %s; again without %s", reworked, ", ".join(makers))
             stats["fusions_off"] = len(makers)
-            return self._attempt(model, stats, [*disabled, *makers])
+            again = [*disabled, *makers]
+            return self._attempt(model, stats, again), again
 
     def _attempt(self, model: onnx.ModelProto, stats: dict[str, Any],
                  disabled: Sequence[str]) -> onnx.ModelProto:

@@ -642,3 +642,33 @@ def test_no_more_transposes_though_the_nodes_are_fewer(ort_run, rng) -> None:
              "z": rng.standard_normal(2).astype(np.float32)}
     for name, value in ort_run(original, feeds).items():
         np.testing.assert_array_equal(ort_run(result.model, feeds)[name], value)
+
+
+@pytest.mark.tools
+def test_a_model_with_bodies_reaches_a_fixed_point_in_one_run(tmp_path):
+    """Rule 13: ORT removes the Casts to the same type in an EmbeddingBag's Loop (dynamo
+    exporter) only once it reads back the types its first pass wrote: the pass goes through
+    ORT again, and a second run of the pass finds nothing left to do."""
+    torch = pytest.importorskip("torch")
+    from torch.export import Dim
+
+    from graphfix.graph import count_nodes
+
+    class Bags(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bag = torch.nn.EmbeddingBag(100, 8, mode="sum")
+
+        def forward(self, idx, off):  # noqa: ANN001, ANN201
+            return self.bag(idx, off)
+
+    path = tmp_path / "bags.onnx"
+    torch.onnx.export(Bags(), (torch.randint(0, 100, (10,)), torch.tensor([0, 3, 7])), path,
+                      input_names=["idx", "off"], output_names=["y"], dynamo=True,
+                      dynamic_shapes=({0: Dim("n", min=2, max=1000)},
+                                      {0: Dim("b", min=2, max=100)}))
+    model = onnx.load(path)
+    first = OrtOffline()(model)
+    assert first.modified and first.stats.get("second_pass_nodes", 0) > 0, first.stats
+    again = OrtOffline()(first.model)
+    assert not again.modified and count_nodes(again.model) == count_nodes(first.model)
