@@ -83,6 +83,9 @@ class _Block:
     # nn.MultiheadAttention does it (through batch x heads); the heads merged back sequence
     # first too, (S, batch, heads, head_size)
     seq_first: bool = False
+    # the key and value have one head, which the products broadcast over the query's
+    # (multi-query attention: Falcon); they are expanded for MultiHeadAttention
+    shared_kv: bool = False
 
 
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
@@ -456,11 +459,17 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
         _heads(view, mix.input[1], [[_SPLIT]])
     if seq_first and value is None:
         return None
+    shared_kv = False
     if key is None or value is None:  # grouped-query heads repeated, rotary keys: both split
         key, value = _split_key(view, product.input[1]), (mix.input[1], 1.0)
-        if key is None or not (_split(view, key[0], num_heads)
-                               and _split(view, value[0], num_heads)):
+        if key is None:
             return None
+        if not (_split(view, key[0], num_heads) and _split(view, value[0], num_heads)):
+            # one key and value head that the products broadcast (multi-query attention)
+            shared_kv = num_heads > 1 and _split(view, key[0], 1) and _split(
+                view, value[0], 1) and view.shapes[key[0]][1] == view.shapes[value[0]][1] == 1
+            if not shared_kv:
+                return None
     merge = view.only_reader(mix.output[0])
     if value[1] != 1.0 or merge is None or _perm(merge) != ([2, 0, 1, 3] if seq_first
                                                             else _SPLIT):
@@ -484,7 +493,7 @@ def _block(view: _View, softmax: onnx.NodeProto, num_heads: int) -> _Block | Non
     same = (merged is not None and wanted is not None and len(merged) == 3 == len(wanted)
             and merged[-1] is not None and merged[-1] in (wanted[-1], -1))
     return _Block(query[0], key[0], value[0], biases, scale * query[1] * key[1],
-                  query_split, reshape, same, num_heads, masked_rows)
+                  query_split, reshape, same, num_heads, masked_rows, shared_kv=shared_kv)
 
 
 @dataclasses.dataclass
@@ -705,7 +714,7 @@ def _packings(view: _View, blocks: list[_Block], float16: bool) -> list[_Packing
     """Each block's packing, where the weights it packs are read by the projections packed
     alone (one packing per set of weights, shared by the blocks that read them, as an
     ALBERT's layers do): a weight read elsewhere too would be kept twice, packed and not."""
-    found = [_packed(view, block, float16) for block in blocks]
+    found = [None if block.shared_kv else _packed(view, block, float16) for block in blocks]
     by_key: dict[tuple[str, ...], set[int]] = {}
     for packing in found:
         if packing is not None:
@@ -753,6 +762,15 @@ def fuse_attention(model: onnx.ModelProto, num_heads: int | Mapping[str, int],
                 source = getattr(block, role)
                 added.append(helper.make_node("Transpose", [source], [f"{prefix}_{role}_bsh"],
                                               name=f"{prefix}_{role}_bsh", perm=[1, 0, 2]))
+                setattr(block, role, added[-1].output[0])
+        if block.shared_kv:  # one key and value head, repeated for each query head
+            repeat = f"{prefix}_kv_heads"
+            model.graph.initializer.append(onnx.numpy_helper.from_array(
+                np.array([1, block.heads, 1, 1], np.int64), repeat))
+            for role in ("key", "value"):
+                added.append(helper.make_node("Expand", [getattr(block, role), repeat],
+                                              [f"{prefix}_{role}_heads"],
+                                              name=f"{prefix}_{role}_heads"))
                 setattr(block, role, added[-1].output[0])
         rows_of = packed.source if packed else block.query  # (batch, S, ...): S, for a bias
         if block.query_split:  # MultiHeadAttention takes the query as (batch, S, hidden)

@@ -477,6 +477,23 @@ def test_a_llama_block_with_rotary_and_grouped_query_heads_is_fused(kv_heads):
     assert node.input[1] == "kx" and node.input[2] == "vx"  # split into heads, repeated
 
 
+def test_a_multi_query_block_whose_one_key_head_the_products_broadcast_is_fused():
+    """Falcon's multi-query attention: one key and value head, not repeated but broadcast by
+    the two MatMuls over the query's four; MultiHeadAttention takes them expanded."""
+    model = llama_block(kv_heads=1)
+    graph = model.graph
+    for node in graph.node:  # the products read the one head as it is
+        node.input[:] = ["kr" if name == "kx" else "vt" if name == "vx" else name
+                         for name in node.input]
+    live = [n for n in graph.node if not {"ku", "ke", "kx", "vu", "ve", "vx"} & set(n.output)]
+    del graph.node[:]
+    graph.node.extend(live)
+    fused = _fused_and_exact(model, _causal_feeds())
+    ops = [n.op_type for n in fused.graph.node]
+    assert ops.count("MultiHeadAttention") == 1 and ops.count("Expand") == 2
+    assert "Softmax" not in ops
+
+
 def test_a_rotated_key_read_elsewhere_stays_computed():
     model = llama_block(present=True)
     fused = _fused_and_exact(model, _causal_feeds())
