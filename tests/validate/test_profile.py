@@ -239,6 +239,11 @@ def test_batch_one_on_a_dynamic_batch_is_measured_per_sample() -> None:
     assert found.evidence["inputs"] == ["x"]
     assert found.measured is not None and found.measured.statistic == "throughput"
     assert found.measured.verdict == FASTER  # kept only when the interval clears 1
+    assert "batch dimension" in found.reason
+    # a first dimension no name calls a batch may be a length (a streaming model's frames)
+    result = profile(_mlp(batch="input_dim_0"), input_shapes={"x": [1, 64]}, **TINY)
+    found = next(f for f in result.findings if f.kind == "batch-one")
+    assert "a batch, or a length" in found.reason
 
 
 def test_no_batch_finding_for_a_fixed_batch_or_without_measuring() -> None:

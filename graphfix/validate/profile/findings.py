@@ -376,10 +376,15 @@ def batch_one(observed: Observed) -> Finding | None:
                and observed.profile.input_shapes.get(spec.name, [0])[:1] == [1]]
     if not dynamic:
         return None
+    firsts = {str(spec.dims[0]) for spec in input_specs(observed.model, values=False)
+              if spec.name in dynamic}
+    named = all(d.lower().startswith("batch") or d.lower() in ("b", "n", "bs") for d in firsts)
+    # an unnamed first dimension may be a length (a streaming model's frames), not a batch
+    what = "batch dimension" if named else "first dimension (a batch, or a length)"
     return Finding(
         "batch-one",
-        f"the batch dimension of {', '.join(map(repr, dynamic))} is dynamic, but it was fed 1 "
-        "sample per call",
+        f"the {what} of {', '.join(map(repr, dynamic))} is dynamic, but it was fed 1 "
+        "per call",
         {"inputs": dynamic, "batch": 1, "tried_batch": TRIAL_BATCH},
         f"batch requests: feed several samples per call (the speedup is per sample, at batch "
         f"{TRIAL_BATCH}); `graphfix tune --objective throughput` measures the batch sizes",
