@@ -32,7 +32,7 @@ from typing import Any
 
 import graphfix
 from graphfix.graph import all_nodes
-from graphfix.model_io import load_external_values
+from graphfix.model_io import data_files, load_external_values
 from graphfix.passes.convert_precision import ConvertPrecision
 
 
@@ -70,8 +70,10 @@ def digest(path: Path, precision: str | None = None) -> dict[str, Any]:
 
 
 def _size(path: Path) -> int:
-    data = path.parent / (path.name + ".data")
-    return path.stat().st_size + (data.stat().st_size if data.exists() else 0)
+    """The bytes of the model file and of the data files its weights are read from (whatever
+    their names: ``model.onnx.data`` beside ``khmersm.onnx``)."""
+    files = data_files(graphfix.load(path, load_external_data=False))
+    return path.stat().st_size + sum(f.stat().st_size for f in files)
 
 
 def _size_mb(path: Path) -> float:
