@@ -178,8 +178,12 @@ def graphfix_check(reference: Path, candidate: Path, inputs: Path | None,
 
 
 def _size(path: Path) -> int:
-    data = path.with_name(path.name + ".data")
-    return path.stat().st_size + (data.stat().st_size if data.exists() else 0)
+    """The model file's bytes and those of the data files its weights are read from."""
+    import graphfix
+    from graphfix.model_io import data_files
+
+    files = data_files(graphfix.load(path, load_external_data=False))
+    return path.stat().st_size + sum(f.stat().st_size for f in files)
 
 
 def compare_model(path: Path, entry: Mapping[str, Any], tools: Sequence[str], timeout: float,

