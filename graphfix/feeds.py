@@ -647,7 +647,7 @@ def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], 
 
 SWEEP_LARGEST = 512
 """The largest size :func:`_sweep` tries for one dimension."""
-SWEEP_SECONDS = 10.0
+SWEEP_SECONDS = 5.0
 """The longest a sweep of one input set runs."""
 SWEEP_OTHERS = 32
 """The size of the other dynamic dimensions in a sweep's second round."""
@@ -657,11 +657,14 @@ def _sweep(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], Any], 
            input_shapes: Mapping[str, Sequence[int]] | None, sizes: TensorSizes | None
            ) -> tuple[Feeds, Any, str] | None:
     """The size search's last resort, where no ladder size ran: one dynamic dimension at a
-    time (the last axes first: features before lengths), every size from 1 up, the others at
-    the ladders' first sizes. A size that convolutions and pools must bring to exactly what a
-    later node takes (madmom's beat tracker takes 81 spectrogram bins, its note model 144)
-    is found there, where the weights alone do not say it. Returns the set, its outputs and a
-    note; None when no size ran within :data:`SWEEP_SECONDS`."""
+    time (a named one on every input that has it; the last axes first: features before
+    lengths), every size from 1 up, the others at the ladders' first sizes, then (all but a
+    batch by its name) at :data:`SWEEP_OTHERS`. A size that convolutions and pools must bring to exactly
+    what a later node takes (madmom's beat tracker takes 81 spectrogram bins, its note model
+    144) is found there, where the weights alone do not say it. Dimensions the weights fix
+    (``pinned``), formulas of others, and names an input sized by ``input_shapes`` has are
+    left as they are. Returns the set, its outputs and a note; None when no size ran within
+    :data:`SWEEP_SECONDS`."""
     fixed = {name: [int(d) for d in dims] for name, dims in (input_shapes or {}).items()}
     try:
         first = make_feed_set(specs, index, seed=seed + index, input_shapes=input_shapes)
@@ -669,40 +672,66 @@ def _sweep(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], Any], 
         return None
     shapes = {name: list(np.shape(value)) for name, value in first.items()
               if isinstance(value, np.ndarray)}
-    targets: list[tuple[str, int, int | str | None]] = []
-    for spec in specs:
-        if spec.name in fixed or not spec.dims or spec.name not in shapes:
-            continue
-        for axis in reversed(range(len(spec.dims))):
-            dim = spec.dims[axis]
-            if not isinstance(dim, int) and (spec.name, axis, dim) not in targets:
-                targets.append((spec.name, axis, dim))
-    # the others at the ladders' first sizes, then all at SWEEP_OTHERS (a time axis the
-    # first sizes give 1 frame, which no 3-wide convolution takes)
-    wide = {spec.name: [d if isinstance(d, int) else SWEEP_OTHERS for d in spec.dims]
-            for spec in specs if spec.dims and spec.name in shapes and spec.name not in fixed}
-    bases = [shapes, {**shapes, **wide}]
+    held = {d for spec in specs if spec.name in fixed for d in spec.dims or ()
+            if isinstance(d, str) and d}
+    swept = [spec for spec in specs
+             if spec.name not in fixed and spec.dims and spec.name in shapes]
+    targets: list[tuple[str, int, str | None]] = []
+    seen: set[object] = set()
+    for spec in swept:
+        pinned = {axis for axis, _ in spec.pinned}
+        for axis in reversed(range(len(spec.dims or ()))):
+            dim = (spec.dims or ())[axis]
+            key: object = dim if isinstance(dim, str) and dim else (spec.name, axis)
+            if isinstance(dim, int) or axis in pinned or dim in held or key in seen or (
+                    isinstance(dim, str) and _formula(dim) is not None and not dim.isidentifier()):
+                continue
+            seen.add(key)
+            targets.append((spec.name, axis, dim))
+    # the others at the ladders' first sizes, then at SWEEP_OTHERS but a batch by its name
+    # and what an input sized by input_shapes names (a first axis of frames the first sizes
+    # give 1, which no 3-wide convolution takes)
+    wide = {spec.name: [SWEEP_OTHERS if isinstance(d, str | None) and d not in held
+                        and not (d and _BATCH_NAMES.match(d))
+                        else shapes[spec.name][axis]
+                        for axis, d in enumerate(spec.dims or ())]
+            for spec in swept}
+    bases = [("", shapes), (f", the others at {SWEEP_OTHERS}", {**shapes, **wide})]
+    def at(base: Mapping[str, list[int]], name: str, axis: int, dim: str | None,
+           size: int) -> dict[str, list[int]]:
+        trial = {n: list(v) for n, v in base.items()}
+        for spec in swept:  # a named dimension takes the size on every input that has it
+            for other, named in enumerate(spec.dims or ()):
+                if (spec.name, other) == (name, axis) or (
+                        isinstance(dim, str) and dim and named == dim):
+                    trial[spec.name][other] = size
+        return trial
+
     deadline = time.perf_counter() + SWEEP_SECONDS
-    for (name, axis, dim), base in itertools.product(targets, bases):
+    for (name, axis, dim), (said, base) in itertools.product(targets, bases):
+        last = SWEEP_LARGEST
         for size in range(1, SWEEP_LARGEST + 1):
             if time.perf_counter() > deadline:
                 return None
-            trial = {n: list(v) for n, v in base.items()}
-            for spec in specs:  # a named dimension takes the size on every input that has it
-                for other, named in enumerate(spec.dims or ()):
-                    if spec.name in trial and ((spec.name, other) == (name, axis) or (
-                            isinstance(dim, str) and dim and named == dim)):
-                        trial[spec.name][other] = size
-            if sizes is not None and sizes.too_large({n: tuple(v) for n, v in trial.items()}):
+            if size > last:
                 break
+            trial = at(base, name, axis, dim, size)
+            # the memory guard (shape inference) once per doubling, for the sizes up to the
+            # next: a tensor grows with the size
+            if sizes is not None and size & (size - 1) == 0 and sizes.too_large(
+                    {n: tuple(v) for n, v in at(base, name, axis, dim, 2 * size).items()}):
+                last = size if not sizes.too_large({n: tuple(v) for n, v in trial.items()}) \
+                    else 0
+                if not last:
+                    break
             try:
                 feed = make_feed_set(specs, index, seed=seed + index,
                                      input_shapes={**trial, **fixed})
                 outputs = run(feed)
             except Exception:  # noqa: BLE001 - a size the model rejects: the next one
                 continue
-            return feed, outputs, (f"{name}'s axis {axis} at every size from 1 to {size - 1} "
-                                   f"(it ran at {size})")
+            tried = f" at every size below {size}" if size > 1 else ""
+            return feed, outputs, f"{name}'s axis {axis}{tried}{said} (it ran at {size})"
     return None
 
 

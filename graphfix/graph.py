@@ -371,7 +371,10 @@ def shorten_new_names(graph: onnx.GraphProto, known: set[str]) -> int:
                 node.ClearField(field)
                 saved += 2
     fixed = {v.name for v in graph.input} | {v.name for v in graph.output}
-    fixed |= {a.tensor_name for a in graph.quantization_annotation}
+    for annotation in graph.quantization_annotation:  # they name tensors and parameters
+        fixed.add(annotation.tensor_name)
+        fixed.update(entry.value for entry in annotation.quant_parameter_tensor_names)
+    taken.update(t.values.name for g in graphs(graph) for t in g.sparse_initializer)
     new = [t.name for t in graph.initializer if t.name not in known and t.name not in fixed]
     new += [name for node in graph.node for name in node.output
             if name and name not in known and name not in fixed]
@@ -399,7 +402,23 @@ def shorten_new_names(graph: onnx.GraphProto, known: set[str]) -> int:
                 node.output[position] = rename[name]
     for value in graph.value_info:
         value.name = rename.get(value.name, value.name)
+    for node in graph.node:  # a body's types of the outer names it reads
+        for sub in subgraphs(node):
+            _rename_outer_types(sub, rename)
     return saved
+
+
+def _rename_outer_types(graph: onnx.GraphProto, rename: dict[str, str]) -> None:
+    """The ``value_info`` entries of ``graph`` and its bodies for outer names renamed by
+    ``rename`` (those the graph does not define itself)."""
+    inner = {k: v for k, v in rename.items() if k not in defined_names(graph)}
+    if not inner:
+        return
+    for value in graph.value_info:
+        value.name = inner.get(value.name, value.name)
+    for node in graph.node:
+        for sub in subgraphs(node):
+            _rename_outer_types(sub, inner)
 
 
 class Names:

@@ -201,7 +201,8 @@ def run_pipeline(
     hold_size: bool = False,
 ) -> PipelineRun:
     """Run ``passes`` in order on ``model`` (rewritten in place), after fixing the sizes of
-    ``input_shapes``.
+    ``input_shapes`` and putting its nodes in topological order where they are not (ONNX
+    requires it; onnxsim refuses a graph out of order, ONNX Runtime sorts it itself).
 
     Each pass's output that changed the model is judged (``judge``: does it load, does it keep
     parity); one that fails, or a pass that fails with an error of its own, is taken back and
@@ -217,6 +218,8 @@ def run_pipeline(
     left_out: list[LeftOut] = []
     before: onnx.ModelProto | None = None
     fixed = fix_input_shapes(model, input_shapes)
+    with contextlib.suppress(graph_layer.CycleError):  # ONNX Runtime refuses a cycle itself
+        graph_layer.sort_nodes(model.graph)
     # -1 as a size is unknown to every pass; the signature says it again at the end.
     unknown_dims = graph_layer.clear_unknown_dims(model)
     with registry.size_limit(model_io.stored_size(model) if hold_size else None):
@@ -627,12 +630,12 @@ class _Job:
                 self.held = True
                 done = self._passes(again, held=True)
                 _within(done.model, self.declared, self.names, size)
-                final = model_io.stored_size(done.model)
         except BaseException:
             if self.reference is not None:
                 self.reference.cancel()
             raise
         self._record(done)
+        final = model_io.stored_size(done.model) if self.held else 0
         if self.held:
             outcome = ("so the output is not larger" if final <= size else
                        f"and their output is still {final - size} bytes larger (what the "
@@ -655,7 +658,7 @@ class _Job:
         # passes made of it before the gated passes is checked at its own (_verify), so that
         # the looser one lets no other pass's error through.
         lowers = any(p.name == "convert-precision" for p in self.pipeline)
-        try:
+        try:  # run_pipeline sorts too (every run of it): here, to say so once
             sorted_graphs = graph_layer.sort_nodes(working.graph)
         except graph_layer.CycleError:
             sorted_graphs = 0  # ONNX Runtime refused it already: the parity check says so

@@ -40,7 +40,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, NamedTuple, Union
 
-from graphfix.errors import PassError
+from graphfix.errors import PassError, first_line
 from graphfix.model_io import (PROTOBUF_LIMIT, release, temporary_folder_path, temporary_root,
                                weight_bytes)
 from graphfix.options import growth_limit
@@ -148,10 +148,6 @@ def _simplify_job(in_path: str, out_paths: list[str], err_path: str,
         traceback.print_exc()  # the whole trace to the worker's log
         with open(err_path, "w", encoding="utf-8") as err:  # what failed, for its message
             err.write("".join(traceback.format_exception_only(type(error), error)))
-
-
-def _cut(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[: limit - 3].rsplit(" ", 1)[0] + "..."
 
 
 def _die_with_parent() -> None:
@@ -396,7 +392,7 @@ class OnnxsimWorker:
             # over three lines: the node it names in the middle one)
             text = " ".join(err_path.read_text(errors="replace").split())
             text = text.split(": ", 1)[1] if ": " in text[:80] else text  # its type goes
-            return f"onnxsim failed: {_cut(text) or 'unknown error'}"
+            return f"onnxsim failed: {first_line(RuntimeError(text)) if text else 'unknown error'}"
         if not os.path.exists(out_paths[0]):
             return "onnxsim wrote no model"
         outputs = []

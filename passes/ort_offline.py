@@ -77,8 +77,8 @@ Decisions:
    there a last-bit change moves outputs by whole quantization levels on some inputs only
    (an int4 Llama: 30% of input sets at batch 2 off by 50-270x the tolerance after the Div/Mul
    fusion, while parity's own sets passed), which parity sees only by chance.
-13. A model with bodies (If, Loop, Scan) goes through ORT a second time when the first
-   changed it: ORT writes the types of what a body reads from outside, and only reading them
+13. A model whose bodies (If, Loop, Scan) hold Casts goes through ORT a second time when the
+   first changed it: ORT writes the types of what a body reads from outside, and only reading them
    back removes the Casts in the bodies that its first pass could not see were to the same
    type (an EmbeddingBag's Loop, dynamo exporter: 7 of 9 Casts). The second output is kept
    where it has fewer nodes and passes the same checks.
@@ -113,7 +113,7 @@ from graphfix.model_io import (
     weight_bytes,
 )
 from graphfix.graph import (ONNX_DOMAINS, all_nodes, count_nodes, default_inputs,
-                            run_time_steps, subgraphs)
+                            holds_graph, run_time_steps, subgraphs)
 from ._compare import grown_ops, same_graph
 from ._portable import (
     Unportable,
@@ -309,16 +309,15 @@ class OrtOffline(Pass):
             reason = _reason(refusal)
             logger.warning("ort-offline: %s", reason)
             return PassResult(model, False, warnings=[reason], skipped=reason)
-        if any(any(True for _ in subgraphs(n)) for n in optimized.graph.node) and (
-                count_nodes(optimized) <= stats["nodes_before"]) and not same_graph(
-                    optimized.graph, model.graph, names=True):  # rule 13
+        if _casts_in_bodies(optimized) and not same_graph(optimized.graph, model.graph,
+                                                          names=True):  # rule 13
             try:
                 again = self._attempt(optimized, {}, used)
                 if count_nodes(again) < count_nodes(optimized):
                     self._check(again, model, nonstandard_ops(again.graph, again.functions))
                     stats["second_pass_nodes"] = count_nodes(optimized) - count_nodes(again)
                     optimized = again
-            except (_CannotLoad, Unportable, _Refused, _Reworked, _Grows) as refusal:
+            except (_CannotLoad, Unportable, _Refused) as refusal:
                 logger.debug("ort-offline: second pass not kept (%s)", _reason(refusal))
         return self._finish(model, optimized, stats)
 
@@ -431,6 +430,12 @@ class OrtOffline(Pass):
         return [f"ort-offline level={self.level} provider={self.provider}: the model is tied to "
                 f"{PROVIDERS[self.provider]} on this CPU type and onnxruntime {ort.__version__}"
                 + (f" (contrib ops: {', '.join(contrib)})" if contrib else "")]
+
+
+def _casts_in_bodies(model: onnx.ModelProto) -> bool:
+    """Whether a body (If, Loop, Scan) holds a Cast: what ORT's second pass may remove."""
+    return any(n.op_type == "Cast" for node in model.graph.node if holds_graph(node)
+               for sub in subgraphs(node) for n in all_nodes(sub))
 
 
 class _Refused(Exception):

@@ -643,3 +643,11 @@ def test_a_packed_data_file_is_written_packed_and_an_aligned_one_aligned(tmp_pat
                   tmp_path / "again.onnx", external_data=True)
     offsets = _external_offsets(tmp_path / "again.onnx")
     assert offsets["b0"] % 4096 == 0 and offsets["b1"] % 4096 == 0
+    # a file per weight (every one at offset 0) is no padded file: written packed
+    apart = tmp_path / "apart" / "apart.onnx"
+    apart.parent.mkdir()
+    onnx.save(onnx.ModelProto.FromString(model_io.load(packed).SerializeToString()), apart,
+              save_as_external_data=True, all_tensors_to_one_file=False, size_threshold=1024)
+    model_io.save(model_io.load(apart, load_external_data=False), tmp_path / "one.onnx",
+                  external_data=True)
+    assert (tmp_path / "one.onnx.data").stat().st_size == sum(a.nbytes for a in (small, *big))

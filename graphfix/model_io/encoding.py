@@ -38,7 +38,7 @@ from graphfix.model_io.tensors import (
     _read_range,
 )
 
-__all__ = ["PROTOBUF_LIMIT", "skeleton", "write_scratch"]
+__all__ = ["PROTOBUF_LIMIT", "skeleton", "stored_size", "write_scratch"]
 
 
 # Protobuf cannot serialize a message of 2 GiB or more; keep a margin for the graph itself.
@@ -114,12 +114,16 @@ def skeleton(model: onnx.ModelProto, *, keep_below: int = _EXTERNAL_THRESHOLD) -
 
 def stored_size(model: onnx.ModelProto) -> int:
     """The bytes ``model`` takes written, its weights left in their data files included. Past
-    :data:`MEASURED_SIZE_LIMIT` of weights it is measured on its :func:`skeleton` (nothing
-    large copied or serialized), the weights counted by their types and shapes: within a few
-    bytes per large weight, and every node, annotation and name counted."""
+    :data:`MEASURED_SIZE_LIMIT` of weights it is measured on its :func:`skeleton` (the main
+    graph's initializers not copied; Constants and bodies are), the weights counted by their
+    types and shapes: some 60 bytes over per large weight, and every node, annotation and
+    name counted."""
     weights = weight_bytes(model)
-    measured = model if weights < MEASURED_SIZE_LIMIT else skeleton(model)
-    return measured.ByteSize() + weights - inline_bytes(measured)
+    try:
+        measured = model if weights < MEASURED_SIZE_LIMIT else skeleton(model)
+        return measured.ByteSize() + weights - inline_bytes(measured)
+    except (ValueError, google.protobuf.message.EncodeError):  # past 2 GB outside the main
+        return weights  # graph's initializers (Constants, bodies): the weights alone
 
 
 _FUNCTION_FIELDS = frozenset(f.name for f in onnx.FunctionProto.DESCRIPTOR.fields)
@@ -425,7 +429,10 @@ def _source_alignment(model: onnx.ModelProto) -> int:
     a multiple of it there (ONNX Runtime's saver with alignment on, or graphfix's output),
     else 1: the data file is written packed, as most exporters write theirs."""
     large = [offset for _, _, offset, length in lazy_tensors(model) if length >= _ALIGN_FROM]
-    return _ALIGNMENT if large and all(o % _ALIGNMENT == 0 for o in large) else 1
+    # every one at offset 0 is a file per weight (onnx's all_tensors_to_one_file=False), not
+    # a padded file: packed too
+    return _ALIGNMENT if large and all(o % _ALIGNMENT == 0 for o in large) and any(
+        large) else 1
 
 
 def write_model(

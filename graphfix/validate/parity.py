@@ -877,7 +877,7 @@ def _generated_run(
     if found.feed is not None:
         if tried:
             shown_sizes = "; ".join(tried[:3]) + (
-                f"; and {len(tried) - 3} larger size(s)" if len(tried) > 3 else "") + (
+                f"; and {len(tried) - 3} more" if len(tried) > 3 else "") + (
                 f"; then {found.swept}" if found.swept else "")
             notes.append(
                 f"run {run}: the {name} rejects {shown_sizes} ({first_line(error)}); "

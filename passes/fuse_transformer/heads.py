@@ -305,15 +305,18 @@ def _projection_width(g: GraphView, name: str) -> int | None:
 
 
 def _slice_range(g: GraphView, node: onnx.NodeProto) -> tuple[int, int] | None:
-    """[start, end) of a Slice of one axis with step 1 and constant bounds at or above zero
-    (an end past the width: up to it); None for any other Slice."""
+    """[start, end) of a Slice of the last axis of a projection (batch, sequence, width) with
+    step 1 and constant bounds at or above zero (an end past the width: up to it); None for
+    any other Slice."""
     bounds = [g.constant(node.input[i]) if len(node.input) > i and node.input[i] else None
               for i in (1, 2, 3, 4)]
     starts, ends, axes, steps = (None if b is None else [int(v) for v in np.asarray(b).ravel()]
                                  for b in bounds)
     if starts is None or ends is None or len(starts) != 1 or len(ends) != 1:
         return None
-    if (axes is not None and len(axes) != 1) or (steps is not None and steps != [1]):
+    # the projection's last axis: -1, or 2 of its (batch, sequence, width); not the sequence
+    # (a CLS token dropped), nor axis 0, which a Slice without axes cuts
+    if axes not in ([-1], [2]) or (steps is not None and steps != [1]):
         return None
     if starts[0] < 0 or ends[0] < 0:
         return None

@@ -79,6 +79,11 @@ def test_minus_one_heads_are_solved_through_a_slice_of_one_qkv_projection():
     model.graph.initializer.append(numpy_helper.from_array(
         np.random.default_rng(0).standard_normal((16, 48)).astype(np.float32), "W"))
     assert read_heads(model) == Heads(4, 4, 1)
+    # a Slice of the sequence (a CLS token dropped) says nothing of the width
+    for node in model.graph.node:
+        if node.output[0] == "axis":
+            node.attribute[0].t.CopyFrom(numpy_helper.from_array(np.array([1], np.int64)))
+    assert isinstance(read_heads(model), str)
 
 
 def test_a_target_the_projection_contradicts_is_not_read():

@@ -371,20 +371,21 @@ def float16_islands(observed: Observed) -> Finding | None:
 
 def batch_one(observed: Observed) -> Finding | None:
     """Batch 1 on a model whose batch is dynamic: throughput is left on the table."""
-    dynamic = [spec.name for spec in input_specs(observed.model, values=False)
-               if spec.dims and not isinstance(spec.dims[0], int)
-               and observed.profile.input_shapes.get(spec.name, [0])[:1] == [1]]
-    if not dynamic:
+    specs = [spec for spec in input_specs(observed.model, values=False)
+             if spec.dims and not isinstance(spec.dims[0], int)
+             and observed.profile.input_shapes.get(spec.name, [0])[:1] == [1]]
+    if not specs:
         return None
-    firsts = {str(spec.dims[0]) for spec in input_specs(observed.model, values=False)
-              if spec.name in dynamic}
-    named = all(d.lower().startswith("batch") or d.lower() in ("b", "n", "bs") for d in firsts)
-    # an unnamed first dimension may be a length (a streaming model's frames), not a batch
-    what = "batch dimension" if named else "first dimension (a batch, or a length)"
+    dynamic = [spec.name for spec in specs]
+    # a first dimension no name calls a batch may be a length (a streaming model's frames)
+    named = all(str(spec.dims[0]).lower().startswith("batch")
+                or str(spec.dims[0]).lower() in ("b", "n", "bs") for spec in specs)
+    what, unit = ("batch dimension", "sample") if named else (
+        "first dimension (a batch, or a length)", "item")
     return Finding(
         "batch-one",
         f"the {what} of {', '.join(map(repr, dynamic))} is dynamic, but it was fed 1 "
-        "per call",
+        f"{unit} per call",
         {"inputs": dynamic, "batch": 1, "tried_batch": TRIAL_BATCH},
         f"batch requests: feed several samples per call (the speedup is per sample, at batch "
         f"{TRIAL_BATCH}); `graphfix tune --objective throughput` measures the batch sizes",
