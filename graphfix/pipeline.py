@@ -591,7 +591,8 @@ class _Job:
             except GraphfixError as error:
                 # The refusal's evidence (parity statistics, bench figures) travels with it.
                 raise self._with_report(error, optimized) from None
-        _within(optimized, self.declared, self.names, self.report.input.size_bytes)
+        # after parity: the annotations only (names are shortened before it, where checked)
+        _within(optimized, self.declared, None, self.report.input.size_bytes)
         self._finish(optimized)
         return OptimizeResult(optimized, self.report)
 
@@ -825,7 +826,7 @@ class _Job:
         return error
 
 
-def _within(model: onnx.ModelProto, declared: set[str], names: set[str],
+def _within(model: onnx.ModelProto, declared: set[str], names: set[str] | None,
             size_before: int) -> None:
     """Never a bigger file for shapes or names alone: where the optimized model is larger than
     the input, the shape annotations (main-graph ``value_info``) the input did not have go
@@ -833,14 +834,16 @@ def _within(model: onnx.ModelProto, declared: set[str], names: set[str],
     to 1489 bytes with 9 nodes), and then the names the rewrites made are shortened
     (:func:`graphfix.graph.shorten_new_names`: a 2 KB model whose tensors had one-letter
     names came out 42% larger of ``_untransposed`` suffixes and node names alone). Both are
-    optional; ONNX Runtime infers shapes itself, and names compute nothing."""
+    optional; ONNX Runtime infers shapes itself, and names compute nothing. ``names``: the
+    input's own (None: names are left as they are)."""
     if model_size(model) <= size_before:
         return
     if any(v.name not in declared for v in model.graph.value_info):
         graph_layer.keep_only(model.graph.value_info, lambda value: value.name in declared)
         if model_size(model) <= size_before:
             return
-    graph_layer.shorten_new_names(model.graph, names)
+    if names is not None:
+        graph_layer.shorten_new_names(model.graph, names)
 
 
 def _bench(
