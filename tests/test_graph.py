@@ -162,3 +162,38 @@ def test_new_names_are_shortened_where_read_in_bodies_too():
     after = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     for a, b in zip(before, after):
         np.testing.assert_array_equal(a, b)
+
+
+def test_shortened_names_keep_quantization_parameters_and_bodies_types():
+    then = helper.make_graph([helper.make_node("Neg", ["made_by_a_rewrite"], ["t"])], "then",
+                             [], [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [3])])
+    then.value_info.append(helper.make_tensor_value_info("made_by_a_rewrite",
+                                                         onnx.TensorProto.FLOAT, [3]))
+    other = helper.make_graph([helper.make_node("Identity", ["made_by_a_rewrite"], ["e"])],
+                              "else", [],
+                              [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [3])])
+    nodes = [helper.make_node("Mul", ["x", "scale_made_by_a_rewrite"], ["made_by_a_rewrite"]),
+             helper.make_node("If", ["c"], ["z"], then_branch=then, else_branch=other)]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3]),
+                     helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [3])],
+        [numpy_helper.from_array(np.array([2.0], np.float32), "scale_made_by_a_rewrite")]),
+        opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    annotation = model.graph.quantization_annotation.add(tensor_name="made_by_a_rewrite")
+    annotation.quant_parameter_tensor_names.add(key="SCALE_TENSOR",
+                                                value="scale_made_by_a_rewrite")
+    graph.shorten_new_names(model.graph, {"x", "c", "z"})
+    # the annotated tensor and its parameter keep their names: the annotation names them
+    assert "scale_made_by_a_rewrite" in {t.name for t in model.graph.initializer}
+    assert model.graph.node[0].output[0] == "made_by_a_rewrite"
+    onnx.checker.check_model(model, full_check=True)
+    # a body's type of an outer name follows the name where it is renamed
+    plain = onnx.ModelProto()
+    plain.CopyFrom(model)
+    del plain.graph.quantization_annotation[:]
+    graph.shorten_new_names(plain.graph, {"x", "c", "z"})
+    renamed = plain.graph.node[0].output[0]
+    assert renamed != "made_by_a_rewrite"
+    body = next(a.g for a in plain.graph.node[1].attribute if a.name == "then_branch")
+    assert [v.name for v in body.value_info] == [renamed]
