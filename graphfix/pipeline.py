@@ -187,6 +187,8 @@ class PipelineRun:
     # A copy of the model as it was before the first pass named in ``snapshot_before`` ran
     # (None when none ran): what the passes made of it at its own precision.
     before: onnx.ModelProto | None = None
+    # graphs (the main one, bodies) whose nodes were put in topological order first
+    sorted_graphs: int = 0
 
 
 def run_pipeline(
@@ -218,8 +220,9 @@ def run_pipeline(
     left_out: list[LeftOut] = []
     before: onnx.ModelProto | None = None
     fixed = fix_input_shapes(model, input_shapes)
+    sorted_graphs = 0
     with contextlib.suppress(graph_layer.CycleError):  # ONNX Runtime refuses a cycle itself
-        graph_layer.sort_nodes(model.graph)
+        sorted_graphs = graph_layer.sort_nodes(model.graph)
     # -1 as a size is unknown to every pass; the signature says it again at the end.
     unknown_dims = graph_layer.clear_unknown_dims(model)
     with registry.size_limit(model_io.stored_size(model) if hold_size else None):
@@ -254,7 +257,7 @@ def run_pipeline(
     unknown_dims.restore(model)
     if before is not None:
         unknown_dims.restore(before)
-    return PipelineRun(model, reports, fixed, left_out, before)
+    return PipelineRun(model, reports, fixed, left_out, before, sorted_graphs)
 
 
 @dataclasses.dataclass
@@ -659,15 +662,6 @@ class _Job:
         # passes made of it before the gated passes is checked at its own (_verify), so that
         # the looser one lets no other pass's error through.
         lowers = any(p.name == "convert-precision" for p in self.pipeline)
-        try:  # run_pipeline sorts too (every run of it): here, to say so once
-            sorted_graphs = graph_layer.sort_nodes(working.graph)
-        except graph_layer.CycleError:
-            sorted_graphs = 0  # ONNX Runtime refused it already: the parity check says so
-        if sorted_graphs and not held:
-            self.report.warnings.append(
-                "the input's nodes were not in topological order, as ONNX requires (onnx.checker "
-                "and onnxsim refuse such a model; ONNX Runtime sorts it when it loads it): "
-                "sorted first, so the output is in order")
         return run_pipeline(working, self.pipeline, input_shapes=self.run.input_shapes,
                             progress=self.progress, judge=self.loads, strict=self.strict,
                             snapshot_before=gate.GATED_PASSES if self.verify and lowers else (),
@@ -677,6 +671,11 @@ class _Job:
         """The report's passes, warnings and what was left out, from a run of the pipeline."""
         self.report.passes = done.passes
         self.report.left_out = [item.to_dict() for item in done.left_out]
+        if done.sorted_graphs:
+            self.report.warnings.append(
+                "the input's nodes were not in topological order, as ONNX requires (onnx.checker "
+                "and onnxsim refuse such a model; ONNX Runtime sorts it when it loads it): "
+                "sorted first, so the output is in order")
         self.report.warnings += done.fixed
         for entry in done.passes:
             if entry.skipped and entry.skipped.startswith("left out: "):

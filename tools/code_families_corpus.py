@@ -285,6 +285,15 @@ def wave_inputs(*shapes: tuple[int, int]) -> Inputs:
     return functools.partial(_wave_inputs, shapes)
 
 
+def _stft_setup(module: Any, n_fft: int = 256, hop: int = 64, n_mels: int = 40) -> None:
+    """An STFT module's sizes, Hann window and mel matrix (buffers: exported as weights)."""
+    import torch
+
+    module.n_fft, module.hop = n_fft, hop
+    module.register_buffer("win", torch.hann_window(n_fft))
+    module.register_buffer("fb", _mel_filters(n_fft // 2 + 1, n_mels))
+
+
 def logmel_stft(path: Path, opset: int, frames: str = "f") -> None:
     """A real-valued STFT (reflect padding), power, mel matrix, log and mean normalization.
     ``frames``: the name of the output's frame axis (``"t"`` names it like the waveform's
@@ -293,11 +302,9 @@ def logmel_stft(path: Path, opset: int, frames: str = "f") -> None:
     from torch import nn
 
     class LogMel(nn.Module):
-        def __init__(self, n_fft: int = 256, hop: int = 64, n_mels: int = 40) -> None:
+        def __init__(self) -> None:
             super().__init__()
-            self.n_fft, self.hop = n_fft, hop
-            self.register_buffer("win", torch.hann_window(n_fft))
-            self.register_buffer("fb", _mel_filters(n_fft // 2 + 1, n_mels))
+            _stft_setup(self)
 
         def forward(self, wav: torch.Tensor) -> torch.Tensor:
             s = torch.stft(wav, self.n_fft, self.hop, self.n_fft, self.win, center=True,
@@ -317,11 +324,9 @@ def logmel_complex_stft(path: Path, opset: int) -> None:
     from torch import nn
 
     class LogMel(nn.Module):
-        def __init__(self, n_fft: int = 256, hop: int = 64, n_mels: int = 40) -> None:
+        def __init__(self) -> None:
             super().__init__()
-            self.n_fft, self.hop = n_fft, hop
-            self.register_buffer("win", torch.hann_window(n_fft))
-            self.register_buffer("fb", _mel_filters(n_fft // 2 + 1, n_mels))
+            _stft_setup(self)
 
         def forward(self, wav: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             s = torch.stft(wav, self.n_fft, self.hop, self.n_fft, self.win, center=False,

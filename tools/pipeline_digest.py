@@ -32,7 +32,7 @@ from typing import Any
 
 import graphfix
 from graphfix.graph import all_nodes
-from graphfix.model_io import data_files, load_external_values
+from graphfix.model_io import load_external_values, load_with_info
 from graphfix.passes.convert_precision import ConvertPrecision
 
 
@@ -71,9 +71,9 @@ def digest(path: Path, precision: str | None = None) -> dict[str, Any]:
 
 def _size(path: Path) -> int:
     """The bytes of the model file and of the data files its weights are read from (whatever
-    their names: ``model.onnx.data`` beside ``khmersm.onnx``)."""
-    files = data_files(graphfix.load(path, load_external_data=False))
-    return path.stat().st_size + sum(f.stat().st_size for f in files)
+    their names: ``model.onnx.data`` beside ``khmersm.onnx``), as graphfix's report counts
+    them."""
+    return load_with_info(path, load_external_data=False).size_bytes
 
 
 def _size_mb(path: Path) -> float:

@@ -179,11 +179,9 @@ def graphfix_check(reference: Path, candidate: Path, inputs: Path | None,
 
 def _size(path: Path) -> int:
     """The model file's bytes and those of the data files its weights are read from."""
-    import graphfix
-    from graphfix.model_io import data_files
+    from graphfix.model_io import load_with_info
 
-    files = data_files(graphfix.load(path, load_external_data=False))
-    return path.stat().st_size + sum(f.stat().st_size for f in files)
+    return load_with_info(path, load_external_data=False).size_bytes
 
 
 def compare_model(path: Path, entry: Mapping[str, Any], tools: Sequence[str], timeout: float,

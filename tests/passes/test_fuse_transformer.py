@@ -195,6 +195,30 @@ def test_option_checks():
         FuseTransformer(num_heads=0)
 
 
+def _export_encoder(encoder, path, *, dynamo: bool = False) -> onnx.ModelProto:  # noqa: ANN001
+    """A transformers text encoder taking ids and a mask, exported as torch.onnx writes it
+    (the legacy exporter at opset 17, or the dynamo one), its last hidden state as ``y``."""
+    import torch
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, input_ids, attention_mask):  # noqa: ANN001, ANN201
+            return self.encoder(input_ids=input_ids,
+                                attention_mask=attention_mask).last_hidden_state
+
+    ids = torch.randint(0, 100, (2, 8))
+    with torch.no_grad():
+        torch.onnx.export(Wrapped(), (ids, torch.ones(2, 8, dtype=torch.int64)), str(path),
+                          input_names=["input_ids", "attention_mask"], output_names=["y"],
+                          dynamic_axes={"input_ids": {0: "b", 1: "s"},
+                                        "attention_mask": {0: "b", 1: "s"}},
+                          opset_version=None if dynamo else 17, dynamo=dynamo)
+    return onnx.load(path)  # the dynamo exporter's weights too (external data beside it)
+
+
 def _eager_bert(path, *, dynamo: bool = False) -> onnx.ModelProto:
     import torch
     from transformers import BertConfig, BertModel
@@ -205,25 +229,7 @@ def _eager_bert(path, *, dynamo: bool = False) -> onnx.ModelProto:
     config = BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=4, intermediate_size=64,
                         attn_implementation="eager", initializer_range=0.5)
-    bert = BertModel(config).eval()
-
-    class Wrapped(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.bert = bert
-
-        def forward(self, input_ids, attention_mask):  # noqa: ANN001, ANN201
-            return self.bert(input_ids=input_ids,
-                             attention_mask=attention_mask).last_hidden_state
-
-    ids = torch.randint(0, 100, (2, 8))
-    with torch.no_grad():
-        torch.onnx.export(Wrapped(), (ids, torch.ones(2, 8, dtype=torch.int64)), str(path),
-                          input_names=["input_ids", "attention_mask"], output_names=["y"],
-                          dynamic_axes={"input_ids": {0: "b", 1: "s"},
-                                        "attention_mask": {0: "b", 1: "s"}},
-                          opset_version=None if dynamo else 17, dynamo=dynamo)
-    return onnx.load(path)  # the dynamo exporter's weights too (external data beside it)
+    return _export_encoder(BertModel(config).eval(), path, dynamo=dynamo)
 
 
 def _padding_feeds() -> list[dict[str, np.ndarray]]:
@@ -440,26 +446,8 @@ def test_a_wrong_match_of_orts_attention_pattern_falls_back_to_graphfixs_fusion(
                             num_attention_heads=4, intermediate_size=64,
                             max_position_embeddings=16, eos_token_id=2,
                             attn_implementation="eager")
-    clip = CLIPTextModel(config).eval()
-
-    class Wrapped(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.clip = clip
-
-        def forward(self, input_ids, attention_mask):  # noqa: ANN001, ANN201
-            return self.clip(input_ids=input_ids,
-                             attention_mask=attention_mask).last_hidden_state
-
     path = tmp_path / "clip.onnx"
-    with torch.no_grad():
-        torch.onnx.export(Wrapped(), (torch.randint(0, 100, (2, 8)),
-                                      torch.ones(2, 8, dtype=torch.int64)), str(path),
-                          input_names=["input_ids", "attention_mask"], output_names=["y"],
-                          dynamic_axes={"input_ids": {0: "b", 1: "s"},
-                                        "attention_mask": {0: "b", 1: "s"}},
-                          opset_version=17, dynamo=False)
-    model = onnx.load(path)
+    model = _export_encoder(CLIPTextModel(config).eval(), path)
     feeds = _padding_feeds()
     result = FuseTransformer(feeds=feeds)(model)
     notes = " ".join(result.details["notes"])
