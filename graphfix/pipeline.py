@@ -214,7 +214,8 @@ def run_pipeline(
     pass names before the first of which a copy of the model is kept (:attr:`PipelineRun.before`).
     ``hold_size`` (the default growth policy's second run, where the first output was larger
     than the input): the passes that fold constants add tensor bytes only where the passes
-    before them saved as many (:func:`graphfix.registry.room`, against ``model``'s size).
+    before them saved as many (:func:`graphfix.registry.room`, against ``model``'s size less
+    its annotations).
     """
     reports: list[PassReport] = []
     left_out: list[LeftOut] = []
@@ -225,7 +226,9 @@ def run_pipeline(
         sorted_graphs = graph_layer.sort_nodes(model.graph)
     # -1 as a size is unknown to every pass; the signature says it again at the end.
     unknown_dims = graph_layer.clear_unknown_dims(model)
-    with registry.size_limit(model_io.stored_size(model) if hold_size else None):
+    # measured as room() measures the model: without annotations on either side, so that the
+    # input's own (which the output keeps) are not counted as bytes a fold may take
+    with registry.size_limit(registry.plain_size(model) if hold_size else None):
         for index, pass_ in enumerate(passes):
             if progress:
                 progress(pass_.name, index, len(passes))

@@ -179,8 +179,8 @@ def _signature_change(before: tuple[list[tuple[str, str]], list[tuple[str, str]]
     return None
 
 
-# The most bytes (:func:`graphfix.model_io.stored_size`) a run's model may take: the pipeline's
-# input's, under the default growth policy (never bigger). None outside such a run.
+# The most bytes (:func:`plain_size`) a run's model may take: the pipeline's input's, under the
+# default growth policy (never bigger). None outside such a run.
 _SIZE_LIMIT: ContextVar[int | None] = ContextVar("graphfix_size_limit", default=None)
 
 

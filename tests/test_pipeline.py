@@ -6,7 +6,7 @@ import onnx
 import pytest
 
 import graphfix
-from graphfix import pipeline, registry
+from graphfix import model_io, pipeline, registry
 from graphfix.errors import PassError, UnknownPassError
 from graphfix.registry import Pass, PassResult
 
@@ -250,6 +250,30 @@ def test_a_fold_may_spend_what_the_passes_before_it_saved() -> None:
     result = graphfix.optimize(model)
     assert "Tile" not in [n.op_type for n in result.model.graph.node]
     assert registry.plain_size(result.model) <= size
+
+
+def test_the_input_s_own_annotations_are_no_room_for_a_rewrite() -> None:
+    """The output keeps the shape annotations the input declared: they are not bytes a
+    rewrite held to the input's size may spend. A size-1 Transpose as a Reshape (a constant
+    more) made a VAD model 19 bytes larger, its only change; the Transpose stays."""
+    from onnx import helper
+
+    def model() -> onnx.ModelProto:
+        graph = helper.make_graph(
+            [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+             helper.make_node("Relu", ["t"], ["y"])], "g",
+            [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 1, 8])],
+            [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2, 8])],
+            value_info=[helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [1, 2, 8])])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                 ir_version=8)
+
+    result = graphfix.optimize(model())
+    assert model_io.stored_size(result.model) <= model_io.stored_size(model())
+    assert [n.op_type for n in result.model.graph.node] == ["Transpose", "Relu"]
+    assert any("so the output is not larger" in w for w in result.report.warnings)
+    grown = graphfix.optimize(model(), max_growth=1.5).model
+    assert [n.op_type for n in grown.graph.node] == ["Reshape", "Relu"]
 
 
 def _nhwc_chain(length: int) -> onnx.ModelProto:

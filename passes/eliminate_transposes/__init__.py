@@ -67,7 +67,9 @@ Rules:
    ``N(x, T(x))`` (``x + x^T``) is a barrier.
 5. Size-1 moves: a Transpose left that only moves size-1 dimensions becomes a ``Reshape`` whose
    target ONNX Runtime loads: an unknown size that stays in place is copied (0), at most one
-   other is inferred (-1); otherwise the Transpose stays.
+   other is inferred (-1); otherwise the Transpose stays. The Reshape's target is a constant
+   more: in a run held to its input's size (:func:`graphfix.registry.room`), only within the
+   bytes left (a VAD model came out 19 bytes larger of it, its only change).
 6. Unsqueeze: ``T(p)(Unsqueeze(x, axes))`` where ``p`` moves only the inserted axes  =>
    ``Unsqueeze(x, axes')`` with the axes where ``p`` puts them (tf2onnx's Conv1D).
 7. Absorb: a consumer that ends the layout takes the Transpose in:
@@ -120,8 +122,8 @@ from .facts import infer
 from .loops import lift_scan_transposes, scan_outputs
 from .ops import STANDARD_DOMAINS, is_transpose
 from .edits import RewriteCounts
-from .rewrite import Rewriter
-from graphfix.registry import Fallback, Pass, PassResult, register
+from .rewrite import Budget, Rewriter
+from graphfix.registry import Fallback, Pass, PassResult, register, room
 
 __all__ = ["EliminateTransposes", "eliminate_transposes"]
 
@@ -193,6 +195,8 @@ class EliminateTransposes(Pass):
         if _count_transposes(model.graph):
             names = graph_layer.Names(graph_layer.all_names(model.graph))
             inferred = infer(model)
+            left = room(model)  # rule 5's bytes in a run held to its input's size
+            budget = Budget(left) if left is not None else None
 
             def optimize(graph: onnx.GraphProto, liftable: frozenset[str]) -> bool:
                 """Bodies first (rule 8 lifts their scan outputs' Transposes), then ``graph``."""
@@ -208,7 +212,7 @@ class EliminateTransposes(Pass):
                 rewriter = Rewriter(graph, opset=opset, ir_version=model.ir_version,
                                     names=names, inferred=inferred, stats=stats,
                                     keep_reduction_order=self.keep_reduction_order,
-                                    liftable=liftable)
+                                    liftable=liftable, budget=budget)
                 rewriter.run()
                 return changed or bool(lifted) or rewriter.modified
 

@@ -130,12 +130,28 @@ class WholeShapes:
         return frozenset(source for source in self._of if self.get(source))
 
 
+@dataclasses.dataclass
+class Budget:
+    """The bytes rule 5's new constants may still take, shared by a pass's graphs: in a run
+    held to its input's size, what the passes before saved."""
+
+    left: int
+
+    def take(self, cost: int) -> bool:
+        """Whether ``cost`` bytes fit; they are taken if so."""
+        if cost > self.left:
+            return False
+        self.left -= cost
+        return True
+
+
 class Rewriter:
-    """Rules 1-7 on one graph: the rules' decisions; the state is in the objects it holds."""
+    """Rules 1-7 on one graph: the rules' decisions; the state is in the objects it holds.
+    ``budget``: rule 5's bytes (None: no limit)."""
 
     def __init__(self, graph: onnx.GraphProto, *, opset: int, ir_version: int, names: Names,
                  inferred: ShapeFacts, stats: RewriteCounts, keep_reduction_order: bool,
-                 liftable: frozenset[str] = frozenset()) -> None:
+                 liftable: frozenset[str] = frozenset(), budget: Budget | None = None) -> None:
         self.edits = Edits(graph, opset=opset, ir_version=ir_version, names=names,
                            inferred=inferred, stats=stats,
                            keep_reduction_order=keep_reduction_order)
@@ -148,6 +164,7 @@ class Rewriter:
         self.compensations = Compensations(nodes)
         self.whole_shapes = WholeShapes(self.index)
         self.renamed: dict[str, str] = {}  # tensors renamed to a graph output's name (rule 1)
+        self.budget = budget
 
     @property
     def modified(self) -> bool:
@@ -580,12 +597,25 @@ class Rewriter:
             target = self._size_one_target(node)
             if target is None:
                 continue
+            if self.budget is not None and not self.budget.take(self._reshape_cost(node, target)):
+                continue
             shape_name = self.edits.new_initializer(
                 np.array(target, np.int64), f"{node.output[0]}_shape", nodes.order(node))
             self.edits.no_transpose(node, "Reshape")
             node.input.append("")
             self.edits.set_input(node, len(node.input) - 1, shape_name)
             self.stats.converted_to_reshape += 1
+
+    def _reshape_cost(self, node: onnx.NodeProto, target: list[int]) -> int:
+        """The bytes rule 5 adds to the stored model for ``node``: the target constant (an
+        initializer, or a Constant node at IR 3) and its name read, less the ``perm``
+        attribute and the shorter op type. A name made unique may be a few bytes longer."""
+        name = f"{node.output[0]}_shape_00"
+        tensor = numpy_helper.from_array(np.array(target, np.int64), name)
+        stored = (onnx.helper.make_node("Constant", [], [name], value=tensor).ByteSize()
+                  if self.facts.constant_nodes else tensor.ByteSize())
+        perm = sum(a.ByteSize() + 2 for a in node.attribute if a.name == "perm")
+        return stored + 3 + len(name) + 2 - perm + len("Reshape") - len(node.op_type)
 
     def _size_one_target(self, node: onnx.NodeProto) -> list[int] | None:
         perm = self.facts.transpose_perm(node)

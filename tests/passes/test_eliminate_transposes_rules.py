@@ -377,6 +377,24 @@ def test_rule5_size_one_move_with_an_unknown_size_becomes_a_valid_reshape(dims, 
                                   ort_run(reference, {"x": x})["y"])
 
 
+def test_rule5_in_a_run_held_to_its_size_spends_only_the_bytes_saved_before():
+    """The Reshape's target is a constant more than the Transpose: in a run held to its
+    input's size (never bigger), rule 5 applies only within the bytes the passes before
+    saved; outside such a run, and with room enough, it applies."""
+    from graphfix import registry
+
+    text = """
+    g (float[2,1,8] x) => (float[1,2,8] y) { y = Transpose <perm = [1, 0, 2]> (x) }"""
+    model = parse(text)
+    with registry.size_limit(registry.plain_size(model)):
+        assert ops(EliminateTransposes()(parse(text)).model) == ["Transpose"]
+    with registry.size_limit(registry.plain_size(model) + 64):
+        converted = EliminateTransposes()(parse(text)).model
+    assert ops(converted) == ["Reshape"]
+    assert registry.plain_size(converted) <= registry.plain_size(model) + 64
+    assert ops(EliminateTransposes()(parse(text)).model) == ["Reshape"]
+
+
 # ------------------------------------------------------------------ rule 6: Unsqueeze
 UNSQUEEZE_MOVES_KEPT_AXES = """
 g (float[2,16,4] x) => (float[2,4,1,16] y) <int64[1] ax = {1}> {
