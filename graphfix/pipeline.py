@@ -189,6 +189,8 @@ class PipelineRun:
     before: onnx.ModelProto | None = None
     # graphs (the main one, bodies) whose nodes were put in topological order first
     sorted_graphs: int = 0
+    # graph outputs whose declared shape contradicted the graph, declared as computed
+    corrected: list[str] = dataclasses.field(default_factory=list)
 
 
 def run_pipeline(
@@ -204,7 +206,9 @@ def run_pipeline(
 ) -> PipelineRun:
     """Run ``passes`` in order on ``model`` (rewritten in place), after fixing the sizes of
     ``input_shapes`` and putting its nodes in topological order where they are not (ONNX
-    requires it; onnxsim refuses a graph out of order, ONNX Runtime sorts it itself).
+    requires it; onnxsim refuses a graph out of order, ONNX Runtime sorts it itself), and
+    declaring what the graph computes for each graph output whose declared shape contradicts
+    it (:func:`graphfix.model_io.correct_output_shapes`).
 
     Each pass's output that changed the model is judged (``judge``: does it load, does it keep
     parity); one that fails, or a pass that fails with an error of its own, is taken back and
@@ -221,6 +225,7 @@ def run_pipeline(
     left_out: list[LeftOut] = []
     before: onnx.ModelProto | None = None
     fixed = fix_input_shapes(model, input_shapes)
+    corrected = model_io.correct_output_shapes(model)
     sorted_graphs = 0
     with contextlib.suppress(graph_layer.CycleError):  # ONNX Runtime refuses a cycle itself
         sorted_graphs = graph_layer.sort_nodes(model.graph)
@@ -260,7 +265,7 @@ def run_pipeline(
     unknown_dims.restore(model)
     if before is not None:
         unknown_dims.restore(before)
-    return PipelineRun(model, reports, fixed, left_out, before, sorted_graphs)
+    return PipelineRun(model, reports, fixed, left_out, before, sorted_graphs, corrected)
 
 
 @dataclasses.dataclass
@@ -680,6 +685,7 @@ class _Job:
                 "and onnxsim refuse such a model; ONNX Runtime sorts it when it loads it): "
                 "sorted first, so the output is in order")
         self.report.warnings += done.fixed
+        self.report.warnings += done.corrected
         for entry in done.passes:
             if entry.skipped and entry.skipped.startswith("left out: "):
                 continue  # said once, below

@@ -33,6 +33,7 @@ from graphfix.model_io.encoding import PROTOBUF_LIMIT, skeleton, stored_size, wr
 from graphfix.model_io.checking import (
     check_model,
     checker_problem,
+    correct_output_shapes,
     new_checker_problem,
     runtime_problem,
     weights_as_inputs,
@@ -106,6 +107,7 @@ __all__ = [
     "save",
     "check_model",
     "checker_problem",
+    "correct_output_shapes",
     "new_checker_problem",
     "runtime_problem",
     "weights_as_inputs",

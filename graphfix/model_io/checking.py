@@ -17,7 +17,7 @@ from graphfix.model_io.sessions import temporary_model_file, ort_session
 from graphfix.model_io.tensors import inline_bytes, lazy_source, lazy_tensors, tensor_bytes
 
 __all__ = ["check_model", "checker_problem", "new_checker_problem", "runtime_problem",
-           "weights_as_inputs"]
+           "weights_as_inputs", "correct_output_shapes"]
 
 # Above this many bytes of weights in memory, check_model checks a weightless copy on disk.
 _CHECK_INLINE_BYTES = 8 * 2**20
@@ -130,8 +130,9 @@ def check_model(model: onnx.ModelProto, *, rewrite: bool = False) -> list[str]:
     ``rewrite``: the model is to be rewritten and written. What the checker finds that would
     carry into the written model is then refused even where ONNX Runtime runs the model:
     initializers sharing a name (which one is meant is ambiguous) and graph outputs whose
-    declared type or shape contradicts what the graph computes (graph outputs keep their
-    declared shapes, so the written model could not pass the checker).
+    declared type contradicts what the graph computes. A declared output shape that does is
+    no refusal: ONNX Runtime runs such a model (PaddlePaddle's exporter declares some outputs
+    rank 0), and the rewrite declares what the graph computes (:func:`correct_output_shapes`).
     """
     _check_signature_sizes(model)
     newest = max(onnx.IR_VERSION, max_ir_version())
@@ -181,17 +182,44 @@ def _refuse_what_would_be_written(model: onnx.ModelProto) -> None:
                                                   if len(repeated) > 1 else ""),
                 hint="ONNX requires unique names and ONNX Runtime silently uses the last "
                      "one; remove the copies that are not meant")
-    for message in _output_contradictions(model):
-        raise ModelLoadError(
-            f"invalid model: {message}",
-            hint="ONNX Runtime runs it (and warns); graphfix keeps declared output shapes and "
-                 "does not write a model that contradicts them: correct the declaration")
+    for message, _ in _output_contradictions(model):
+        if message.startswith("type: "):
+            raise ModelLoadError(
+                f"invalid model: {message[len('type: '):]}",
+                hint="graphfix keeps declared output types and does not write a model that "
+                     "contradicts them: correct the declaration")
 
 
-def _output_contradictions(model: onnx.ModelProto) -> list[str]:
-    """Graph outputs whose declared element type or static sizes differ from what shape
-    inference computes for them (declarations that only name or leave out a size are not
-    contradictions)."""
+def correct_output_shapes(model: onnx.ModelProto) -> list[str]:
+    """Declare, in place, the shape the graph computes for each graph output whose declared
+    shape contradicts it (another rank, or another static size; sizes inference only numbers
+    are left unnamed); returns one line per output corrected. ONNX Runtime runs such a model
+    and warns; onnx's checker refuses it, and the declaration misleads whatever reads the
+    signature."""
+    lines = []
+    outputs = {value.name: value for value in model.graph.output}
+    for message, computed in _output_contradictions(model):
+        if message.startswith("type: "):
+            continue
+        shape = computed.type.tensor_type.shape
+        for dim in shape.dim:
+            if dim.HasField("dim_param") and dim.dim_param.startswith("unk__"):
+                dim.ClearField("dim_param")
+        target = outputs[computed.name].type.tensor_type
+        if computed.type.tensor_type.HasField("shape"):
+            target.shape.CopyFrom(shape)
+        else:
+            target.ClearField("shape")
+        lines.append(f"{message}: the output now declares what the graph computes (ONNX "
+                     f"Runtime ran the model, warning; onnx's checker refuses it)")
+    return lines
+
+
+def _output_contradictions(model: onnx.ModelProto) -> list[tuple[str, onnx.ValueInfoProto]]:
+    """Graph outputs whose declared element type (message ``type: ...``) or shape (another
+    rank, another static size) differs from what shape inference computes for them
+    (declarations that only name or leave out a size are not contradictions), with the
+    output as inferred."""
     copy = skeleton(model)
     for value in copy.graph.output:
         if value.type.HasField("tensor_type"):
@@ -206,9 +234,9 @@ def _output_contradictions(model: onnx.ModelProto) -> list[str]:
             continue
         want, got = declared.type.tensor_type, computed.type.tensor_type
         if want.elem_type and got.elem_type and want.elem_type != got.elem_type:
-            found.append(f"output {declared.name!r} is declared "
-                         f"{_type_name(want.elem_type)} but the graph computes "
-                         f"{_type_name(got.elem_type)}")
+            found.append((f"type: output {declared.name!r} is declared "
+                          f"{_type_name(want.elem_type)} but the graph computes "
+                          f"{_type_name(got.elem_type)}", computed))
             continue
         if not (want.HasField("shape") and got.HasField("shape")):
             continue
@@ -216,8 +244,8 @@ def _output_contradictions(model: onnx.ModelProto) -> list[str]:
                   for d in t.shape.dim] for t in (want, got)]
         if len(sizes[0]) != len(sizes[1]) or any(
                 a is not None and b is not None and a != b for a, b in zip(*sizes)):
-            found.append(f"output {declared.name!r} is declared {_dims(sizes[0])} but the "
-                         f"graph computes {_dims(sizes[1])}")
+            found.append((f"output {declared.name!r} is declared {_dims(sizes[0])} but the "
+                          f"graph computes {_dims(sizes[1])}", computed))
     return found
 
 

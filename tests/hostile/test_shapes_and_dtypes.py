@@ -17,6 +17,8 @@ one whose declared shape only names a size (kept), a dynamic size no parity ladd
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -239,13 +241,39 @@ def _wrong_output_shape() -> onnx.ModelProto:
 
 
 def test_a_wrongly_declared_output_shape_optimize(gf):
-    """ONNX Runtime runs it, but graph outputs keep their declared shapes and the written model
-    would fail the checker: optimize refuses, saying what is declared and what is computed."""
+    """ONNX Runtime runs it (PaddlePaddle's exporter declares some outputs rank 0): optimize
+    writes it, the output declaring what the graph computes, and says what was declared."""
     gf.model(_wrong_output_shape())
     gf.refused_or_correct("optimize", "m.onnx", "out.onnx")
-    gf.refused("optimize", "m.onnx", "out.onnx",
-               match=r"output 'y' is declared \[2, 5\] but the graph computes \[2, 3\]")
+    outcome = gf.optimized("m.onnx", "out2.onnx")
+    assert re.search(r"output 'y' is declared \[2, 5\] but the graph computes \[2, 3\]: the "
+                     r"output now declares what the graph computes", outcome.stdout + outcome.stderr)
+    written = onnx.load(gf.folder / "out2.onnx")
+    assert [d.dim_value for d in written.graph.output[0].type.tensor_type.shape.dim] == [2, 3]
+    onnx.checker.check_model(written, full_check=True)
     assert "warning" in gf.succeeded("inspect", "m.onnx").stdout
+
+
+def test_an_output_declared_rank_0_optimize(gf):
+    """PaddlePaddle's exporter declares some outputs rank 0 ([]) that compute [N, 2]: written,
+    the unknown size left unnamed, the input's name for a size it keeps."""
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N,2] x) => (float y, float z) {
+        t = Relu (x)
+        y = Neg (t)
+        f = Flatten <axis = 0> (t)
+        z = Softmax (f)
+    }""")
+    for value in model.graph.output:
+        value.type.tensor_type.shape.Clear()  # declared, with no dimension: rank 0
+        assert value.type.tensor_type.HasField("shape")
+    gf.model(model)
+    gf.optimized("m.onnx", "out.onnx")
+    written = onnx.load(gf.folder / "out.onnx")
+    y, z = (value.type.tensor_type.shape.dim for value in written.graph.output)
+    assert [(d.dim_param, d.dim_value) for d in y] == [("N", 0), ("", 2)]
+    assert len(z) == 2 and z[0].dim_value == 1 and not z[1].dim_param
 
 
 def test_a_wrongly_declared_output_type_optimize(gf):
