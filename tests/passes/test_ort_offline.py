@@ -672,3 +672,34 @@ def test_a_model_with_bodies_reaches_a_fixed_point_in_one_run(tmp_path):
     assert first.modified and first.stats.get("second_pass_nodes", 0) > 0, first.stats
     again = OrtOffline()(first.model)
     assert not again.modified and count_nodes(again.model) == count_nodes(first.model)
+
+
+def test_attributes_ort_writes_at_their_default_are_dropped():
+    """ORT writes out attributes at their schema's default on the nodes it rewrites (the Conv
+    it folded a BatchNormalization into: auto_pad, group; Gemm's alpha, beta, transA, transB;
+    Flatten's axis): they mean nothing an absent attribute does not, and cost bytes. The
+    input's own attributes stay, default or not."""
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+               numpy_helper.from_array(rng.standard_normal((256, 5)).astype(np.float32), "g")]
+    weights += [numpy_helper.from_array(value.astype(np.float32), name) for name, value in (
+        ("s", rng.random(4) + 0.5), ("b", rng.standard_normal(4)),
+        ("m", rng.standard_normal(4)), ("v", rng.random(4) + 0.5))]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"]),
+         helper.make_node("Flatten", ["y"], ["f"]),
+         helper.make_node("Gemm", ["f", "g"], ["z"], beta=1.0)], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [1, 5])], weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    result = OrtOffline()(onnx.ModelProto.FromString(model.SerializeToString()))
+    assert result.modified
+    stated = {n.op_type: sorted(a.name for a in n.attribute) for n in result.model.graph.node}
+    assert stated == {"Conv": ["pads"], "Flatten": [], "Gemm": ["beta"]}
+    feed = [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}]
+    np.testing.assert_allclose(run_outputs(result.model, feed, ["z"])[0]["z"],
+                               run_outputs(model, feed, ["z"])[0]["z"], rtol=1e-5, atol=1e-5)
+    assert result.model.ByteSize() < model.ByteSize()
