@@ -225,10 +225,10 @@ def run_pipeline(
     left_out: list[LeftOut] = []
     before: onnx.ModelProto | None = None
     fixed = fix_input_shapes(model, input_shapes)
-    corrected = model_io.correct_output_shapes(model)
     sorted_graphs = 0
     with contextlib.suppress(graph_layer.CycleError):  # ONNX Runtime refuses a cycle itself
         sorted_graphs = graph_layer.sort_nodes(model.graph)
+    corrected = model_io.correct_output_shapes(model)  # inferred in order
     # -1 as a size is unknown to every pass; the signature says it again at the end.
     unknown_dims = graph_layer.clear_unknown_dims(model)
     # measured as room() measures the model: without annotations on either side, so that the
