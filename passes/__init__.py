@@ -13,6 +13,7 @@ from .convert_precision import ConvertPrecision, convert_precision
 from .eliminate_transposes import EliminateTransposes, eliminate_transposes
 from .fold_shapes import FoldShapes, fold_shapes
 from .fuse_transformer import FuseTransformer, fuse_transformer
+from .hoist_loop_invariants import HoistLoopInvariants, hoist_loop_invariants
 from .merge_duplicates import MergeDuplicates, merge_duplicates
 from .ort_offline import OrtOffline, ort_offline
 from .remove_initializer_inputs import (
@@ -30,6 +31,8 @@ __all__ = [
     "fold_shapes",
     "FuseTransformer",
     "fuse_transformer",
+    "HoistLoopInvariants",
+    "hoist_loop_invariants",
     "MergeDuplicates",
     "merge_duplicates",
     "OrtOffline",
