@@ -23,9 +23,11 @@ Rules:
    subgraph, nodes outside the standard domains and nodes writing the body's outputs stay.
 3. Inner bodies first: what moves out of a Loop in a Loop's body may move out of the outer
    Loop in turn.
-4. In the default pipeline the pass runs before simplify and ort-offline, so that what it moves
-   out of a loop is folded in the same run where a fold may store it (a small weight's Cast),
-   and the weights that only the loop's carried copies read go.
+4. Not in the default pipeline: it made three Keras and tf2onnx recurrences 1.2-1.9x faster and
+   two others 0.83-0.88x as fast (ONNX Runtime reads a Loop's outer-scope values per
+   iteration too, and a carried value passed through without an Identity costs it no copy).
+   Given, it runs best before simplify and ort-offline (``--passes``), which then fold what
+   it moved out where a fold may store it.
 """
 
 from __future__ import annotations
