@@ -1,55 +1,59 @@
-"""hoist-loop-invariants: what a Loop's body computes alike in every iteration, computed once.
+"""hoist-loop-invariants: a Loop's weights carried through it unchanged, read from outside it.
 
     Loop(M, c, w) body(i, c, w_in) => (c, w_in, ...) { u = Cast(w_in)  y = MatMul(x, u) }
- => u = Cast(w);  Loop(M, c) body(i, c) => (c, ...) { y = MatMul(x, u) }
+ => Loop(M, c) body(i, c) => (c, ...) { u = Cast(w)  y = MatMul(x, u) }
 
 Exporters that write a recurrent layer as a Loop (tf2onnx on Keras 3's LSTM and GRU, whose
-weights are resource variables) pass the weights through the loop as carried values, unchanged,
-and cast and split them in the body. ONNX Runtime copies every carried value into each iteration
-and runs those nodes again each time: a Keras BiLSTM digit reader runs 1.9x faster with them
-moved out.
+weights are resource variables; PaddlePaddle's table recognizer) pass the weights through the
+loop as carried values, unchanged. To ONNX Runtime a carried value is a new value in every
+iteration: the body's Casts, Splits and Transposes of the weights run again each time and its
+products repack them. Read from the graph around the Loop, a weight is a constant: ONNX
+Runtime folds what the body computes from it and prepacks it once (a Keras BiLSTM digit
+reader ran 2.05x faster).
 
 Rules:
 1. A carried value of a Loop that its body passes through unchanged (the body's output for it is
    its input, itself or through Identities) holds the value the Loop was given in every
    iteration: the body reads that value from the graph around it (ONNX's scoping), the slot goes
    (the Loop's input, the body's input and output, the Loop's output), and what read the Loop's
-   final value of it reads the given value. A slot whose final value is an output of the
-   graph around the Loop, or whose given value is left out, stays.
-2. A body node that computes only from constants (the initializers and Constant nodes of the
-   graphs around it, and the nodes this rule moved) moves before its Loop: it computes the same
-   in every iteration and on every input, so moved out it fails where it failed before or not
-   at all. Nodes whose outputs are random (:func:`graphfix.graph.is_random`), nodes holding a
-   subgraph, nodes outside the standard domains and nodes writing the body's outputs stay.
-3. Inner bodies first: what moves out of a Loop in a Loop's body may move out of the outer
-   Loop in turn.
-4. Not in the default pipeline: it made three Keras and tf2onnx recurrences 1.2-1.9x faster and
-   two others 0.83-0.88x as fast (ONNX Runtime reads a Loop's outer-scope values per
-   iteration too, and a carried value passed through without an Identity costs it no copy).
-   Given, it runs best before simplify and ort-offline (``--passes``), which then fold what
-   it moved out where a fold may store it.
+   final value of it reads the given value.
+2. Only weights go: a slot whose given value is a constant (an initializer or a Constant of the
+   graphs around the Loop) of at least :data:`MIN_BYTES`. Small weights, and values computed at
+   run time, stay carried: read from outside, ONNX Runtime handles them per iteration at a cost
+   their size does not repay (a Keras GRU whose weights are at most 9 KB ran 0.88x as fast with
+   them dropped; BiLSTMs with weights of 280 KB to 5 MB 1.25-2.05x as fast).
+3. A slot whose final value is an output of the graph around the Loop stays. Inner bodies are
+   rewritten before the graph that holds them.
+4. Nothing moves out of a body: ONNX Runtime folds a body's nodes that compute from outer
+   constants itself; moved out of it they were slower (PaddleOCR's table recognizer: two weight
+   Transposes moved out, 0.80x as fast).
+5. Not in the default pipeline: with it, three Keras and tf2onnx BiLSTMs ran 1.33-1.79x as fast,
+   but PaddleOCR's table recognizer 0.91-0.95x (its six weights of 98 KB to 786 KB read from
+   outside); what separates them is not known yet. Given, it runs best before simplify and
+   ort-offline (``--passes``), which then fold what the body computes from the weights.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-
 import onnx
 
 from graphfix import graph as graph_layer
-from graphfix.graph import STANDARD_DOMAINS, holds_graph, is_random, subgraphs
+from graphfix.graph import STANDARD_DOMAINS, subgraphs
+from graphfix.model_io import tensor_bytes
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["HoistLoopInvariants", "hoist_loop_invariants"]
 
 logger = logging.getLogger(__name__)
 
+# Rule 2: the smallest weight read from outside its Loop.
+MIN_BYTES = 64 * 1024
+
 
 class _Counts:
     def __init__(self) -> None:
         self.slots = 0
-        self.hoisted = 0
 
 
 def _pass_through(body: onnx.GraphProto, name: str) -> str:
@@ -63,13 +67,17 @@ def _pass_through(body: onnx.GraphProto, name: str) -> str:
 
 
 def _drop_invariant_slots(graph: onnx.GraphProto, loop: onnx.NodeProto,
-                          body: onnx.GraphProto, counts: _Counts) -> dict[str, str]:
-    """Rule 1 on ``loop`` of ``graph``; returns the Loop outputs gone, each to what replaces it."""
+                          body: onnx.GraphProto, weights: dict[str, int],
+                          counts: _Counts) -> dict[str, str]:
+    """Rules 1-3 on ``loop`` of ``graph`` (``weights``: the constants around it, by name, with
+    their bytes); returns the Loop outputs gone, each to what replaces it."""
     outputs = {o.name for o in graph.output}
     invariant = []
     for k in range(len(loop.input) - 2):
         given = loop.input[2 + k]
         if 2 + k >= len(body.input) or 1 + k >= len(body.output) or not given:
+            continue
+        if weights.get(given, 0) < MIN_BYTES:  # Rule 2
             continue
         final = loop.output[k] if k < len(loop.output) else ""
         if final in outputs:
@@ -108,80 +116,37 @@ def _drop_unread_identities(body: onnx.GraphProto) -> None:
         body.node.extend(kept)
 
 
-def _hoist(body: onnx.GraphProto, constants: set[str], counts: _Counts) -> list[onnx.NodeProto]:
-    """Rule 2: the nodes of ``body`` that compute from ``constants`` alone, taken out of it in
-    order (``constants`` grows by what they compute)."""
-    written = {o.name for o in body.output}
-    moved: list[onnx.NodeProto] = []
-    kept: list[onnx.NodeProto] = []
-    known = set(constants)
-    for node in body.node:
-        inputs = [name for name in node.input if name]
-        if (inputs and node.domain in STANDARD_DOMAINS and not holds_graph(node)
-                and not is_random(node) and all(name in known for name in inputs)
-                and not any(name in written for name in node.output)):
-            moved.append(node)
-            known.update(name for name in node.output if name)
-        else:
-            kept.append(node)
-    if moved:
-        del body.node[:]
-        body.node.extend(kept)
-        counts.hoisted += len(moved)
-    constants.update(known)
-    return moved
-
-
-def _rewrite(graph: onnx.GraphProto, outer: set[str], counts: _Counts) -> None:
-    """Rules 1-3 on ``graph`` and its bodies; ``outer``: the constants of the graphs around.
-    A Constant node counts from where it stands: what moves goes just before its Loop."""
-    constants = outer | {t.name for t in graph.initializer}
-    nodes: list[onnx.NodeProto] = []
+def _rewrite(graph: onnx.GraphProto, outer: dict[str, int], counts: _Counts) -> None:
+    """Rules 1-3 on ``graph`` and its bodies; ``outer``: the constants of the graphs around
+    (name: bytes). A Constant node counts from where it stands."""
+    weights = {**outer, **{t.name: tensor_bytes(t) for t in graph.initializer}}
     gone: dict[str, str] = {}
     for node in graph.node:
         if gone:
             graph_layer.rename_reads(node, gone)
         if node.op_type == "Constant" and node.domain in STANDARD_DOMAINS:
-            constants.update(o for o in node.output if o)
+            value = next((a.t for a in node.attribute if a.name == "value"), None)
+            if value is not None:
+                weights.update({o: tensor_bytes(value) for o in node.output if o})
         for body in subgraphs(node):
-            _rewrite(body, set(constants), counts)  # Rule 3
+            _rewrite(body, dict(weights), counts)  # Rule 3
         if node.op_type == "Loop" and node.domain in STANDARD_DOMAINS:
             body = next(a.g for a in node.attribute if a.name == "body")
-            gone.update(_drop_invariant_slots(graph, node, body, counts))
-            moved = _hoist(body, constants, counts)
-            _move_declarations(body, graph, (o for n in moved for o in n.output))
-            nodes.extend(moved)
-        nodes.append(node)
-    if len(nodes) != len(graph.node):
-        del graph.node[:]
-        graph.node.extend(nodes)
-
-
-def _move_declarations(body: onnx.GraphProto, graph: onnx.GraphProto,
-                       names: Iterable[str]) -> None:
-    """The shape annotations of the values moved out of ``body`` go with them."""
-    moving = set(names)
-    if not moving:
-        return
-    keep = [v for v in body.value_info if v.name not in moving]
-    graph.value_info.extend(v for v in body.value_info if v.name in moving)
-    del body.value_info[:]
-    body.value_info.extend(keep)
+            gone.update(_drop_invariant_slots(graph, node, body, weights, counts))
 
 
 @register("hoist-loop-invariants")
 class HoistLoopInvariants(Pass):
-    """Move what a Loop's body computes alike in every iteration out of it (Keras RNN weights).
+    """Read the weights a Loop carries through unchanged from outside it (Keras RNNs as Loops).
 
-    Carried values the body passes through unchanged are read from outside, and nodes that
-    compute from constants alone run once, before the Loop."""
+    ONNX Runtime then folds what the body computes from them, and prepacks them, once."""
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         counts = _Counts()
         before = graph_layer.count_nodes(model)
-        _rewrite(model.graph, set(), counts)
-        return PassResult(model, bool(counts.slots or counts.hoisted), stats={
-            "carried_values_dropped": counts.slots, "nodes_hoisted": counts.hoisted,
+        _rewrite(model.graph, {}, counts)
+        return PassResult(model, bool(counts.slots), stats={
+            "carried_values_dropped": counts.slots,
             "nodes_before": before, "nodes_after": graph_layer.count_nodes(model)})
 
 

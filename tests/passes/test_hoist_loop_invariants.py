@@ -1,5 +1,5 @@
-"""hoist-loop-invariants: carried values passed through unchanged are read from outside the
-Loop, and body nodes that compute from constants alone run once, before it."""
+"""hoist-loop-invariants: the weights a Loop carries through unchanged are read from outside
+it; small weights and values computed at run time stay carried."""
 
 from __future__ import annotations
 
@@ -16,8 +16,11 @@ F, F16, I64, B = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorP
                   onnx.TensorProto.BOOL)
 
 
+H = 256  # the recurrence's width: its float16 weight is 128 KiB, past MIN_BYTES
+
+
 def _rnn(*, through_identity: bool = False, final_is_output: bool = False,
-         random_in_body: bool = False) -> onnx.ModelProto:
+         width: int = H) -> onnx.ModelProto:
     """A Keras-3-style recurrence as tf2onnx writes it: the float16 weight ``w`` a carried
     value the body passes through unchanged, cast to float32 in every iteration."""
     passed = "w_id" if through_identity else "w_in"
@@ -30,40 +33,38 @@ def _rnn(*, through_identity: bool = False, final_is_output: bool = False,
              helper.make_node("Identity", ["h_out"], ["step"])]
     if through_identity:
         nodes.append(helper.make_node("Identity", ["w_in"], ["w_id"]))
-    if random_in_body:
-        nodes.append(helper.make_node("RandomUniformLike", ["bias"], ["noise"], dtype=F))
-        nodes.append(helper.make_node("Mul", ["step", "noise"], ["step_noisy"]))
     body = helper.make_graph(
         nodes, "body",
         [helper.make_tensor_value_info("i", I64, []), helper.make_tensor_value_info("cond_in", B, []),
-         helper.make_tensor_value_info("w_in", F16, [4, 4]),
-         helper.make_tensor_value_info("h_in", F, [1, 4])],
+         helper.make_tensor_value_info("w_in", F16, [width, width]),
+         helper.make_tensor_value_info("h_in", F, [1, width])],
         [helper.make_tensor_value_info("cond_out", B, []),
-         helper.make_tensor_value_info(passed, F16, [4, 4]),
-         helper.make_tensor_value_info("h_out", F, [1, 4]),
-         helper.make_tensor_value_info("step_noisy" if random_in_body else "step", F, [1, 4])])
+         helper.make_tensor_value_info(passed, F16, [width, width]),
+         helper.make_tensor_value_info("h_out", F, [1, width]),
+         helper.make_tensor_value_info("step", F, [1, width])])
     rng = np.random.default_rng(0)
-    weights = [numpy_helper.from_array((rng.standard_normal((4, 4)) / 2).astype(np.float16), "w"),
-               numpy_helper.from_array(rng.standard_normal((1, 4)).astype(np.float16), "bias"),
+    weights = [numpy_helper.from_array(
+        (rng.standard_normal((width, width)) / width ** 0.5).astype(np.float16), "w"),
+               numpy_helper.from_array(rng.standard_normal((1, width)).astype(np.float16), "bias"),
                numpy_helper.from_array(np.array(True), "go")]
-    outputs = [helper.make_tensor_value_info("h", F, [1, 4]),
-               helper.make_tensor_value_info("steps", F, ["T", 1, 4]),
-               helper.make_tensor_value_info("w_back", F, [4, 4])]
+    outputs = [helper.make_tensor_value_info("h", F, [1, width]),
+               helper.make_tensor_value_info("steps", F, ["T", 1, width]),
+               helper.make_tensor_value_info("w_back", F, [width, width])]
     main = [helper.make_node("Loop", ["trips", "go", "w", "h0"], ["w_final", "h", "steps"],
                              body=body)]
     if final_is_output:
-        outputs.append(helper.make_tensor_value_info("w_final", F16, [4, 4]))
+        outputs.append(helper.make_tensor_value_info("w_final", F16, [width, width]))
     main.append(helper.make_node("Cast", ["w_final"], ["w_back"], to=F))
     graph = helper.make_graph(
         main, "g", [helper.make_tensor_value_info("trips", I64, []),
-                    helper.make_tensor_value_info("h0", F, [1, 4])], outputs, weights)
+                    helper.make_tensor_value_info("h0", F, [1, width])], outputs, weights)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def _feeds(trips: int) -> list[dict[str, np.ndarray]]:
+def _feeds(trips: int, width: int = H) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(trips)
     return [{"trips": np.array(trips, np.int64),
-             "h0": rng.standard_normal((1, 4)).astype(np.float32)}]
+             "h0": rng.standard_normal((1, width)).astype(np.float32)}]
 
 
 def _loop(model: onnx.ModelProto) -> onnx.NodeProto:
@@ -75,17 +76,20 @@ def _body_ops(model: onnx.ModelProto) -> list[str]:
 
 
 @pytest.mark.parametrize("through_identity", [False, True])
-def test_a_weight_passed_through_is_read_from_outside_and_its_cast_runs_once(through_identity):
+def test_a_weight_passed_through_is_read_from_outside_the_loop(through_identity):
     model = _rnn(through_identity=through_identity)
     names = ["h", "steps", "w_back"]
     expected = {trips: run_outputs(model, _feeds(trips), names)[0] for trips in (0, 1, 5)}
     result = HoistLoopInvariants()(onnx.ModelProto.FromString(model.SerializeToString()))
     assert result.modified
-    assert result.stats["carried_values_dropped"] == 1 and result.stats["nodes_hoisted"] == 2
+    assert result.stats["carried_values_dropped"] == 1
     loop = _loop(result.model)
     assert list(loop.input) == ["trips", "go", "h0"] and list(loop.output) == ["h", "steps"]
-    assert "Cast" not in _body_ops(result.model) and "Identity" in _body_ops(result.model)
-    assert [n.op_type for n in result.model.graph.node] == ["Cast", "Cast", "Loop", "Cast"]
+    body = loop.attribute[0].g
+    assert [n.input[0] for n in body.node if n.op_type == "Cast"] == ["w", "bias"]
+    assert [i.name for i in body.input] == ["i", "cond_in", "h_in"]
+    assert [n.op_type for n in result.model.graph.node] == ["Loop", "Cast"]
+    assert result.model.graph.node[1].input[0] == "w"  # the final value is the given one
     onnx.checker.check_model(result.model, full_check=True)
     for trips, values in expected.items():  # 0 trips too: the final value is the given one
         got = run_outputs(result.model, _feeds(trips), names)[0]
@@ -103,19 +107,20 @@ def test_a_slot_whose_final_value_is_a_graph_output_stays():
     result = HoistLoopInvariants()(_rnn(final_is_output=True))
     assert "w" in _loop(result.model).input
     assert result.stats["carried_values_dropped"] == 0
-    # the weight is read through the body's input, which is no constant: its Cast stays
-    assert _body_ops(result.model).count("Cast") == 1
 
 
-def test_random_nodes_and_nodes_writing_the_body_s_outputs_stay():
-    result = HoistLoopInvariants()(_rnn(random_in_body=True))
-    ops = _body_ops(result.model)
-    assert "RandomUniformLike" in ops and "Mul" in ops
+def test_a_small_weight_and_a_value_computed_at_run_time_stay_carried():
+    """Read from outside, ONNX Runtime handles them per iteration at a cost their size does not
+    repay (a Keras GRU with weights of at most 9 KB ran 0.88x as fast)."""
+    small = HoistLoopInvariants()(_rnn(width=16))
+    assert not small.modified and "w" in _loop(small.model).input
+    computed = _rnn()
+    computed.graph.node.insert(0, helper.make_node("Identity", ["w"], ["w_copy"]))
+    _loop(computed).input[2] = "w_copy"
+    assert HoistLoopInvariants()(computed).stats["carried_values_dropped"] == 0
 
 
-def test_a_loop_in_a_loop_hands_its_invariants_outward():
-    """The inner Loop's Cast of a weight moves into the outer body, then out of the outer
-    Loop too."""
+def test_a_loop_in_a_loop_reads_the_main_graph_s_weight():
     inner = _rnn()
     inner_loop = _loop(inner)
     outer_body = helper.make_graph(
@@ -124,17 +129,18 @@ def test_a_loop_in_a_loop_hands_its_invariants_outward():
                           body=inner_loop.attribute[0].g)],
         "outer", [helper.make_tensor_value_info("j", I64, []),
                   helper.make_tensor_value_info("c", B, []),
-                  helper.make_tensor_value_info("h_in", F, [1, 4])],
+                  helper.make_tensor_value_info("h_in", F, [1, H])],
         [helper.make_tensor_value_info("c_out", B, []),
-         helper.make_tensor_value_info("h_out", F, [1, 4])])
+         helper.make_tensor_value_info("h_out", F, [1, H])])
     graph = helper.make_graph(
         [helper.make_node("Loop", ["trips", "go", "h0"], ["h"], body=outer_body)], "g",
-        list(inner.graph.input), [helper.make_tensor_value_info("h", F, [1, 4])],
+        list(inner.graph.input), [helper.make_tensor_value_info("h", F, [1, H])],
         list(inner.graph.initializer))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     expected = run_outputs(model, _feeds(3), ["h"])[0]["h"]
     result = HoistLoopInvariants()(onnx.ModelProto.FromString(model.SerializeToString()))
-    assert [n.op_type for n in result.model.graph.node] == ["Cast", "Cast", "Loop"]
+    inner_loop = next(n for n in _loop(result.model).attribute[0].g.node if n.op_type == "Loop")
+    assert list(inner_loop.input) == ["trips", "go", "h_in"]
     onnx.checker.check_model(result.model, full_check=True)
     np.testing.assert_array_equal(run_outputs(result.model, _feeds(3), ["h"])[0]["h"], expected)
 
@@ -148,7 +154,7 @@ def test_a_pipeline_with_the_pass_moves_a_recurrence_s_weights_out_of_its_loop()
     assert result.report.parity["passed"]
     entry = next(p for p in result.report.passes if p.name == "hoist-loop-invariants")
     assert entry.stats["carried_values_dropped"] == 1
-    assert "Cast" not in _body_ops(result.model)
+    assert "w" not in _loop(result.model).input
     assert result.model.ByteSize() <= _rnn().ByteSize()
     again = graphfix.optimize(result.model, passes=PIPELINE)
     assert [n.SerializeToString() for n in again.model.graph.node] == [
