@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 # Passes that rewrite the graph from its own structure alone, in pipeline order.
 STRUCTURAL_PASSES = ("remove-initializer-inputs", "eliminate-transposes", "fold-shapes",
-                     "merge-duplicates")
+                     "merge-duplicates", "hoist-loop-invariants")
 
 
 @dataclasses.dataclass

@@ -74,13 +74,15 @@ logger = logging.getLogger(__name__)
 # into one MatMul). onnxsim comes before ORT: the weights its folding materialises let ORT fuse
 # (a Conv's bias Add, a BatchNormalization into a Conv). eliminate-transposes runs again at
 # the end because ORT's rewrites and onnxsim's folding can leave new Transpose pairs next to
-# each other, and shape folding last, on the Reshapes that pass writes. Run again on its own
-# output, the pipeline changes nothing.
+# each other, and shape folding last, on the Reshapes that pass writes. A Loop's weights are read
+# from outside it before onnxsim and ORT, which then fold what its body computes from them. Run
+# again on its own output, the pipeline changes nothing.
 DEFAULT_PASSES: tuple[str, ...] = (
     "remove-initializer-inputs",
     "eliminate-transposes",
     "fold-shapes",
     "merge-duplicates",
+    "hoist-loop-invariants",
     "simplify",
     "ort-offline",
     "fold-shapes",
