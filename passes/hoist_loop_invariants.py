@@ -21,7 +21,7 @@ Rules:
    of the graphs around the Loop) of at least :data:`MIN_BYTES`. A carried value passed through
    costs ONNX Runtime a copy in every iteration, growing with its bytes; a value read from
    outside costs it a fixed amount in every iteration. Measured with the pass and without, on
-   the six recurrences of the corpora it can change: weights of 1.4 to 2.6 MB read from outside
+   five recurrences of the corpora: weights of 1.4 to 2.6 MB read from outside
    ran 1.23-1.86x as fast (three BiLSTMs); weights of 98 to 786 KB 0.86-0.99x (PaddleOCR's
    table recognizer), of at most 9 KB 0.88x (a Keras GRU). Smaller weights, and values computed
    at run time, stay carried.
@@ -37,6 +37,7 @@ Rules:
 from __future__ import annotations
 
 import logging
+
 import onnx
 
 from graphfix import graph as graph_layer
