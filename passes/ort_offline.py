@@ -115,8 +115,8 @@ from graphfix.model_io import (
     tensor_digest,
     weight_bytes,
 )
-from graphfix.graph import (ONNX_DOMAINS, all_nodes, count_nodes, default_inputs,
-                            holds_graph, run_time_steps, subgraphs)
+from graphfix.graph import (ONNX_DOMAINS, STANDARD_DOMAINS, all_nodes, count_nodes,
+                            default_inputs, holds_graph, run_time_steps, subgraphs)
 from ._compare import grown_ops, same_graph
 from ._portable import (
     Unportable,
@@ -525,15 +525,16 @@ def _drop_default_attributes(optimized: onnx.ModelProto, model: onnx.ModelProto)
     Gemm's ``transA``) where the input's node, the one writing the same outputs, did not state
     them, dropped: an absent attribute means its default, and each costs bytes (an image
     descriptor came out 824 bytes larger than its input of them alone). Returns how many."""
-    opsets = {o.domain or "": o.version for o in optimized.opset_import}
+    opsets = {"" if o.domain in STANDARD_DOMAINS else o.domain: o.version
+              for o in optimized.opset_import}
     stated = {tuple(n.output): {a.name for a in n.attribute} for n in all_nodes(model.graph)}
     dropped = 0
     for node in all_nodes(optimized.graph):
         if node.domain not in ONNX_DOMAINS or not node.attribute:
             continue
+        domain = "" if node.domain in STANDARD_DOMAINS else node.domain
         try:
-            schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "", 1),
-                                          node.domain or "")
+            schema = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain)
         except onnx.defs.SchemaError:
             continue
         own = stated.get(tuple(node.output), set())
