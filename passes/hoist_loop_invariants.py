@@ -74,12 +74,15 @@ def _drop_invariant_slots(graph: onnx.GraphProto, loop: onnx.NodeProto,
     """Rules 1-3 on ``loop`` of ``graph`` (``weights``: the constants around it, by name, with
     their bytes); returns the Loop outputs gone, each to what replaces it."""
     outputs = {o.name for o in graph.output}
+    made = {name for node in body.node for name in node.output if name}
     invariant = []
     for k in range(len(loop.input) - 2):
         given = loop.input[2 + k]
         if 2 + k >= len(body.input) or 1 + k >= len(body.output) or not given:
             continue
         if weights.get(given, 0) < MIN_BYTES:  # Rule 2
+            continue
+        if given in made:  # the body's own value of that name would be read instead
             continue
         final = loop.output[k] if k < len(loop.output) else ""
         if final in outputs:
