@@ -75,6 +75,7 @@ def _drop_invariant_slots(graph: onnx.GraphProto, loop: onnx.NodeProto,
     their bytes); returns the Loop outputs gone, each to what replaces it."""
     outputs = {o.name for o in graph.output}
     made = {name for node in body.node for name in node.output if name}
+    made.update(t.name for t in body.initializer)
     invariant = []
     for k in range(len(loop.input) - 2):
         given = loop.input[2 + k]
