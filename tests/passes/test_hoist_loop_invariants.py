@@ -157,3 +157,28 @@ def test_the_default_pipeline_reads_a_recurrence_s_weight_from_outside_its_loop(
     again = graphfix.optimize(result.model)
     assert [n.SerializeToString() for n in again.model.graph.node] == [
         n.SerializeToString() for n in result.model.graph.node]
+
+
+def test_a_branch_inside_the_body_reads_the_weight_from_outside_too():
+    """The body's If reads the carried weight in its branches: they read the Loop's given
+    value once the slot goes, and compute what they computed."""
+    model = _rnn()
+    body = _loop(model).attribute[0].g
+    cast = next(n for n in body.node if n.op_type == "Cast" and n.input[0] == "w_in")
+    branch = helper.make_graph([helper.make_node("Cast", ["w_in"], ["wf_then"], to=F)], "then",
+                               [], [helper.make_tensor_value_info("wf_then", F, [H, H])])
+    other = helper.make_graph([helper.make_node("Cast", ["w_in"], ["wf_else"], to=F),
+                               helper.make_node("Neg", ["wf_else"], ["wf_neg"])], "else",
+                              [], [helper.make_tensor_value_info("wf_neg", F, [H, H])])
+    index = list(body.node).index(cast)
+    body.node.remove(cast)
+    body.node.insert(index, helper.make_node("If", ["cond_in"], ["wf"], then_branch=branch,
+                                             else_branch=other))
+    names = ["h", "steps", "w_back"]
+    expected = run_outputs(model, _feeds(3), names)[0]
+    result = HoistLoopInvariants()(onnx.ModelProto.FromString(model.SerializeToString()))
+    assert result.stats["carried_values_dropped"] == 1
+    onnx.checker.check_model(result.model, full_check=True)
+    got = run_outputs(result.model, _feeds(3), names)[0]
+    for name in names:
+        np.testing.assert_array_equal(got[name], expected[name])
