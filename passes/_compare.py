@@ -32,19 +32,28 @@ def _node_key(node: onnx.NodeProto, names: bool) -> bytes:
     parts = [node.domain.encode(), node.op_type.encode()]
     if names:
         parts += ["|".join(node.input).encode(), "|".join(node.output).encode()]
-    defaults = _defaults(node.domain, node.op_type)
     parts += sorted(_attribute_key(a) for a in node.attribute
-                    if not (a.name in defaults and defaults[a.name] == _value_key(a)))
+                    if not at_default(node.domain, node.op_type, a))
     return b"\0".join(parts)
 
 
+def at_default(domain: str, op_type: str, attribute: onnx.AttributeProto,
+               version: int | None = None) -> bool:
+    """Whether ``attribute`` holds its default in the op's schema at opset ``version`` (None:
+    the latest): written out at its default, it means what leaving it out means (ONNX Runtime
+    writes ``allowzero=0`` into a Reshape it rewrites)."""
+    default = _defaults("" if domain == "ai.onnx" else domain, op_type, version).get(
+        attribute.name)
+    return default is not None and default == _value_key(attribute)
+
+
 @functools.lru_cache(maxsize=None)
-def _defaults(domain: str, op_type: str) -> dict[str, bytes]:
-    """The default value of each attribute of the op's latest schema (:func:`_value_key`): an
-    attribute written out at its default is the attribute left out (ONNX Runtime writes
-    ``allowzero=0`` into a Reshape it rewrites)."""
+def _defaults(domain: str, op_type: str, version: int | None) -> dict[str, bytes]:
+    """The default value of each attribute of the op's schema at ``version`` (None: latest),
+    as :func:`_value_key` gives it."""
     try:
-        schema = onnx.defs.get_schema(op_type, domain=domain)
+        schema = (onnx.defs.get_schema(op_type, domain=domain) if version is None else
+                  onnx.defs.get_schema(op_type, version, domain))
     except Exception:  # noqa: BLE001 - an op onnx does not know (a custom domain's)
         return {}
     return {name: _value_key(attribute.default_value)

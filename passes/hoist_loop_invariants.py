@@ -58,9 +58,9 @@ class _Counts:
         self.slots = 0
 
 
-def _pass_through(body: onnx.GraphProto, name: str) -> str:
-    """The name ``name`` is an Identity chain of, in ``body`` (itself where it is none)."""
-    producers = {o: n for n in body.node for o in n.output if o}
+def _pass_through(producers: dict[str, onnx.NodeProto], name: str) -> str:
+    """The name ``name`` is an Identity chain of (itself where it is none); ``producers``: the
+    body's nodes by the names they write."""
     seen = set()
     while name in producers and producers[name].op_type == "Identity" and name not in seen:
         seen.add(name)
@@ -74,8 +74,8 @@ def _drop_invariant_slots(graph: onnx.GraphProto, loop: onnx.NodeProto,
     """Rules 1-3 on ``loop`` of ``graph`` (``weights``: the constants around it, by name, with
     their bytes); returns the Loop outputs gone, each to what replaces it."""
     outputs = {o.name for o in graph.output}
-    made = {name for node in body.node for name in node.output if name}
-    made.update(t.name for t in body.initializer)
+    producers = {name: node for node in body.node for name in node.output if name}
+    made = {*producers, *(t.name for t in body.initializer)}
     invariant = []
     for k in range(len(loop.input) - 2):
         given = loop.input[2 + k]
@@ -88,7 +88,7 @@ def _drop_invariant_slots(graph: onnx.GraphProto, loop: onnx.NodeProto,
         final = loop.output[k] if k < len(loop.output) else ""
         if final in outputs:
             continue
-        if _pass_through(body, body.output[1 + k].name) == body.input[2 + k].name:
+        if _pass_through(producers, body.output[1 + k].name) == body.input[2 + k].name:
             invariant.append(k)
     if not invariant:
         return {}

@@ -117,7 +117,7 @@ from graphfix.model_io import (
 )
 from graphfix.graph import (ONNX_DOMAINS, STANDARD_DOMAINS, all_nodes, count_nodes,
                             default_inputs, holds_graph, run_time_steps, subgraphs)
-from ._compare import grown_ops, same_graph
+from ._compare import at_default, grown_ops, same_graph
 from ._portable import (
     Unportable,
     element_types,
@@ -532,35 +532,15 @@ def _drop_default_attributes(optimized: onnx.ModelProto, model: onnx.ModelProto)
     for node in all_nodes(optimized.graph):
         if node.domain not in ONNX_DOMAINS or not node.attribute:
             continue
-        domain = "" if node.domain in STANDARD_DOMAINS else node.domain
-        try:
-            schema = onnx.defs.get_schema(node.op_type, opsets.get(domain, 1), domain)
-        except onnx.defs.SchemaError:
-            continue
+        version = opsets.get("" if node.domain in STANDARD_DOMAINS else node.domain, 1)
         own = stated.get(tuple(node.output), set())
-        keep = []
-        for attribute in node.attribute:
-            known = schema.attributes.get(attribute.name)
-            default = known.default_value if known is not None else None
-            if (attribute.name not in own and default is not None and default.type
-                    and default.type == attribute.type and _same_value(default, attribute)):
-                dropped += 1
-                continue
-            keep.append(attribute)
+        keep = [a for a in node.attribute if a.name in own
+                or not at_default(node.domain, node.op_type, a, version)]
         if len(keep) != len(node.attribute):
+            dropped += len(node.attribute) - len(keep)
             del node.attribute[:]
             node.attribute.extend(keep)
     return dropped
-
-
-def _same_value(default: onnx.AttributeProto, attribute: onnx.AttributeProto) -> bool:
-    """Whether two attributes of one type hold the same value (a tensor or graph: never)."""
-    if attribute.type in (onnx.AttributeProto.TENSOR, onnx.AttributeProto.GRAPH,
-                          onnx.AttributeProto.TENSORS, onnx.AttributeProto.GRAPHS,
-                          onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS,
-                          onnx.AttributeProto.TYPE_PROTO, onnx.AttributeProto.TYPE_PROTOS):
-        return False
-    return onnx.helper.get_attribute_value(default) == onnx.helper.get_attribute_value(attribute)
 
 
 def ort_offline(
