@@ -21,7 +21,9 @@ Rules:
 4. Where with a condition known everywhere is the branch it selects, when that branch already
    has the output's shape.
 5. Reshape of a Reshape reads the inner one's input, when rule 2 gives a constant target for it.
-6. What nothing reads any more goes (dead code).
+6. What nothing reads any more goes (dead code), in the bodies of If/Loop/Scan too: onnxsim
+   and ONNX Runtime leave nodes there that nothing reads once they rewrote what read them (an
+   Unsqueeze whose Squeeze onnxsim removed runs in every iteration of a loop).
 7. A shape computation whose symbolic value an earlier tensor holds reads that tensor instead
    (each layer of a transformer computes the batch and sequence sizes again).
 8. Every fact comes from the signature's inputs, the constants and the ops: shapes the file
@@ -30,10 +32,18 @@ Rules:
 9. CastLike reads its second input for its element type alone: a CastLike of a constant is a
    constant of that type (the dynamo exporter writes every constant of a float16 model as
    ``CastLike(c, x)``, which no constant folding can touch since ``x`` is computed).
+10. A Squeeze of an Unsqueeze over the same constant axes is the Unsqueeze's input, in every
+    graph, bodies of If/Loop/Scan included (no shape is needed: the pair is the identity
+    whatever the input). ONNX Runtime's offline optimization leaves such pairs behind where it
+    removes an Add of zero between them (PaddlePaddle's exporter writes one per value a loop
+    carries out of its body), and a second simplify would have taken them: without this rule
+    the pipeline was not a fixed point there. Where the Squeeze's output is the graph's
+    output, the value the Unsqueeze read takes its name (it must be computed by a node of that
+    graph, and be neither an input nor another output).
 
 Dynamic dimensions stay dynamic: a symbol is never replaced by a size, and the signature is
-never touched. Graph outputs keep their producers' names. Bodies of If/Loop/Scan are left as
-they are (their outer reads are honoured).
+never touched. Graph outputs keep their producers' names. Rules 1-9 leave the bodies of
+If/Loop/Scan as they are (their outer reads are honoured).
 """
 
 from __future__ import annotations
@@ -362,8 +372,108 @@ class FoldShapes(Pass):
             modified = True
             for key, count in rewriter.stats.items():
                 stats[key] = stats.get(key, 0) + count
+        cancelled = sum(_cancel_squeezes(graph, _opset(model))
+                        for graph in list(graph_layer.graphs(model.graph)))
+        if cancelled:
+            modified = True
+            stats["squeezes_cancelled"] = cancelled
+        # rule 6 everywhere: a body's dead nodes may be all that kept an outer value read
+        dead = sum(_drop_dead(graph) for graph in list(graph_layer.graphs_bottom_up(model.graph)))
+        if dead:
+            modified = True
+            stats["nodes_dropped"] = stats.get("nodes_dropped", 0) + dead
         stats.update(nodes_before=before, nodes_after=graph_layer.count_nodes(model))
         return PassResult(model, modified, stats=stats)
+
+
+def _drop_dead(graph: onnx.GraphProto) -> int:
+    """Rule 6 on ``graph``: the nodes whose results reach none of its outputs go, with the
+    initializers and declared shapes only they used; returns how many nodes went."""
+    nodes = list(graph.node)
+    live = {id(node) for node in graph_layer.live_nodes(nodes, [o.name for o in graph.output])}
+    dead = [position for position, node in enumerate(nodes) if id(node) not in live]
+    if dead:
+        graph_layer.delete_positions(graph.node, dead)
+        graph_layer.drop_unread_initializers(graph)
+        present = graph_layer.defined_names(graph)
+        graph_layer.keep_only(graph.value_info, lambda v: v.name in present)
+    return len(dead)
+
+
+def _opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 0)
+
+
+def _axes(node: onnx.NodeProto, opset: int, constants: dict[str, onnx.TensorProto]
+          ) -> frozenset[int] | None:
+    """The constant axes of a Squeeze or Unsqueeze: its attribute before opset 13, else its
+    second input when a constant of its graph holds it; None when none is given or known."""
+    if opset < 13:
+        axes = attribute(node, "axes")
+        return frozenset(int(a) for a in axes) if axes else None
+    if len(node.input) < 2 or node.input[1] not in constants:
+        return None
+    value = tensor_value(constants[node.input[1]])
+    values = value.reshape(-1).tolist() if value is not None else []
+    return frozenset(int(v) for v in values) if values else None
+
+
+def _cancel_squeezes(graph: onnx.GraphProto, opset: int) -> int:
+    """Rule 10 on ``graph`` (its own nodes; each body is a graph of its own)."""
+    constants = {t.name: t for t in graph.initializer}
+    for node in graph.node:
+        tensor = graph_layer.constant_tensor(node) if node.op_type == "Constant" else None
+        if tensor is not None and node.output:
+            constants[node.output[0]] = tensor
+    producer = {name: n for n in graph.node for name in n.output if name}
+    outputs = {o.name for o in graph.output}
+    signature = {i.name for i in graph.input} | outputs
+    unsqueezes: list[onnx.NodeProto] = []  # each cancelled pair's, gone where nothing reads it
+    axes_read: set[str] = set()  # the pairs' axes inputs
+    for node in list(graph.node):
+        if (node.op_type != "Squeeze" or node.domain not in STANDARD_DOMAINS
+                or not node.input or not node.output):
+            continue
+        inner = producer.get(node.input[0])
+        if inner is None or inner.op_type != "Unsqueeze" or inner.domain not in STANDARD_DOMAINS:
+            continue
+        axes = _axes(node, opset, constants)
+        if axes is None or axes != _axes(inner, opset, constants):
+            continue
+        source, output = inner.input[0], node.output[0]
+        if output in outputs:
+            # the value the Unsqueeze read takes the output's name, where that can be
+            maker = producer.get(source)
+            if maker is None or source in signature or any(
+                    output in graph_layer.all_names(sub)
+                    for n in graph.node for sub in graph_layer.subgraphs(n)):
+                continue
+            rename = {source: output}
+            maker.output[list(maker.output).index(source)] = output
+            producer[output] = maker
+        else:
+            rename = {output: source}
+        graph.node.remove(node)
+        for reader in graph.node:
+            graph_layer.rename_reads(reader, rename)
+        unsqueezes.append(inner)
+        axes_read |= {*node.input[1:], *inner.input[1:]}
+    if unsqueezes:
+        read = {name for n in graph.node for name in graph_layer.reads(n)} | outputs
+        unread = {u.output[0] for u in unsqueezes} - read
+        graph_layer.delete_positions(graph.node, [
+            i for i, n in enumerate(graph.node) if n.op_type == "Unsqueeze" and n.output
+            and n.output[0] in unread])
+        # the axes nothing reads any more go with them
+        read = {name for n in graph.node for name in graph_layer.reads(n)} | outputs
+        unread = {name for name in axes_read if name} - read
+        graph_layer.delete_positions(graph.node, [
+            i for i, n in enumerate(graph.node) if n.op_type == "Constant" and n.output
+            and n.output[0] in unread])
+        graph_layer.keep_only(graph.initializer, lambda t: t.name not in unread - signature)
+        present = graph_layer.defined_names(graph)
+        graph_layer.keep_only(graph.value_info, lambda v: v.name in present)
+    return len(unsqueezes)
 
 
 def fold_shapes(model: onnx.ModelProto) -> onnx.ModelProto:

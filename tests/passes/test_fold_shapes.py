@@ -443,3 +443,145 @@ def test_an_input_with_a_default_is_not_its_default(ort_run):
     result = FoldShapes()(model)
     feeds = {"x": np.ones((2, 4), np.float32), "scale": np.array([5], np.int64)}
     np.testing.assert_array_equal(ort_run(result.model, feeds)["y"], np.full((2, 4), 5.0))
+
+
+# Rule 10: a Squeeze of an Unsqueeze over the same axes is its input, in every graph.
+@pytest.mark.parametrize("opset, pair", [
+    (17, """a = Constant <value = int64[1] {1}> ()
+            u = Unsqueeze (r, a)
+            y = Squeeze (u, a)"""),
+    (17, """a = Constant <value = int64[2] {-1, 0}> ()
+            b = Constant <value = int64[2] {0, -1}> ()
+            u = Unsqueeze (r, a)
+            y = Squeeze (u, b)"""),
+    (11, """u = Unsqueeze <axes = [0, 2]> (r)
+            y = Squeeze <axes = [2, 0]> (u)"""),
+])
+def test_a_squeeze_of_an_unsqueeze_over_the_same_axes_is_its_input(opset, pair, ort_run):
+    model = onnx.parser.parse_model(f'<ir_version: 7, opset_import: ["" : {opset}]>' + f"""
+    g (float[B,S] x) => (float[B,S] y) {{
+        r = Relu (x)
+        {pair}
+    }}""")
+    result = run(model, ort_run, SIZES)
+    assert ops(result.model) == ["Relu"]  # the graph output keeps its name: Relu writes it
+    assert result.model.graph.node[0].output[0] == "y"
+    assert result.stats["squeezes_cancelled"] == 1
+    assert not result.model.graph.initializer
+
+
+def test_a_squeeze_over_other_axes_or_an_unsqueeze_read_elsewhere_stays(ort_run):
+    model = parse("""
+    g (float[B,S] x) => (float[1,B,S] y, float[B,S] z, float[1,B,S] w) {
+        a = Constant <value = int64[1] {0}> ()
+        b = Constant <value = int64[1] {1}> ()
+        r = Relu (x)
+        u = Unsqueeze (r, a)
+        v = Unsqueeze (u, b)
+        w = Squeeze (v, a)
+        y = Identity (u)
+        z = Squeeze (u, a)
+    }""")
+    result = run(model, ort_run, SIZES)
+    # z's pair cancels (Relu writes z); u stays, y reads it; v's axes differ from w's
+    assert ops(result.model).count("Unsqueeze") == 2
+    assert ops(result.model).count("Squeeze") == 1  # w
+    assert next(n for n in result.model.graph.node if n.op_type == "Relu").output[0] == "z"
+    assert result.stats["squeezes_cancelled"] == 1
+
+
+def test_a_graph_input_keeps_its_name_and_its_pair(ort_run):
+    model = parse("""
+    g (float[B,S] x) => (float[B,S] y) {
+        a = Constant <value = int64[1] {0}> ()
+        u = Unsqueeze (x, a)
+        y = Squeeze (u, a)
+    }""")
+    assert not FoldShapes()(model).modified
+
+
+def _loop_with_pairs() -> onnx.ModelProto:
+    """A PaddlePaddle-style loop body: every value it carries out goes through Unsqueeze, an
+    Add of zero and a Squeeze (the Add is what ONNX Runtime's offline optimization removes),
+    its sizes undeclared."""
+    model = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 17]>' + """
+    g (float[N,4] x, int64 trips) => (float[N,4] y, float[N,4] c) {
+        go = Constant <value = bool {1}> ()
+        y, c = Loop (trips, go, x, x) <body = b (int64 i, bool cond, float[N,4] h,
+                                                 float[N,4] kept)
+                => (bool cond_out, float[N,4] h_out, float[N,4] kept_out) {
+            cond_out = Identity (cond)
+            t = Tanh (h)
+            a0 = Constant <value = int64[1] {0}> ()
+            zero = Constant <value = float[1] {0}> ()
+            u = Unsqueeze (t, a0)
+            s = Add (u, zero)
+            h_out = Squeeze (s, a0)
+            v = Unsqueeze (kept, a0)
+            p = Add (v, zero)
+            kept_out = Squeeze (p, a0)
+        }>
+    }""")
+    body = model.graph.node[1].attribute[0].g
+    for value in [*body.input[2:], *body.output[1:]]:
+        for dim in value.type.tensor_type.shape.dim:
+            dim.Clear()
+    return model
+
+
+def test_pairs_in_a_loop_body_cancel_where_the_value_is_computed_there(ort_run):
+    model = _loop_with_pairs()
+    feeds = {"x": np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 4),
+             "trips": np.array(3, np.int64)}
+    expected = ort_run(model, feeds)
+    # the Adds of zero gone, as ONNX Runtime's offline optimization leaves the body
+    body = model.graph.node[1].attribute[0].g
+    for node in body.node:
+        if node.op_type == "Squeeze":
+            source = next(n for n in body.node if n.output[0] == node.input[0])
+            node.input[0] = source.input[0]
+    adds = [i for i, n in enumerate(body.node) if n.op_type == "Add"]
+    for position in reversed(adds):
+        del body.node[position]
+    result = FoldShapes()(model)
+    onnx.checker.check_model(result.model, full_check=True)
+    body = result.model.graph.node[1].attribute[0].g
+    kinds = [n.op_type for n in body.node]
+    # h_out is computed in the body: its pair goes, Tanh writes h_out; kept_out is the carried
+    # input itself, which cannot take the output's name: its pair stays
+    assert kinds.count("Squeeze") == 1 and kinds.count("Unsqueeze") == 1
+    assert next(n for n in body.node if n.op_type == "Tanh").output[0] == "h_out"
+    assert [o.name for o in body.output] == ["cond_out", "h_out", "kept_out"]
+    actual = ort_run(result.model, feeds)
+    for name, value in expected.items():
+        np.testing.assert_array_equal(actual[name], value, err_msg=name)
+    assert not FoldShapes()(result.model).modified
+
+
+def test_the_pipeline_is_a_fixed_point_where_onnx_runtime_leaves_pairs(tmp_path):
+    import graphfix
+
+    source = tmp_path / "loop.onnx"
+    onnx.save(_loop_with_pairs(), source)
+    first, second = tmp_path / "first.onnx", tmp_path / "second.onnx"
+    result = graphfix.optimize_file(source, first)
+    assert result.report.parity["passed"]
+    graphfix.optimize_file(first, second)
+    assert first.read_bytes() == second.read_bytes()
+    body = onnx.load(first).graph.node[-1].attribute[0].g
+    assert [n.op_type for n in body.node].count("Squeeze") == 1  # kept_out's pair alone
+    assert [n.op_type for n in body.node].count("Unsqueeze") == 1
+
+
+def test_nodes_nothing_reads_go_from_bodies_too(ort_run):
+    model = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 17]>' + """
+    g (float[4] x, bool c) => (float[4] y) {
+        y = If (c) <
+            then_branch = t () => (float[4] a) { d = Exp (x)  e = Neg (d)  a = Relu (x) },
+            else_branch = e () => (float[4] b) { b = Tanh (x) }
+        >
+    }""")
+    result = FoldShapes()(model)
+    branch = result.model.graph.node[0].attribute[0].g
+    assert [n.op_type for n in branch.node] == ["Relu"]
+    assert result.stats["nodes_dropped"] == 2
