@@ -40,6 +40,9 @@ Rules:
     the pipeline was not a fixed point there. Where the Squeeze's output is the graph's
     output, the value the Unsqueeze read takes its name (it must be computed by a node of that
     graph, and be neither an input nor another output).
+11. A Concat that reads a Concat over the same axis, which nothing else reads, takes that
+    Concat's inputs in its place, in every graph (in a Mask R-CNN's loop body ONNX Runtime
+    removes a Cast between two, which onnxsim would have flattened, had it come first).
 
 Dynamic dimensions stay dynamic: a symbol is never replaced by a size, and the signature is
 never touched. Graph outputs keep their producers' names. Rules 1-9 leave the bodies of
@@ -377,6 +380,10 @@ class FoldShapes(Pass):
         if cancelled:
             modified = True
             stats["squeezes_cancelled"] = cancelled
+        flattened = sum(_flatten_concats(graph) for graph in list(graph_layer.graphs(model.graph)))
+        if flattened:
+            modified = True
+            stats["concats_flattened"] = flattened
         # rule 6 everywhere: a body's dead nodes may be all that kept an outer value read
         dead = sum(_drop_dead(graph) for graph in list(graph_layer.graphs_bottom_up(model.graph)))
         if dead:
@@ -384,6 +391,44 @@ class FoldShapes(Pass):
             stats["nodes_dropped"] = stats.get("nodes_dropped", 0) + dead
         stats.update(nodes_before=before, nodes_after=graph_layer.count_nodes(model))
         return PassResult(model, modified, stats=stats)
+
+
+def _flatten_concats(graph: onnx.GraphProto) -> int:
+    """Rule 11 on ``graph`` (its own nodes; each body is a graph of its own)."""
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in graph_layer.reads(node):
+            readers[name] = readers.get(name, 0) + 1
+    for output in graph.output:
+        readers[output.name] = readers.get(output.name, 0) + 1
+    concats = {n.output[0]: n for n in graph.node if n.op_type == "Concat"
+               and n.domain in STANDARD_DOMAINS and len(n.output) == 1}
+    flattened: set[str] = set()
+    for node in graph.node:
+        if (node.op_type != "Concat" or node.domain not in STANDARD_DOMAINS
+                or node.output[0] in flattened):  # taken in by a Concat before it already
+            continue
+        axis = attribute(node, "axis")
+        if axis is None:
+            continue
+        inputs: list[str] = []
+        for name in node.input:
+            inner = concats.get(name)
+            if (inner is not None and inner is not node and readers.get(name) == 1
+                    and name not in flattened and attribute(inner, "axis") == axis):
+                inputs += inner.input
+                flattened.add(name)
+            else:
+                inputs.append(name)
+        if inputs != list(node.input):
+            del node.input[:]
+            node.input.extend(inputs)
+    if flattened:
+        graph_layer.delete_positions(graph.node, [
+            i for i, n in enumerate(graph.node) if n.op_type == "Concat" and n.output
+            and n.output[0] in flattened])
+        graph_layer.keep_only(graph.value_info, lambda v: v.name not in flattened)
+    return len(flattened)
 
 
 def _drop_dead(graph: onnx.GraphProto) -> int:

@@ -585,3 +585,24 @@ def test_nodes_nothing_reads_go_from_bodies_too(ort_run):
     branch = result.model.graph.node[0].attribute[0].g
     assert [n.op_type for n in branch.node] == ["Relu"]
     assert result.stats["nodes_dropped"] == 2
+
+
+def test_a_concat_of_a_concat_over_the_same_axis_is_one(ort_run):
+    model = parse("""
+    g (float[B,S] x, float[B,S] z) => (float[B,S] y, float[B,S] w) {
+        r = Relu (x)
+        inner = Concat <axis = 1> (r, x)
+        deeper = Concat <axis = 1> (inner, z)
+        y = Concat <axis = 1> (r, deeper)
+        across = Concat <axis = 0> (r, x)
+        zz = Concat <axis = 0> (z, z)
+        w = Concat <axis = 1> (across, zz)
+    }""")
+    model.graph.output[0].type.tensor_type.shape.dim[1].dim_param = "S4"
+    model.graph.output[1].type.tensor_type.shape.dim[0].dim_param = "B2"
+    model.graph.output[1].type.tensor_type.shape.dim[1].dim_param = "S2"
+    result = run(model, ort_run, SIZES)
+    concats = [list(n.input) for n in result.model.graph.node if n.op_type == "Concat"]
+    assert ["r", "r", "x", "z"] in concats  # two levels in one
+    assert ["across", "zz"] in concats  # another axis: stays
+    assert result.stats["concats_flattened"] == 2
