@@ -38,8 +38,9 @@ Rules:
     removes an Add of zero between them (PaddlePaddle's exporter writes one per value a loop
     carries out of its body), and a second simplify would have taken them: without this rule
     the pipeline was not a fixed point there. Where the Squeeze's output is the graph's
-    output, the value the Unsqueeze read takes its name (it must be computed by a node of that
-    graph, and be neither an input nor another output).
+    output, the value the Unsqueeze read takes its name where it can (computed by a node of
+    that graph, neither an input nor another output); otherwise the pair becomes an Identity
+    (a loop's carried value passed out).
 11. A Concat that reads a Concat over the same axis, which nothing else reads, takes that
     Concat's inputs in its place, in every graph (in a Mask R-CNN's loop body ONNX Runtime
     removes a Cast between two, which onnxsim would have flattened, had it come first).
@@ -492,6 +493,16 @@ def _cancel_squeezes(graph: onnx.GraphProto, opset: int) -> int:
             if maker is None or source in signature or any(
                     output in graph_layer.all_names(sub)
                     for n in graph.node for sub in graph_layer.subgraphs(n)):
+                # or the pair becomes an Identity, where the Unsqueeze then goes
+                if sum(graph_layer.reads(n).count(inner.output[0]) for n in graph.node) != 1 \
+                        or inner.output[0] in outputs:
+                    continue
+                axes_read |= {*node.input[1:], *inner.input[1:]}
+                node.op_type = "Identity"
+                del node.input[:]
+                node.input.append(source)
+                del node.attribute[:]
+                unsqueezes.append(inner)
                 continue
             rename = {source: output}
             maker.output[list(maker.output).index(source)] = output
