@@ -21,9 +21,10 @@ Rules:
 4. Where with a condition known everywhere is the branch it selects, when that branch already
    has the output's shape.
 5. Reshape of a Reshape reads the inner one's input, when rule 2 gives a constant target for it.
-6. What nothing reads any more goes (dead code), in the bodies of If/Loop/Scan too: onnxsim
-   and ONNX Runtime leave nodes there that nothing reads once they rewrote what read them (an
-   Unsqueeze whose Squeeze onnxsim removed runs in every iteration of a loop).
+6. What nothing reads any more goes (dead code); in the bodies of If/Loop/Scan, whatever made
+   it dead: onnxsim and ONNX Runtime leave nodes there that nothing reads once they rewrote
+   what read them (an Unsqueeze whose Squeeze onnxsim removed runs in every iteration of a
+   loop).
 7. A shape computation whose symbolic value an earlier tensor holds reads that tensor instead
    (each layer of a transformer computes the batch and sequence sizes again).
 8. Every fact comes from the signature's inputs, the constants and the ops: shapes the file
@@ -32,21 +33,21 @@ Rules:
 9. CastLike reads its second input for its element type alone: a CastLike of a constant is a
    constant of that type (the dynamo exporter writes every constant of a float16 model as
    ``CastLike(c, x)``, which no constant folding can touch since ``x`` is computed).
-10. A Squeeze of an Unsqueeze over the same constant axes is the Unsqueeze's input, in every
-    graph, bodies of If/Loop/Scan included (no shape is needed: the pair is the identity
-    whatever the input). ONNX Runtime's offline optimization leaves such pairs behind where it
+10. In the bodies of If/Loop/Scan, a Squeeze of an Unsqueeze over the same constant axes is the
+    Unsqueeze's input (no shape is needed: the pair is the identity whatever the input). ONNX Runtime's offline optimization leaves such pairs behind where it
     removes an Add of zero between them (PaddlePaddle's exporter writes one per value a loop
     carries out of its body), and a second simplify would have taken them: without this rule
     the pipeline was not a fixed point there. Where the Squeeze's output is the graph's
     output, the value the Unsqueeze read takes its name where it can (computed by a node of
     that graph, neither an input nor another output); otherwise the pair becomes an Identity
     (a loop's carried value passed out).
-11. A Concat that reads a Concat over the same axis, which nothing else reads, takes that
-    Concat's inputs in its place, in every graph (in a Mask R-CNN's loop body ONNX Runtime
-    removes a Cast between two, which onnxsim would have flattened, had it come first).
+11. In the bodies of If/Loop/Scan, a Concat that reads a Concat over the same axis, which
+    nothing else reads, takes that Concat's inputs in its place (in a Mask R-CNN's loop body
+    ONNX Runtime removes a Cast between two, which onnxsim would have flattened, had it come
+    first). Rules 10 and 11 leave the main graph to onnxsim, which takes both there.
 
 Dynamic dimensions stay dynamic: a symbol is never replaced by a size, and the signature is
-never touched. Graph outputs keep their producers' names. Rules 1-9 leave the bodies of
+never touched. Graph outputs keep their producers' names. Rules 1-5 and 7-9 leave the bodies of
 If/Loop/Scan as they are (their outer reads are honoured).
 """
 
@@ -376,17 +377,22 @@ class FoldShapes(Pass):
             modified = True
             for key, count in rewriter.stats.items():
                 stats[key] = stats.get(key, 0) + count
-        cancelled = sum(_cancel_squeezes(graph, _opset(model))
-                        for graph in list(graph_layer.graphs(model.graph)))
+        # Rules 10, 11 and 6 in bodies: what ONNX Runtime leaves there after onnxsim ran. The
+        # main graph is onnxsim's, which takes these as well, and more: a main graph's pair
+        # taken here first left it nothing to rewrite on a DeepLab head, whose output then kept
+        # the exporter's 318 KB of node metadata that onnxsim's output drops.
+        bodies = list(graph_layer.graphs(model.graph))[1:]
+        cancelled = sum(_cancel_squeezes(graph, _opset(model)) for graph in bodies)
         if cancelled:
             modified = True
             stats["squeezes_cancelled"] = cancelled
-        flattened = sum(_flatten_concats(graph) for graph in list(graph_layer.graphs(model.graph)))
+        flattened = sum(_flatten_concats(graph) for graph in bodies)
         if flattened:
             modified = True
             stats["concats_flattened"] = flattened
-        # rule 6 everywhere: a body's dead nodes may be all that kept an outer value read
-        dead = sum(_drop_dead(graph) for graph in list(graph_layer.graphs_bottom_up(model.graph)))
+        # a body's dead nodes may be all that kept an outer value read: innermost first
+        dead = sum(_drop_dead(graph) for graph in list(graph_layer.graphs_bottom_up(
+            model.graph))[:-1])
         if dead:
             modified = True
             stats["nodes_dropped"] = stats.get("nodes_dropped", 0) + dead

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -445,7 +447,38 @@ def test_an_input_with_a_default_is_not_its_default(ort_run):
     np.testing.assert_array_equal(ort_run(result.model, feeds)["y"], np.full((2, 4), 5.0))
 
 
-# Rule 10: a Squeeze of an Unsqueeze over the same axes is its input, in every graph.
+# Rule 10: in a body, a Squeeze of an Unsqueeze over the same axes is its input.
+def _branch(opset: int, outputs: str, then: str) -> onnx.ModelProto:
+    """``then`` as the then-branch of an If whose condition is true (the else-branch gives the
+    outputs from Relu(x)), outputs ``outputs`` ("float[B,S] y, ...")."""
+    declared = re.findall(r"(\w+\[[^\]]*\])\s+(\w+)", outputs)
+    names = [name for _, name in declared]
+    shapes = [shape for shape, _ in declared]
+    branch_outputs = ", ".join(f"{shape} {name}_" for shape, name in declared)
+    other = []
+    for name, shape in zip(names, shapes):
+        rank = shape.count(",") + 1
+        other.append(f"r_{name} = Relu (x)" if rank == 2 else
+                     f"r_{name} = Unsqueeze (x, z0)")
+    else_nodes = " ".join(other)
+    else_outputs = ", ".join(f"{shape} r_{name}" for name, shape in zip(names, shapes))
+    for name in names:
+        then = then.replace(f" {name} = ", f" {name}_ = ")
+    return onnx.parser.parse_model(f'<ir_version: 7, opset_import: ["" : {opset}]>' + f"""
+    g (float[B,S] x) => ({outputs}) {{
+        c = Constant <value = bool {{1}}> ()
+        z0 = Constant <value = int64[1] {{0}}> ()
+        {", ".join(names)} = If (c) <
+            then_branch = t () => ({branch_outputs}) {{ {then} }},
+            else_branch = e () => ({else_outputs}) {{ {else_nodes} }}
+        >
+    }}""")
+
+
+def _then(model: onnx.ModelProto) -> onnx.GraphProto:
+    return next(n for n in model.graph.node if n.op_type == "If").attribute[0].g
+
+
 @pytest.mark.parametrize("opset, pair", [
     (17, """a = Constant <value = int64[1] {1}> ()
             u = Unsqueeze (r, a)
@@ -458,21 +491,18 @@ def test_an_input_with_a_default_is_not_its_default(ort_run):
             y = Squeeze <axes = [2, 0]> (u)"""),
 ])
 def test_a_squeeze_of_an_unsqueeze_over_the_same_axes_is_its_input(opset, pair, ort_run):
-    model = onnx.parser.parse_model(f'<ir_version: 7, opset_import: ["" : {opset}]>' + f"""
-    g (float[B,S] x) => (float[B,S] y) {{
-        r = Relu (x)
-        {pair}
-    }}""")
+    model = _branch(opset, "float[B,S] y", f"r = Relu (x) {pair}")
+    if opset == 11:
+        del model.graph.node[1]  # z0: nothing reads it here
     result = run(model, ort_run, SIZES)
-    assert ops(result.model) == ["Relu"]  # the graph output keeps its name: Relu writes it
-    assert result.model.graph.node[0].output[0] == "y"
+    then = _then(result.model)
+    assert [n.op_type for n in then.node] == ["Relu"]  # the branch's output keeps its name
+    assert then.node[0].output[0] == "y_"
     assert result.stats["squeezes_cancelled"] == 1
-    assert not result.model.graph.initializer
 
 
 def test_a_squeeze_over_other_axes_or_an_unsqueeze_read_elsewhere_stays(ort_run):
-    model = parse("""
-    g (float[B,S] x) => (float[1,B,S] y, float[B,S] z, float[1,B,S] w) {
+    model = _branch(17, "float[1,B,S] y, float[B,S] z, float[1,B,S] w", """
         a = Constant <value = int64[1] {0}> ()
         b = Constant <value = int64[1] {1}> ()
         r = Relu (x)
@@ -480,29 +510,38 @@ def test_a_squeeze_over_other_axes_or_an_unsqueeze_read_elsewhere_stays(ort_run)
         v = Unsqueeze (u, b)
         w = Squeeze (v, a)
         y = Identity (u)
-        z = Squeeze (u, a)
-    }""")
+        z = Squeeze (u, a)""")
     result = run(model, ort_run, SIZES)
+    kinds = [n.op_type for n in _then(result.model).node]
     # z's pair cancels (Relu writes z); u stays, y reads it; v's axes differ from w's
-    assert ops(result.model).count("Unsqueeze") == 2
-    assert ops(result.model).count("Squeeze") == 1  # w
-    assert next(n for n in result.model.graph.node if n.op_type == "Relu").output[0] == "z"
+    assert kinds.count("Unsqueeze") == 2 and kinds.count("Squeeze") == 1
+    assert next(n for n in _then(result.model).node if n.op_type == "Relu").output[0] == "z_"
     assert result.stats["squeezes_cancelled"] == 1
 
 
-def test_a_graph_input_keeps_its_name_and_its_pair_becomes_an_identity(ort_run):
+def test_the_main_graph_is_left_to_onnxsim() -> None:
     model = parse("""
-    g (float[B,S] x) => (float[B,S] y, float[1,B,S] z) {
+    g (float[B,S] x) => (float[B,S] y) {
+        a = Constant <value = int64[1] {0}> ()
+        r = Relu (x)
+        u = Unsqueeze (r, a)
+        y = Squeeze (u, a)
+    }""")
+    assert not FoldShapes()(model).modified
+
+
+def test_an_outer_value_keeps_its_name_and_its_pair_becomes_an_identity(ort_run):
+    model = _branch(17, "float[B,S] y, float[1,B,S] z", """
         a = Constant <value = int64[1] {0}> ()
         u = Unsqueeze (x, a)
         y = Squeeze (u, a)
         v = Unsqueeze (x, a)
         w = Squeeze (v, a)
-        z = Unsqueeze (w, a)
-    }""")
+        z = Unsqueeze (w, a)""")
     result = run(model, ort_run, SIZES)
-    assert ops(result.model) == ["Constant", "Identity", "Unsqueeze"]  # w's pair: z reads x
-    assert [list(n.input) for n in result.model.graph.node[1:]] == [["x"], ["x", "a"]]
+    then = _then(result.model)
+    assert [n.op_type for n in then.node] == ["Constant", "Identity", "Unsqueeze"]
+    assert [list(n.input) for n in then.node[1:]] == [["x"], ["x", "a"]]
 
 
 def _loop_with_pairs() -> onnx.ModelProto:
@@ -593,21 +632,31 @@ def test_nodes_nothing_reads_go_from_bodies_too(ort_run):
 
 
 def test_a_concat_of_a_concat_over_the_same_axis_is_one(ort_run):
-    model = parse("""
-    g (float[B,S] x, float[B,S] z) => (float[B,S] y, float[B,S] w) {
+    model = _branch(17, "float[B,S] y, float[B,S] w", """
+        z = Neg (x)
         r = Relu (x)
         inner = Concat <axis = 1> (r, x)
         deeper = Concat <axis = 1> (inner, z)
         y = Concat <axis = 1> (r, deeper)
         across = Concat <axis = 0> (r, x)
         zz = Concat <axis = 0> (z, z)
-        w = Concat <axis = 1> (across, zz)
-    }""")
-    model.graph.output[0].type.tensor_type.shape.dim[1].dim_param = "S4"
-    model.graph.output[1].type.tensor_type.shape.dim[0].dim_param = "B2"
-    model.graph.output[1].type.tensor_type.shape.dim[1].dim_param = "S2"
+        w = Concat <axis = 1> (across, zz)""")
+    then = _then(model)
+    then.output[0].type.tensor_type.shape.dim[1].dim_param = "S4"
+    then.output[1].type.tensor_type.shape.dim[0].dim_param = "B2"
+    then.output[1].type.tensor_type.shape.dim[1].dim_param = "S2"
+    # the else-branch computes as much
+    other = next(n for n in model.graph.node if n.op_type == "If").attribute[1].g
+    del other.node[:]
+    other.node.extend([
+        onnx.helper.make_node("Concat", ["x", "x", "x", "x"], ["r_y"], axis=1),
+        onnx.helper.make_node("Concat", ["x", "x"], ["xx"], axis=0),
+        onnx.helper.make_node("Concat", ["xx", "xx"], ["r_w"], axis=1)])
+    for index, value in enumerate(model.graph.output):
+        value.type.CopyFrom(then.output[index].type)
+        other.output[index].type.CopyFrom(then.output[index].type)
     result = run(model, ort_run, SIZES)
-    concats = [list(n.input) for n in result.model.graph.node if n.op_type == "Concat"]
+    concats = [list(n.input) for n in _then(result.model).node if n.op_type == "Concat"]
     assert ["r", "r", "x", "z"] in concats  # two levels in one
     assert ["across", "zz"] in concats  # another axis: stays
     assert result.stats["concats_flattened"] == 2
