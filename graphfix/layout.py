@@ -11,6 +11,7 @@ original's.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,6 +23,8 @@ __all__ = ["KEY", "Layout", "read", "record", "relative", "to_candidate", "from_
 
 KEY = "graphfix.layout"
 
+logger = logging.getLogger(__name__)
+
 Perm = tuple[int, ...]
 # {"inputs": {name: perm}, "outputs": {name: perm}}
 Layout = dict[str, dict[str, Perm]]
@@ -32,7 +35,8 @@ def _empty() -> Layout:
 
 
 def read(model: onnx.ModelProto) -> Layout:
-    """The layout changes recorded in ``model`` (empty when none, or when unreadable)."""
+    """The layout changes recorded in ``model`` (empty when none, or when unreadable: not JSON
+    of that form, or an entry that is not a permutation of its axes)."""
     layout = _empty()
     for prop in model.metadata_props:
         if prop.key != KEY:
@@ -41,8 +45,13 @@ def read(model: onnx.ModelProto) -> Layout:
             data = json.loads(prop.value)
             for side in ("inputs", "outputs"):
                 for name, perm in (data.get(side) or {}).items():
-                    layout[side][str(name)] = tuple(int(a) for a in perm)
-        except (ValueError, TypeError, AttributeError):
+                    axes = tuple(int(a) for a in perm)
+                    if sorted(axes) != list(range(len(axes))):
+                        raise ValueError(f"{side[:-1]} {name!r}: {list(perm)} is not a "
+                                         "permutation of its axes")
+                    layout[side][str(name)] = axes
+        except (ValueError, TypeError, AttributeError) as error:
+            logger.warning("the model's %s record is unreadable (%s); ignored", KEY, error)
             return _empty()
     return layout
 

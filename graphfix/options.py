@@ -270,10 +270,11 @@ def _check_shapes(shapes: Mapping[str, Sequence[int]] | None) -> dict[str, tuple
     for name, dims in shapes.items():
         if not isinstance(name, str) or not isinstance(dims, Sequence) or isinstance(
                 dims, (str, bytes)) or not all(
-            isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims
+            isinstance(d, int) and not isinstance(d, bool) and 0 < d < 2 ** 63 for d in dims
         ):
-            raise OptionError(f"the shape of input {name!r} must be a list of sizes > 0, got "
-                              f"{_brief(dims)}", hint="write, say, {'x': [1, 3, 224, 224]}")
+            raise OptionError(f"the shape of input {name!r} must be a list of sizes > 0 (and "
+                              f"below 2**63, ONNX's int64), got {_brief(dims)}",
+                              hint="write, say, {'x': [1, 3, 224, 224]}")
         checked[name] = tuple(int(d) for d in dims)
     return checked
 

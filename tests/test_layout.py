@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
+import pytest
 
 from graphfix import layout
 
@@ -28,6 +31,14 @@ def test_record_composes_and_keeps_other_metadata() -> None:
 def test_unreadable_record_is_no_record() -> None:
     model = _model()
     onnx.helper.set_model_props(model, {layout.KEY: "not json"})
+    assert layout.read(model) == {"inputs": {}, "outputs": {}}
+
+
+@pytest.mark.parametrize("perm", [[0, 0, 0, 0], [0, 1, 2, 99], [0, -1, 1, 2], [10 ** 30, 0, 1, 2]])
+def test_a_record_that_is_no_permutation_is_no_record(perm) -> None:
+    # a record edited by hand: moving tensors by it would raise deep inside parity
+    model = _model()
+    onnx.helper.set_model_props(model, {layout.KEY: json.dumps({"outputs": {"y": perm}})})
     assert layout.read(model) == {"inputs": {}, "outputs": {}}
 
 

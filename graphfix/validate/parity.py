@@ -391,6 +391,9 @@ class ReferenceOutputs:
     # Why those inputs were not fed other values (too many bytes, or the reference refused
     # them), said only where the candidate takes them too.
     unchecked: str | None = None
+    # The random draws of the reference (its random nodes' outputs) in each run's feed: both
+    # models are given the same (:func:`_pinned`).
+    draws: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
 
 class ReferenceRun:
@@ -429,15 +432,24 @@ class ReferenceRun:
         self.provider = provider
         self.providers = session_providers(provider)
         self._seed, self._input_shapes = seed, input_shapes
-        self._session = _session(reference, self.providers, name, reference=True)
+        # Random ops (a Dropout in training mode, RandomNormalLike in a VITS voice's decoder):
+        # the reference's draws are read in each run and fed to both models (a candidate's
+        # random nodes become inputs of the same names), so that parity compares what the two
+        # compute from the same draws. Where a random op is inside a body (its draws cannot
+        # be fed), the original is run twice on the first inputs instead, and parity is
+        # refused when the two runs differ.
+        self._random = sorted({n.op_type for n in all_nodes(reference.graph) if is_random(n)})
+        self.draws = _draws(reference) if self._random else {}
+        outputs = {o.name for o in reference.graph.output}
+        # the draws the session gives as outputs of their own, after the graph's (a draw that
+        # is a graph output already is among those)
+        self._exposed = [name for name in self.draws if name not in outputs]
+        self._session = _session_exposing(reference, self.draws, self.providers, name)
         if provider == "cuda" and PROVIDERS["cuda"] not in self._session.get_providers():
             # ONNX Runtime falls back to the CPU on its own: parity "on CUDA" would be a lie.
             raise ProviderUnavailableError(
                 f"ONNX Runtime did not keep the CUDA provider for the {name}",
                 hint="`graphfix doctor --provider cuda` shows why")
-        # Random ops (a Dropout in training mode, RandomNormal, ...): the original is run
-        # twice on the first inputs, and parity is refused when the two runs differ.
-        self._random = sorted({n.op_type for n in all_nodes(reference.graph) if is_random(n)})
         self.layout = layout_module.read(reference)
         self.reference = reference  # its graphfix.precision record: a signature lowered
         self._specs = feeds_module.input_specs(reference)
@@ -503,7 +515,8 @@ class ReferenceRun:
         if session is None:
             raise RuntimeError("a ReferenceRun runs once")
         notes: list[str] = [self._step_note] if self._step_note else []
-        names = [o.name for o in session.get_outputs()]
+        names = [o.name for o in session.get_outputs()][:len(session.get_outputs()) - len(
+            self._exposed)]
         inputs = {i.name: i.type for i in session.get_inputs()}
         done: list[tuple[Feeds, list[Any]]] = []
         for run in range(self.total):
@@ -531,7 +544,12 @@ class ReferenceRun:
                                  f"ladder; checked at run 0's sizes, {_shapes(again[0])}, "
                                  "with its own values")
                     done.append(again)
-        if self._random and done:
+        done = [self._with_draws(names, feed, outputs) for feed, outputs in done]
+        if self.draws:
+            notes.append(f"the {self.name} draws random numbers ({', '.join(self._random)}): "
+                         f"both models were given its draws ({len(self.draws)} tensor(s)) in "
+                         "each run")
+        elif self._random and done:
             _check_repeatable(session, done[0], self._random, self.name)
         overridden, unchecked = None, None
         if self._defaults is None:
@@ -541,7 +559,7 @@ class ReferenceRun:
         elif self._defaults and done:
             feed = {**done[0][0], **self._defaults}
             try:
-                overridden = feed, session.run(None, _for(session, feed))
+                overridden = self._with_draws(names, feed, session.run(None, _for(session, feed)))
             except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
                 unchecked = (f"the {self.name} does not run with other values fed to its "
                              f"inputs that have a default value ({first_line(err)}): they "
@@ -550,7 +568,17 @@ class ReferenceRun:
         # Runtime at a time (a large model's weights are most of the run's memory).
         del session
         return ReferenceOutputs(names, inputs, done, notes, time.perf_counter() - started,
-                                overridden, unchecked)
+                                overridden, unchecked, dict(self.draws))
+
+    def _with_draws(self, names: list[str], feed: Feeds, outputs: list[Any]
+                    ) -> tuple[Feeds, list[Any]]:
+        """A run of the reference's session as parity keeps it: the feed with the run's draws
+        added, and the graph's outputs alone."""
+        if not self.draws:
+            return feed, outputs
+        by_name = {**dict(zip(names, outputs)),
+                   **dict(zip(self._exposed, outputs[len(names):]))}
+        return {**feed, **{name: by_name[name] for name in self.draws}}, outputs[:len(names)]
 
 
 def check_parity(
@@ -605,8 +633,14 @@ def check_parity(
     result = ParityResult(True, [], provider=reference_run.provider, notes=list(ref.notes))
     result.reference_seconds = ref.seconds
     result.reference_overlapped = overlapped
+    pinned, unpinned = _pinned(candidate, ref) if ref.draws else (candidate, None)
+    if pinned is None:
+        result.passed = False
+        result.problem = f"the {names[1]} {unpinned}: parity cannot give it the {names[0]}'s draws"
+        result.seconds = time.perf_counter() - started
+        return result
     try:
-        cand_session = _session(candidate, reference_run.providers, names[1])
+        cand_session = _session(pinned, reference_run.providers, names[1])
     except ValidationInputError as err:
         result.passed = False
         result.problem = str(err)
@@ -623,7 +657,10 @@ def check_parity(
     # Inputs either model lowered on request (its graphfix.precision record) differ in type.
     retyped = {name for model in (candidate, reference_run.reference)
                for name in getattr(precision_module.read(model), "io_inputs", {})}
-    problems = _signature_problems(ref.names, ref.inputs, cand_session, names, retyped=retyped)
+    # the draws a pinned candidate takes are the reference's too
+    ref_inputs = {**ref.inputs, **{i.name: i.type for i in cand_session.get_inputs()
+                                   if i.name.endswith(".draw") and i.name[:-5] in ref.draws}}
+    problems = _signature_problems(ref.names, ref_inputs, cand_session, names, retyped=retyped)
     _check_tolerance_names(tolerances, ref.names)
     tolerances = _lowered_tolerances(candidate, tolerances)
     # A signature the passes changed on request (graphfix.layout): each model gets its inputs
@@ -738,9 +775,11 @@ def _compare_runs(
     for run, (feed, ref_out) in enumerate(ref.runs):
         if progress is not None:
             progress("parity", total + run, 2 * total)
-        result.runs.append(feeds_module.describe(feed))
+        result.runs.append(feeds_module.describe(
+            {k: v for k, v in feed.items() if k not in ref.draws}))
         try:
             cand_feed = layout_module.to_candidate(feed, moved)
+            cand_feed.update({f"{name}.draw": feed[name] for name in ref.draws if name in feed})
             if model is not None:  # inputs either side lowered on request (graphfix.precision)
                 cand_feed = precision_module.for_model(cand_feed, model, ref_model)
             cand_out = cand_session.run(None, _for(cand_session, cand_feed))
@@ -790,6 +829,90 @@ def _session(model: onnx.ModelProto, providers: list[str], label: str, *,
             hint="parity needs both models to run on ONNX Runtime (optimize skips it with "
             "--no-verify)" if reference else None,
         ) from None
+
+
+# Random ops whose draw depends on nothing but a shape, a type and their attributes: their
+# outputs can be fed to both models. A Dropout in training mode, Bernoulli and Multinomial
+# compute from their input's values, which feeding their output would leave unchecked.
+_PURE_DRAWS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
+                         "RandomUniformLike"})
+
+
+def _draw_key(node: onnx.NodeProto) -> tuple[str, ...]:
+    """What a draw is besides its seed: its op and its attributes (a rewrite that changed its
+    mean, scale or shape is not given the reference's draws)."""
+    return (node.domain or "ai.onnx", node.op_type, *sorted(
+        a.SerializeToString(deterministic=True).hex() for a in node.attribute
+        if a.name != "seed"))
+
+
+def _draws(model: onnx.ModelProto) -> dict[str, tuple[str, ...]]:
+    """The outputs of the main graph's random nodes, which parity feeds both models alike, and
+    what each draw is (:func:`_draw_key`); none where a random node is inside a body (its draws
+    cannot be fed) or computes from its input's values (:data:`_PURE_DRAWS`)."""
+    top = [n for n in model.graph.node if is_random(n)]
+    if len(top) != sum(1 for n in all_nodes(model.graph) if is_random(n)) or any(
+            n.domain not in ("", "ai.onnx") or n.op_type not in _PURE_DRAWS for n in top):
+        return {}
+    return {name: _draw_key(node) for node in top for name in node.output if name}
+
+
+def _session_exposing(model: onnx.ModelProto, draws: Sequence[str], providers: list[str],
+                      label: str) -> Any:
+    """The reference's session, its ``draws`` given as outputs after the graph's own (added
+    for the session's creation only: the model is given back as it was)."""
+    present = {o.name for o in model.graph.output}
+    added = [name for name in draws if name not in present]
+    model.graph.output.extend(onnx.ValueInfoProto(name=name) for name in added)
+    try:
+        return _session(model, providers, label, reference=True)
+    finally:
+        for _ in added:
+            del model.graph.output[-1]
+
+
+def _pinned(candidate: onnx.ModelProto, ref: ReferenceOutputs
+            ) -> tuple[onnx.ModelProto | None, str | None]:
+    """A copy of ``candidate`` given the reference's draws: each of its random nodes, which
+    must be one of the reference's (same output name, op and attributes), reads an input of
+    its output's name instead, through ``Reshape(draw, Shape(x))`` where it drew in the shape
+    of ``x`` (so that a draw of another shape fails, or moves the outputs); None, and why,
+    where its random nodes are not the reference's."""
+    top = [n for n in candidate.graph.node if is_random(n)]
+    if len(top) != sum(1 for n in all_nodes(candidate.graph) if is_random(n)):
+        return None, "draws random numbers inside a body"
+    strays = sorted({name for n in top for name in n.output
+                     if name and ref.draws.get(name) != _draw_key(n)})
+    if strays:
+        return None, (f"draws random numbers the original's random nodes do not draw (or not "
+                      f"under those names: {', '.join(map(repr, strays[:3]))})")
+    sample = ref.runs[0][0] if ref.runs else {}
+    pinned = onnx.ModelProto()
+    pinned.CopyFrom(candidate)
+    nodes: list[onnx.NodeProto] = []
+    fed: list[str] = []
+    taken = {*ref.draws, *(name for n in pinned.graph.node for name in n.output)}
+    for node in pinned.graph.node:
+        if not is_random(node):
+            nodes.append(node)
+            continue
+        draw = node.output[0]
+        fed.append(f"{draw}.draw")
+        if node.op_type.endswith("Like"):
+            shape = f"{draw}.shape"
+            nodes.append(onnx.helper.make_node("Shape", [node.input[0]], [shape]))
+            nodes.append(onnx.helper.make_node("Reshape", [fed[-1], shape], [draw]))
+        else:
+            nodes.append(onnx.helper.make_node("Identity", [fed[-1]], [draw]))
+    if any(name in taken for name in fed) or any(
+            f"{name[:-5]}.shape" in taken for name in fed):
+        return None, "has tensors named as parity would name the draws it feeds"
+    del pinned.graph.node[:]
+    pinned.graph.node.extend(nodes)
+    for name in fed:
+        elem = onnx.helper.np_dtype_to_tensor_dtype(np.asarray(sample[name[:-5]]).dtype)
+        pinned.graph.input.append(onnx.helper.make_tensor_value_info(name, elem, None))
+    return pinned, None
 
 
 def _signature_problems(
@@ -1013,7 +1136,7 @@ def _compare_overridden(ref: ReferenceOutputs, cand_session: Any, moved: layout_
     default value, where it still takes them all (``remove-initializer-inputs`` drops them
     on purpose): a problem where an output differs, a note where none does."""
     assert ref.overridden is not None
-    given = sorted(set(ref.overridden[0]) - set(ref.inputs))
+    given = sorted(set(ref.overridden[0]) - set(ref.inputs) - set(ref.draws))
     if not set(given) <= _takes(cand_session):
         return
     scratch, failures = ParityResult(True, []), []

@@ -489,3 +489,69 @@ def test_a_size_only_a_sweep_finds_is_found() -> None:
     result = check_parity(model, model)
     assert result.passed
     assert all(run["x"].endswith(", 20]") for run in result.runs), result.runs
+
+
+# Random draws (a VITS voice's RandomNormalLike): both models are given the reference's draws.
+def _noisy(body: str) -> onnx.ModelProto:
+    return onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 17]>' + f"""
+    g (float[B,16] x) => (float[B,16] y) {{
+        two = Constant <value = float {{2}}> ()
+        {body}
+    }}""")
+
+
+NOISY = """
+        r = RandomNormalLike <scale = 0.5> (x)
+        s = Mul (x, two)
+        y = Add (s, r)"""
+
+
+def test_models_that_draw_random_numbers_are_compared_on_the_same_draws() -> None:
+    result = check_parity(_noisy(NOISY), _noisy(NOISY))
+    assert result.passed, result.describe()
+    assert any("draws random numbers (RandomNormalLike)" in note for note in result.notes)
+    assert all("r" not in run for run in result.runs)  # the draws are not shown as inputs
+
+
+@pytest.mark.parametrize("candidate, words", [
+    # computes something else beside the draw
+    (NOISY.replace("Mul (x, two)", "Add (x, two)"), "max abs error"),
+    # draws with another scale
+    (NOISY.replace("scale = 0.5", "scale = 2.0"), "draws random numbers the original"),
+    # draws in another shape, of as many elements
+    ("""
+        t = Transpose (x)
+        d = RandomNormalLike <scale = 0.5> (t)
+        r = Transpose (d)
+        s = Mul (x, two)
+        y = Add (s, r)""", "draws random numbers the original"),
+    # one draw where the original has two
+    ("""
+        r = RandomNormalLike <scale = 0.5> (x)
+        s = Mul (r, two)
+        y = Sub (s, r)""", ""),
+])
+def test_a_candidate_given_the_draws_is_still_judged(candidate, words) -> None:
+    reference = _noisy(NOISY) if words != "" else _noisy("""
+        r = RandomNormalLike <scale = 0.5> (x)
+        q = RandomNormalLike <scale = 0.5> (x)
+        s = Mul (q, two)
+        y = Sub (s, r)""")
+    result = check_parity(reference, _noisy(candidate))
+    assert not result.passed
+    assert words in result.describe() + (result.problem or "")
+
+
+def test_a_draw_renamed_but_of_the_same_shape_moves_the_outputs() -> None:
+    # the candidate draws under the reference's name, from a tensor of another shape with as
+    # many elements: Reshape(draw, Shape(t)) gives it the draw laid out otherwise
+    reference = _noisy("""
+        r = RandomNormalLike <scale = 0.5> (x)
+        y = Add (x, r)""")
+    candidate = _noisy("""
+        t = Transpose (x)
+        r = RandomNormalLike <scale = 0.5> (t)
+        u = Transpose (r)
+        y = Add (x, u)""")
+    result = check_parity(reference, candidate, input_shapes={"x": [4, 16]})
+    assert not result.passed
