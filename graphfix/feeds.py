@@ -1324,9 +1324,10 @@ def _read_npz(path: Path, specs: Sequence[InputSpec] | None) -> Feeds:
             return feeds
     except ValidationInputError:
         raise
-    # A damaged zip fails in zipfile (BadZipFile), zlib or at the end of a member (EOFError).
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error,
-            NotImplementedError) as err:
+    # A damaged zip fails in zipfile (BadZipFile), zlib or at the end of a member (EOFError);
+    # an encrypted member in zipfile too (RuntimeError: a password is required).
+    except (OSError, ValueError, EOFError, KeyError, RuntimeError, zipfile.BadZipFile,
+            zlib.error, NotImplementedError) as err:
         raise ValidationInputError(f"{where}: not a readable .npz file "
                                    f"({first_line(err, limit=200)})") from None
 

@@ -87,6 +87,17 @@ def npz_objects(gf):
     return _npz(gf, {"x": buffer.getvalue()}), r"Python objects"
 
 
+def npz_encrypted(gf):
+    # a member flagged as encrypted: zipfile raises RuntimeError (a password is required)
+    _model(gf)
+    path = _npz(gf, {"x": _npy((1, 16))})
+    data = bytearray(path.read_bytes())
+    data[data.find(b"PK\x03\x04") + 6] |= 1  # general-purpose flag, bit 0: encrypted
+    data[data.find(b"PK\x01\x02") + 8] |= 1
+    path.write_bytes(bytes(data))
+    return path, r"not a readable \.npz file.*encrypted"
+
+
 def pb_raw_short(gf):
     _model(gf)
     _pb(gf, _raw((1, 16), b"\0" * 8))
@@ -154,7 +165,7 @@ def pb_bad_name(gf):
     return gf.folder / "td", r"input_0.pb"
 
 
-MAKERS = [npz_4tib_static, npz_4tib_dynamic, npz_shorter_than_header, npz_wrong_shape_header,
+MAKERS = [npz_encrypted, npz_4tib_static, npz_4tib_dynamic, npz_shorter_than_header, npz_wrong_shape_header,
           npz_wrong_dtype_header, npz_objects, pb_raw_short, pb_raw_long, pb_huge_dims,
           pb_negative_dims, pb_typed_too_few, pb_external, pb_unknown_type, pb_other_dtype,
           pb_two_files_one_input, pb_bad_name]
