@@ -45,6 +45,10 @@ Rules:
     nothing else reads, takes that Concat's inputs in its place (in a Mask R-CNN's loop body
     ONNX Runtime removes a Cast between two, which onnxsim would have flattened, had it come
     first). Rules 10 and 11 leave the main graph to onnxsim, which takes both there.
+12. An If whose condition is a constant (one that rules 1-9 folded: a batch size compared with
+    one) is the branch it takes, in every graph: its nodes join the graph in the If's place,
+    their names made fresh where taken. onnxsim inlines such a branch too, and on Silero VAD
+    wrote nodes out of order and failed (the whole simplify pass was skipped).
 
 Dynamic dimensions stay dynamic: a symbol is never replaced by a size, and the signature is
 never touched. Graph outputs keep their producers' names. Rules 1-5 and 7-9 leave the bodies of
@@ -372,9 +376,13 @@ class FoldShapes(Pass):
         for _ in range(_MAX_ROUNDS):
             facts = SymbolicFacts(model.graph, _infer(model), rules=RULES)
             rewriter = _Rewriter(model.graph, facts, names)
-            if not rewriter.run():
+            folded = rewriter.run()
+            inlined = _inline_constant_ifs(model, names)  # rule 12: a fold decided it
+            if not folded and not inlined:
                 break
             modified = True
+            if inlined:
+                stats["ifs_inlined"] = stats.get("ifs_inlined", 0) + inlined
             for key, count in rewriter.stats.items():
                 stats[key] = stats.get(key, 0) + count
         # Rules 10, 11 and 6 in bodies: what ONNX Runtime leaves there after onnxsim ran. The
@@ -395,9 +403,87 @@ class FoldShapes(Pass):
             model.graph))[:-1])
         if dead:
             modified = True
-            stats["nodes_dropped"] = stats.get("nodes_dropped", 0) + dead
+            stats["dead_in_bodies"] = dead
         stats.update(nodes_before=before, nodes_after=graph_layer.count_nodes(model))
         return PassResult(model, modified, stats=stats)
+
+
+def _inline_constant_ifs(model: onnx.ModelProto, names: graph_layer.Names) -> int:
+    """Rule 12 in every graph: an If whose condition is a constant (of its graph, or an
+    initializer of the main graph), or a Cast of one, is the branch it takes."""
+    main = {t.name: t for t in model.graph.initializer}
+    inlined = 0
+    for graph in list(graph_layer.graphs(model.graph)):
+        constants = {t.name: t for t in graph.initializer}
+        if graph is not model.graph:
+            defined = graph_layer.defined_names(graph)
+            constants.update((k, v) for k, v in main.items() if k not in defined)
+        for node in graph.node:
+            tensor = graph_layer.constant_tensor(node) if node.op_type == "Constant" else None
+            if tensor is not None and node.output:
+                constants[node.output[0]] = tensor
+        casts = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Cast"
+                 and n.domain in STANDARD_DOMAINS and n.input and n.output}
+        for position in reversed(range(len(graph.node))):
+            node = graph.node[position]
+            if node.op_type != "If" or node.domain not in STANDARD_DOMAINS or not node.input:
+                continue
+            # the condition, or what a Cast of it casts (to bool: nonzero is true)
+            tensor = constants.get(node.input[0], constants.get(casts.get(node.input[0], "")))
+            value = tensor_value(tensor) if tensor is not None else None
+            if value is None or value.size != 1 or value.dtype.kind not in "biuf":
+                continue
+            branch = attribute(node, "then_branch" if bool(value.reshape(-1)[0])
+                               else "else_branch")
+            if branch is None or branch.sparse_initializer or len(branch.output) != len(
+                    node.output):
+                continue
+            nodes, initializers = _branch_in_place(node, branch, names)
+            del graph.node[position]
+            for offset, new in enumerate(nodes):
+                graph.node.insert(position + offset, new)
+            graph.initializer.extend(initializers)
+            inlined += 1
+    return inlined
+
+
+def _branch_in_place(node: onnx.NodeProto, branch: onnx.GraphProto, names: graph_layer.Names
+                     ) -> tuple[list[onnx.NodeProto], list[onnx.TensorProto]]:
+    """The nodes and initializers that compute ``node``'s outputs in its graph as
+    ``branch`` computes them: the branch's own names made fresh (a name in use anywhere stays
+    its own), each output written by its producer under the If's output name, or copied by an
+    Identity (a value from outside the branch, a constant of it, one value given twice)."""
+    made = {name for n in branch.node for name in n.output if name}
+    local = made | {t.name for t in branch.initializer}
+    rename: dict[str, str] = {}
+    identities: list[tuple[str, str]] = []
+    for value, wanted in zip(branch.output, node.output):
+        if not wanted:
+            continue
+        if value.name in made and value.name not in rename:
+            rename[value.name] = wanted
+        else:
+            identities.append((value.name, wanted))
+    for name in sorted(local - set(rename)):
+        rename[name] = names.fresh(name)
+    nodes = []
+    for inner in branch.node:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(inner)
+        graph_layer.rename_reads(copy, rename)
+        for slot, name in enumerate(copy.output):
+            if name:
+                copy.output[slot] = rename[name]
+        nodes.append(copy)
+    for source, wanted in identities:
+        nodes.append(onnx.helper.make_node("Identity", [rename.get(source, source)], [wanted]))
+    initializers = []
+    for tensor in branch.initializer:
+        copy = onnx.TensorProto()
+        copy.CopyFrom(tensor)
+        copy.name = rename[tensor.name]
+        initializers.append(copy)
+    return nodes, initializers
 
 
 def _flatten_concats(graph: onnx.GraphProto) -> int:
@@ -439,17 +525,18 @@ def _flatten_concats(graph: onnx.GraphProto) -> int:
 
 
 def _drop_dead(graph: onnx.GraphProto) -> int:
-    """Rule 6 on ``graph``: the nodes whose results reach none of its outputs go, with the
-    initializers and declared shapes only they used; returns how many nodes went."""
+    """Rule 6 on the body ``graph``: the nodes whose results reach none of its outputs go, and
+    the initializers and declared shapes nothing reads; returns how many nodes and
+    initializers went."""
     nodes = list(graph.node)
     live = {id(node) for node in graph_layer.live_nodes(nodes, [o.name for o in graph.output])}
     dead = [position for position, node in enumerate(nodes) if id(node) not in live]
-    if dead:
-        graph_layer.delete_positions(graph.node, dead)
-        graph_layer.drop_unread_initializers(graph)
+    graph_layer.delete_positions(graph.node, dead)
+    unread = graph_layer.drop_unread_initializers(graph)
+    if dead or unread:
         present = graph_layer.defined_names(graph)
         graph_layer.keep_only(graph.value_info, lambda v: v.name in present)
-    return len(dead)
+    return len(dead) + unread
 
 
 def _opset(model: onnx.ModelProto) -> int:
