@@ -651,3 +651,45 @@ def test_a_packed_data_file_is_written_packed_and_an_aligned_one_aligned(tmp_pat
     model_io.save(model_io.load(apart, load_external_data=False), tmp_path / "one.onnx",
                   external_data=True)
     assert (tmp_path / "one.onnx.data").stat().st_size == sum(a.nbytes for a in (small, *big))
+
+
+def test_a_signal_during_a_commit_takes_effect_when_it_ends() -> None:
+    # a Ctrl-C between a data file's rename and its model's paired the old model with the new
+    # data (a hostile round): the renames are one step
+    import signal
+    import time
+
+    from graphfix.model_io.folders import one_step
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with one_step():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # where the handler would have raised
+            done.append("renamed")
+    assert done == ["renamed"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_two_commits_in_one_folder_take_turns(tmp_path) -> None:
+    # two runs writing one model at once paired one's data file with the other's model
+    import threading
+    import time
+
+    from graphfix.model_io.folders import one_step
+
+    events, started = [], threading.Event()
+
+    def first() -> None:
+        with one_step(tmp_path):
+            started.set()
+            time.sleep(0.2)
+            events.append("first done")
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    started.wait()
+    with one_step(tmp_path):
+        events.append("second")
+    thread.join()
+    assert events == ["first done", "second"]

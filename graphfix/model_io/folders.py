@@ -21,10 +21,12 @@ import errno
 import logging
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 from graphfix.errors import ResourceError, shown
@@ -36,7 +38,8 @@ except ImportError:  # pragma: no cover - Windows: nothing is swept
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["MARKER", "TEMPORARY_PREFIX", "STAGING_PREFIX", "temporary_root", "owned_folder",
-           "release", "owns", "sweep", "temporary_folder_path", "temporary_folder", "sweep_temporaries"]
+           "release", "owns", "sweep", "temporary_folder_path", "temporary_folder", "sweep_temporaries",
+           "one_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -123,10 +126,54 @@ def owned_folder(parent: Path, prefix: str, what: str = "temporary files", *,
     return folder
 
 
+@contextlib.contextmanager
+def one_step(folder: Path | None = None) -> Iterator[None]:
+    """Run the block as one step: a Ctrl-C or SIGTERM that arrives meanwhile takes effect when
+    it ends (called from the main thread, whose Python handlers they run: the handlers wait,
+    whichever thread of the process the signal reached), so that a write's renames, or a
+    folder's removal, are never left half done; with ``folder``, another graphfix process
+    doing the same in that folder waits for this one (an advisory lock on the folder), so that
+    two writes of one model never pair one's data file with the other's model."""
+    deferred: list[int] = []
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(ValueError, OSError):
+                previous[signum] = signal.signal(signum, lambda n, _: deferred.append(n))
+    fd = None
+    try:
+        if folder is not None and fcntl is not None:
+            try:
+                fd = os.open(folder, os.O_RDONLY)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:  # a folder that cannot be locked: written unlocked, as before
+                if fd is not None:
+                    os.close(fd)
+                fd = None
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if deferred:
+            _deliver(deferred[0], previous.get(deferred[0]))
+
+
+def _deliver(signum: int, handler: Any) -> None:
+    """What the signal ``signum`` would have done under ``handler``."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler != signal.SIG_IGN:  # the default action (SIGTERM ends the process)
+        os.kill(os.getpid(), signum)
+
+
 def release(folder: Path) -> None:
     """Remove a folder made by :func:`owned_folder`, with everything in it, and drop its lock
-    (once removed: a sweep cannot take it in between)."""
-    shutil.rmtree(folder, ignore_errors=True)
+    (once removed: a sweep cannot take it in between). A signal waits until the folder is gone:
+    one that stopped the removal after its marker went would leave a folder no sweep removes."""
+    with one_step():
+        shutil.rmtree(folder, ignore_errors=True)
     with _HELD_LOCK:
         fd = _HELD.pop(Path(folder), None)
     if fd is not None:

@@ -19,7 +19,7 @@ import onnx
 from graphfix.errors import ModelLoadError, ModelSaveError, shown
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, write_model
 from graphfix.model_io.files import open_logs, os_failure
-from graphfix.model_io.folders import STAGING_PREFIX, owned_folder, release, sweep
+from graphfix.model_io.folders import STAGING_PREFIX, one_step, owned_folder, release, sweep
 from graphfix.model_io.references import referrers, refers
 from graphfix.model_io.tensors import lazy_tensors, vetted_record, weight_bytes
 from graphfix.options import check_path, check_type
@@ -303,8 +303,12 @@ def save(
         _vetted_changes(sources)
         for log in open_logs():
             log.check_unchanged()
-        for staged, final in pending:
-            os.replace(staged, final)
+        # The renames are one step: a Ctrl-C between the data file's and the model's would
+        # leave the old model beside the new data, and another run writing the same model
+        # waits for this one's renames to end.
+        with one_step(folder):
+            for staged, final in pending:
+                os.replace(staged, final)
     except OSError as err:
         raise os_failure(err, target, "the model") from None
     finally:
