@@ -46,7 +46,8 @@ Rules:
     ONNX Runtime removes a Cast between two, which onnxsim would have flattened, had it come
     first). Rules 10 and 11 leave the main graph to onnxsim, which takes both there.
 12. An If whose condition is a constant (one that rules 1-9 folded: a batch size compared with
-    one) is the branch it takes, in every graph: its nodes join the graph in the If's place,
+    one; not an initializer a graph input lists, which a caller may feed another value) is the
+    branch it takes, in every graph: its nodes join the graph in the If's place,
     their names made fresh where taken. onnxsim inlines such a branch too, and on Silero VAD
     wrote nodes out of order and failed (the whole simplify pass was skipped).
 
@@ -411,10 +412,13 @@ class FoldShapes(Pass):
 def _inline_constant_ifs(model: onnx.ModelProto, names: graph_layer.Names) -> int:
     """Rule 12 in every graph: an If whose condition is a constant (of its graph, or an
     initializer of the main graph), or a Cast of one, is the branch it takes."""
-    main = {t.name: t for t in model.graph.initializer}
+    # not an initializer a graph input lists: a caller may feed it another value
+    main = {t.name: t for t in model.graph.initializer
+            if t.name not in {i.name for i in model.graph.input}}
     inlined = 0
     for graph in list(graph_layer.graphs(model.graph)):
-        constants = {t.name: t for t in graph.initializer}
+        listed = {i.name for i in graph.input}
+        constants = {t.name: t for t in graph.initializer if t.name not in listed}
         if graph is not model.graph:
             defined = graph_layer.defined_names(graph)
             constants.update((k, v) for k, v in main.items() if k not in defined)
@@ -498,7 +502,7 @@ def _flatten_concats(graph: onnx.GraphProto) -> int:
                and n.domain in STANDARD_DOMAINS and len(n.output) == 1}
     flattened: set[str] = set()
     for node in graph.node:
-        if (node.op_type != "Concat" or node.domain not in STANDARD_DOMAINS
+        if (node.op_type != "Concat" or node.domain not in STANDARD_DOMAINS or not node.output
                 or node.output[0] in flattened):  # taken in by a Concat before it already
             continue
         axis = attribute(node, "axis")
@@ -559,7 +563,8 @@ def _axes(node: onnx.NodeProto, opset: int, constants: dict[str, onnx.TensorProt
 
 def _cancel_squeezes(graph: onnx.GraphProto, opset: int) -> int:
     """Rule 10 on ``graph`` (its own nodes; each body is a graph of its own)."""
-    constants = {t.name: t for t in graph.initializer}
+    listed = {i.name for i in graph.input}  # a default a caller may feed another value
+    constants = {t.name: t for t in graph.initializer if t.name not in listed}
     for node in graph.node:
         tensor = graph_layer.constant_tensor(node) if node.op_type == "Constant" else None
         if tensor is not None and node.output:

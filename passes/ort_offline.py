@@ -85,6 +85,9 @@ Decisions:
    back removes the Casts in the bodies that its first pass could not see were to the same
    type (an EmbeddingBag's Loop, dynamo exporter: 7 of 9 Casts). The second output is kept
    where it has fewer nodes and passes the same checks.
+14. On a model that draws random numbers (:func:`graphfix.graph.is_random`), ORT's common
+   subexpression elimination is off: it takes two Bernoulli draws of one input for one value
+   (``Sub(Bernoulli(p), Bernoulli(p))`` became 0), and no check sees it under ``--no-verify``.
 """
 
 from __future__ import annotations
@@ -116,7 +119,8 @@ from graphfix.model_io import (
     weight_bytes,
 )
 from graphfix.graph import (ONNX_DOMAINS, STANDARD_DOMAINS, all_nodes, count_nodes,
-                            default_inputs, holds_graph, run_time_steps, subgraphs)
+                            default_inputs, holds_graph, is_random, run_time_steps,
+                            subgraphs)
 from ._compare import at_default, grown_ops, same_graph
 from ._portable import (
     Unportable,
@@ -300,6 +304,9 @@ class OrtOffline(Pass):
         if run_time_steps(model.graph):  # rule 12
             disabled = tuple(dict.fromkeys((*disabled, *_REORDERING)))
             stats["order_kept"] = 1
+        if any(is_random(node) for node in all_nodes(model.graph)):  # rule 14
+            disabled = tuple(dict.fromkeys((*disabled, "CommonSubexpressionElimination")))
+            stats["draws_kept_apart"] = 1
         try:
             try:
                 optimized, used = self._attempt_portable(model, stats, disabled=disabled)

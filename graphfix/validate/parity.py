@@ -432,12 +432,12 @@ class ReferenceRun:
         self.provider = provider
         self.providers = session_providers(provider)
         self._seed, self._input_shapes = seed, input_shapes
-        # Random ops (a Dropout in training mode, RandomNormalLike in a VITS voice's decoder):
-        # the reference's draws are read in each run and fed to both models (a candidate's
-        # random nodes become inputs of the same names), so that parity compares what the two
-        # compute from the same draws. Where a random op is inside a body (its draws cannot
-        # be fed), the original is run twice on the first inputs instead, and parity is
-        # refused when the two runs differ.
+        # Random ops that draw from a shape alone (RandomNormalLike in a VITS voice's
+        # decoder): the reference's draws are read in each run and fed to both models (the
+        # candidate's random nodes read them: :func:`_pinned`), so that parity compares what
+        # the two compute from the same draws. Other random ops (a Dropout in training mode,
+        # Bernoulli), and draws inside a body, cannot be fed: the original is run twice on the
+        # first inputs instead, and parity is refused when the two runs differ.
         self._random = sorted({n.op_type for n in all_nodes(reference.graph) if is_random(n)})
         self.draws = _draws(reference) if self._random else {}
         outputs = {o.name for o in reference.graph.output}

@@ -727,3 +727,17 @@ def test_an_if_on_a_constant_in_a_loop_body_is_inlined_there(ort_run):
     body = result.model.graph.node[-1].attribute[0].g
     assert "If" not in [n.op_type for n in body.node]
     np.testing.assert_array_equal(ort_run(result.model, feeds)["y"], expected["y"])
+
+
+def test_an_if_on_a_default_a_caller_may_feed_stays(ort_run):
+    # an initializer the graph also lists as an input is a default, not a constant (a hostile
+    # round: the If was the branch of the default, and fed False computed the other)
+    model = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 17]>' + """
+    g (float[4] x, bool flag) => (float[4] y) <bool flag = {1}> {
+        y = If (flag) <
+            then_branch = t () => (float[4] a) { a = Relu (x) },
+            else_branch = e () => (float[4] b) { b = Neg (x) }
+        >
+    }""")
+    result = FoldShapes()(model)
+    assert "If" in ops(result.model)

@@ -703,3 +703,17 @@ def test_attributes_ort_writes_at_their_default_are_dropped():
     np.testing.assert_allclose(run_outputs(result.model, feed, ["z"])[0]["z"],
                                run_outputs(model, feed, ["z"])[0]["z"], rtol=1e-5, atol=1e-5)
     assert result.model.ByteSize() < model.ByteSize()
+
+
+def test_two_random_draws_of_one_input_stay_two() -> None:
+    # ONNX Runtime's common subexpression elimination took Sub(Bernoulli(p), Bernoulli(p)) for
+    # 0 (a hostile round, under --no-verify, where no check sees it)
+    model = onnx.parser.parse_model('<ir_version: 8, opset_import: ["" : 17]>' + """
+    g (float[64] x) => (float[64] y) {
+        p = Sigmoid (x)
+        a = Bernoulli (p)
+        b = Bernoulli (p)
+        y = Sub (a, b)
+    }""")
+    result = OrtOffline()(model)
+    assert [n.op_type for n in result.model.graph.node].count("Bernoulli") == 2
