@@ -16,11 +16,6 @@ Rules:
    producer); the earlier node may be.
 4. An optional output the later node names and the earlier one leaves out (``""``: a GRU's
    ``Y_h``) is named on the earlier one: its readers do not lose it.
-5. Two small initializers of the main graph (up to :data:`SMALL_BYTES`) with the same type,
-   shape and bytes are one: readers of the later read the earlier, first, so that nodes
-   reading them are duplicates too. Not one a graph input lists (a caller may feed it another
-   value) or a graph output names. ONNX Runtime writes the constants it folds as initializers
-   after onnxsim deduplicated them: a second run merged such a zero bias of an FCOS head.
 """
 
 from __future__ import annotations
@@ -31,38 +26,12 @@ import onnx
 
 from graphfix import graph as graph_layer
 from graphfix.graph import holds_graph, is_random
-from graphfix.model_io import tensor_bytes, tensor_digest
 from graphfix.registry import Pass, PassResult, register
 
 __all__ = ["MergeDuplicates", "merge_duplicates"]
 
 logger = logging.getLogger(__name__)
 
-
-
-# Rule 5: initializers up to this size are compared by their bytes.
-SMALL_BYTES = 4096
-
-
-def _merge_initializers(graph: onnx.GraphProto) -> int:
-    """Rule 5 on the main graph; returns how many initializers went."""
-    fixed = {i.name for i in graph.input} | {o.name for o in graph.output}
-    first: dict[tuple[object, ...], str] = {}
-    rename: dict[str, str] = {}
-    for tensor in graph.initializer:
-        if tensor.name in fixed or tensor.data_location == onnx.TensorProto.EXTERNAL or \
-                tensor_bytes(tensor) > SMALL_BYTES:
-            continue
-        key = (tensor.data_type, tuple(tensor.dims), tensor_digest(tensor))
-        earlier = first.setdefault(key, tensor.name)
-        if earlier != tensor.name:
-            rename[tensor.name] = earlier
-    if rename:
-        for node in graph.node:
-            graph_layer.rename_reads(node, rename)
-        graph_layer.keep_only(graph.initializer, lambda t: t.name not in rename)
-        graph_layer.keep_only(graph.value_info, lambda v: v.name not in rename)
-    return len(rename)
 
 
 def _key(node: onnx.NodeProto) -> tuple[object, ...]:
@@ -112,11 +81,10 @@ class MergeDuplicates(Pass):
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         before = graph_layer.count_nodes(model)
-        initializers = _merge_initializers(model.graph)
         merged = sum(_merge_graph(g) for g in list(graph_layer.graphs_bottom_up(model.graph)))
-        return PassResult(model, bool(merged or initializers), stats={
-            "nodes_merged": merged, "initializers_merged": initializers,
-            "nodes_before": before, "nodes_after": graph_layer.count_nodes(model)})
+        return PassResult(model, bool(merged), stats={
+            "nodes_merged": merged, "nodes_before": before,
+            "nodes_after": graph_layer.count_nodes(model)})
 
 
 def merge_duplicates(model: onnx.ModelProto) -> onnx.ModelProto:

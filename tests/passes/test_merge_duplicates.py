@@ -120,30 +120,3 @@ def test_an_optional_output_only_the_later_node_names_is_kept(ort_run, rng):
     model.ir_version = 8
     merged = check(model, ort_run, rng)
     assert ops(merged).count("GRU") == 2
-
-
-def test_equal_small_initializers_are_one_and_their_readers_merge(ort_run, rng):
-    # ONNX Runtime writes the constants it folds as initializers: two zero biases of one head
-    model = parse("""
-    g (float[2,4] x) => (float[2,4] y, float[2,4] z, float[2,4] w)
-      <float[4] b1 = {0, 0, 0, 0}, float[4] b2 = {0, 0, 0, 0}, double[4] b3 = {0, 0, 0, 0},
-       float[4] b4 = {0, 0, 0, 1}> {
-        y = Add (x, b1)
-        z = Add (x, b2)
-        d = Cast <to = 1> (b3)
-        e = Add (x, d)
-        w = Add (e, b4)
-    }""")
-    result = check(model, ort_run, rng)
-    assert sorted(t.name for t in result.graph.initializer) == ["b1", "b3", "b4"]
-    assert [list(n.input) for n in result.graph.node if n.output[0] == "z"] == [["x", "b1"]]
-
-
-def test_an_initializer_a_graph_input_lists_is_never_merged(ort_run, rng):
-    model = onnx.parser.parse_model('<ir_version: 3, opset_import: ["" : 11]>' + """
-    g (float[2,4] x, float[4] b1, float[4] b2) => (float[2,4] y, float[2,4] z)
-      <float[4] b1 = {0, 0, 0, 0}, float[4] b2 = {0, 0, 0, 0}> {
-        y = Add (x, b1)
-        z = Add (x, b2)
-    }""")
-    assert not MergeDuplicates()(model).modified
