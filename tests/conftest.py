@@ -55,3 +55,16 @@ def one_onnxsim_worker():
         return
     with OnnxsimWorker() as worker, shared_worker(worker):
         yield worker
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt during the test, as in a terminal, also where the suite
+    runs in the background (a shell starts background jobs with SIGINT ignored)."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -653,7 +653,7 @@ def test_a_packed_data_file_is_written_packed_and_an_aligned_one_aligned(tmp_pat
     assert (tmp_path / "one.onnx.data").stat().st_size == sum(a.nbytes for a in (small, *big))
 
 
-def test_a_signal_during_a_commit_takes_effect_when_it_ends() -> None:
+def test_a_signal_during_a_commit_takes_effect_when_it_ends(sigint_raises) -> None:
     # a Ctrl-C between a data file's rename and its model's paired the old model with the new
     # data (a hostile round): the renames are one step
     import signal

@@ -1407,7 +1407,8 @@ def test_the_first_assignment_s_default_session_check_runs_while_the_search_meas
     assert check_parity(_residual_stack(16), more.model, feeds=feeds).passed
 
 
-def test_an_interrupt_while_waiting_for_the_worker_leaves_it_free_and_the_job_settled() -> None:
+def test_an_interrupt_while_waiting_for_the_worker_leaves_it_free_and_the_job_settled(
+        sigint_raises) -> None:
     # Ctrl-C (or a notebook's interrupt) while a job runs: the interrupt goes up at once, the
     # job's answer is lost to it (a second wait would wait out the whole timeout), and the
     # worker takes the next job in a new interpreter.
