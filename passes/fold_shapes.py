@@ -409,23 +409,29 @@ class FoldShapes(Pass):
         return PassResult(model, modified, stats=stats)
 
 
+def _constants(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+    """The values ``graph`` fixes: its initializers (not one a graph input lists, a default a
+    caller may feed another value) and its Constant nodes' outputs, by name."""
+    listed = {i.name for i in graph.input}
+    constants = {t.name: t for t in graph.initializer if t.name not in listed}
+    for node in graph.node:
+        tensor = graph_layer.constant_tensor(node) if node.op_type == "Constant" else None
+        if tensor is not None and node.output:
+            constants[node.output[0]] = tensor
+    return constants
+
+
 def _inline_constant_ifs(model: onnx.ModelProto, names: graph_layer.Names) -> int:
     """Rule 12 in every graph: an If whose condition is a constant (of its graph, or an
     initializer of the main graph), or a Cast of one, is the branch it takes."""
-    # not an initializer a graph input lists: a caller may feed it another value
-    main = {t.name: t for t in model.graph.initializer
-            if t.name not in {i.name for i in model.graph.input}}
+    main = {name: t for name, t in _constants(model.graph).items()
+            if name in {i.name for i in model.graph.initializer}}
     inlined = 0
     for graph in list(graph_layer.graphs(model.graph)):
-        listed = {i.name for i in graph.input}
-        constants = {t.name: t for t in graph.initializer if t.name not in listed}
+        constants = _constants(graph)
         if graph is not model.graph:
             defined = graph_layer.defined_names(graph)
-            constants.update((k, v) for k, v in main.items() if k not in defined)
-        for node in graph.node:
-            tensor = graph_layer.constant_tensor(node) if node.op_type == "Constant" else None
-            if tensor is not None and node.output:
-                constants[node.output[0]] = tensor
+            constants = {**{k: v for k, v in main.items() if k not in defined}, **constants}
         casts = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Cast"
                  and n.domain in STANDARD_DOMAINS and n.input and n.output}
         for position in reversed(range(len(graph.node))):
@@ -563,12 +569,7 @@ def _axes(node: onnx.NodeProto, opset: int, constants: dict[str, onnx.TensorProt
 
 def _cancel_squeezes(graph: onnx.GraphProto, opset: int) -> int:
     """Rule 10 on ``graph`` (its own nodes; each body is a graph of its own)."""
-    listed = {i.name for i in graph.input}  # a default a caller may feed another value
-    constants = {t.name: t for t in graph.initializer if t.name not in listed}
-    for node in graph.node:
-        tensor = graph_layer.constant_tensor(node) if node.op_type == "Constant" else None
-        if tensor is not None and node.output:
-            constants[node.output[0]] = tensor
+    constants = _constants(graph)
     producer = {name: n for n in graph.node for name in n.output if name}
     outputs = {o.name for o in graph.output}
     signature = {i.name for i in graph.input} | outputs
