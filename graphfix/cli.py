@@ -113,6 +113,7 @@ class _Group(click.Group):
         for signum in _ENDING:
             signal.signal(signum, _on_ending_signal)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        ctx.meta["graphfix.committed"] = model_io.committed_mark()
         try:
             return super().invoke(ctx)
         except (UnknownPassError, ConflictingOptionsError) as err:
@@ -171,7 +172,13 @@ _COMMAND: list[bool] = []
 def _end(ctx: click.Context, line: str, code: int) -> None:
     """End a run a signal stopped, its cleanup done. The command exits at once: a thread
     still inside ONNX Runtime (the parity check's reference side), or one the signal left
-    waiting on an import lock the main thread held, must not keep it alive after its line."""
+    waiting on an import lock the main thread held, must not keep it alive after its line.
+    Files the run had written in full by then are named: they are complete, and kept."""
+    written = model_io.committed_since(ctx.meta.get("graphfix.committed", 0))
+    if written:
+        line += (f" after writing {', '.join(shown(str(p)) for p in written[:4])}"
+                 f"{f' and {len(written) - 4} more' if len(written) > 4 else ''}"
+                 " (complete, kept)")
     click.echo(line, err=True)
     if _COMMAND:
         for stream in (sys.stdout, sys.stderr):

@@ -842,8 +842,10 @@ def _check_budget(spec: InputSpec, shape: Sequence[int]) -> None:
             f"input {spec.name!r} of shape {list(shape)} would take "
             f"{elements * itemsize / 2**30:.3g} GiB, over the {MAX_INPUT_BYTES / 2**30:g} GiB "
             "graphfix generates for one input",
-            hint="give smaller sizes with --input-shape, or real inputs with --inputs; "
-            "with optimize, --no-verify skips the check",
+            hint=("give smaller sizes with --input-shape, or real inputs with --inputs"
+                  if spec.dims is None or not all(isinstance(d, int) for d in spec.dims) else
+                  "the model fixes these sizes; give real inputs with --inputs") +
+            "; with optimize, --no-verify skips the check",
         )
 
 
@@ -1340,10 +1342,16 @@ def _read_pb_folder(folder: Path, specs: Sequence[InputSpec] | None, where: str)
         name, value = _read_pb(file, specs)
         if name not in names and index < len(names):
             name = names[index]  # an unnamed (or misnamed) tensor goes by its position
-        if not name:
+        if not name and specs is None:
             raise ValidationInputError(
                 f"{shown(file)}: the tensor has no name and no model was given to name it"
             )
+        if not name:
+            raise ValidationInputError(
+                f"{shown(file)}: the tensor has no name, and its position names no input: "
+                f"the model takes {len(names)} (input_0.pb to input_{len(names) - 1}.pb)",
+                hint="number the files from input_0.pb in the order of the model's inputs, "
+                     "or name each tensor")
         if name in feeds:
             raise ValidationInputError(f"{where}: two files hold input {name!r}",
                                        hint="keep one input_N.pb per input")

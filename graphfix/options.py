@@ -148,14 +148,23 @@ def check_type(function: str, name: str, value: object, kinds: type | tuple[type
 
 
 def check_count(function: str, name: str, value: object, *, low: int = 1,
-                optional: bool = True) -> None:
-    """An integer >= ``low`` (None allowed when ``optional``): a float is refused, not
-    truncated, a bool is no count."""
+                optional: bool = True, high: int | None = None) -> None:
+    """An integer >= ``low`` and, where ``high`` is given, <= ``high`` (None allowed when
+    ``optional``): a float is refused, not truncated, a bool is no count."""
     if value is None and optional:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise OptionError(f"{function}(): {name} must be an integer >= {low}, "
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (
+            high is not None and value > high):
+        bounds = f">= {low}" if high is None else f"from {low} to {high:,}".replace(",", " ")
+        raise OptionError(f"{function}(): {name} must be an integer {bounds}, "
                           f"got {_brief(value)}")
+
+
+def check_progress(function: str, value: object) -> None:
+    """A progress callback: None, or callable as ``progress(step, done, total)``."""
+    if value is not None and not callable(value):
+        raise OptionError(f"{function}(): progress must be callable as progress(step, done, "
+                          f"total), or None, got {_brief(value)}")
 
 
 def check_path(function: str, name: str, value: object, *, optional: bool = False) -> None:
@@ -174,6 +183,9 @@ def check_path(function: str, name: str, value: object, *, optional: bool = Fals
     if isinstance(text, bytes):
         raise OptionError(f"{function}(): {name} must be a path whose os.fspath() is a str, "
                           "got one that gives bytes")
+    if "\0" in text:
+        raise OptionError(f"{function}(): {name} holds a NUL character, which no file name "
+                          f"can hold: {text!r}")
 
 
 def check_names(function: str, name: str, value: object, *, optional: bool = True) -> None:
@@ -329,7 +341,7 @@ class RunOptions:
     def __post_init__(self) -> None:
         check_type("RunOptions", "keep_reduction_order", self.keep_reduction_order, bool,
                    "True or False")
-        if self.ort_level not in ORT_LEVELS:
+        if not isinstance(self.ort_level, str) or self.ort_level not in ORT_LEVELS:
             raise OptionError(f"the ort-offline level must be one of {', '.join(ORT_LEVELS)}, "
                               f"got {self.ort_level!r}")
         check_provider(self.provider)
@@ -347,7 +359,8 @@ class RunOptions:
                               f"got {_brief(self.io_types)}",
                               hint="--io-types needs --precision" if self.precision is None
                               else f"--io-types fp32 or --io-types {self.precision}")
-        if self.fuse not in (None, *FUSIONS):
+        if self.fuse is not None and (not isinstance(self.fuse, str)
+                                      or self.fuse not in FUSIONS):
             raise OptionError(f"the fusion must be one of {', '.join(FUSIONS)}, "
                               f"got {self.fuse!r}")
 

@@ -960,13 +960,32 @@ def optimize_file(
             raise
 
 
+def _write_refusal(report: str | os.PathLike, error: GraphfixError,
+                   reads: Mapping[Path, str]) -> None:
+    """The report of a refused run, with its error, at ``report`` (never over a file read)."""
+    assert error.report is not None
+    error.report.error = str(error)
+    try:
+        model_io.check_outputs({"the report": report}, reads)
+        model_io.write_text(report, error.report.to_json() + "\n", protect=list(reads))
+    except GraphfixError as unwritten:
+        logger.warning("the report of the refused run was not written: %s", unwritten)
+
+
 def _optimize_file(src: str | os.PathLike, dst: str | os.PathLike, external_data: bool | None,
                    report: str | os.PathLike | None, kwargs: dict[str, Any]) -> OptimizeResult:
     dst_path = model_io.output_path(dst, "the optimized model")
     if report is not None:
         report = model_io.output_path(report, "the report")
     src_path = Path(src)
-    loaded = model_io.load_with_info(src_path, load_external_data=False)
+    try:
+        loaded = model_io.load_with_info(src_path, load_external_data=False)
+    except GraphfixError as error:
+        if report is not None:  # the report says why nothing was read
+            error.report = Report(graphfix_version=__version__,
+                                  verify=kwargs.get("verify") is not False)
+            _write_refusal(report, error, {src_path: "the input model"})
+        raise
     reads: dict[Path, str] = {src_path: "the input model"}
     reads.update(dict.fromkeys(model_io.data_files(loaded.model), "the input's external data"))
     parity = kwargs.get("parity")
@@ -989,12 +1008,15 @@ def _optimize_file(src: str | os.PathLike, dst: str | os.PathLike, external_data
     try:
         result = optimize(loaded, **kwargs)
     except GraphfixError as error:
-        if report is not None and error.report is not None:
-            error.report.error = str(error)
-            try:
-                model_io.write_text(report, error.report.to_json() + "\n", protect=list(reads))
-            except GraphfixError as unwritten:
-                logger.warning("the report of the refused run was not written: %s", unwritten)
+        if report is not None:
+            if error.report is None:  # refused before any pass ran (an option that does not
+                # fit the model): the report says what was read, and why nothing was done
+                error.report = Report(graphfix_version=__version__,
+                                      verify=kwargs.get("verify") is not False)
+                error.report.input = model_facts(loaded.model,
+                                                 size_bytes=loaded.size_bytes or None,
+                                                 external_data=loaded.external_data)
+            _write_refusal(report, error, reads)
         raise
     progress = kwargs.get("progress")
     if progress is not None:

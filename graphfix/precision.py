@@ -82,7 +82,12 @@ def read(model: onnx.ModelProto) -> PrecisionRecord | None:
             )
         except (ValueError, TypeError, AttributeError, KeyError, RecursionError):
             return None
-        return record if _fits(record, model) else None
+        if not _fits(record, model):
+            return None
+        # an output the record calls lowered is judged so only where it is computed so
+        computed = _computed_in(model, _LOWERED[record.dtype]) if record.outputs else set()
+        return dataclasses.replace(record, outputs={
+            name: dtype for name, dtype in record.outputs.items() if name in computed})
     return None
 
 
@@ -101,21 +106,71 @@ def _fits(record: PrecisionRecord, model: onnx.ModelProto) -> bool:
     return _holds(model, _LOWERED[record.dtype])
 
 
+def _computed_in(model: onnx.ModelProto, element_type: int) -> set[str]:
+    """The names of ``model``'s outputs that some value of ``element_type`` flows into: an
+    initializer, Constant, Cast or declared value of that type among the nodes they are
+    computed from (a node with a subgraph counts when the subgraph holds one)."""
+    graph = model.graph
+    typed = {t.name for t in graph.initializer if t.data_type == element_type}
+    typed |= {v.name for v in (*graph.input, *graph.value_info)
+              if v.type.tensor_type.elem_type == element_type}
+    producer: dict[str, onnx.NodeProto] = {}
+    for node in graph.node:
+        for name in node.output:
+            producer[name] = node
+
+    def lowering(node: onnx.NodeProto) -> bool:
+        for attr in node.attribute:
+            for body in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
+                if _holds_graph(body, element_type) or any(map(lowering, body.node)):
+                    return True
+        return any(name in typed for name in (*node.input, *node.output))
+
+    found = set()
+    for output in graph.output:
+        if output.type.tensor_type.elem_type == element_type:
+            found.add(output.name)
+            continue
+        seen: set[str] = set()
+        stack = [output.name]
+        while stack:
+            name = stack.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in typed:
+                found.add(output.name)
+                break
+            node = producer.get(name)
+            if node is None:
+                continue
+            if _holds_node(node, element_type) or lowering(node):
+                found.add(output.name)
+                break
+            stack.extend(node.input)
+    return found
+
+
 def _holds(model: onnx.ModelProto, element_type: int) -> bool:
     """Whether some tensor, declared value, Cast or Constant of ``model``'s main graph is of
     ``element_type``."""
-    graph = model.graph
+    return _holds_graph(model.graph, element_type)
+
+
+def _holds_graph(graph: onnx.GraphProto, element_type: int) -> bool:
     if any(t.data_type == element_type for t in graph.initializer):
         return True
     if any(v.type.tensor_type.elem_type == element_type
            for v in (*graph.input, *graph.output, *graph.value_info)):
         return True
-    for node in graph.node:
-        for attr in node.attribute:
-            if (attr.name == "to" and attr.i == element_type) or (
-                    attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == element_type):
-                return True
-    return False
+    return any(_holds_node(node, element_type) for node in graph.node)
+
+
+def _holds_node(node: onnx.NodeProto, element_type: int) -> bool:
+    """Whether ``node`` casts to ``element_type`` or holds a tensor of it (a Constant)."""
+    return any((attr.name == "to" and attr.i == element_type) or (
+        attr.type == onnx.AttributeProto.TENSOR and attr.t.data_type == element_type)
+        for attr in node.attribute)
 
 
 def write(model: onnx.ModelProto, record: PrecisionRecord | None) -> None:

@@ -41,8 +41,7 @@ from types import TracebackType
 from typing import Any, NamedTuple, Union
 
 from graphfix.errors import PassError, first_line
-from graphfix.model_io import (PROTOBUF_LIMIT, release, temporary_folder_path, temporary_root,
-                               weight_bytes)
+from graphfix.model_io import PROTOBUF_LIMIT, release, temporary_folder_path, weight_bytes
 from graphfix.options import growth_limit
 
 __all__ = ["OnnxsimWorker", "Outcome", "Output", "Budget", "stable_choice", "KEEP_WORKER_BELOW",
@@ -200,9 +199,12 @@ class _Process:
 
     def __init__(self, command: Sequence[str]) -> None:
         self.folder = temporary_folder_path("onnxsim")
-        # The worker runs in its folder: a relative TMPDIR would name another folder there.
-        env = {**os.environ, "TMPDIR": str(temporary_root())} if os.environ.get("TMPDIR") else None
+        # onnxsim's own temporary folders go inside the worker's: a signal that kills the
+        # worker before onnxsim removes one leaves it where graphfix's sweep finds it, not
+        # loose in TMPDIR (an absolute path: the worker runs in its folder).
+        env = {**os.environ, "TMPDIR": os.path.abspath(self.folder / "tmp")}
         try:
+            (self.folder / "tmp").mkdir()
             with open(self.folder / "start.log", "wb") as log:
                 self.proc = subprocess.Popen(
                     list(command), env=env,

@@ -119,7 +119,7 @@ from graphfix.model_io import (
     weight_bytes,
 )
 from graphfix.graph import (ONNX_DOMAINS, STANDARD_DOMAINS, all_nodes, count_nodes,
-                            default_inputs, holds_graph, is_random, run_time_steps,
+                            default_inputs, graphs, holds_graph, is_random, run_time_steps,
                             subgraphs)
 from ._compare import at_default, grown_ops, same_graph
 from ._portable import (
@@ -517,14 +517,30 @@ def _restore_signature(optimized: onnx.ModelProto, model: onnx.ModelProto) -> No
     listed = {i.name for i in optimized.graph.input}
     if optimized.ir_version < 4 and any(t.name not in listed for t in optimized.graph.initializer):
         optimized.ir_version = 4  # IR 3 requires every initializer to be an input
-    optimized.producer_name = model.producer_name
-    optimized.producer_version = model.producer_version
+    for field in ("producer_name", "producer_version"):
+        if model.HasField(field):
+            setattr(optimized, field, getattr(model, field))
+        else:  # ORT writes them empty: bytes that say nothing
+            optimized.ClearField(field)
+    _clear_empty_tensor_fields(optimized.graph)
     del optimized.metadata_props[:]
     optimized.metadata_props.extend(model.metadata_props)
     if not model.graph.HasField("doc_string"):
         optimized.graph.ClearField("doc_string")
     _trim_opset_imports(optimized, model)
     _drop_default_attributes(optimized, model)
+
+
+def _clear_empty_tensor_fields(graph: onnx.GraphProto) -> None:
+    """Rule 7: an initializer's ``doc_string`` ORT writes empty and its ``data_location``
+    written DEFAULT say what an absent field says; they are cleared (bytes, not meaning)."""
+    for inner in graphs(graph):
+        for tensor in inner.initializer:
+            if tensor.HasField("doc_string") and not tensor.doc_string:
+                tensor.ClearField("doc_string")
+            if tensor.HasField("data_location") and \
+                    tensor.data_location == onnx.TensorProto.DEFAULT:
+                tensor.ClearField("data_location")
 
 
 def _drop_default_attributes(optimized: onnx.ModelProto, model: onnx.ModelProto) -> int:

@@ -71,6 +71,8 @@ from graphfix.model_io.tensors import (
 from graphfix.model_io.files import (
     FileRecord,
     ReadLog,
+    committed_mark,
+    committed_since,
     file_size_limit,
     note_read,
     os_failure,
@@ -97,6 +99,8 @@ from graphfix.model_io.writing import (
 )
 
 __all__ = [
+    "committed_mark",
+    "committed_since",
     "ModelSource",
     "LoadedModel",
     "WrittenModel",

@@ -135,6 +135,10 @@ def check_model(model: onnx.ModelProto, *, rewrite: bool = False) -> list[str]:
     rank 0), and the rewrite declares what the graph computes (:func:`correct_output_shapes`).
     """
     _check_signature_sizes(model)
+    if rewrite and not model.graph.output:
+        raise ModelLoadError("the model declares no outputs: it computes nothing to run or "
+                             "compare",
+                             hint="list the tensors it should return in graph.output")
     newest = max(onnx.IR_VERSION, max_ir_version())
     if model.ir_version > newest:
         raise ModelLoadError(

@@ -23,7 +23,8 @@ from pathlib import Path
 from graphfix.errors import ModelLoadError, ModelSaveError, ResourceError, shown
 
 __all__ = ["FileRecord", "ReadLog", "read_log", "note_read", "open_logs", "os_failure",
-           "os_failure_in", "file_size_limit"]
+           "os_failure_in", "file_size_limit", "note_committed", "committed_since",
+           "committed_mark"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +120,27 @@ def note_read(path: str | os.PathLike, what: str, info: os.stat_result | None = 
     with _LOCK:
         for log in _OPEN:
             log.add(record)
+
+
+_COMMITTED: list[Path] = []  # every file this process's writes committed, in order
+
+
+def note_committed(path: Path) -> None:
+    """Record that ``path`` was written in full (its rename done): a run a signal ends after
+    that says so, rather than leave the user to think nothing was written."""
+    with _LOCK:
+        _COMMITTED.append(path)
+
+
+def committed_since(mark: int) -> list[Path]:
+    """The files committed since :func:`committed_mark` returned ``mark``."""
+    with _LOCK:
+        return list(dict.fromkeys(_COMMITTED[mark:]))
+
+
+def committed_mark() -> int:
+    with _LOCK:
+        return len(_COMMITTED)
 
 
 def open_logs() -> list[ReadLog]:

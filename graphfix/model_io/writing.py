@@ -9,7 +9,7 @@ import logging
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from typing import Union
@@ -18,11 +18,11 @@ import onnx
 
 from graphfix.errors import ModelLoadError, ModelSaveError, shown
 from graphfix.model_io.encoding import PROTOBUF_LIMIT, write_model
-from graphfix.model_io.files import open_logs, os_failure
+from graphfix.model_io.files import note_committed, open_logs, os_failure
 from graphfix.model_io.folders import STAGING_PREFIX, one_step, owned_folder, release, sweep
 from graphfix.model_io.references import referrers, refers
 from graphfix.model_io.tensors import lazy_tensors, vetted_record, weight_bytes
-from graphfix.options import check_path, check_type
+from graphfix.options import OptionError, check_path, check_type
 
 __all__ = ["WrittenModel", "save", "write_text", "check_outputs", "check_data_file",
            "data_path_of", "output_path", "may_write_data"]
@@ -131,6 +131,12 @@ def _check_output(path: Path, what: str, read: Mapping[tuple[int, int], str]) ->
         if _link_loop(folder):
             raise ModelSaveError(f"{shown(folder)}: a loop of symbolic links (for {what})",
                                  hint="point the link at a folder")
+        blocking = next((p for p in (folder, *folder.parents)
+                         if os.path.lexists(p) and not p.is_dir()), None)
+        if blocking is not None:
+            within = "" if blocking == folder else f" in {shown(folder)}"
+            raise ModelSaveError(f"{shown(blocking)}: a file, not a folder (for {what}"
+                                 f"{within})", hint="give a path in a folder")
         raise ModelSaveError(f"{shown(folder)}: no such folder (for {what})",
                              hint="create it first")
     if not os.access(folder, os.W_OK | os.X_OK):
@@ -265,6 +271,11 @@ def save(
     check_path("save", "path", path)
     if external_data is not None:
         check_type("save", "external_data", external_data, bool, "True, False or None")
+    if isinstance(protect, (str, bytes, os.PathLike)) or not isinstance(protect, Iterable):
+        raise OptionError(f"save(): protect must be a list of paths, got "
+                          f"{type(protect).__name__}")
+    for index, item in enumerate(protect):
+        check_path("save", f"protect[{index}]", item)
     target = output_path(path, "the model")
     folder = target.parent
     data_path = folder / f"{target.name}.data"
@@ -309,6 +320,7 @@ def save(
         with one_step(folder):
             for staged, final in pending:
                 os.replace(staged, final)
+                note_committed(final)
     except OSError as err:
         raise os_failure(err, target, "the model") from None
     finally:
@@ -369,7 +381,9 @@ def write_text(
         staged = _stage(path, stages, f"the file {shown(path.name)}") / "text"
         staged.write_text(text, encoding="utf-8")
         os.chmod(staged, _mode_for(path))
-        os.replace(staged, path)
+        with one_step(path.parent):
+            os.replace(staged, path)
+            note_committed(path)
     except OSError as err:
         raise os_failure(err, path, f"the file {shown(path.name)}") from None
     finally:

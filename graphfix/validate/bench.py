@@ -105,7 +105,7 @@ from graphfix.graph import check_input_shapes, count_nodes
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError, ValidationInputError
 from graphfix.options import (OptionError, check_count, check_feeds, check_fraction,
-                              check_shapes)
+                              check_path, check_progress, check_shapes)
 from graphfix.feeds import fed_shape, load_feeds, make_feeds, text_as_str
 from graphfix.validate.parity import generated_feeds
 from graphfix.validate.session_config import SessionConfig, model_digest, read_config
@@ -332,7 +332,8 @@ def benchmark(
     input_shapes = check_arguments(
         "benchmark", runs=runs, warmup=warmup, threads=threads,
         dynamic_block_base=dynamic_block_base, feeds=feeds, input_shapes=input_shapes,
-        seed=seed, confidence=confidence, resamples=resamples)
+        seed=seed, confidence=confidence, resamples=resamples,
+        inputs=inputs, progress=progress)
     if baseline is not None or baseline_config is not None:
         check_compared_runs("benchmark", runs)
     check_input_shapes(model, input_shapes, "input shapes (--input-shape)")
@@ -496,6 +497,10 @@ def _speedups(times: Mapping[str, list[list[float]]], offline: bool, *, confiden
 # The fewest rounds a speedup's interval is drawn from: from one round the interval is its own
 # point, and an identical copy came out "0.562x, 95% interval [0.562, 0.562]: slower".
 MIN_COMPARED_RUNS = 5
+# Bounds on counts a caller gives: past them a run would not end, or not fit in memory.
+MAX_RUNS = 10**7
+MAX_THREADS = 4096
+MAX_RESAMPLES = 10**6
 
 
 def check_compared_runs(function: str, runs: int) -> None:
@@ -509,19 +514,22 @@ def check_compared_runs(function: str, runs: int) -> None:
 
 def check_arguments(function: str, *, runs: Any = 1, warmup: Any = 0, threads: Any = None,
                     dynamic_block_base: Any = None, feeds: Any = None, input_shapes: Any = None,
-                    seed: Any = 0, confidence: Any = 0.95, resamples: Any = 1
+                    seed: Any = 0, confidence: Any = 0.95, resamples: Any = 1,
+                    inputs: Any = None, progress: Any = None,
                     ) -> dict[str, tuple[int, ...]] | None:
     """The arguments ``benchmark``, ``profile`` and ``tune`` share, checked before anything
     runs (:class:`BenchmarkError` naming ``function``); the input shapes, as tuples."""
     try:
-        check_count(function, "runs", runs, optional=False)
-        check_count(function, "warmup", warmup, low=0, optional=False)
-        check_count(function, "threads", threads)
-        check_count(function, "dynamic_block_base", dynamic_block_base)
+        check_count(function, "runs", runs, optional=False, high=MAX_RUNS)
+        check_count(function, "warmup", warmup, low=0, optional=False, high=MAX_RUNS)
+        check_count(function, "threads", threads, high=MAX_THREADS)
+        check_count(function, "dynamic_block_base", dynamic_block_base, high=MAX_THREADS)
         check_count(function, "seed", seed, low=0, optional=False)
-        check_count(function, "resamples", resamples, optional=False)
+        check_count(function, "resamples", resamples, optional=False, high=MAX_RESAMPLES)
         check_fraction(function, "confidence", confidence)
         check_feeds(function, feeds)
+        check_path(function, "inputs", inputs, optional=True)
+        check_progress(function, progress)
         return check_shapes(function, input_shapes)
     except OptionError as err:
         raise BenchmarkError(err.args[0], hint=err.hint) from None

@@ -53,8 +53,8 @@ from graphfix import precision as precision_module
 from graphfix.errors import ProviderUnavailableError, ValidationInputError, first_line
 from graphfix.graph import all_nodes, is_random, run_time_steps
 from graphfix.options import (DEVICES, PROVIDERS, OptionError, Tolerance, check_count,
-                              check_feeds, check_provider, check_shapes, check_tolerances,
-                              default_tolerance)
+                              check_feeds, check_path, check_progress, check_provider,
+                              check_shapes, check_tolerances, default_tolerance)
 from graphfix.providers import resolve_provider, session_providers
 from graphfix import feeds as feeds_module
 from graphfix.feeds import Feeds
@@ -239,6 +239,8 @@ def compare_output(
 # A difference of a few units in the last place of 1.0 is rounding, whatever the output's own
 # magnitude: an output near 0 (a sigmoid map of a background) was computed through values near 1.
 _ROUNDING_ULPS = 4
+# Sets of generated inputs one check may ask for: each is a run of both models.
+MAX_PARITY_RUNS = 10_000
 
 
 def _rounding_floor(dtype: np.dtype) -> float:
@@ -420,7 +422,8 @@ class ReferenceRun:
         name: str = "original",
     ) -> None:
         check_provider(provider, allowed=DEVICES, what="parity's provider")
-        check_count("check_parity", "runs", runs)
+        check_count("check_parity", "runs", runs, high=MAX_PARITY_RUNS)
+        check_path("check_parity", "inputs", inputs, optional=True)
         check_count("check_parity", "seed", seed, low=0, optional=False)
         check_feeds("check_parity", feeds, sets=True)
         input_shapes = check_shapes("check_parity", input_shapes)
@@ -619,6 +622,7 @@ def check_parity(
         reference = model_io.model_argument(reference, "reference", "check_parity")
     candidate = model_io.model_argument(candidate, "candidate", "check_parity")
     check_tolerances("check_parity", tolerances)
+    check_progress("check_parity", progress)
     if reference_run is None:
         if reference is None:
             raise OptionError("check_parity(): reference is None, and no reference_run is "
@@ -989,6 +993,11 @@ def _generated_run(
     when it would compute a tensor over :data:`graphfix.feeds.MAX_TENSOR_BYTES`; ``also``: a
     run of another model that must take the set too), and its outputs; a note says which
     sizes it rejected first."""
+    if not session.get_outputs():  # no size would help
+        raise ValidationInputError(f"the {name} declares no outputs: it computes nothing to "
+                                   "run or compare",
+                                   hint="list the tensors it should return in graph.output")
+
     def attempt(feed: Feeds) -> list[Any]:
         if also is not None:  # first: the model a search has to fit fails fast
             also(feed)

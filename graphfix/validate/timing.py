@@ -237,6 +237,9 @@ class Settings:
             raise BenchmarkError(
                 f"unknown settings field(s): {', '.join(map(repr, unknown_fields))}",
                 hint=f"settings has {', '.join(sorted(_SETTINGS_FIELDS))}")
+        if "provider" not in data:
+            raise BenchmarkError("settings: the provider is missing",
+                                 hint=f"settings.provider is one of {', '.join(DEVICES)}")
         for field in ("session_options", "session_config_entries", "provider_options"):
             if field in data and not isinstance(data[field], Mapping):
                 raise BenchmarkError(f"settings: {field} must be an object, got "

@@ -127,7 +127,7 @@ from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.graph import all_nodes, check_input_shapes, run_time_steps
 from graphfix.options import check_path
 from graphfix.validate.bench import check_arguments, feeds_by_model, read_feeds
-from graphfix.feeds import input_specs, make_feeds
+from graphfix.feeds import MAX_INPUT_BYTES, input_specs, make_feeds
 from graphfix.validate.parity import STEPPED_SETS, compare_output, identical
 from graphfix.validate.profile import files_read
 from graphfix.validate.session_config import (
@@ -148,6 +148,7 @@ from graphfix.validate.timing import (
     Arm,
     busy_warning,
     Config,
+    EXECUTION_MODES,
     Progress,
     Settings,
     check_feeds,
@@ -229,6 +230,13 @@ def _level(text: str) -> str:
 
 
 _LEVELS = ("disabled", "basic", "extended", "all")
+
+
+def _mode(text: str) -> str:
+    mode = text.strip().lower()
+    if mode not in EXECUTION_MODES:
+        raise ValueError(f"expected one of {', '.join(EXECUTION_MODES)}, got {text!r}")
+    return mode
 
 
 def _flag(text: str) -> bool:
@@ -322,7 +330,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("intra_op_threads", "cpu", False, lambda f: tuple(range(1, f.cores + 1)),
          _setting("threads"), parse=_thread_count),
     Knob("execution_mode", "cpu", False, lambda f: ("parallel",),
-         _setting("execution_mode", inter_op_threads=0), _branchy),
+         _setting("execution_mode", inter_op_threads=0), _branchy, parse=_mode),
     Knob("branch_parallel", "cpu", False, lambda f: (f.cores,), _branch_parallel,
          _branches_side_by_side, parse=_thread_count),
     Knob("allow_spinning", "cpu", False, lambda f: (False,), _setting("allow_spinning"),
@@ -451,7 +459,7 @@ def _given_values(knob: Knob, values: Sequence[Any]) -> tuple[Any, ...]:
             try:
                 value = knob.parse(value)
             except ValueError as err:
-                raise BenchmarkError(f"knob {knob.name}: {err}") from None
+                raise BenchmarkError(f"knob {knob.name}: {first_line(str(err), 120)}") from None
         value = value.item() if isinstance(value, np.generic) else value
         if not any(type(v) is type(value) and v == value for v in parsed):  # True is not 1
             parsed.append(value)
@@ -469,8 +477,9 @@ def _candidates(facts: Workload, default: Settings,
     if space is not None:
         unknown = sorted(set(space) - set(_BY_NAME))
         if unknown:
-            raise BenchmarkError(f"unknown knob(s): {', '.join(unknown)}",
-                                 hint=f"knobs: {', '.join(_BY_NAME)}")
+            raise BenchmarkError(f"unknown knob(s): {first_line(', '.join(unknown), 120)}",
+                                 hint="graphfix tune --help lists the knobs "
+                                      "(graphfix.validate.tune.KNOBS)")
     for knob in KNOBS:
         if space is not None and knob.name not in space:
             continue
@@ -534,8 +543,14 @@ def _batched_feeds(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray],
         return dict(feeds)
     dynamic = {spec.name for spec in input_specs(model, values=False)
                if spec.dims and not isinstance(spec.dims[0], int)}
-    return {name: np.concatenate([value] * batch, axis=0) if name in dynamic else value
-            for name, value in feeds.items()}
+    for name in dynamic & set(feeds):
+        size = np.asarray(feeds[name]).nbytes * batch
+        if size > MAX_INPUT_BYTES:  # the limit graphfix holds every generated input to
+            raise BenchmarkError(f"batch {batch}: input {name!r} would take "
+                                 f"{size / 2**30:.3g} GiB, over the "
+                                 f"{MAX_INPUT_BYTES / 2**30:g} GiB of one input")
+    return {name: np.tile(value, (batch,) + (1,) * (np.ndim(value) - 1)) if name in dynamic
+            else value for name, value in feeds.items()}
 
 
 def _run_once(model: onnx.ModelProto | model_io.LentModel, candidate: Candidate,
@@ -884,7 +899,8 @@ def tune(
             not 0 < budget < math.inf:
         raise BenchmarkError(f"the budget must be a number of seconds > 0, got {budget!r}")
     input_shapes = check_arguments("tune", feeds=feeds, input_shapes=input_shapes, seed=seed,
-                                   confidence=confidence, resamples=resamples)
+                                   confidence=confidence, resamples=resamples,
+                                   inputs=inputs, progress=progress)
     check_path("tune", "out", out, optional=True)
     if space is not None and not isinstance(space, Mapping):
         raise BenchmarkError("tune(): space must map knob names to values or lists of values, "

@@ -235,7 +235,8 @@ class ConvertPrecision(KeepsWorker, Pass):
     def call(self, model: onnx.ModelProto) -> PassResult:
         low, dtype = PRECISIONS[self.precision]
         if precision_record.read(model) is not None:  # Rule 7
-            return PassResult(model, False, stats={"nodes_lowered": 0})
+            return PassResult(model, False, skipped="already lowered (the model's "
+                              "graphfix.precision record)", stats={"nodes_lowered": 0})
         quantizers = run_time_quantizers(model.graph)
         if quantizers:  # Rule 13
             kinds = sorted({n.op_type for n in quantizers})
@@ -247,7 +248,13 @@ class ConvertPrecision(KeepsWorker, Pass):
         analysis = Analysis.build(model, tensor_types(model), low=low)
         io_low = self.io_types != "fp32"
         if not analysis.compute_nodes():
-            return PassResult(model, False, stats={"nodes_lowered": 0})
+            bodies = sum(1 for node in model.graph.node for attr in node.attribute
+                         if attr.HasField("g") or len(attr.graphs))
+            reason = ("nothing to lower: no float32 node that computes in the main graph"
+                      + (f"; the compute sits in {bodies} If/Loop/Scan bodies, which "
+                         "convert-precision does not lower" if bodies else ""))
+            return PassResult(model, False, warnings=[reason] if bodies else [],
+                              skipped=reason, stats={"nodes_lowered": 0})
         if self._feeds is not None:  # the caller's own: a mismatch is theirs, not the pass's
             specs = feeds_module.input_specs(model, values=False)
             for index, feed in enumerate(self._feeds):

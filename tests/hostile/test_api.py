@@ -197,6 +197,23 @@ CALLS = {
     "profile-runs-string": (lambda m: graphfix.profile(m, runs="5"), "runs"),
     "tune-space-array": (lambda m: graphfix.tune(m, space=ARRAY), "space"),
     "tune-out-array": (lambda m: graphfix.tune(m, out=ARRAY), "out"),
+    "tune-inputs-int": (lambda m: graphfix.tune(m, inputs=3), "inputs"),
+    "tune-progress-int": (lambda m: graphfix.tune(m, progress=3), "progress"),
+    "tune-resamples-huge": (lambda m: graphfix.tune(m, resamples=2**70), "resamples"),
+    "tune-out-nul": (lambda m: graphfix.tune(m, out="a\0b"), "NUL"),
+    "tune-unknown-knob-long": (lambda m: graphfix.tune(m, space={"nope" * 200: [1]}), "knob"),
+    "tune-knob-value-long": (lambda m: graphfix.tune(m, space={"intra_op_threads": "x" * 500}),
+                             "intra_op_threads"),
+    "check-progress-int": (lambda m: graphfix.check_parity(m, m, progress=3), "progress"),
+    "check-runs-huge": (lambda m: graphfix.check_parity(m, m, runs=2**70), "runs"),
+    "bench-progress-string": (lambda m: graphfix.benchmark(m, progress="x"), "progress"),
+    "bench-runs-huge": (lambda m: graphfix.benchmark(m, runs=10**12), "runs"),
+    "profile-html-nul": (lambda m: graphfix.profile(m, html="a\0b"), "NUL"),
+    "profile-inputs-int": (lambda m: graphfix.profile(m, inputs=3), "inputs"),
+    "save-nul": (lambda m: graphfix.save(m, "a\0b.onnx"), "NUL"),
+    "save-protect-int": (lambda m: graphfix.save(m, "o.onnx", protect=3), "protect"),
+    "optimize-ort-level-array": (lambda m: graphfix.optimize(m, ort_level=ARRAY), "level"),
+    "optimize-fuse-array": (lambda m: graphfix.optimize(m, fuse=ARRAY), "fusion"),
 }
 
 

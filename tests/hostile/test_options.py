@@ -19,11 +19,14 @@ with -vv. """
 from __future__ import annotations
 
 import io
+import json
 import os
+import re
 import zipfile
 
 import numpy as np
 import pytest
+from onnx import numpy_helper
 
 
 @pytest.fixture
@@ -229,3 +232,81 @@ def test_ort_log_appears_with_vv(gf):
     outcome = gf.invoke(*_optimize("-vv"))
     assert outcome.code == 0 and outcome.traceback is None, outcome.describe()
     assert "onnxruntime" in outcome.fd_err + outcome.stderr, outcome.describe()
+
+
+# --------------------------------------------------------------------------- reports, knobs
+@pytest.mark.parametrize("extra, match", [
+    (["--input-shape", "nope:1x16"], "nope"),
+    (["--input-shape", "x:1x16x1"], "dimensions"),
+    (["--inputs-as-nchw", "x"], "inputs_as_nchw"),
+], ids=["shape-unknown-name", "shape-wrong-rank", "nchw-on-rank-2"])
+def test_a_refusal_before_any_pass_still_writes_the_report(gf, model, extra, match):
+    """--report is written for every refusal, with the error, also those of an option that
+    does not fit the model (refused before any pass ran)."""
+    out = gf.invoke(*_optimize("--report", "r.json", *extra))
+    assert out.code == 1 and len(out.error_lines) == 1, out.describe()
+    assert out.added == [str(gf.folder / "r.json")], out.describe()
+    report = json.loads((gf.folder / "r.json").read_text())
+    assert re.search(match, report["error"]) and report["input"]["nodes"] > 0, report
+
+
+@pytest.mark.parametrize("source", ["missing.onnx", "empty.onnx"])
+def test_a_source_that_cannot_be_read_still_writes_the_report(gf, source):
+    (gf.folder / "empty.onnx").write_bytes(b"")
+    out = gf.invoke("optimize", source, "out.onnx", "--report", "r.json")
+    assert out.code == 1 and len(out.error_lines) == 1, out.describe()
+    report = json.loads((gf.folder / "r.json").read_text())
+    assert source in report["error"] and report["input"] is None, report
+    assert not (gf.folder / "out.onnx").exists()
+
+
+def test_a_report_is_never_written_over_the_source_it_could_not_read(gf):
+    (gf.folder / "empty.onnx").write_bytes(b"")
+    out = gf.invoke("optimize", "empty.onnx", "out.onnx", "--report", "empty.onnx")
+    assert out.code == 1, out.describe()
+    assert (gf.folder / "empty.onnx").read_bytes() == b""
+
+
+def test_a_model_with_no_outputs_is_refused_saying_so(gf):
+    model = gf.models.matmul(dims=["N", 16])
+    del model.graph.output[:]
+    gf.model(model)
+    gf.refused(*_optimize(), match="declares no outputs")
+    gf.refused("bench", "m.onnx", "--runs", "2", match="declares no outputs")
+
+
+def test_an_unknown_execution_mode_is_a_usage_error(gf, model):
+    gf.usage_error("tune", "m.onnx", "--budget", "1", "--knob", "execution_mode=bogus",
+                   match="sequential, parallel")
+
+
+def test_a_batch_past_the_input_limit_is_dropped_not_built(gf):
+    """tune --objective throughput with a batch whose inputs would pass the 2 GiB graphfix
+    generates for one input: that candidate is dropped saying so, in a second, not built."""
+    gf.model(gf.models.matmul(dims=["N", 16]))
+    out = gf.invoke("tune", "m.onnx", "--objective", "throughput", "--budget", "1",
+                    "--knob", "batch_size=100000000", "--json")
+    assert out.code == 0, out.describe()
+    rows = {c["name"]: c for c in json.loads(out.stdout)["candidates"]}
+    dropped = rows["batch_size=100000000"]
+    assert dropped["status"] == "dropped" and "GiB" in dropped["reason"], dropped
+
+
+def test_a_configuration_without_a_provider_says_so(gf, model):
+    (gf.folder / "c.json").write_text(json.dumps(
+        {"schema": "graphfix.tune/1", "settings": {"session_options": {}}}))
+    gf.refused("bench", "m.onnx", "--config", "c.json", "--runs", "2",
+               match="provider is missing")
+
+
+def test_an_unnamed_tensor_past_the_inputs_says_its_position_names_none(gf, model):
+    (gf.folder / "pb").mkdir()
+    (gf.folder / "pb" / "input_5.pb").write_bytes(
+        numpy_helper.from_array(np.ones((1, 16), np.float32)).SerializeToString())
+    gf.refused("check", "m.onnx", "m.onnx", "--inputs", "pb", match="position names no input")
+
+
+def test_a_fixed_input_too_large_to_generate_does_not_point_to_input_shape(gf):
+    gf.model(gf.models.matmul(dims=[1 << 20, 1 << 20]))
+    out = gf.refused("bench", "m.onnx", "--runs", "2", match="GiB")
+    assert "--input-shape" not in out.error_lines[0] and "--inputs" in out.error_lines[0]

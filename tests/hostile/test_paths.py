@@ -147,6 +147,13 @@ def test_output_in_a_missing_folder(gf):
     gf.refused("optimize", "m.onnx", "missing/deeper/out.onnx", match="no such folder")
 
 
+@pytest.mark.parametrize("output", ["afile/out.onnx", "afile/deeper/out.onnx"])
+def test_output_under_a_file_names_the_file(gf, output):
+    gf.model()
+    (gf.folder / "afile").write_text("x")
+    gf.refused("optimize", "m.onnx", output, match="^error: afile: a file, not a folder")
+
+
 def test_output_in_a_read_only_folder(gf, is_root):
     """Refused before the passes run (no progress line): the folder is checked up front."""
     if is_root:

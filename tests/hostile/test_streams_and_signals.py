@@ -10,9 +10,11 @@ while it works (the same codes, nothing left behind).
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -202,3 +204,41 @@ def test_tune_that_wrote_its_configuration_succeeds_with_stdout_full(gf):
         os.close(full)
     assert outcome.code == 0 and (gf.folder / "t.json").exists(), outcome.describe()
     assert "warning: the summary was not printed" in outcome.stderr, outcome.describe()
+
+
+def _stopped_once_written(path: Path):
+    """A ``send`` moment: the process is stopped (SIGSTOP) as soon as ``path`` exists, so the
+    signal sent next arrives after the commit; a timer lets it go on 0.3 s later."""
+    def wait(proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if path.exists():
+                os.kill(proc.pid, signal.SIGSTOP)
+                threading.Timer(0.3, os.kill, (proc.pid, signal.SIGCONT)).start()
+                return
+            time.sleep(0.001)
+    return wait
+
+
+@pytest.mark.parametrize("name", ["SIGINT", "SIGTERM"])
+def test_a_signal_after_the_files_are_written_names_them(gf, name):
+    """A signal that ends the run after its files were committed: the exit code is the
+    signal's, and the line says which files were written in full (before, "interrupted"
+    alone let the user think nothing was)."""
+    signum, code, line = SIGNALS[name]
+    gf.model()
+    for _ in range(5):  # the run may end between the rename and the stop: try again
+        for leftover in ("out.onnx", "r.json"):
+            (gf.folder / leftover).unlink(missing_ok=True)
+        outcome = gf.process("optimize", "m.onnx", "out.onnx", "--report", "r.json",
+                             send=(signum, _stopped_once_written(gf.folder / "out.onnx")))
+        if outcome.code != 0:
+            break
+    else:
+        pytest.skip("the run ended each time before it could be stopped")
+    text = outcome.describe()
+    assert outcome.code == code, text
+    lines = [ln for ln in outcome.stderr.splitlines() if not ln.startswith("graphfix:")]
+    assert lines == [f"{line} after writing out.onnx, r.json (complete, kept)"], text
+    assert gf.assert_same_function(gf.folder / "m.onnx", gf.folder / "out.onnx") is None
+    assert json.loads((gf.folder / "r.json").read_text())["written"] is not None

@@ -570,6 +570,23 @@ def test_a_record_that_does_not_fit_the_model_is_not_believed(rng):
     assert not check_parity(original, lowered_model).passed  # float32's bar now
 
 
+def test_an_output_the_record_calls_lowered_is_judged_so_only_where_it_is(rng):
+    """A record copied onto a float32 model that also holds a float16 Cast no output is
+    computed from (a forged record, or one a hand edit left stale) loosens nothing: the
+    candidate chooses its own tolerance only for outputs whose computation is lowered."""
+    original = mlp(rng)
+    record = precision.read(lowered(copy(original))[0])
+    off = copy(original)
+    for init in off.graph.initializer:
+        init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 1.005, init.name))
+    assert not check_parity(original, off).passed
+    off.graph.node.append(onnx.helper.make_node("Cast", ["x"], ["unused16"],
+                                                to=onnx.TensorProto.FLOAT16))
+    precision.write(off, record)
+    assert precision.read(off).outputs == {}
+    assert not check_parity(original, off).passed
+
+
 @pytest.mark.parametrize("given", ["input_shapes", "inputs"])
 def test_shapes_and_inputs_given_channels_last_reach_a_model_made_channels_first(
         rng, tmp_path, given):

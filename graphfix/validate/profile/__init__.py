@@ -226,7 +226,8 @@ def profile(
     input_shapes = check_arguments(
         "profile", runs=runs, warmup=warmup, threads=threads,
         dynamic_block_base=dynamic_block_base, feeds=feeds, input_shapes=input_shapes,
-        seed=seed, confidence=confidence, resamples=resamples)
+        seed=seed, confidence=confidence, resamples=resamples,
+        inputs=inputs, progress=progress)
     if vs is not None:
         check_compared_runs("profile", runs)
     for role, path in (("trace", trace), ("html", html)):
