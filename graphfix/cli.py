@@ -623,7 +623,8 @@ _MODEL_PATH = click.Path(readable=False, path_type=Path)
 @click.option("--passes", "passes_", metavar="A,B", help="Run exactly these passes, in this order.")
 @click.option("--skip", multiple=True, metavar="NAME", help="Leave out a pass (repeatable).")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write the full report as JSON (also when the run is refused).")
+              help="Write the full report as JSON (also when the run is refused; a usage "
+                   "error, exit 2, writes none).")
 @click.option("--external-data/--no-external-data", default=None,
               help="Write weights to DST.data beside the model (default: when the input had "
                    "external data or the model is over 2 GB).")

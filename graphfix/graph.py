@@ -342,14 +342,58 @@ def rename_reads(node: onnx.NodeProto, rename: dict[str, str], *,
             node.input[position] = rename[name]
     for sub in subgraphs(node):
         shadowed = defined_names(sub)
-        inner = {k: v for k, v in rename.items() if k not in shadowed}
+        inner = {k: v for k, v in rename.items() if k not in shadowed and _reads(sub, k)}
         if not inner:
             continue
+        # A body that defines a name a read is renamed to would capture the read: its own
+        # value of that name takes a fresh name first (within the body, where it is seen).
+        captured = sorted(set(inner.values()) & shadowed)
+        if captured:
+            taken = Names(all_names(sub) | set(inner) | set(inner.values()))
+            for name in captured:
+                _rename_local(sub, name, taken.fresh(f"{name}_inner"))
         for body_node in sub.node:
             rename_reads(body_node, inner)
         for output in sub.output:
             if output.name in inner:
                 output.name = inner[output.name]
+
+
+def _reads(graph: onnx.GraphProto, name: str) -> bool:
+    """Whether ``graph`` (or a body in it that does not define ``name``) reads ``name``."""
+    if any(output.name == name for output in graph.output):
+        return True
+    for node in graph.node:
+        if name in node.input:
+            return True
+        for sub in subgraphs(node):
+            if name not in defined_names(sub) and _reads(sub, name):
+                return True
+    return False
+
+
+def _rename_local(graph: onnx.GraphProto, old: str, new: str) -> None:
+    """Give the value ``graph`` defines as ``old`` the name ``new``: its definition (an input,
+    an initializer or a node's output), its declarations and every read of it in ``graph``
+    and in the bodies that see it."""
+    for values in (graph.input, graph.output, graph.value_info):
+        for value in values:
+            if value.name == old:
+                value.name = new
+    for tensor in graph.initializer:
+        if tensor.name == old:
+            tensor.name = new
+    for sparse in graph.sparse_initializer:
+        if sparse.values.name == old:
+            sparse.values.name = new
+    for annotation in graph.quantization_annotation:
+        if annotation.tensor_name == old:
+            annotation.tensor_name = new
+    for node in graph.node:
+        rename_reads(node, {old: new})
+        for slot, name in enumerate(node.output):
+            if name == old:
+                node.output[slot] = new
 
 
 def shorten_new_names(graph: onnx.GraphProto, known: set[str]) -> int:

@@ -160,6 +160,13 @@ def check_count(function: str, name: str, value: object, *, low: int = 1,
                           f"got {_brief(value)}")
 
 
+def check_pair_of_names(function: str, name: str, value: object) -> None:
+    """Two names (a tuple or list of two strings), as reports show two models."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) or len(value) != 2 \
+            or not all(isinstance(item, str) for item in value):
+        raise OptionError(f"{function}(): {name} must be two names, got {_brief(value)}")
+
+
 def check_progress(function: str, value: object) -> None:
     """A progress callback: None, or callable as ``progress(step, done, total)``."""
     if value is not None and not callable(value):

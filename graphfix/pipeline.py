@@ -32,10 +32,12 @@ from graphfix import precision as precision_module
 from graphfix import speed_gate as gate
 from graphfix.errors import (
     GraphfixError,
+    ModelSaveError,
     ParityError,
     PassError,
     ResourceError,
     first_line,
+    shown,
 )
 from graphfix.options import (
     DEFAULT_MAX_GROWTH,
@@ -416,8 +418,8 @@ def optimize(
     model_io.sweep_temporaries()
     run = RunOptions(
         ort_level=ort_level, provider=provider, max_growth=max_growth,
-        keep_reduction_order=keep_reduction_order, inputs_as_nchw=tuple(inputs_as_nchw),
-        outputs_as_nchw=tuple(outputs_as_nchw), input_shapes=input_shapes,
+        keep_reduction_order=keep_reduction_order, inputs_as_nchw=inputs_as_nchw,
+        outputs_as_nchw=outputs_as_nchw, input_shapes=input_shapes,  # a str is one name
         precision=precision, io_types=io_types, fuse=fuse,
         inputs=parity.inputs if parity is not None else None,
     )
@@ -470,7 +472,7 @@ def _check_arguments(model: Any, passes: Any, skip: Any, verify: Any, parity: An
                      speed_gate: Any) -> None:
     """Refuse, naming the argument, what :func:`optimize` cannot use (before anything runs)."""
     check_type("optimize", "model", model,
-               (onnx.ModelProto, str, os.PathLike, bytes, model_io.LoadedModel),
+               (onnx.ModelProto, str, os.PathLike, bytes, bytearray, model_io.LoadedModel),
                "an onnx.ModelProto, a path or the bytes of a model")
     if passes is not None:
         if isinstance(passes, (str, bytes)) or not isinstance(passes, Sequence) or not all(
@@ -961,11 +963,14 @@ def optimize_file(
 
 
 def _write_refusal(report: str | os.PathLike, error: GraphfixError,
-                   reads: Mapping[Path, str]) -> None:
-    """The report of a refused run, with its error, at ``report`` (never over a file read)."""
+                   reads: Mapping[Path, str], dst: Path | None = None) -> None:
+    """The report of a refused run, with its error, at ``report`` (never over a file read,
+    nor where the model was to go)."""
     assert error.report is not None
     error.report.error = str(error)
     try:
+        if dst is not None and Path(report).resolve() == dst.resolve():
+            raise ModelSaveError(f"{shown(Path(report))}: the optimized model's path")
         model_io.check_outputs({"the report": report}, reads)
         model_io.write_text(report, error.report.to_json() + "\n", protect=list(reads))
     except GraphfixError as unwritten:
@@ -991,21 +996,20 @@ def _optimize_file(src: str | os.PathLike, dst: str | os.PathLike, external_data
     parity = kwargs.get("parity")
     inputs = parity.inputs if isinstance(parity, ParityOptions) else None
     if inputs is not None:
-
         reads.update(dict.fromkeys(feed_files(inputs), "the inputs file"))
-    outputs: dict[str, str | os.PathLike] = {"the optimized model": dst_path}
-    if external_data is None and loaded.external_data:
-        external_data = True  # the output keeps its weights outside, as the input did
-    data_path = model_io.data_path_of(dst_path)
-    if model_io.may_write_data(loaded.model, external_data):
-        outputs["the optimized model's external data"] = data_path
-    if report is not None:
-        outputs["the report"] = report
-    model_io.check_outputs(outputs, reads)
-    if "the optimized model's external data" in outputs:
-        model_io.check_data_file(data_path, dst_path)
-    _check_file_size_limit(loaded)
     try:
+        outputs: dict[str, str | os.PathLike] = {"the optimized model": dst_path}
+        if external_data is None and loaded.external_data:
+            external_data = True  # the output keeps its weights outside, as the input did
+        data_path = model_io.data_path_of(dst_path)
+        if model_io.may_write_data(loaded.model, external_data):
+            outputs["the optimized model's external data"] = data_path
+        if report is not None:
+            outputs["the report"] = report
+        model_io.check_outputs(outputs, reads)
+        if "the optimized model's external data" in outputs:
+            model_io.check_data_file(data_path, dst_path)
+        _check_file_size_limit(loaded)
         result = optimize(loaded, **kwargs)
     except GraphfixError as error:
         if report is not None:
@@ -1016,7 +1020,7 @@ def _optimize_file(src: str | os.PathLike, dst: str | os.PathLike, external_data
                 error.report.input = model_facts(loaded.model,
                                                  size_bytes=loaded.size_bytes or None,
                                                  external_data=loaded.external_data)
-            _write_refusal(report, error, reads)
+            _write_refusal(report, error, reads, dst_path)
         raise
     progress = kwargs.get("progress")
     if progress is not None:

@@ -421,17 +421,26 @@ def _constants(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
     return constants
 
 
+def _scoped(graph: onnx.GraphProto, hidden: frozenset[str]
+            ) -> list[tuple[onnx.GraphProto, frozenset[str]]]:
+    """``graph`` and every body in it, each with the names the bodies from the main graph's
+    down to it define (a name they define hides the main graph's)."""
+    found = [(graph, hidden)]
+    for node in graph.node:
+        for sub in graph_layer.subgraphs(node):
+            found += _scoped(sub, hidden | graph_layer.defined_names(sub))
+    return found
+
+
 def _inline_constant_ifs(model: onnx.ModelProto, names: graph_layer.Names) -> int:
     """Rule 12 in every graph: an If whose condition is a constant (of its graph, or an
     initializer of the main graph), or a Cast of one, is the branch it takes."""
     main = {name: t for name, t in _constants(model.graph).items()
             if name in {i.name for i in model.graph.initializer}}
     inlined = 0
-    for graph in list(graph_layer.graphs(model.graph)):
-        constants = _constants(graph)
-        if graph is not model.graph:
-            defined = graph_layer.defined_names(graph)
-            constants = {**{k: v for k, v in main.items() if k not in defined}, **constants}
+    for graph, hidden in _scoped(model.graph, frozenset()):
+        # the main graph's initializers, where no graph on the way down defines the name
+        constants = {**{k: v for k, v in main.items() if k not in hidden}, **_constants(graph)}
         casts = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Cast"
                  and n.domain in STANDARD_DOMAINS and n.input and n.output}
         for position in reversed(range(len(graph.node))):

@@ -529,6 +529,7 @@ def _restore_signature(optimized: onnx.ModelProto, model: onnx.ModelProto) -> No
         optimized.graph.ClearField("doc_string")
     _trim_opset_imports(optimized, model)
     _drop_default_attributes(optimized, model)
+    _drop_added_doc_strings(optimized, model)
 
 
 def _clear_empty_tensor_fields(graph: onnx.GraphProto) -> None:
@@ -541,6 +542,16 @@ def _clear_empty_tensor_fields(graph: onnx.GraphProto) -> None:
             if tensor.HasField("data_location") and \
                     tensor.data_location == onnx.TensorProto.DEFAULT:
                 tensor.ClearField("data_location")
+
+
+def _drop_added_doc_strings(optimized: onnx.ModelProto, model: onnx.ModelProto) -> None:
+    """Rule 7: a doc string ORT writes on a node it made or moved ("Added in transpose
+    optimizer") is not the input's: dropped (bytes that say nothing about the model); a node
+    writing the same outputs as one of the input keeps that node's own."""
+    own = {tuple(n.output): n.doc_string for n in all_nodes(model.graph)}
+    for node in all_nodes(optimized.graph):
+        if node.HasField("doc_string") and node.doc_string != own.get(tuple(node.output)):
+            node.ClearField("doc_string")
 
 
 def _drop_default_attributes(optimized: onnx.ModelProto, model: onnx.ModelProto) -> int:

@@ -276,6 +276,16 @@ def save(
                           f"{type(protect).__name__}")
     for index, item in enumerate(protect):
         check_path("save", f"protect[{index}]", item)
+    if companions is not None:
+        if not isinstance(companions, Mapping):
+            raise OptionError("save(): companions must map paths to functions of the written "
+                              f"model, got {type(companions).__name__}")
+        for companion, make in companions.items():
+            check_path("save", "a companion's path", companion)
+            if not callable(make):
+                raise OptionError(f"save(): the companion {shown(str(companion))} must be made "
+                                  f"by a function of the written model, got "
+                                  f"{type(make).__name__}")
     target = output_path(path, "the model")
     folder = target.parent
     data_path = folder / f"{target.name}.data"
@@ -364,7 +374,11 @@ def _write_pending(
         staged_model.stat().st_size + (staged_data.stat().st_size if wrote_data else 0))
     for index, (companion, make) in enumerate(companions.items()):
         staged = _stage(Path(companion), stages, "the output") / f"companion-{index}"
-        staged.write_text(make(written), encoding="utf-8")
+        text = make(written)
+        if not isinstance(text, str):
+            raise OptionError(f"save(): the companion {shown(str(companion))}'s function "
+                              f"returned {type(text).__name__}, not the text to write")
+        staged.write_text(text, encoding="utf-8")
         pending.append((staged, Path(companion)))
     return written
 

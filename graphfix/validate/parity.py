@@ -53,7 +53,8 @@ from graphfix import precision as precision_module
 from graphfix.errors import ProviderUnavailableError, ValidationInputError, first_line
 from graphfix.graph import all_nodes, is_random, run_time_steps
 from graphfix.options import (DEVICES, PROVIDERS, OptionError, Tolerance, check_count,
-                              check_feeds, check_path, check_progress, check_provider,
+                              check_feeds, check_pair_of_names, check_path, check_progress,
+                              check_provider,
                               check_shapes, check_tolerances, default_tolerance)
 from graphfix.providers import resolve_provider, session_providers
 from graphfix import feeds as feeds_module
@@ -426,6 +427,9 @@ class ReferenceRun:
         check_path("check_parity", "inputs", inputs, optional=True)
         check_count("check_parity", "seed", seed, low=0, optional=False)
         check_feeds("check_parity", feeds, sets=True)
+        if feeds is not None and inputs is not None:
+            raise OptionError("check_parity(): feeds and inputs both give the inputs",
+                              hint="give one of them")
         input_shapes = check_shapes("check_parity", input_shapes)
         if feeds is not None and not isinstance(feeds, Mapping) and len(feeds) == 0:
             raise OptionError("check_parity(): feeds is an empty list: nothing would be compared")
@@ -623,6 +627,10 @@ def check_parity(
     candidate = model_io.model_argument(candidate, "candidate", "check_parity")
     check_tolerances("check_parity", tolerances)
     check_progress("check_parity", progress)
+    check_pair_of_names("check_parity", "names", names)
+    if reference_run is not None and not isinstance(reference_run, ReferenceRun):
+        raise OptionError(f"check_parity(): reference_run must be a ReferenceRun, got "
+                          f"{type(reference_run).__name__}")
     if reference_run is None:
         if reference is None:
             raise OptionError("check_parity(): reference is None, and no reference_run is "

@@ -455,6 +455,11 @@ def _given_values(knob: Knob, values: Sequence[Any]) -> tuple[Any, ...]:
         values = [values]
     parsed: list[Any] = []
     for value in values:
+        if isinstance(value, np.generic):
+            value = value.item()
+        if not isinstance(value, (str, bool, int)) or (  # a float or None: read as text,
+                isinstance(value, bool) and knob.parse is not _flag):  # to be refused so
+            value = str(value)
         if isinstance(value, str):
             try:
                 value = knob.parse(value)

@@ -214,6 +214,23 @@ CALLS = {
     "save-protect-int": (lambda m: graphfix.save(m, "o.onnx", protect=3), "protect"),
     "optimize-ort-level-array": (lambda m: graphfix.optimize(m, ort_level=ARRAY), "level"),
     "optimize-fuse-array": (lambda m: graphfix.optimize(m, fuse=ARRAY), "fusion"),
+    "check-names-one": (lambda m: graphfix.check_parity(m, m, names=("a",)), "names"),
+    "check-reference-run-int": (lambda m: graphfix.check_parity(None, m, reference_run=3),
+                                "reference_run"),
+    "check-feeds-and-inputs": (lambda m: graphfix.check_parity(
+        m, m, feeds={"x": ARRAY}, inputs="in.npz"), "feeds and inputs"),
+    "profile-names-one": (lambda m: graphfix.profile(m, vs=m, names=("a",)), "names"),
+    "save-companion-text": (lambda m: graphfix.save(m, "o.onnx", companions={"c.txt": "text"}),
+                            "companion"),
+    "save-companion-int": (lambda m: graphfix.save(m, "o.onnx",
+                                                   companions={"c.txt": lambda w: 3}),
+                           "companion"),
+    "save-companions-list": (lambda m: graphfix.save(m, "o.onnx", companions=[1]),
+                             "companions"),
+    "tune-space-float": (lambda m: graphfix.tune(m, space={"intra_op_threads": [1.5]}),
+                         "intra_op_threads"),
+    "tune-space-none": (lambda m: graphfix.tune(m, space={"intra_op_threads": [None]}),
+                        "intra_op_threads"),
 }
 
 
@@ -224,3 +241,12 @@ def test_arrays_and_strings_where_options_go_are_refused_before_anything_runs(gf
     out of range used to surface only after the whole benchmark had run)."""
     call, name = CALLS[case]
     _refused(gf, lambda: call(model), name)
+
+
+def test_a_model_as_a_bytearray_and_a_layout_name_as_a_string_are_taken(gf, model):
+    """optimize takes the bytes of a model in a bytearray, as load does; a single name given
+    as a string for inputs_as_nchw is that name, not its letters."""
+    result = graphfix.optimize(bytearray(model.SerializeToString()), speed_gate=False)
+    assert result.report.parity["passed"]
+    with pytest.raises(GraphfixError, match="no graph input named 'xy'"):
+        graphfix.optimize(model, inputs_as_nchw="xy")

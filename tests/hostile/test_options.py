@@ -310,3 +310,16 @@ def test_a_fixed_input_too_large_to_generate_does_not_point_to_input_shape(gf):
     gf.model(gf.models.matmul(dims=[1 << 20, 1 << 20]))
     out = gf.refused("bench", "m.onnx", "--runs", "2", match="GiB")
     assert "--input-shape" not in out.error_lines[0] and "--inputs" in out.error_lines[0]
+
+
+@pytest.mark.parametrize("dst", ["m.onnx", "afile/out.onnx"], ids=["dst-is-src", "dst-under-a-file"])
+def test_an_output_refused_before_the_passes_still_writes_the_report(gf, model, dst):
+    (gf.folder / "afile").write_text("x")
+    out = gf.invoke("optimize", "m.onnx", dst, "--report", "r.json")
+    assert out.code == 1 and len(out.error_lines) == 1, out.describe()
+    assert json.loads((gf.folder / "r.json").read_text())["error"], out.describe()
+
+
+def test_a_report_is_never_written_where_the_model_was_to_go(gf, model):
+    out = gf.invoke("optimize", "m.onnx", "o.onnx", "--report", "o.onnx")
+    assert out.code == 1 and not (gf.folder / "o.onnx").exists(), out.describe()

@@ -85,7 +85,7 @@ from graphfix import model_io, registry
 from graphfix.graph import check_input_shapes
 from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
-from graphfix.options import check_path
+from graphfix.options import check_pair_of_names, check_path
 from graphfix.validate.bench import (batch_not_applied, check_arguments, check_compared_runs, feeds_by_model,
                                      load_config, read_feeds, session_settings)
 from graphfix.feeds import fed_shape, input_specs
@@ -223,6 +223,7 @@ def profile(
     """
     started = time.perf_counter()
     names = tuple(names or ("model.onnx", "other.onnx"))
+    check_pair_of_names("profile", "names", names)
     input_shapes = check_arguments(
         "profile", runs=runs, warmup=warmup, threads=threads,
         dynamic_block_base=dynamic_block_base, feeds=feeds, input_shapes=input_shapes,
