@@ -107,48 +107,42 @@ def _fits(record: PrecisionRecord, model: onnx.ModelProto) -> bool:
 
 
 def _computed_in(model: onnx.ModelProto, element_type: int) -> set[str]:
-    """The names of ``model``'s outputs that some value of ``element_type`` flows into: an
-    initializer, Constant, Cast or declared value of that type among the nodes they are
-    computed from (a node with a subgraph counts when the subgraph holds one)."""
-    graph = model.graph
-    typed = {t.name for t in graph.initializer if t.data_type == element_type}
-    typed |= {v.name for v in (*graph.input, *graph.value_info)
-              if v.type.tensor_type.elem_type == element_type}
-    producer: dict[str, onnx.NodeProto] = {}
-    for node in graph.node:
-        for name in node.output:
-            producer[name] = node
+    """The names of ``model``'s outputs computed from values of ``element_type``: from its
+    initializers, Constants, Casts to it or inputs of it, through the nodes that compute with
+    them. A shape read off such a value (Shape, Size) does not count, nor a declared type
+    (``value_info``), nor a body's value that its outputs are not computed from."""
+    return _lowered_values(model.graph, element_type, set()) & {
+        output.name for output in model.graph.output}
 
-    def lowering(node: onnx.NodeProto) -> bool:
+
+_SHAPE_ONLY = frozenset({"Shape", "Size"})
+
+
+def _lowered_values(graph: onnx.GraphProto, element_type: int, outer: set[str]) -> set[str]:
+    """The names in ``graph`` whose values are computed from values of ``element_type``
+    (``outer``: such names of the enclosing graphs)."""
+    lowered = set(outer)
+    lowered |= {t.name for t in graph.initializer if t.data_type == element_type}
+    for value in graph.input:
+        if value.type.tensor_type.elem_type == element_type:
+            lowered.add(value.name)
+        else:
+            lowered.discard(value.name)  # a body's own input hides the outer name
+    for node in graph.node:
+        if node.op_type in _SHAPE_ONLY and node.domain in ("", "ai.onnx"):
+            lowered.difference_update(node.output)
+            continue
+        made = _holds_node(node, element_type) or any(n in lowered for n in node.input if n)
         for attr in node.attribute:
             for body in (*([attr.g] if attr.HasField("g") else []), *attr.graphs):
-                if _holds_graph(body, element_type) or any(map(lowering, body.node)):
-                    return True
-        return any(name in typed for name in (*node.input, *node.output))
-
-    found = set()
-    for output in graph.output:
-        if output.type.tensor_type.elem_type == element_type:
-            found.add(output.name)
-            continue
-        seen: set[str] = set()
-        stack = [output.name]
-        while stack:
-            name = stack.pop()
-            if name in seen:
-                continue
-            seen.add(name)
-            if name in typed:
-                found.add(output.name)
-                break
-            node = producer.get(name)
-            if node is None:
-                continue
-            if _holds_node(node, element_type) or lowering(node):
-                found.add(output.name)
-                break
-            stack.extend(node.input)
-    return found
+                inner = _lowered_values(body, element_type, lowered)
+                made = made or any(o.name in inner for o in body.output)
+        for name in node.output:
+            if name and made:
+                lowered.add(name)
+            elif name:
+                lowered.discard(name)
+    return lowered
 
 
 def _holds(model: onnx.ModelProto, element_type: int) -> bool:

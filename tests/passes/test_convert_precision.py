@@ -570,20 +570,52 @@ def test_a_record_that_does_not_fit_the_model_is_not_believed(rng):
     assert not check_parity(original, lowered_model).passed  # float32's bar now
 
 
-def test_an_output_the_record_calls_lowered_is_judged_so_only_where_it_is(rng):
-    """A record copied onto a float32 model that also holds a float16 Cast no output is
-    computed from (a forged record, or one a hand edit left stale) loosens nothing: the
-    candidate chooses its own tolerance only for outputs whose computation is lowered."""
+def _forge(model: onnx.ModelProto, how: str) -> None:
+    """Float16 in ``model`` that its output is not computed from (see the test below)."""
+    helper, f16 = onnx.helper, onnx.TensorProto.FLOAT16
+    output = model.graph.output[0].name
+    if how == "dead-cast":
+        model.graph.node.append(helper.make_node("Cast", ["x"], ["unused16"], to=f16))
+    elif how == "declared-only":
+        model.graph.value_info.append(helper.make_tensor_value_info("x", f16, None))
+    elif how == "shape-of-float16":  # y = Reshape(y', Shape(Cast(y', float16)))
+        for node in model.graph.node:
+            node.output[:] = [n if n != output else "pre" for n in node.output]
+        model.graph.node.extend([
+            helper.make_node("Cast", ["pre"], ["pre16"], to=f16),
+            helper.make_node("Shape", ["pre16"], ["shape"]),
+            helper.make_node("Reshape", ["pre", "shape"], [output])])
+    elif how == "dead-cast-in-a-branch":  # y = If(true): then y' (a dead Cast beside it)
+        for node in model.graph.node:
+            node.output[:] = [n if n != output else "pre" for n in node.output]
+        branch = helper.make_graph(
+            [helper.make_node("Cast", ["x"], ["dead16"], to=f16),
+             helper.make_node("Identity", ["pre"], ["taken"])], "b", [],
+            [helper.make_tensor_value_info("taken", onnx.TensorProto.FLOAT, None)])
+        model.graph.node.extend([
+            helper.make_node("Constant", [], ["yes"], value=helper.make_tensor(
+                "t", onnx.TensorProto.BOOL, [], [True])),
+            helper.make_node("If", ["yes"], [output], then_branch=branch,
+                             else_branch=branch)])
+
+
+@pytest.mark.parametrize("how", ["dead-cast", "declared-only", "shape-of-float16",
+                                 "dead-cast-in-a-branch"])
+def test_an_output_the_record_calls_lowered_is_judged_so_only_where_it_is(rng, how):
+    """A record copied onto a float32 model that also holds float16 its output is not
+    computed from (a forged record, or one a hand edit left stale) loosens nothing: a dead
+    Cast, a type only declared, a shape read off a float16 value, a dead Cast in a branch.
+    The candidate chooses its own tolerance only for outputs computed from float16 values."""
     original = mlp(rng)
     record = precision.read(lowered(copy(original))[0])
     off = copy(original)
     for init in off.graph.initializer:
         init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init) * 1.005, init.name))
     assert not check_parity(original, off).passed
-    off.graph.node.append(onnx.helper.make_node("Cast", ["x"], ["unused16"],
-                                                to=onnx.TensorProto.FLOAT16))
+    _forge(off, how)
     precision.write(off, record)
-    assert precision.read(off).outputs == {}
+    believed = precision.read(off)
+    assert believed is None or believed.outputs == {}
     assert not check_parity(original, off).passed
 
 
