@@ -342,7 +342,8 @@ def rename_reads(node: onnx.NodeProto, rename: dict[str, str], *,
             node.input[position] = rename[name]
     for sub in subgraphs(node):
         shadowed = defined_names(sub)
-        inner = {k: v for k, v in rename.items() if k not in shadowed and _reads(sub, k)}
+        reads = outer_refs(sub)
+        inner = {k: v for k, v in rename.items() if k in reads}
         if not inner:
             continue
         # A body that defines a name a read is renamed to would capture the read: its own
@@ -357,19 +358,6 @@ def rename_reads(node: onnx.NodeProto, rename: dict[str, str], *,
         for output in sub.output:
             if output.name in inner:
                 output.name = inner[output.name]
-
-
-def _reads(graph: onnx.GraphProto, name: str) -> bool:
-    """Whether ``graph`` (or a body in it that does not define ``name``) reads ``name``."""
-    if any(output.name == name for output in graph.output):
-        return True
-    for node in graph.node:
-        if name in node.input:
-            return True
-        for sub in subgraphs(node):
-            if name not in defined_names(sub) and _reads(sub, name):
-                return True
-    return False
 
 
 def _rename_local(graph: onnx.GraphProto, old: str, new: str) -> None:

@@ -464,8 +464,7 @@ def _given_values(knob: Knob, values: Sequence[Any]) -> tuple[Any, ...]:
             try:
                 value = knob.parse(value)
             except ValueError as err:
-                raise BenchmarkError(f"knob {knob.name}: {first_line(str(err), 120)}") from None
-        value = value.item() if isinstance(value, np.generic) else value
+                raise BenchmarkError(f"knob {knob.name}: {first_line(err, 120)}") from None
         if not any(type(v) is type(value) and v == value for v in parsed):  # True is not 1
             parsed.append(value)
     if not parsed:
@@ -482,7 +481,9 @@ def _candidates(facts: Workload, default: Settings,
     if space is not None:
         unknown = sorted(set(space) - set(_BY_NAME))
         if unknown:
-            raise BenchmarkError(f"unknown knob(s): {first_line(', '.join(unknown), 120)}",
+            named = ", ".join(unknown)
+            named = named if len(named) <= 120 else named[:117] + "..."
+            raise BenchmarkError(f"unknown knob(s): {named}",
                                  hint="graphfix tune --help lists the knobs "
                                       "(graphfix.validate.tune.KNOBS)")
     for knob in KNOBS:
