@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 
 from graphfix.version import __version__
@@ -55,7 +56,8 @@ from graphfix.feeds import check_inputs_agree, feed_files
 from graphfix.report import PassReport, Report
 from graphfix.validate.bench import MIN_COMPARED_RUNS, benchmark
 from graphfix.validate.bench import require_speedup as check_speedup
-from graphfix.validate.parity import ParityResult, ReferenceRun, check_parity, original_spread
+from graphfix.validate.parity import (ParityResult, ReferenceOutputs, ReferenceRun, check_parity,
+                                      original_spread)
 
 __all__ = [
     "DEFAULT_PASSES",
@@ -558,6 +560,44 @@ class _LoadCheck:
             f"broke the model: ONNX Runtime cannot load its output ({found})")
 
 
+def _declare_observed_sizes(model: onnx.ModelProto, outputs: ReferenceOutputs | None
+                            ) -> list[str]:
+    """A graph output's static size that the original itself did not compute on parity's
+    inputs (an exporter's traced constant: ``[batch, 54, 4]`` where the model gives 8 or 37
+    rows) is declared dynamic, in place; one line per output. ONNX Runtime runs such a model
+    and warns on every call; the declaration misleads whatever reads the signature."""
+    if outputs is None:
+        return []
+    seen: dict[str, list[tuple[int, ...]]] = {}
+    for _, values in outputs.runs:
+        for name, value in zip(outputs.names, values):
+            if isinstance(value, np.ndarray):
+                seen.setdefault(name, []).append(value.shape)
+    taken = {d.dim_param for v in (*model.graph.input, *model.graph.output)
+             for d in v.type.tensor_type.shape.dim if d.dim_param}
+    lines = []
+    for value in model.graph.output:
+        dims = value.type.tensor_type.shape.dim
+        shapes = [shape for shape in seen.get(value.name, []) if len(shape) == len(dims)]
+        changed = []
+        for axis, dim in enumerate(dims):
+            if not dim.HasField("dim_value"):
+                continue
+            found = sorted({shape[axis] for shape in shapes})
+            if found and found != [dim.dim_value]:
+                name = graph_layer.Names(taken).fresh(f"{value.name}_dim{axis}")
+                taken.add(name)
+                changed.append(f"axis {axis}: {dim.dim_value}, computed "
+                               f"{', '.join(map(str, found))}")
+                dim.Clear()
+                dim.dim_param = name
+        if changed:
+            lines.append(f"output {value.name!r} declared sizes the original does not compute "
+                         f"on parity's inputs ({'; '.join(changed)}): now declared dynamic "
+                         f"(ONNX Runtime warned on each run)")
+    return lines
+
+
 class _Job:
     """One run of :func:`optimize`: the passes, then the check and the benchmark, with the
     report that records them (and travels with an error that refuses the result)."""
@@ -598,6 +638,8 @@ class _Job:
             try:
                 if self.verify:
                     optimized = self._verify(original, optimized, before)
+                    self.report.warnings += _declare_observed_sizes(
+                        optimized, self.reference.result() if self.reference else None)
                 del before
                 optimized = self._gate(optimized, original)
                 if self.bench is not None:

@@ -696,10 +696,14 @@ def _dims_fixed(result: onnx.GraphProto, model: onnx.GraphProto, warnings: list[
     fixed = 0
     for name, dims in before_dims.items():
         new = after_dims.get(name, dims)
-        for axis, (a, b) in enumerate(zip(dims, new)):
-            if not a.isdigit() and b.isdigit():
-                fixed += 1
-                warnings.append(f"dimension {axis} of {name!r} ({a}) is now static: {b}")
+        axes = [axis for axis, (a, b) in enumerate(zip(dims, new))
+                if not a.isdigit() and b.isdigit()]
+        if axes:  # one line per tensor, however many of its dimensions
+            fixed += len(axes)
+            which = (f"dimension {axes[0]}" if len(axes) == 1
+                     else f"dimensions {', '.join(map(str, axes))}")
+            warnings.append(f"{which} of {name!r} [{', '.join(dims)}] now static: "
+                            f"[{', '.join(new)}]")
     return fixed
 
 

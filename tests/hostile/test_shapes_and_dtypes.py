@@ -254,6 +254,29 @@ def test_a_wrongly_declared_output_shape_optimize(gf):
     assert "warning" in gf.succeeded("inspect", "m.onnx").stdout
 
 
+def test_an_output_size_the_original_does_not_compute_is_declared_dynamic(gf):
+    """An exporter's traced constant in an output's declaration ([N, 54] where the model gives
+    as many rows as its input has): inference cannot prove it wrong, the original's runs on
+    parity's inputs do; the written output declares that size dynamic, saying so, and ONNX
+    Runtime no longer warns on every call."""
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[N,4] x) => (float[N,4] y) { t = Relu (x)  y = Neg (t) }""")
+    dims = model.graph.output[0].type.tensor_type.shape.dim
+    dims[0].Clear()
+    dims[0].dim_value = 54
+    gf.model(model)
+    outcome = gf.optimized("m.onnx", "out.onnx")
+    assert re.search(r"output 'y' declared sizes the original does not compute on parity's "
+                     r"inputs \(axis 0: 54, computed \d", outcome.stdout + outcome.stderr)
+    written = onnx.load(gf.folder / "out.onnx")
+    declared = written.graph.output[0].type.tensor_type.shape.dim
+    assert declared[0].dim_param and not declared[0].HasField("dim_value")
+    assert declared[1].dim_value == 4
+    again = gf.optimized("out.onnx", "out2.onnx")  # nothing more to declare
+    assert "declared sizes" not in again.stdout + again.stderr
+
+
 def test_an_output_declared_rank_0_optimize(gf):
     """PaddlePaddle's exporter declares some outputs rank 0 ([]) that compute [N, 2]: written,
     the unknown size left unnamed, the input's name for a size it keeps."""
