@@ -24,8 +24,13 @@ if hasattr(signal, "SIGHUP"):
 
 
 def _early_exit(signum: int, frame: object) -> None:
+    line = _WORDS.get(signum, "stopped")
+    model_io = sys.modules.get("graphfix.model_io")  # past the command's own handlers:
+    written = model_io.committed_since(0) if model_io is not None else []  # its files are whole
+    if written:
+        line += f" after writing {', '.join(str(p) for p in written[:4])} (complete, kept)"
     try:
-        os.write(2, f"{_WORDS.get(signum, 'stopped')}\n".encode())
+        os.write(2, f"{line}\n".encode())
     except OSError:
         pass
     os._exit(128 + signum)

@@ -125,22 +125,21 @@ def note_read(path: str | os.PathLike, what: str, info: os.stat_result | None = 
 _COMMITTED: list[Path] = []  # every file this process's writes committed, in order
 
 
+# No lock around it: a signal handler reads it, in the thread that may be appending (a list's
+# append and slice are atomic in CPython).
 def note_committed(path: Path) -> None:
     """Record that ``path`` was written in full (its rename done): a run a signal ends after
     that says so, rather than leave the user to think nothing was written."""
-    with _LOCK:
-        _COMMITTED.append(path)
+    _COMMITTED.append(path)
 
 
 def committed_since(mark: int) -> list[Path]:
     """The files committed since :func:`committed_mark` returned ``mark``."""
-    with _LOCK:
-        return list(dict.fromkeys(_COMMITTED[mark:]))
+    return list(dict.fromkeys(_COMMITTED[mark:]))
 
 
 def committed_mark() -> int:
-    with _LOCK:
-        return len(_COMMITTED)
+    return len(_COMMITTED)
 
 
 def open_logs() -> list[ReadLog]:
