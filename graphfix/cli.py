@@ -150,8 +150,13 @@ class _Group(click.Group):
                 _end(ctx, _ENDING.get(signalled.signum, "terminated"), 128 + signalled.signum)
             _end(ctx, "interrupted", 130)
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+            try:  # a signal may land while the handlers go back: it ends the run as above
+                for signum, handler in previous.items():
+                    signal.signal(signum, handler)
+            except KeyboardInterrupt:
+                _end(ctx, "interrupted", 130)
+            except _Terminated as ended:
+                _end(ctx, _ENDING.get(ended.signum, "terminated"), 128 + ended.signum)
 
 
 def _json_error(ctx: click.Context, err: GraphfixError) -> None:

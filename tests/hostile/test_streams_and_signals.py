@@ -227,12 +227,13 @@ def test_a_signal_after_the_files_are_written_names_them(gf, name):
     alone let the user think nothing was)."""
     signum, code, line = SIGNALS[name]
     gf.model()
-    for _ in range(5):  # the run may end between the rename and the stop: try again
+    for _ in range(8):  # the run may end between the rename and the stop, or the signal land
+        # as the interpreter exits, past any handler (killed by it: -signum): try again
         for leftover in ("out.onnx", "r.json"):
             (gf.folder / leftover).unlink(missing_ok=True)
         outcome = gf.process("optimize", "m.onnx", "out.onnx", "--report", "r.json",
                              send=(signum, _stopped_once_written(gf.folder / "out.onnx")))
-        if outcome.code != 0:
+        if outcome.code not in (0, -signum):
             break
     else:
         pytest.skip("the run ended each time before it could be stopped")
