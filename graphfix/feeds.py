@@ -1349,7 +1349,8 @@ def _read_pb_folder(folder: Path, specs: Sequence[InputSpec] | None, where: str)
         if not name:
             raise ValidationInputError(
                 f"{shown(file)}: the tensor has no name, and its position names no input: "
-                f"the model takes {len(names)} (input_0.pb to input_{len(names) - 1}.pb)",
+                + (f"the model takes {len(names)} (input_0.pb to input_{len(names) - 1}.pb)"
+                   if names else "the model takes none"),
                 hint="number the files from input_0.pb in the order of the model's inputs, "
                      "or name each tensor")
         if name in feeds:

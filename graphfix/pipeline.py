@@ -1004,6 +1004,15 @@ def optimize_file(
             raise
 
 
+def _empty_report(kwargs: Mapping[str, Any], loaded: model_io.LoadedModel | None) -> Report:
+    """The report of a run refused before any pass ran: the input's facts where it was read."""
+    report = Report(graphfix_version=__version__, verify=kwargs.get("verify") is not False)
+    if loaded is not None:
+        report.input = model_facts(loaded.model, size_bytes=loaded.size_bytes or None,
+                                   external_data=loaded.external_data)
+    return report
+
+
 def _write_refusal(report: str | os.PathLike, error: GraphfixError,
                    reads: Mapping[Path, str], dst: Path | None = None) -> None:
     """The report of a refused run, with its error, at ``report`` (never over a file read,
@@ -1029,8 +1038,7 @@ def _optimize_file(src: str | os.PathLike, dst: str | os.PathLike, external_data
         loaded = model_io.load_with_info(src_path, load_external_data=False)
     except GraphfixError as error:
         if report is not None:  # the report says why nothing was read
-            error.report = Report(graphfix_version=__version__,
-                                  verify=kwargs.get("verify") is not False)
+            error.report = _empty_report(kwargs, None)
             _write_refusal(report, error, {src_path: "the input model"})
         raise
     reads: dict[Path, str] = {src_path: "the input model"}
@@ -1057,11 +1065,7 @@ def _optimize_file(src: str | os.PathLike, dst: str | os.PathLike, external_data
         if report is not None:
             if error.report is None:  # refused before any pass ran (an option that does not
                 # fit the model): the report says what was read, and why nothing was done
-                error.report = Report(graphfix_version=__version__,
-                                      verify=kwargs.get("verify") is not False)
-                error.report.input = model_facts(loaded.model,
-                                                 size_bytes=loaded.size_bytes or None,
-                                                 external_data=loaded.external_data)
+                error.report = _empty_report(kwargs, loaded)
             _write_refusal(report, error, reads, dst_path)
         raise
     progress = kwargs.get("progress")
