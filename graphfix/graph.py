@@ -351,8 +351,7 @@ def rename_reads(node: onnx.NodeProto, rename: dict[str, str], *,
         captured = sorted(set(inner.values()) & shadowed)
         if captured:
             taken = Names(all_names(sub) | set(inner) | set(inner.values()))
-            for name in captured:
-                _rename_local(sub, name, taken.fresh(f"{name}_inner"))
+            rename_values(sub, {name: taken.fresh(f"{name}_inner") for name in captured})
         for body_node in sub.node:
             rename_reads(body_node, inner)
         for output in sub.output:
@@ -360,28 +359,27 @@ def rename_reads(node: onnx.NodeProto, rename: dict[str, str], *,
                 output.name = inner[output.name]
 
 
-def _rename_local(graph: onnx.GraphProto, old: str, new: str) -> None:
-    """Give the value ``graph`` defines as ``old`` the name ``new``: its definition (an input,
-    an initializer or a node's output), its declarations and every read of it in ``graph``
-    and in the bodies that see it."""
+def rename_values(graph: onnx.GraphProto, rename: Mapping[str, str]) -> None:
+    """Give the values ``graph`` defines the names ``rename`` maps them to: their definitions
+    (inputs, initializers, node outputs), declarations (outputs, ``value_info``, quantization
+    annotations, the types bodies declare for them) and every read, in bodies that see them."""
+    rename = dict(rename)
     for values in (graph.input, graph.output, graph.value_info):
         for value in values:
-            if value.name == old:
-                value.name = new
+            value.name = rename.get(value.name, value.name)
     for tensor in graph.initializer:
-        if tensor.name == old:
-            tensor.name = new
+        tensor.name = rename.get(tensor.name, tensor.name)
     for sparse in graph.sparse_initializer:
-        if sparse.values.name == old:
-            sparse.values.name = new
+        sparse.values.name = rename.get(sparse.values.name, sparse.values.name)
     for annotation in graph.quantization_annotation:
-        if annotation.tensor_name == old:
-            annotation.tensor_name = new
+        annotation.tensor_name = rename.get(annotation.tensor_name, annotation.tensor_name)
     for node in graph.node:
-        rename_reads(node, {old: new})
+        rename_reads(node, rename)
         for slot, name in enumerate(node.output):
-            if name == old:
-                node.output[slot] = new
+            if name in rename:
+                node.output[slot] = rename[name]
+        for sub in subgraphs(node):  # a body's types of the outer names it reads
+            _rename_outer_types(sub, rename)
 
 
 def shorten_new_names(graph: onnx.GraphProto, known: set[str]) -> int:
@@ -423,20 +421,8 @@ def shorten_new_names(graph: onnx.GraphProto, known: set[str]) -> int:
         taken.add(short)
         rename[name] = short
         saved += len(name.encode()) - len(short)
-    if not rename:
-        return saved
-    for tensor in graph.initializer:
-        tensor.name = rename.get(tensor.name, tensor.name)
-    for node in graph.node:
-        rename_reads(node, rename)
-        for position, name in enumerate(node.output):
-            if name in rename:
-                node.output[position] = rename[name]
-    for value in graph.value_info:
-        value.name = rename.get(value.name, value.name)
-    for node in graph.node:  # a body's types of the outer names it reads
-        for sub in subgraphs(node):
-            _rename_outer_types(sub, rename)
+    if rename:
+        rename_values(graph, rename)
     return saved
 
 

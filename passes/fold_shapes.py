@@ -435,10 +435,14 @@ def _scoped(graph: onnx.GraphProto, hidden: frozenset[str]
 def _inline_constant_ifs(model: onnx.ModelProto, names: graph_layer.Names) -> int:
     """Rule 12 in every graph: an If whose condition is a constant (of its graph, or an
     initializer of the main graph), or a Cast of one, is the branch it takes."""
+    if not any(node.op_type == "If" for node in graph_layer.all_nodes(model.graph)):
+        return 0
     main = {name: t for name, t in _constants(model.graph).items()
             if name in {i.name for i in model.graph.initializer}}
     inlined = 0
     for graph, hidden in _scoped(model.graph, frozenset()):
+        if not any(node.op_type == "If" for node in graph.node):
+            continue
         # the main graph's initializers, where no graph on the way down defines the name
         constants = {**{k: v for k, v in main.items() if k not in hidden}, **_constants(graph)}
         casts = {n.output[0]: n.input[0] for n in graph.node if n.op_type == "Cast"
