@@ -79,6 +79,10 @@ Rules:
    an error of the result once inputs are larger than the generated ones (a diffusion UNet's
    timestep embedding, ``sin(t * f)``, measured 0.33x the tolerance on t in [-1, 1] and 1.35x
    on timesteps up to 1000). Real inputs (``inputs``) let the measurement decide.
+17. A lowered group of nodes that does not pay for the Casts at its borders stays float32
+   (:mod:`.economics`): no matrix product, no large weight, and fewer values read and written
+   than 3 per Cast it adds (a lone Add between two float32 neighbours). ``weigh_casts=False``
+   lowers it anyway.
 
 ``may_grow``: the border Casts are nodes the input did not have.
 """
@@ -186,11 +190,13 @@ class ConvertPrecision(KeepsWorker, Pass):
         max_rounds: int = MAX_ROUNDS,
         nchw_inputs: Sequence[str] = (),
         worker: RuntimeWorker | None = None,
+        weigh_casts: bool = True,
     ) -> None:
         """``worker``: the caller's ONNX Runtime worker for the default-session check (rule
         6), kept across its conversions; without one, the pass entered as a context manager (a
         pipeline does) keeps a worker of its own until it is left, and a call on its own
-        starts and stops one."""
+        starts and stops one. ``weigh_casts=False`` lowers every node the measured error
+        allows, where the Casts at a group's borders cost more than it saves too (rule 17)."""
         if precision not in PRECISIONS:
             raise PassError(f"convert-precision: precision must be one of "
                             f"{', '.join(PRECISIONS)}, got {precision!r}")
@@ -202,6 +208,10 @@ class ConvertPrecision(KeepsWorker, Pass):
                             f"got {keep_float32!r}")
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
             raise PassError(f"convert-precision: max_rounds must be >= 1, got {max_rounds!r}")
+        if not isinstance(weigh_casts, bool):
+            raise PassError(f"convert-precision: weigh_casts must be True or False, got "
+                            f"{weigh_casts!r}")
+        self.weigh_casts = weigh_casts
         self.precision = precision
         self.io_types = io_types or "fp32"
         self.keep_float32 = tuple(keep_float32)
@@ -260,7 +270,7 @@ class ConvertPrecision(KeepsWorker, Pass):
             for index, feed in enumerate(self._feeds):
                 feeds_module.check_feeds(specs, feed, where=f"convert-precision's feeds[{index}]")
         search = Search(analysis, self._feeds or (), tolerance(dtype), io_low=io_low,
-                        max_rounds=self.max_rounds)
+                        max_rounds=self.max_rounds, weigh_casts=self.weigh_casts)
         try:
             # a dynamic dimension's sizes are tried on the search's first run, which measures
             feeds = self._feeds if self._feeds is not None else make_feeds(
@@ -322,9 +332,14 @@ class ConvertPrecision(KeepsWorker, Pass):
                                       stats={"rounds": result.rounds})
                 lowered_count = sum(1 for p in result.low if not analysis.plans[p].movement)
                 if not lowered_count:
+                    unpaid = len(result.unpaid)
                     reason = (f"kept float32: every node that computes needs float32 on the "
                               f"measured inputs ({len(result.kept)} kept, in {result.rounds} "
-                              f"round(s) of measuring)")
+                              f"round(s) of measuring)" if not unpaid else
+                              f"kept float32: lowering pays nowhere here: {unpaid} node(s) "
+                              f"could compute in {dtype} but not save what the Casts at their "
+                              f"borders cost ({len(result.kept) - unpaid} kept for their "
+                              f"error, in {result.rounds} round(s) of measuring)")
                     logger.warning("convert-precision: %s", reason)
                     return PassResult(model, False, warnings=[reason], skipped=reason,
                                       stats={"rounds": result.rounds},
@@ -908,9 +923,10 @@ def convert_precision(
     max_rounds: int = MAX_ROUNDS,
     nchw_inputs: Sequence[str] = (),
     worker: RuntimeWorker | None = None,
+    weigh_casts: bool = True,
 ) -> onnx.ModelProto:
     """Function twin of :class:`ConvertPrecision`: rewrites ``model`` in place, returns it."""
     return ConvertPrecision(precision=precision, io_types=io_types, keep_float32=keep_float32,
                             feeds=feeds, input_shapes=input_shapes, inputs=inputs, seed=seed,
                             max_rounds=max_rounds, nchw_inputs=nchw_inputs,
-                            worker=worker)(model).model
+                            worker=worker, weigh_casts=weigh_casts)(model).model

@@ -177,7 +177,7 @@ class Analysis:
         low = set(compute_low)
         movement = [p for p in self.order if self.plans[p].kind == "lowerable"
                     and self.plans[p].movement and p not in pinned]
-        weights = self._weightlike()
+        weights = self.weightlike()
         indifferent = self._indifferent(movement)
         for _ in range(4):  # alternating forward and backward sweeps settle in a few rounds
             changed = False
@@ -224,7 +224,7 @@ class Analysis:
                 found.add(position)
         return found
 
-    def _weightlike(self) -> set[str]:
+    def weightlike(self) -> set[str]:
         """Float tensors computed from weights alone through movement nodes (and weights)."""
         weights = set(self.initializers)
         for position in self.order:

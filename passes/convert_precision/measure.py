@@ -74,11 +74,14 @@ The search
    relative-position buckets) move when a rounding crosses an integer, and the lowered nodes
    that compute those floats go back together. A lowered node that only moves values (an
    embedding's Gather) where an error starts goes back with its weights.
-3. Give back. The nodes step 2b kept on their own error alone, twice as many each time, can
+3. Every assignment measured is first rid of the lowered groups that do not pay for the
+   Casts at their borders (:mod:`.economics`: a lone Add between two float32 neighbours);
+   their nodes stay float32, with that reason.
+4. Give back. The nodes step 2b kept on their own error alone, twice as many each time, can
    be more than the outputs need: those with the smallest own error are lowered again while
    every output stays within the bar, the largest such share searched by halves in
    :data:`GIVE_BACK_ROUNDS` measurements at most (each assignment taken measured within it).
-4. After :data:`MAX_ROUNDS` rounds, or when no node is left to blame, the search gives up.
+5. After :data:`MAX_ROUNDS` rounds, or when no node is left to blame, the search gives up.
 """
 
 from __future__ import annotations
@@ -95,7 +98,7 @@ from graphfix import feeds as feeds_module
 from graphfix import graph as graph_layer
 from graphfix.model_io import skeleton, tensor_value
 from .._measuring import Feeds, Runner, run_outputs, session, tolerance_used
-from . import ops
+from . import economics, ops
 from .analysis import FLOAT, Analysis
 from .rewrite import Shadow, emulate, expose, expose_peaks, shadow
 
@@ -151,6 +154,7 @@ class SearchResult:
     rounds: int
     local: dict[int, float]
     failed: str | None = None
+    unpaid: frozenset[int] = frozenset()  # of ``kept``, those kept where lowering did not pay
 
 
 @dataclasses.dataclass
@@ -184,8 +188,9 @@ class Search:
 
     def __init__(self, analysis: Analysis, feeds: Sequence[Feeds], tolerance: tuple[float, float],
                  *, io_low: bool = False, budget: float = OUTPUT_BUDGET,
-                 max_rounds: int = MAX_ROUNDS) -> None:
+                 max_rounds: int = MAX_ROUNDS, weigh_casts: bool = True) -> None:
         self.analysis, self.feeds = analysis, list(feeds)
+        self.weigh_casts = weigh_casts
         self.atol, self.rtol = tolerance
         self.io_low, self.budget, self.max_rounds = io_low, budget, max_rounds
         # What an error is traced through: float tensors, and integer ones (indices a float16
@@ -572,8 +577,7 @@ class Search:
         stalls = 0
         by_rank: list[int] = []  # kept by step 2b, on their own error alone
         for round_index in range(1, self.max_rounds + 1):
-            low = self.analysis.resolve(frozenset(compute - set(kept)), io_low=self.io_low,
-                                        pinned=pinned)
+            low, unpaid = self._assign(compute, kept, pinned)
             if round_index == 1 and first is not None:
                 first(low)
             # Once an assignment failed, the next ones are measured with every tensor
@@ -584,8 +588,10 @@ class Search:
             logger.debug("convert-precision round %d: %d nodes lowered, %d kept; failing: %s "
                          "(worst %s)", round_index, len(low), len(kept), failing, _fmt(worst))
             if not failing:
-                return self._give_back(SearchResult(low, kept, measured, round_index,
-                                                    self.local), by_rank, pinned)
+                return self._give_back(SearchResult(low, {**kept, **unpaid}, measured,
+                                                    round_index, self.local,
+                                                    unpaid=frozenset(unpaid)), kept, by_rank,
+                                       pinned)
             if previous is None:
                 measured = self.measure(low, tensors=True)  # to trace the error back
             # Step 2b: an error that builds up over many nodes has no single origin; while
@@ -611,9 +617,23 @@ class Search:
         return SearchResult(frozenset(), kept, measured, self.max_rounds, self.local,
                             failed=reason)
 
-    def _give_back(self, found: SearchResult, by_rank: Sequence[int],
-                   pinned: frozenset[int]) -> SearchResult:
-        """Step 3 of the module docstring, on the passing assignment ``found``."""
+    def _assign(self, compute: set[int], kept: Mapping[int, str], pinned: frozenset[int]
+                ) -> tuple[frozenset[int], dict[int, str]]:
+        """The assignment lowering the compute nodes not ``kept`` (the movement nodes placed
+        by :meth:`~analysis.Analysis.resolve`), less the groups that do not pay for their
+        Casts (:mod:`.economics`), and why those stay float32."""
+        def resolve(compute_low: frozenset[int]) -> frozenset[int]:
+            return self.analysis.resolve(compute_low, io_low=self.io_low, pinned=pinned)
+
+        compute_low = frozenset(compute - set(kept))
+        if not self.weigh_casts:
+            return resolve(compute_low), {}
+        return economics.unpaid(self.analysis, compute_low, resolve, io_low=self.io_low)
+
+    def _give_back(self, found: SearchResult, kept_for_error: Mapping[int, str],
+                   by_rank: Sequence[int], pinned: frozenset[int]) -> SearchResult:
+        """Step 4 of the module docstring, on the passing assignment ``found``
+        (``kept_for_error``: the nodes it keeps float32 for their error)."""
         # smallest own error first, whatever the op: products first (the mirror of step 2b)
         # gave back far fewer nodes (layout_cdla: 23 lowered where this gives 205, six models
         # none), since the halving stops at the first share that misses the bar
@@ -626,9 +646,9 @@ class Search:
                 break
             trial = (given + most + 1) // 2
             returned = set(order[:trial])
-            kept = {p: why for p, why in found.kept.items() if p not in returned}
-            low = self.analysis.resolve(frozenset(compute - set(kept)), io_low=self.io_low,
-                                        pinned=pinned)
+            kept = {p: why for p, why in kept_for_error.items() if p not in returned}
+            low, unpaid = self._assign(compute, kept, pinned)
+            kept.update(unpaid)
             measured = self.measure(low)
             rounds += 1
             over = bool(measured.failing(self.budget))
@@ -637,7 +657,8 @@ class Search:
             if over:
                 most = trial - 1
             else:
-                given, best = trial, SearchResult(low, kept, measured, rounds, self.local)
+                given, best = trial, SearchResult(low, kept, measured, rounds, self.local,
+                                                  unpaid=frozenset(unpaid))
         return dataclasses.replace(best, rounds=rounds)
 
     def blame_runs(self, runs: Sequence[Mapping[str, np.ndarray]], low: frozenset[int],

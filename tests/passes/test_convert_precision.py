@@ -234,7 +234,7 @@ def test_a_div_that_only_scales_down_is_not_risky_and_a_small_divisor_is(rng):
     # What it changes: x / 1e-3 past 65.504 overflows float16, so that Div stays float32,
     # found by its own error, while the others are lowered.
     x = {"x": rng.uniform(60, 200, (2, 8)).astype(np.float32)}
-    _, result = lowered(model, feeds=[x])
+    _, result = lowered(model, feeds=[x], weigh_casts=False)
     kept = [line for island in result.details["islands"] for line in island["why"]]
     assert len(kept) == 1 and kept[0].startswith("Div#3 (Div): Div small denominators overflow")
 
@@ -378,7 +378,7 @@ def test_a_node_kept_on_its_own_error_alone_is_lowered_again_when_the_outputs_al
         d = Sub(a, b)
         y = Mul(d, x)
     }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32))
-    model, result = lowered(copy(original))
+    model, result = lowered(copy(original), weigh_casts=False)
     assert result.skipped is None and result.stats["compute_nodes_lowered"] == 1
     typed = {v.name: v.type.tensor_type.elem_type for v in onnx.shape_inference.infer_shapes(
         model).graph.value_info}
@@ -395,7 +395,8 @@ def test_nothing_lowered_is_said_and_no_record_is_written():
         a = Add(x, big)
         b = Add(x, small)
         y = Sub(a, b)
-    }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32)))
+    }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32)),
+        weigh_casts=False)
     assert result.skipped and "every node that computes needs float32" in result.skipped
     assert precision.read(model) is None and ops(model) == ["Add", "Add", "Sub"]
     why = " ".join(line for island in result.details["islands"] for line in island["why"])
@@ -789,7 +790,7 @@ def test_float_arithmetic_on_sizes_read_from_shapes_stays_float32(rng):
         one1=np.array([1], np.int64), zero_s=np.array(0, np.int64),
         half=np.array(0.5, np.float32), w=np.array(3.0, np.float32),
         freq=(1.0 / 10000 ** (np.arange(8) / 8)).astype(np.float32))
-    model, result = lowered(copy(original))
+    model, result = lowered(copy(original), weigh_casts=False)
     kept = {node for island in result.details["islands"] for node in island["nodes"]}
     assert {"Cast#2", "Mul#3", "Cast#9", "Unsqueeze#10", "Mul#11", "Cos#12"} <= kept
     lowered_ops = [n.op_type for n in model.graph.node]
@@ -1445,9 +1446,11 @@ def test_the_first_assignment_s_default_session_check_runs_while_the_search_meas
     from graphfix.passes.convert_precision import RuntimeWorker
 
     with RuntimeWorker() as worker:
-        one = ConvertPrecision(precision="fp16", worker=worker)(_residual_stack(2))
+        one = ConvertPrecision(precision="fp16", worker=worker,
+                               weigh_casts=False)(_residual_stack(2))
         assert one.modified and one.stats["rounds"] == 1 and worker.jobs == 1
-        more = ConvertPrecision(precision="fp16", worker=worker)(_residual_stack(16))
+        more = ConvertPrecision(precision="fp16", worker=worker,
+                                weigh_casts=False)(_residual_stack(16))
         assert more.modified and more.stats["rounds"] > 1 and worker.jobs == 3
     float32 = {n for island in more.details["islands"] for n in island["nodes"]}
     written = {n.name: n for n in more.model.graph.node}
@@ -1769,7 +1772,7 @@ g (float[N,3] x, float[3] a) => (float[N,3] y)
     q = Mul (x, c)
     y = Add (p, q)
 }""")
-    result = ConvertPrecision()(copy(model))
+    result = ConvertPrecision(weigh_casts=False)(copy(model))
     assert result.modified
     out = result.model
     assert [i.name for i in out.graph.input] == ["x", "a"]
