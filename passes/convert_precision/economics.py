@@ -23,7 +23,7 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from . import ops
 from .analysis import FLOAT, Analysis
@@ -42,16 +42,24 @@ _SAVED_BYTES = 2  # per element of a value read or written in the lowered type
 def border_casts(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> int:
     """The Casts between float types that lowering ``low`` inserts (as :func:`~rewrite.lower`
     places them: one per tensor and target type, one per float32 output computed lowered)."""
+    return _casts_over(analysis, {*analysis.uses, *analysis.outputs}, low, io_low)
+
+
+def _casts_over(analysis: Analysis, names: Iterable[str], low: frozenset[int] | set[int],
+                io_low: bool) -> int:
+    """:func:`border_casts`, of the tensors ``names`` only."""
     count = 0
-    for name in analysis.outputs:
-        if name in analysis.producer and analysis.types.get(name) == FLOAT and \
-                analysis.is_low(name, low) != io_low:
-            count += 1
-    for name, uses in analysis.uses.items():
-        if analysis.types.get(name) != FLOAT or name in analysis.initializers:
-            continue  # weights are converted offline
+    outputs = set(analysis.outputs)
+    for name in names:
+        if analysis.types.get(name) != FLOAT:
+            continue
         have_low = analysis.is_low(name, low, io_low=io_low)
-        targets = {want for want in (analysis.wants(use, low) for use in uses) if want != "any"}
+        if name in outputs and name in analysis.producer and have_low != io_low:
+            count += 1  # a float32 output computed lowered, or the reverse
+        if name in analysis.initializers:
+            continue  # weights are converted offline
+        targets = {want for want in (analysis.wants(use, low)
+                                     for use in analysis.uses.get(name, ())) if want != "any"}
         count += sum(1 for want in targets if (want == "low") != have_low)
     return count
 
@@ -122,28 +130,31 @@ def unpaid(analysis: Analysis, compute_low: frozenset[int],
            ) -> tuple[frozenset[int], dict[int, str]]:
     """The assignment of ``compute_low`` (lowered compute nodes, ``resolve`` placing the
     movement nodes) without the groups that do not pay, and why each of their compute nodes
-    stays float32."""
+    stays float32. A group's Casts are counted on the tensors its nodes read and write, with
+    the group lowered and with it float32 (its movement nodes follow its compute nodes:
+    everything it reads lowered comes from within it)."""
     low = resolve(compute_low)
     weights = analysis.weightlike()
+    current = set(low)
     kept: dict[int, str] = {}
-    casts: int | None = None  # counted once a group does not pay outright
     for group in _groups(analysis, low):
         if _pays_outright(analysis, group, weights):
             continue
         compute = frozenset(p for p in group if not analysis.plans[p].movement)
         if not compute or not compute <= compute_low:
             continue
-        if casts is None:
-            casts = border_casts(analysis, low, io_low=io_low)
-        trial = resolve(compute_low - compute)
-        without = border_casts(analysis, trial, io_low=io_low)
-        added = casts - without
+        touched = {name for p in group for name in (*analysis.node(p).input,
+                                                     *analysis.node(p).output) if name}
+        with_group = _casts_over(analysis, touched, current, io_low)
+        current.difference_update(group)
+        added = with_group - _casts_over(analysis, touched, current, io_low)
         saved = _SAVED_BYTES * _traffic(analysis, group, weights)
         if saved > _CAST_BYTES * added:
+            current.update(group)
             continue
         op_types = sorted({analysis.node(p).op_type for p in compute})
         why = (f"lowering its group of {len(compute)} node(s) ({', '.join(op_types)}) adds "
                f"{added} Cast(s), which move more bytes than the lowered type saves there")
         kept.update((p, why) for p in compute)
-        compute_low, low, casts = compute_low - compute, trial, without
-    return low, kept
+        compute_low = compute_low - compute
+    return (resolve(compute_low) if kept else low), kept
