@@ -88,6 +88,13 @@ Decisions:
 14. On a model that draws random numbers (:func:`graphfix.graph.is_random`), ORT's common
    subexpression elimination is off: it takes two Bernoulli draws of one input for one value
    (``Sub(Bernoulli(p), Bernoulli(p))`` became 0), and no check sees it under ``--no-verify``.
+15. eliminate-transposes decides where Transposes go; ORT's transpose optimizer pushes them
+   through nodes that pass keeps them before. It is off where that matters: with
+   ``keep_reduction_order`` (a ReduceMean over NHWC's axes sums in another order, 1.2e-7 off
+   the bit-identical result the option promises), on a model that quantizes or rounds values
+   it computes (rule 12: a ReduceMean before an int16 QuantizeLinear came out one level off on
+   1 input of 200), and where a Hardmax of opset 12 or older flattens its input (the first
+   maximum in memory order wins a tie: another element got the 1).
 """
 
 from __future__ import annotations
@@ -144,13 +151,15 @@ _ROUNDING = (_CONSTANT_FOLDING, "DivMulFusion", "ConvAddFusion", "ConvMulFusion"
              "ConvBNFusion")
 # Rule 12: the rewrites of _ROUNDING that reorder a computation (folding computes it as is).
 _REORDERING = tuple(name for name in _ROUNDING if name != _CONSTANT_FOLDING)
+# Rule 15: ORT's transpose optimizer, which pushes Transposes where eliminate-transposes keeps them.
+_TRANSPOSES = "TransposeOptimizer"
 # Rules 9 and 10: the graph transformers of ORT's basic level that write a standard op type
 # their input may not have, or more nodes of it, by the op type they write.
 _MAKERS: dict[str, tuple[str, ...]] = {
     "ai.onnx::Gemm": ("MatMulAddFusion",),
     "ai.onnx::Split": ("GatherToSplitFusion", "GatherSliceToSplitFusion"),
     # ORT's transpose optimizer, which splits a Transpose per reader where it cannot push it
-    "ai.onnx::Transpose": ("TransposeOptimizer",),
+    "ai.onnx::Transpose": (_TRANSPOSES,),
 }
 
 
@@ -214,7 +223,12 @@ class OrtOffline(Pass):
         self, *, level: str = "basic", provider: str = "cpu",
         max_growth: float | None = DEFAULT_MAX_GROWTH,
         disabled: Sequence[str] = (),
+        keep_reduction_order: bool = False,
     ) -> None:
+        if not isinstance(keep_reduction_order, bool):
+            raise PassError(f"ort-offline: keep_reduction_order must be a bool, got "
+                            f"{type(keep_reduction_order).__name__}")
+        self.keep_reduction_order = keep_reduction_order
         if isinstance(disabled, str) or not all(isinstance(n, str) and n for n in disabled):
             raise PassError(f"ort-offline: disabled names ORT graph transformers, got "
                             f"{disabled!r}")
@@ -237,7 +251,8 @@ class OrtOffline(Pass):
     def configured(cls, run: RunOptions) -> OrtOffline:
         # "auto" means the portable CPU rewrites; a model for CUDA asks for them by name.
         provider = "cpu" if run.provider == "auto" else run.provider
-        return cls(level=run.ort_level, provider=provider, max_growth=run.max_growth)
+        return cls(level=run.ort_level, provider=provider, max_growth=run.max_growth,
+                   keep_reduction_order=run.keep_reduction_order)
 
     def fallbacks(self) -> list[Fallback]:
         # Rule 11: the rewrites that compute a float otherwise, the likeliest first.
@@ -248,7 +263,8 @@ class OrtOffline(Pass):
             if not set(names) <= set(self.disabled):
                 found.append(Fallback(label, OrtOffline(
                     level=self.level, provider=self.provider, max_growth=self.max_growth,
-                    disabled=(*self.disabled, *names))))
+                    disabled=(*self.disabled, *names),
+                    keep_reduction_order=self.keep_reduction_order)))
         return found
 
     @property
@@ -302,8 +318,12 @@ class OrtOffline(Pass):
         }
         disabled = self.disabled
         if run_time_steps(model.graph):  # rule 12
-            disabled = tuple(dict.fromkeys((*disabled, *_REORDERING)))
+            disabled = tuple(dict.fromkeys((*disabled, *_REORDERING, _TRANSPOSES)))
             stats["order_kept"] = 1
+        elif _TRANSPOSES not in disabled and (
+                self.keep_reduction_order or _layout_decides_ties(model)):  # rule 15
+            disabled = (*disabled, _TRANSPOSES)
+            stats["layout_kept"] = 1
         if any(is_random(node) for node in all_nodes(model.graph)):  # rule 14
             disabled = tuple(dict.fromkeys((*disabled, "CommonSubexpressionElimination")))
             stats["draws_kept_apart"] = 1
@@ -443,6 +463,14 @@ class OrtOffline(Pass):
         return [f"ort-offline level={self.level} provider={self.provider}: the model is tied to "
                 f"{PROVIDERS[self.provider]} on this CPU type and onnxruntime {ort.__version__}"
                 + (f" (contrib ops: {', '.join(contrib)})" if contrib else "")]
+
+
+def _layout_decides_ties(model: onnx.ModelProto) -> bool:
+    """Rule 15: whether a Hardmax flattens its input (opset 12 or older), where the memory
+    order of the values decides which of equal maxima wins."""
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    return opset < 13 and any(node.op_type == "Hardmax" and node.domain in STANDARD_DOMAINS
+                              for node in all_nodes(model.graph))
 
 
 def _casts_in_bodies(model: onnx.ModelProto) -> bool:

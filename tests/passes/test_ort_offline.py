@@ -744,3 +744,61 @@ def test_what_ort_writes_that_says_nothing_is_not_kept(ort_run):
     feed = {"x": np.random.default_rng(0).standard_normal((2, 4, 4, 2)).astype(np.float32)}
     np.testing.assert_allclose(ort_run(result.model, feed)["y"], ort_run(model, feed)["y"],
                                rtol=1e-6, atol=1e-6)
+
+
+# --- rule 15: ORT's transpose optimizer off where eliminate-transposes keeps a Transpose ---
+
+def _nhwc_pool(*, opset: int = 13, quantized: bool = False) -> onnx.ModelProto:
+    """An NHWC input made NCHW and pooled over H and W (ReduceMean), quantized to int16 after
+    on request."""
+    tail = """
+        q = QuantizeLinear (y0, s, z)
+        y = DequantizeLinear (q, s, z)""" if quantized else """
+        y = Identity (y0)"""
+    weights = ["float s = {1e-5}", "int16 z = {0}"] if quantized else []
+    if opset >= 18:  # axes as an input
+        weights.append("int64[2] axes = {2, 3}")
+        pool = "ReduceMean <keepdims = 0> (t, axes)"
+    else:
+        pool = "ReduceMean <axes = [2, 3], keepdims = 0> (t)"
+    listed = f"<{', '.join(weights)}>" if weights else ""
+    return onnx.parser.parse_model(f"""
+    <ir_version: 8, opset_import: ["" : {opset}]>
+    g (float[N,H,W,3] x) => (float[N,3] y) {listed} {{
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        y0 = {pool}{tail}
+    }}""")
+
+
+def test_keep_reduction_order_keeps_ort_from_pushing_the_transpose_through_a_sum():
+    # Without the option ORT's transpose optimizer pools the NHWC input directly (another
+    # summation order, last bits off); with it the Transpose stays and the sum is the same.
+    pushed = OrtOffline()(_copy(_nhwc_pool()))
+    assert "Transpose" not in ops(pushed.model)
+    kept = OrtOffline(keep_reduction_order=True)(_copy(_nhwc_pool()))
+    assert "Transpose" in ops(kept.model) and kept.stats.get("layout_kept") == 1
+    x = {"x": (np.random.default_rng(1).standard_normal((2, 7, 9, 3)) * 10).astype(np.float32)}
+    [reference], [got] = (run_outputs(m, [x], ["y"])[0].values()
+                          for m in (_nhwc_pool(), kept.model))
+    assert np.array_equal(reference, got)
+
+
+def test_a_quantized_model_keeps_its_transposes_before_a_reduction_ort_would_push_through():
+    # A last bit of the pooled value is a whole int16 level after the QuantizeLinear.
+    result = OrtOffline()(_copy(_nhwc_pool(opset=21, quantized=True)))
+    assert "Transpose" in ops(result.model) and result.stats.get("order_kept") == 1
+
+
+def test_an_opset_11_hardmax_keeps_its_layout_where_ties_are_decided_by_memory_order():
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 11]>
+    g (float[N,H,W,3] x) => (float[N,H,W,3] y) {
+        t = Transpose <perm = [0, 3, 1, 2]> (x)
+        s = Hardmax <axis = 1> (t)
+        y = Transpose <perm = [0, 2, 3, 1]> (s)
+    }""")
+    result = OrtOffline()(_copy(model))
+    assert ops(result.model).count("Transpose") == 2
+    x = {"x": np.array([0, 0, 1, 1, 0, 0], np.float32).reshape(1, 1, 2, 3)}
+    [reference], [got] = (run_outputs(m, [x], ["y"])[0].values() for m in (model, result.model))
+    assert np.array_equal(reference, got) and reference.ravel().tolist() == [0, 0, 0, 1, 0, 0]
