@@ -25,8 +25,10 @@ Rules:
    ran 1.23-1.86x as fast (three BiLSTMs); weights of 98 to 786 KB 0.86-0.99x (PaddleOCR's
    table recognizer), of at most 9 KB 0.88x (a Keras GRU). Smaller weights, and values computed
    at run time, stay carried.
-3. A slot whose final value is an output of the graph around the Loop stays. Inner bodies are
-   rewritten before the graph that holds them.
+3. A slot whose final value is an output of the graph around the Loop stays, and so does one
+   whose body input another output of the body emits (a scan output of the weight: a body's
+   output must be a value of the body). Inner bodies are rewritten before the graph that holds
+   them.
 4. Nothing moves out of a body: ONNX Runtime folds a body's nodes that compute from outer
    constants itself; moved out of it they were slower (PaddleOCR's table recognizer: two weight
    Transposes moved out, 0.80x as fast).
@@ -88,8 +90,13 @@ def _drop_invariant_slots(graph: onnx.GraphProto, loop: onnx.NodeProto,
         final = loop.output[k] if k < len(loop.output) else ""
         if final in outputs:
             continue
-        if _pass_through(producers, body.output[1 + k].name) == body.input[2 + k].name:
-            invariant.append(k)
+        name = body.input[2 + k].name
+        if _pass_through(producers, body.output[1 + k].name) != name:
+            continue
+        if any(_pass_through(producers, out.name) == name
+               for j, out in enumerate(body.output) if j != 1 + k):
+            continue  # Rule 3: another output of the body (a scan output) emits it
+        invariant.append(k)
     if not invariant:
         return {}
     reads = {body.input[2 + k].name: loop.input[2 + k] for k in invariant}

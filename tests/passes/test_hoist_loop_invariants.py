@@ -182,3 +182,21 @@ def test_a_branch_inside_the_body_reads_the_weight_from_outside_too():
     got = run_outputs(result.model, _feeds(3), names)[0]
     for name in names:
         np.testing.assert_array_equal(got[name], expected[name])
+
+
+@pytest.mark.parametrize("through_identity", [False, True])
+def test_a_slot_whose_weight_the_body_also_emits_as_a_scan_output_stays(through_identity):
+    # The body's scan output names the weight's body input: with that input gone it would name
+    # nothing (a body's outputs are values of the body), and neither onnx nor ORT loads it.
+    model = _rnn()
+    body = next(a.g for a in _loop(model).attribute if a.name == "body")
+    if through_identity:
+        body.node.append(helper.make_node("Identity", ["w_in"], ["w_seen"]))
+    body.output.append(helper.make_tensor_value_info(
+        "w_seen" if through_identity else "w_in", F16, [H, H]))
+    _loop(model).output.append("w_steps")
+    model.graph.output.append(helper.make_tensor_value_info("w_steps", F16, ["T", H, H]))
+    onnx.checker.check_model(model, full_check=True)
+    result = HoistLoopInvariants()(model)
+    assert "w" in _loop(result.model).input and result.stats["carried_values_dropped"] == 0
+    onnx.checker.check_model(result.model, full_check=True)
