@@ -91,9 +91,10 @@ Decisions:
 15. eliminate-transposes decides where Transposes go; ORT's transpose optimizer pushes them
    through nodes that pass keeps them before. It is off where that matters: with
    ``keep_reduction_order`` (a ReduceMean over NHWC's axes sums in another order, 1.2e-7 off
-   the bit-identical result the option promises), on a model that quantizes or rounds values
-   it computes (rule 12: a ReduceMean before an int16 QuantizeLinear came out one level off on
-   1 input of 200), and where a Hardmax of opset 12 or older flattens its input (the first
+   the bit-identical result the option promises), on a model that quantizes values it computes
+   (a ReduceMean before an int16 QuantizeLinear came out one level off on 1 input of 200; not
+   on one that only rounds them, rule 12's other case: there ORT's optimizer takes away
+   Transposes graphfix's pass cannot, 72 of a Piper voice's 138), and where a Hardmax of opset 12 or older flattens its input (the first
    maximum in memory order wins a tie: another element got the 1).
 """
 
@@ -126,8 +127,8 @@ from graphfix.model_io import (
     weight_bytes,
 )
 from graphfix.graph import (ONNX_DOMAINS, STANDARD_DOMAINS, all_nodes, count_nodes,
-                            default_inputs, graphs, holds_graph, is_random, run_time_steps,
-                            subgraphs)
+                            default_inputs, graphs, holds_graph, is_random,
+                            run_time_quantizers, run_time_steps, subgraphs)
 from ._compare import at_default, grown_ops, same_graph
 from ._portable import (
     Unportable,
@@ -318,10 +319,11 @@ class OrtOffline(Pass):
         }
         disabled = self.disabled
         if run_time_steps(model.graph):  # rule 12
-            disabled = tuple(dict.fromkeys((*disabled, *_REORDERING, _TRANSPOSES)))
+            disabled = tuple(dict.fromkeys((*disabled, *_REORDERING)))
             stats["order_kept"] = 1
-        elif _TRANSPOSES not in disabled and (
-                self.keep_reduction_order or _layout_decides_ties(model)):  # rule 15
+        if _TRANSPOSES not in disabled and (
+                self.keep_reduction_order or run_time_quantizers(model.graph)
+                or _layout_decides_ties(model)):  # rule 15
             disabled = (*disabled, _TRANSPOSES)
             stats["layout_kept"] = 1
         if any(is_random(node) for node in all_nodes(model.graph)):  # rule 14

@@ -786,7 +786,7 @@ def test_keep_reduction_order_keeps_ort_from_pushing_the_transpose_through_a_sum
 def test_a_quantized_model_keeps_its_transposes_before_a_reduction_ort_would_push_through():
     # A last bit of the pooled value is a whole int16 level after the QuantizeLinear.
     result = OrtOffline()(_copy(_nhwc_pool(opset=21, quantized=True)))
-    assert "Transpose" in ops(result.model) and result.stats.get("order_kept") == 1
+    assert "Transpose" in ops(result.model) and result.stats.get("layout_kept") == 1
 
 
 def test_an_opset_11_hardmax_keeps_its_layout_where_ties_are_decided_by_memory_order():
