@@ -50,6 +50,9 @@ Rules:
    on inputs past parity's (``eliminate_nop_monotone_argmax``: ArgMax(Exp(x)) -> ArgMax(x),
    wrong where Exp overflows to a tie; ``fuse_consecutive_log_softmax``: Log(Softmax(x)) ->
    LogSoftmax(x), finite where the original's softmax underflows to a -inf)
+   and, on a model where a Pad feeds a MaxPool, ``fuse_pad_into_pool`` (ONNX Runtime's MaxPool
+   starts a padded window from -3.4e38, so a window of only -inf, a masked feature map, gives
+   -3.4e38 where the padded input gives -inf)
    (``SKIPPED_OPTIMIZERS``, the default of
    ``skipped_optimizers``: a caller may leave out more of onnxsim's optimizers by their names,
    or fewer; onnxsim ignores a name it does not know). Whatever is skipped, an output with
@@ -184,6 +187,9 @@ _BATCHED_GEMM = "fuse_matmul_add_bias_into_gemm_batched"
 # infinity wins; Log and Sqrt of negatives give NaN), Log(Softmax(x)) -> LogSoftmax(x) (a
 # -inf where the softmax underflows becomes finite).
 _UNFAITHFUL = ("eliminate_nop_monotone_argmax", "fuse_consecutive_log_softmax")
+# Rule 7: Pad -> MaxPool as MaxPool's pads, which ONNX Runtime's kernel starts from -FLT_MAX: a
+# window of only -inf (a masked feature map) gives -3.4e38 where the padded input gives -inf.
+_PAD_INTO_POOL = "fuse_pad_into_pool"
 SKIPPED_OPTIMIZERS: tuple[str, ...] = (_BATCHED_GEMM, "fuse_attention", "fuse_gqa", *_UNFAITHFUL)
 # Rule 12: onnxsim's optimizers that merge constants equal as numbers (0.0 == -0.0), and the
 # one that drops x + 0 (wrong for x = -0.0: -0.0 + 0.0 is 0.0).
@@ -342,6 +348,7 @@ class Simplify(KeepsWorker, Pass):
         self._shared = worker  # the caller's, kept across passes and runs
         self._zero_signs = (False, False)  # rule 12, for the model being simplified
         self._random = False  # rule 12: random ops are never merged
+        self._padded_max_pools = False  # rule 7: a Pad read by a MaxPool
 
     @classmethod
     def configured(cls, run: RunOptions) -> Simplify:
@@ -415,6 +422,7 @@ class Simplify(KeepsWorker, Pass):
         # Two random ops with the same inputs are two draws: onnxsim's common-subexpression
         # elimination would make them one.
         self._random = any(is_random(node) for node in all_nodes(crossing.graph))
+        self._padded_max_pools = _pads_into_max_pool(crossing)
         stats: dict[str, int] = {
             "nodes_before": count_nodes(model),
             "initializers_before": len(model.graph.initializer),
@@ -477,7 +485,8 @@ class Simplify(KeepsWorker, Pass):
         twins, nops = self._zero_signs
         skipped = [*self.skipped_optimizers, *(_MERGING_OPTIMIZERS if twins else ()),
                    *((_UNIT_OPTIMIZER,) if nops else ()),
-                   *((_CSE_OPTIMIZER,) if self._random and not twins else ())]
+                   *((_CSE_OPTIMIZER,) if self._random and not twins else ()),
+                   *((_PAD_INTO_POOL,) if self._padded_max_pools else ())]
         base: dict[str, Any] = {"tensor_size_threshold": f"{_FOLD_CAP}B",
                                 "skipped_optimizers": skipped}
         if not self.optimizers:  # rule 13
@@ -726,3 +735,14 @@ def simplify(
                     skipped_optimizers=skipped_optimizers, memory_limit=memory_limit,
                     keep_weights_here=keep_weights_here,
                     fold_batch_norms_here=fold_batch_norms_here)(model).model
+
+
+def _pads_into_max_pool(model: onnx.ModelProto) -> bool:
+    """Rule 7: whether a Pad of some graph feeds a MaxPool."""
+    for graph in graphs(model.graph):
+        padded = {node.output[0] for node in graph.node
+                  if node.op_type == "Pad" and node.domain in STANDARD_DOMAINS and node.output}
+        if any(node.op_type == "MaxPool" and node.domain in STANDARD_DOMAINS and node.input
+               and node.input[0] in padded for node in graph.node):
+            return True
+    return False

@@ -723,3 +723,23 @@ def test_an_unnamed_dimension_stays_unnamed() -> None:
     for value in (*result.model.graph.input, *result.model.graph.output):
         batch = value.type.tensor_type.shape.dim[0]
         assert not batch.HasField("dim_param") and not batch.HasField("dim_value"), value.name
+
+
+def test_a_pad_of_minus_infinity_before_a_max_pool_is_not_fused_into_its_pads():
+    """ONNX Runtime's MaxPool starts a padded window from -3.4e38: a window of only -inf (a
+    masked feature map) gives -3.4e38 where the Pad's -inf is kept. onnxsim's fuse_pad_into_pool
+    is left out where a Pad feeds a MaxPool."""
+    from graphfix.passes._measuring import run_outputs
+
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 18]>
+    g (float[N,2,H,W] x) => (float[N,2,P,Q] y)
+      <int64[8] p = {0, 0, 1, 1, 0, 0, 1, 1}, float v = {-inf}> {
+        padded = Pad <mode = "constant"> (x, p, v)
+        y = MaxPool <kernel_shape = [2, 2]> (padded)
+    }""")
+    result = Simplify()(_copy(model))
+    assert [n.op_type for n in result.model.graph.node] == ["Pad", "MaxPool"]
+    x = {"x": np.array([[1.0, -np.inf], [-np.inf, -np.inf]], np.float32)[None, None].repeat(2, 1)}
+    [written] = run_outputs(result.model, [x], ["y"])[0].values()
+    assert written[0, 0, 2, 2] == -np.inf
