@@ -357,3 +357,38 @@ def test_a_pass_left_out_on_an_ill_conditioned_output_says_the_original_moves_as
     with pytest.raises(ParityError, match="nor does the original under ONNX Runtime's default"):
         graphfix.optimize_file(src, tmp_path / "strict.onnx", strict=True)
     assert not (tmp_path / "strict.onnx").exists()
+
+
+class _Annotates(Pass):
+    """Grows the model by a note, as a pass's new names and static sizes do."""
+
+    name = "annotates"
+    may_grow = True
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        model.graph.node[0].doc_string = "n" * 100
+        return PassResult(model, modified=True)
+
+
+class _TrimsAndBreaks(Pass):
+    """Saves more bytes than ``annotates`` adds, and breaks an output."""
+
+    name = "trims-and-breaks"
+
+    def call(self, model: onnx.ModelProto) -> PassResult:
+        model.graph.doc_string = ""
+        nan_source(model.graph)
+        return PassResult(model, modified=True)
+
+
+def test_growth_without_the_pass_left_out_is_held_and_said(isolated_registry) -> None:
+    # The first output is smaller than the input; without the pass that broke parity, the
+    # others' output is larger: the run is held to the input's size again, and says so.
+    registry.register("annotates")(_Annotates)
+    registry.register("trims-and-breaks")(_TrimsAndBreaks)
+    model = _model()
+    model.graph.doc_string = "d" * 300
+    result = graphfix.optimize(model, passes=["annotates", "trims-and-breaks"])
+    assert [entry["pass"] for entry in result.report.left_out] == ["trims-and-breaks"]
+    assert any(w.startswith("the output without what broke parity was larger than the input")
+               for w in result.report.warnings), result.report.warnings
