@@ -613,6 +613,7 @@ class _Job:
         self.never_bigger = run.max_growth is not None and run.max_growth <= 1.0
         self.held = False  # whether the passes ran held to the input's size
         self.size: int | None = None  # the input's stored bytes, where never bigger holds
+        self._recorded: list[str] = []  # the warnings the last run of the passes gave
         self.started = time.perf_counter()
         self.report = Report(graphfix_version=__version__, verify=verify)
         self.report.input = model_facts(loaded.model, size_bytes=loaded.size_bytes or None,
@@ -725,23 +726,26 @@ class _Job:
                             hold_size=held)
 
     def _record(self, done: PipelineRun) -> None:
-        """The report's passes, warnings and what was left out, from a run of the pipeline."""
+        """The report's passes, warnings and what was left out, from a run of the pipeline;
+        a later run's (the passes again, a pass left out) replace an earlier one's, so that
+        nothing it says twice is printed twice."""
         self.report.passes = done.passes
         self.report.left_out = [item.to_dict() for item in done.left_out]
+        lines: list[str] = []
         if done.sorted_graphs:
-            self.report.warnings.append(
+            lines.append(
                 "the input's nodes were not in topological order, as ONNX requires (onnx.checker "
                 "and onnxsim refuse such a model; ONNX Runtime sorts it when it loads it): "
                 "sorted first, so the output is in order")
-        self.report.warnings += done.fixed
-        self.report.warnings += done.corrected
+        lines += done.fixed
+        lines += done.corrected
         for entry in done.passes:
             if entry.skipped and entry.skipped.startswith("left out: "):
                 continue  # said once, below
-            self.report.warnings += [f"{entry.name}: {w}" for w in entry.warnings]
+            lines += [f"{entry.name}: {w}" for w in entry.warnings]
             if entry.skipped and entry.skipped not in entry.warnings:
-                self.report.warnings.append(f"{entry.name} skipped: {entry.skipped}")
-        self.report.warnings += [item.describe() for item in done.left_out]
+                lines.append(f"{entry.name} skipped: {entry.skipped}")
+        lines += [item.describe() for item in done.left_out]
         moved = layout.read(done.model)
         for kind, flag, asked in (("inputs", "--inputs-as-nchw", self.run.inputs_as_nchw),
                                   ("outputs", "--outputs-as-nchw", self.run.outputs_as_nchw)):
@@ -750,7 +754,12 @@ class _Job:
                 line = (f"{flag} {', '.join(missed)}: not applied (the signature is the "
                         f"original's; see eliminate-transposes above)")
                 logger.warning("%s", line)
-                self.report.warnings.append(line)
+                lines.append(line)
+        for line in self._recorded:
+            if line in self.report.warnings:
+                self.report.warnings.remove(line)
+        self.report.warnings += lines
+        self._recorded = lines
 
     def _verify(self, original: Callable[[], onnx.ModelProto], optimized: onnx.ModelProto,
                 before: onnx.ModelProto | None) -> onnx.ModelProto:

@@ -367,7 +367,7 @@ class _Annotates(Pass):
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         model.graph.node[0].doc_string = "n" * 100
-        return PassResult(model, modified=True)
+        return PassResult(model, modified=True, warnings=["a note of 100 bytes"])
 
 
 class _TrimsAndBreaks(Pass):
@@ -392,3 +392,5 @@ def test_growth_without_the_pass_left_out_is_held_and_said(isolated_registry) ->
     assert [entry["pass"] for entry in result.report.left_out] == ["trims-and-breaks"]
     assert any(w.startswith("the output without what broke parity was larger than the input")
                for w in result.report.warnings), result.report.warnings
+    # said once, though the passes ran three times
+    assert result.report.warnings.count("annotates: a note of 100 bytes") == 1
