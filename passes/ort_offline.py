@@ -614,7 +614,8 @@ def ort_offline(
     provider: str = "cpu",
     max_growth: float | None = DEFAULT_MAX_GROWTH,
     disabled: Sequence[str] = (),
+    keep_reduction_order: bool = False,
 ) -> onnx.ModelProto:
     """Function twin of :class:`OrtOffline`: returns the rewritten model."""
     return OrtOffline(level=level, provider=provider, max_growth=max_growth,
-                      disabled=disabled)(model).model
+                      disabled=disabled, keep_reduction_order=keep_reduction_order)(model).model
