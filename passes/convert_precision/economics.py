@@ -54,12 +54,13 @@ def _casts_over(analysis: Analysis, names: Iterable[str], low: frozenset[int] | 
         if analysis.types.get(name) != FLOAT:
             continue
         have_low = analysis.is_low(name, low, io_low=io_low)
-        if name in outputs and name in analysis.producer and have_low != io_low:
-            count += 1  # a float32 output computed lowered, or the reverse
-        if name in analysis.initializers:
-            continue  # weights are converted offline
         targets = {want for want in (analysis.wants(use, low)
                                      for use in analysis.uses.get(name, ())) if want != "any"}
+        if name in outputs and name in analysis.producer and have_low != io_low:
+            count += 1  # a float32 output computed lowered, or the reverse: its Cast
+            targets.discard("low" if io_low else "float")  # serves its readers of that type
+        if name in analysis.initializers:
+            continue  # weights are converted offline
         count += sum(1 for want in targets if (want == "low") != have_low)
     return count
 

@@ -241,6 +241,9 @@ def lower(analysis: Analysis, low: frozenset[int], *, io_low: bool = False) -> L
             if target == have:
                 node.input[use.slot] = carrier.get(name, name)
                 continue
+            if name in carrier and target == (low_type if io_low else FLOAT):
+                node.input[use.slot] = name  # the output's own Cast gives it that type
+                continue
             key = (name, target)
             if key not in converted:
                 if name in analysis.initializers and not in_place and _cast_at_load(

@@ -146,3 +146,20 @@ def test_unpaid_keeps_a_group_only_when_its_saving_is_not_larger(rng):
     low, kept = unpaid(analysis, compute, analysis.resolve)
     assert {analysis.node(p).op_type for p in kept} == {"Add"} and len(kept) == 1
     assert not kept.keys() & low
+
+
+def test_a_lowered_output_read_in_float32_too_is_cast_once(rng):
+    # y is an output (float32) and a CumSum (float32) reads it: the output's own Cast back to
+    # float32 serves the CumSum, no second Cast of y.
+    model = parse("""
+    g (float[4,64] x) => (float[4,64] y, float[4,64] z) {
+        y = MatMul(x, w)
+        z = CumSum(y, axis)
+    }""", w=(rng.standard_normal((64, 64)) / 8).astype(np.float32),
+        axis=np.array(1, np.int64))
+    result = ConvertPrecision()(copy(model))
+    assert result.modified and float_casts(result.model) == 2  # x in, y out
+    cumsum = next(n for n in result.model.graph.node if n.op_type == "CumSum")
+    assert cumsum.input[0] == "y"
+    onnx.checker.check_model(result.model, full_check=True)
+    assert check_parity(model, result.model).passed
