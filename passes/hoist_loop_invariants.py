@@ -77,7 +77,9 @@ def _drop_invariant_slots(graph: onnx.GraphProto, loop: onnx.NodeProto,
     their bytes); returns the Loop outputs gone, each to what replaces it."""
     outputs = {o.name for o in graph.output}
     producers = {name: node for node in body.node for name in node.output if name}
-    made = {*producers, *(t.name for t in body.initializer)}
+    # Names the body gives values of its own (nodes, initializers, its inputs): a read renamed
+    # to one of them would read the body's value, not the weight around it.
+    made = {*producers, *(t.name for t in body.initializer), *(v.name for v in body.input)}
     invariant = []
     for k in range(len(loop.input) - 2):
         given = loop.input[2 + k]

@@ -200,3 +200,25 @@ def test_a_slot_whose_weight_the_body_also_emits_as_a_scan_output_stays(through_
     result = HoistLoopInvariants()(model)
     assert "w" in _loop(result.model).input and result.stats["carried_values_dropped"] == 0
     onnx.checker.check_model(result.model, full_check=True)
+
+
+@pytest.mark.parametrize("slot", ["state", "iteration"])
+def test_a_body_input_named_as_the_weight_keeps_the_slot_carried(slot):
+    # The body's own input (a carried state, or its iteration count) bears the outer weight's
+    # name: reads of the pass-through slot renamed to that name would read the body's value.
+    model = _rnn()
+    body = next(a.g for a in _loop(model).attribute if a.name == "body")
+    old = body.input[0 if slot == "iteration" else 3].name
+    new = "w"
+    for node in body.node:
+        node.input[:] = [new if name == old else name for name in node.input]
+        node.output[:] = [new if name == old else name for name in node.output]
+    target = body.input[0] if slot == "iteration" else body.input[3]
+    target.name = new
+    for out in body.output:
+        if out.name == old:
+            out.name = new
+    onnx.checker.check_model(model, full_check=True)
+    result = HoistLoopInvariants()(model)
+    assert result.stats["carried_values_dropped"] == 0
+    onnx.checker.check_model(result.model, full_check=True)
