@@ -18,7 +18,9 @@ Rules:
    between the assignment with the group and without it. Elements per value are taken as
    equal (an element-wise group's are). A group whose saving is not larger than its Casts'
    6 bytes per element stays float32, with that reason.
-3. Groups are weighed one after another, each on the assignment the previous ones left.
+3. Groups are weighed one after another, each on the assignment the previous ones left, and
+   again once one of them went back (a Cast that three groups share is charged to none while
+   the other two stay lowered), until none goes.
 """
 
 from __future__ import annotations
@@ -133,29 +135,38 @@ def unpaid(analysis: Analysis, compute_low: frozenset[int],
     movement nodes) without the groups that do not pay, and why each of their compute nodes
     stays float32. A group's Casts are counted on the tensors its nodes read and write, with
     the group lowered and with it float32 (its movement nodes follow its compute nodes:
-    everything it reads lowered comes from within it)."""
+    everything it reads lowered comes from within it). A Cast that several groups share is
+    charged to none of them while the others stay lowered; once one goes back, the rest are
+    weighed again, until none goes (rule 3)."""
     low = resolve(compute_low)
     weights = analysis.weightlike()
     current = set(low)
     kept: dict[int, str] = {}
+    weighed = []
     for group in _groups(analysis, low):
-        if _pays_outright(analysis, group, weights):
-            continue
         compute = frozenset(p for p in group if not analysis.plans[p].movement)
-        if not compute or not compute <= compute_low:
-            continue
-        touched = {name for p in group for name in (*analysis.node(p).input,
-                                                     *analysis.node(p).output) if name}
-        with_group = _casts_over(analysis, touched, current, io_low)
-        current.difference_update(group)
-        added = with_group - _casts_over(analysis, touched, current, io_low)
-        saved = _SAVED_BYTES * _traffic(analysis, group, weights)
-        if saved > _CAST_BYTES * added:
-            current.update(group)
-            continue
-        op_types = sorted({analysis.node(p).op_type for p in compute})
-        why = (f"lowering its group of {len(compute)} node(s) ({', '.join(op_types)}) adds "
-               f"{added} Cast(s), which move more bytes than the lowered type saves there")
-        kept.update((p, why) for p in compute)
-        compute_low = compute_low - compute
+        if compute and compute <= compute_low and not _pays_outright(analysis, group, weights):
+            touched = {name for p in group for name in (*analysis.node(p).input,
+                                                         *analysis.node(p).output) if name}
+            weighed.append((group, compute, touched,
+                            _SAVED_BYTES * _traffic(analysis, group, weights)))
+    dropped = True
+    while dropped:
+        dropped = False
+        for entry in list(weighed):
+            group, compute, touched, saved = entry
+            with_group = _casts_over(analysis, touched, current, io_low)
+            current.difference_update(group)
+            added = with_group - _casts_over(analysis, touched, current, io_low)
+            if saved > _CAST_BYTES * added:
+                current.update(group)
+                continue
+            op_types = sorted({analysis.node(p).op_type for p in compute})
+            why = (f"lowering its group of {len(compute)} node(s) ({', '.join(op_types)}) "
+                   f"adds {added} Cast(s), which move more bytes than the lowered type saves "
+                   f"there")
+            kept.update((p, why) for p in compute)
+            compute_low = compute_low - compute
+            weighed.remove(entry)
+            dropped = True
     return (resolve(compute_low) if kept else low), kept

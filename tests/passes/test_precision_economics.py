@@ -163,3 +163,18 @@ def test_a_lowered_output_read_in_float32_too_is_cast_once(rng):
     assert cumsum.input[0] == "y"
     onnx.checker.check_model(result.model, full_check=True)
     assert check_parity(model, result.model).passed
+
+
+def test_groups_sharing_casts_are_weighed_again_once_one_goes_back(rng):
+    # Three groups read x and c in float16: each Cast is charged to none while the others stay
+    # lowered. Once the two lone Muls go back, the Add and Tanh pay 3 Casts alone and go too.
+    model = parse("""
+    g (float[4,32] x) => (float[4,32] c, float[4,32] ya, float[4,32] yb, float[4,32] yc) {
+        c = CumSum(x, axis)
+        a = Add(x, c)
+        ya = Tanh(a)
+        yb = Mul(c, x)
+        yc = Mul(c, k)
+    }""", axis=np.array(1, np.int64), k=np.full(32, 0.7, np.float32))
+    result = ConvertPrecision()(copy(model))
+    assert not result.modified and "lowering pays nowhere here: 4 node(s)" in result.skipped
