@@ -243,6 +243,13 @@ class ConvertPrecision(KeepsWorker, Pass):
                    nchw_inputs=run.inputs_as_nchw, worker=_RUNS_WORKER.get())
 
     def call(self, model: onnx.ModelProto) -> PassResult:
+        result = self._convert(model)
+        if self.io_types != "fp32" and not result.modified:  # said, not silently dropped
+            result.warnings.append(f"io_types {self.io_types} not applied: nothing was "
+                                   f"lowered, so the signature stays float32")
+        return result
+
+    def _convert(self, model: onnx.ModelProto) -> PassResult:
         low, dtype = PRECISIONS[self.precision]
         if precision_record.read(model) is not None:  # Rule 7
             return PassResult(model, False, skipped="already lowered (the model's "

@@ -178,3 +178,16 @@ def test_groups_sharing_casts_are_weighed_again_once_one_goes_back(rng):
     }""", axis=np.array(1, np.int64), k=np.full(32, 0.7, np.float32))
     result = ConvertPrecision()(copy(model))
     assert not result.modified and "lowering pays nowhere here: 4 node(s)" in result.skipped
+
+
+def test_io_types_not_applied_is_said(rng):
+    model = parse("""
+    g (float[4,64] x) => (float[4,64] y) {
+        c = CumSum(x, axis)
+        a = Add(c, b)
+        m = Mul(a, b)
+        y = CumSum(m, axis)
+    }""", b=rng.uniform(-1, 1, 64).astype(np.float32), axis=np.array(1, np.int64))
+    result = ConvertPrecision(io_types="fp16")(copy(model))
+    assert not result.modified
+    assert any(w.startswith("io_types fp16 not applied") for w in result.warnings)
