@@ -564,8 +564,9 @@ def _declare_observed_sizes(model: onnx.ModelProto, outputs: ReferenceOutputs | 
                             ) -> list[str]:
     """A graph output's static size that the original itself did not compute on parity's
     inputs (an exporter's traced constant: ``[batch, 54, 4]`` where the model gives 8 or 37
-    rows) is declared dynamic (unnamed), in place; one line per output. ONNX Runtime runs such a model
-    and warns on every call; the declaration misleads whatever reads the signature."""
+    rows) is declared dynamic (unnamed), in place; one line per output. ONNX Runtime runs
+    such a model and warns on every call; the declaration misleads whatever reads the
+    signature."""
     if outputs is None:
         return []
     seen: dict[str, list[tuple[int, ...]]] = {}
