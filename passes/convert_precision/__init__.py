@@ -842,25 +842,8 @@ def islands_of(analysis: Analysis, result: SearchResult) -> list[Island]:
     by the tensors that join them, each with its reasons."""
     float32 = [p for p, plan in enumerate(analysis.plans)
                if plan.kind in ("fixed", "lowerable") and p not in result.low]
-    members = set(float32)
-    parent = {p: p for p in float32}
-
-    def root(p: int) -> int:
-        while parent[p] != p:
-            parent[p] = parent[parent[p]]
-            p = parent[p]
-        return p
-
-    for p in float32:
-        for name in analysis.node(p).input:
-            if name in analysis.producer and analysis.producer[name][0] in members \
-                    and analysis.types.get(name) == FLOAT:
-                parent[root(p)] = root(analysis.producer[name][0])
-    groups: dict[int, list[int]] = {}
-    for p in float32:
-        groups.setdefault(root(p), []).append(p)
     islands = []
-    for positions in groups.values():
+    for positions in analysis.groups(float32, lambda _, name: analysis.types.get(name) == FLOAT):
         if all(analysis.plans[p].movement for p in positions) and not any(
                 _read_lowered(analysis, p, result.low) for p in positions):
             continue  # values moved in float32 that no lowered node reads: no border there

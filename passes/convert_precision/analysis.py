@@ -10,7 +10,7 @@ put on the side of its neighbours so that a border needs one Cast, not two.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -252,6 +252,28 @@ class Analysis:
         if use.node in low and use.slot in plan.low_inputs:
             return "low"
         return "float"
+
+    def groups(self, members: Sequence[int], joins: Callable[[int, str], bool]
+               ) -> list[list[int]]:
+        """``members`` (positions, in order) grouped by the tensors that join them: a member
+        reading ``name`` that another member writes joins it where ``joins(reader, name)``."""
+        inside = set(members)
+        parent = {p: p for p in members}
+
+        def root(p: int) -> int:
+            while parent[p] != p:
+                parent[p] = parent[parent[p]]
+                p = parent[p]
+            return p
+
+        for p in members:
+            for name in self.node(p).input:
+                if name in self.producer and self.producer[name][0] in inside and joins(p, name):
+                    parent[root(p)] = root(self.producer[name][0])
+        found: dict[int, list[int]] = {}
+        for p in members:
+            found.setdefault(root(p), []).append(p)
+        return list(found.values())
 
     def tensors(self) -> list[str]:
         """Main-graph tensors of any known tensor type that nodes write, in topological

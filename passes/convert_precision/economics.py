@@ -69,26 +69,13 @@ def _casts_over(analysis: Analysis, names: Iterable[str], low: frozenset[int] | 
 
 def _groups(analysis: Analysis, low: frozenset[int]) -> list[list[int]]:
     """The lowered nodes, grouped by the lowered tensors that join them."""
-    parent = {p: p for p in low}
+    def joins(reader: int, name: str) -> bool:
+        node = analysis.node(reader)
+        return analysis.is_low(name, low) and any(
+            node.input[slot] == name for slot in analysis.plans[reader].low_inputs
+            if slot < len(node.input))
 
-    def root(p: int) -> int:
-        while parent[p] != p:
-            parent[p] = parent[parent[p]]
-            p = parent[p]
-        return p
-
-    for p in sorted(low):
-        plan = analysis.plans[p]
-        node = analysis.node(p)
-        for slot in plan.low_inputs:
-            name = node.input[slot] if slot < len(node.input) else ""
-            if name in analysis.producer and analysis.producer[name][0] in low and \
-                    analysis.is_low(name, low):
-                parent[root(p)] = root(analysis.producer[name][0])
-    groups: dict[int, list[int]] = {}
-    for p in sorted(low):
-        groups.setdefault(root(p), []).append(p)
-    return list(groups.values())
+    return analysis.groups(sorted(low), joins)
 
 
 def _pays_outright(analysis: Analysis, group: list[int], weights: set[str]) -> bool:
