@@ -39,6 +39,7 @@ import concurrent.futures
 import dataclasses
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -1197,17 +1198,23 @@ def _dtype_name(value: Any) -> str:
 def format_parity(parity: dict[str, Any]) -> str:
     """The outputs of a parity check (``ParityResult.to_dict()``) as a table, then the verdict."""
     rows = []
+    marked = False  # figures over the finite elements only, where NaN or Inf moved
     for o in parity.get("outputs", []):
+        mark = "*" if not o["passed"] and re.search(r"\b(NaN|Inf)\b", o.get("reason") or "") \
+            else ""
+        marked = marked or bool(mark)
         rows.append([
             o["name"],
             f"{o['dtype']}{o['shape'] if o.get('shape') is not None else ''}",
-            num(o.get("max_abs_error")),
-            num(o.get("max_rel_error")),
+            num(o.get("max_abs_error")) + mark,
+            num(o.get("max_rel_error")) + mark,
             num(o.get("cosine")) if o.get("cosine") is not None else "-",
             percent(o.get("tolerance_used")),
             "ok" if o["passed"] else "FAIL",
         ])
     lines = table(rows, ["output", "type", "max abs", "max rel", "cosine", "of tol", ""]) if rows else []
+    if marked:
+        lines.append("* over the elements finite in both models; NaN or Inf moved (below)")
     for index, run in enumerate(parity.get("runs", [])):
         shapes = ", ".join(f"{name} {desc}" for name, desc in run.items())
         lines.append(f"run {index}: {shapes or 'no inputs'}")

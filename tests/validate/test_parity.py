@@ -555,3 +555,15 @@ def test_a_draw_renamed_but_of_the_same_shape_moves_the_outputs() -> None:
         y = Add (x, u)""")
     result = check_parity(reference, candidate, input_shapes={"x": [4, 16]})
     assert not result.passed
+
+
+def test_the_table_marks_figures_taken_over_finite_elements_where_an_infinity_moved():
+    # max abs reads 0 when the only difference is an infinity that became finite: the row
+    # says its figures leave those elements out, the line below says what moved.
+    ref = np.array([1.0, -np.inf, 2.0], np.float32)
+    cand = np.array([1.0, -3.4e38, 2.0], np.float32)
+    out = compare_output("y", ref, cand)
+    parity = {"outputs": [out.to_dict()], "passed": False, "provider": "cpu"}
+    text = format_parity(parity)
+    assert "0*" in text and "* over the elements finite in both models" in text
+    assert "Inf disappears from 1 element(s)" in text
