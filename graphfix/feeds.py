@@ -38,7 +38,7 @@ import time
 import re
 import zipfile
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
@@ -534,12 +534,26 @@ class TensorSizes:
         self._skeleton = skeleton(model)
         graph_layer.forget_declared_shapes(self._skeleton.graph)
 
-    def largest(self, shapes: Mapping[str, Sequence[int]]
-                ) -> tuple[str, list[int | None], int] | None:
-        """(name, shape, bytes) of the largest tensor at ``shapes`` (the inputs' shapes); None
-        where inference cannot tell. A size inference leaves unknown (None in the shape) counts
-        as the largest size of ``shapes``: an exporter's attention scores that inference cannot
-        size grow with the square of the length all the same."""
+    def total(self, shapes: Mapping[str, Sequence[int]], names: Iterable[str]) -> int | None:
+        """The bytes of the tensors ``names`` at ``shapes`` together (a size inference leaves
+        unknown counted as the largest of ``shapes``, a tensor it cannot type as nothing); None
+        where inference cannot tell."""
+        inferred = self._inferred(shapes)
+        if inferred is None:
+            return None
+        wanted = set(names)
+        longest = max(_sizes(shapes))
+        total = 0
+        for value in (*inferred.graph.value_info, *inferred.graph.output):
+            kind = value.type.tensor_type
+            if value.name not in wanted or not value.type.HasField("tensor_type") or \
+                    not kind.HasField("shape"):
+                continue
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
+            total += typed_bytes(kind.elem_type, [longest if d is None else d for d in dims]) or 0
+        return total
+
+    def _inferred(self, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto | None:
         model = onnx.ModelProto()
         model.CopyFrom(self._skeleton)
         for value in model.graph.input:
@@ -550,8 +564,18 @@ class TensorSizes:
             for size in shape:
                 value.type.tensor_type.shape.dim.add().dim_value = int(size)
         try:
-            inferred = infer_shapes(model, data_prop=True)
+            return infer_shapes(model, data_prop=True)
         except Exception:  # noqa: BLE001 - onnx raises several types: no guard then
+            return None
+
+    def largest(self, shapes: Mapping[str, Sequence[int]]
+                ) -> tuple[str, list[int | None], int] | None:
+        """(name, shape, bytes) of the largest tensor at ``shapes`` (the inputs' shapes); None
+        where inference cannot tell. A size inference leaves unknown (None in the shape) counts
+        as the largest size of ``shapes``: an exporter's attention scores that inference cannot
+        size grow with the square of the length all the same."""
+        inferred = self._inferred(shapes)
+        if inferred is None:
             return None
         longest = max(_sizes(shapes))
         found: tuple[str, list[int | None], int] | None = None

@@ -519,7 +519,10 @@ class ConvertPrecision(KeepsWorker, Pass):
         """The nodes where the lowered model's error starts on ONNX Runtime: its tensors (by
         the original's names, integers too) exposed and traced back as the search traces the
         emulation's, or where it has no single origin the ``spread`` lowered nodes of largest
-        own error, matrix products last; none when ORT cannot run it so exposed."""
+        own error, matrix products last; none when ORT cannot run it so exposed, or it would
+        not fit (:meth:`~measure.Search.trace_problem`)."""
+        if search.trace_problem() is not None:
+            return {}
         exposed = _copy(lowered)
         try:
             runs = _run_lowered(exposed, feeds, expose(exposed, search.tensors))
@@ -743,6 +746,8 @@ def _fused_regions(lowered: onnx.ModelProto, analysis: Analysis, search: Search,
     is, every region goes, those holding a matrix product only with ``products``."""
     from graphfix.model_io import ort_rewritten
 
+    if search.trace_problem() is not None:
+        return {}
     try:
         data, _ = ort_rewritten(lowered, optimization="all")
     except Exception:  # noqa: BLE001 - nothing to map: the model is kept

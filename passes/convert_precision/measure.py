@@ -81,7 +81,8 @@ The search
    be more than the outputs need: those with the smallest own error are lowered again while
    every output stays within the bar, the largest such share searched by halves in
    :data:`GIVE_BACK_ROUNDS` measurements at most (each assignment taken measured within it).
-5. After :data:`MAX_ROUNDS` rounds, or when no node is left to blame, the search gives up.
+5. After :data:`MAX_ROUNDS` rounds, or when no node is left to blame, the search gives up;
+   so it does at once when tracing would hold more than :data:`MAX_TRACE_BYTES` of tensors.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ import onnx
 
 from graphfix import feeds as feeds_module
 from graphfix import graph as graph_layer
+from graphfix.errors import PassError
 from graphfix.model_io import skeleton, tensor_value
 from .._measuring import Feeds, Runner, run_outputs, session, tolerance_used
 from . import economics, ops
@@ -115,6 +117,10 @@ LOCAL_RISKY = 0.25  # own error above which a node of a risky op type stays floa
 RANGE_HEADROOM = 16.0
 MAX_ROUNDS = 24
 GIVE_BACK_ROUNDS = 8  # measurements spent lowering again what step 2b kept on rank alone
+# The most bytes of tensors tracing an error back may hold: every float tensor of the model on
+# each input set, the original's and the assignment's (a U-Net on 1024 x 1024 images held 24
+# GB, and the system killed the process). Past it the search does not trace (step 5).
+MAX_TRACE_BYTES = 4 * 2**30
 _BOOL = onnx.TensorProto.BOOL
 # Element-wise ops whose output's magnitude is bounded by their inputs': the sum of theirs, the
 # product, the largest, or one. Their magnitudes are bounded, not read (read where the bound
@@ -130,6 +136,10 @@ _BOUNDED: dict[str, str] = {
 # Ops that add or select a value: where one input is as large as the output, the output's
 # magnitude is that input's.
 _OFFSETS = frozenset({"Add", "Sub", "Where", "Max", "Min", "Sum"})
+
+class TraceTooLarge(PassError):
+    """Tracing an error back would hold more tensors than :data:`MAX_TRACE_BYTES`."""
+
 
 @dataclasses.dataclass
 class Measured:
@@ -209,6 +219,7 @@ class Search:
         self._dynamic: bool | None = None  # whether the model has a dynamic dimension
         self._first: _Measuring | None = None  # the first run, once built
         self._plain: Runner | None = None  # the original, where the first run fails
+        self._trace: str | None | bool = False  # why tracing is too large (False: not asked)
         self.largest = float(np.finfo(onnx.helper.tensor_dtype_to_np_dtype(
             analysis.low)).max) if analysis.low == onnx.TensorProto.FLOAT16 else math.inf
 
@@ -319,10 +330,34 @@ class Search:
                 self._plain = Runner(self.analysis.model, list(self.analysis.outputs))
             self._plain(feed)
 
+    def trace_problem(self) -> str | None:
+        """Why the error cannot be traced back here: the tensors it would hold at once are
+        over :data:`MAX_TRACE_BYTES` (by ONNX's shape inference at the input sets' shapes;
+        None where it cannot tell, or they are not)."""
+        if self._trace is False:
+            sizes = feeds_module.TensorSizes(self.analysis.model)
+            total: int | None = 0
+            for feed in self.feeds:
+                shapes = {k: v.shape for k, v in feed.items() if isinstance(v, np.ndarray)}
+                size = sizes.total(shapes, self.tensors) if shapes else None
+                total = None if size is None or total is None else total + 2 * size
+            self._trace = None if total is None or total <= MAX_TRACE_BYTES else (
+                f"tracing the error back would hold {total / 2**30:.3g} GiB of tensors (every "
+                f"float tensor of the original and of the lowered model on "
+                f"{len(self.feeds)} input set(s)), over the {MAX_TRACE_BYTES / 2**30:g} GiB "
+                f"graphfix lets it take")
+        return self._trace if isinstance(self._trace, str) else None
+
+    def _guard_trace(self) -> None:
+        problem = self.trace_problem()
+        if problem is not None:
+            raise TraceTooLarge(problem)
+
     def _reference_tensors(self) -> None:
         """Every float tensor of the original, for tracing an error back (once)."""
         if self._full:
             return
+        self._guard_trace()
         model = emulate(self.analysis, frozenset())
         runs = run_outputs(model, self.feeds, expose(model, self.tensors))
         self.reference = [{**run, **ref} for run, ref in zip(runs, self.reference)]
@@ -338,7 +373,7 @@ class Search:
         """The errors of assignment ``low``: of the outputs, and with ``tensors`` of every
         float tensor."""
         if tensors:
-            self._reference_tensors()
+            self._reference_tensors()  # raises TraceTooLarge first where it would not fit
         model = emulate(self.analysis, low, io_low=self.io_low)
         names = expose(model, self.tensors if tensors else [])
         return self.errors_of(run_outputs(model, self.feeds, names))
@@ -572,6 +607,15 @@ class Search:
         kept = {**self.start(), **(forced or {})}
         compute = set(self.analysis.compute_nodes())
         pinned = frozenset(kept) - compute  # movement nodes kept on request
+        try:
+            return self._search(kept, compute, pinned, first)
+        except TraceTooLarge as error:
+            return SearchResult(frozenset(), kept, None, 0, self.local,
+                                failed=f"the first assignment misses the bar, and {error}")
+
+    def _search(self, kept: dict[int, str], compute: set[int], pinned: frozenset[int],
+                first: Callable[[frozenset[int]], None] | None) -> SearchResult:
+        """Steps 2 to 5 of :meth:`run`."""
         measured = None
         previous: float | None = None
         stalls = 0

@@ -191,3 +191,23 @@ def test_io_types_not_applied_is_said(rng):
     result = ConvertPrecision(io_types="fp16")(copy(model))
     assert not result.modified
     assert any(w.startswith("io_types fp16 not applied") for w in result.warnings)
+
+
+def test_a_search_that_would_hold_too_many_tensors_to_trace_gives_up_saying_why(monkeypatch):
+    # Tracing holds every float tensor of the original and of the assignment on every input
+    # set at once: a 1024 x 1024 U-Net took 24 GB and the system killed the process. Past the
+    # limit the search gives up, in one line, the model kept float32.
+    from graphfix.passes.convert_precision import measure
+
+    monkeypatch.setattr(measure, "MAX_TRACE_BYTES", 64)
+    model = parse("""
+    g (float[2,16] x) => (float[2,16] y) {
+        a = Add(x, big)
+        b = Add(x, small)
+        d = Sub(a, b)
+        y = Mul(d, x)
+    }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32))
+    result = ConvertPrecision(weigh_casts=False)(copy(model))
+    assert not result.modified
+    assert "tracing the error back would hold" in result.skipped
+    assert "GiB graphfix lets it take" in result.skipped
