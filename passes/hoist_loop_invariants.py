@@ -87,8 +87,9 @@ def _drop_invariant_slots(graph: onnx.GraphProto, loop: onnx.NodeProto,
             continue
         if weights.get(given, 0) < MIN_BYTES:  # Rule 2
             continue
-        if given in made:  # the body's own value of that name would be read instead
-            continue
+        if given in made and given != body.input[2 + k].name:
+            continue  # the body's own value of that name would be read instead (its own slot's
+            # input of that name goes with the slot)
         final = loop.output[k] if k < len(loop.output) else ""
         if final in outputs:
             continue

@@ -222,3 +222,21 @@ def test_a_body_input_named_as_the_weight_keeps_the_slot_carried(slot):
     result = HoistLoopInvariants()(model)
     assert result.stats["carried_values_dropped"] == 0
     onnx.checker.check_model(result.model, full_check=True)
+
+
+def test_a_slot_whose_body_input_is_named_as_the_weight_itself_is_read_from_outside():
+    # The body names the weight's own slot as the graph around names the weight (``w``):
+    # with the slot gone, the body's reads of ``w`` are the outer weight's.
+    model = _rnn()
+    body = next(a.g for a in _loop(model).attribute if a.name == "body")
+    for node in body.node:
+        node.input[:] = ["w" if name == "w_in" else name for name in node.input]
+    body.input[2].name = "w"
+    body.output[1].name = "w"
+    onnx.checker.check_model(model, full_check=True)
+    reference = run_outputs(model, _feeds(3), ["h", "steps"])
+    result = HoistLoopInvariants()(model)
+    assert result.stats["carried_values_dropped"] == 1 and "w" not in _loop(result.model).input
+    onnx.checker.check_model(result.model, full_check=True)
+    got = run_outputs(result.model, _feeds(3), ["h", "steps"])
+    assert all(np.array_equal(reference[0][k], got[0][k]) for k in reference[0])
