@@ -23,22 +23,8 @@ from graphfix.passes._measuring import tolerance_used
 from graphfix.passes.convert_precision.measure import tensor_types
 from graphfix.passes.convert_precision.rewrite import emulate
 from graphfix.validate.parity import check_parity
+from tests.passes.precision_support import FP16, HEADER, copy, parse
 
-HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
-FP16 = onnx.TensorProto.FLOAT16
-
-
-def parse(body: str, **weights: np.ndarray) -> onnx.ModelProto:
-    model = onnx.parser.parse_model(HEADER + body)
-    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in weights.items())
-    onnx.checker.check_model(model, full_check=True)
-    return model
-
-
-def copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    return out
 
 
 def ops(model: onnx.ModelProto) -> list[str]:

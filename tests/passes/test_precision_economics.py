@@ -5,29 +5,14 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import numpy_helper
 
 from graphfix.passes.convert_precision import ConvertPrecision
 from graphfix.passes.convert_precision.analysis import Analysis
 from graphfix.passes.convert_precision.economics import border_casts, unpaid
 from graphfix.passes.convert_precision.measure import tensor_types
 from graphfix.validate.parity import check_parity
+from tests.passes.precision_support import FP16, copy, parse
 
-HEADER = '<ir_version: 8, opset_import: ["" : 17]>'
-FP16 = onnx.TensorProto.FLOAT16
-
-
-def parse(body: str, **weights: np.ndarray) -> onnx.ModelProto:
-    model = onnx.parser.parse_model(HEADER + body)
-    model.graph.initializer.extend(numpy_helper.from_array(v, k) for k, v in weights.items())
-    onnx.checker.check_model(model, full_check=True)
-    return model
-
-
-def copy(model: onnx.ModelProto) -> onnx.ModelProto:
-    out = onnx.ModelProto()
-    out.CopyFrom(model)
-    return out
 
 
 def float_casts(model: onnx.ModelProto) -> int:
