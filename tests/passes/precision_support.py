@@ -24,3 +24,15 @@ def copy(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     return out
+
+
+def cancelling() -> onnx.ModelProto:
+    """``y = ((x + 3000) - (x + 2999)) * x``: the Sub cancels what the Adds round, so every
+    lowering of the Adds misses float16's bar and the search has an error to trace."""
+    return parse("""
+    g (float[2,16] x) => (float[2,16] y) {
+        a = Add(x, big)
+        b = Add(x, small)
+        d = Sub(a, b)
+        y = Mul(d, x)
+    }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32))

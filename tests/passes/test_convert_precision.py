@@ -23,7 +23,7 @@ from graphfix.passes._measuring import tolerance_used
 from graphfix.passes.convert_precision.measure import tensor_types
 from graphfix.passes.convert_precision.rewrite import emulate
 from graphfix.validate.parity import check_parity
-from tests.passes.precision_support import FP16, HEADER, copy, parse
+from tests.passes.precision_support import FP16, HEADER, cancelling, copy, parse
 
 
 
@@ -342,13 +342,7 @@ def test_error_traced_from_an_output_puts_its_origin_back(rng):
     # No risky op: the Sub cancels two large, nearly equal values; rounding them to float16
     # (spacing 4 near 3000) leaves an error the size of the result. The search traces the
     # output's error back to where it starts.
-    model, result = lowered(parse("""
-    g (float[2,16] x) => (float[2,16] y) {
-        a = Add(x, big)
-        b = Add(x, small)
-        d = Sub(a, b)
-        y = Mul(d, x)
-    }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32)))
+    model, result = lowered(cancelling())
     why = " ".join(line for island in result.details["islands"] for line in island["why"])
     assert "output 'y'" in why
     assert result.stats["rounds"] >= 2
@@ -357,13 +351,7 @@ def test_error_traced_from_an_output_puts_its_origin_back(rng):
 def test_a_node_kept_on_its_own_error_alone_is_lowered_again_when_the_outputs_allow():
     # The cancelling Sub stalls the search, which keeps the ancestors with the largest own
     # error, the Mul among them; lowered again, the Mul leaves y within the bar, so it is.
-    original = parse("""
-    g (float[2,16] x) => (float[2,16] y) {
-        a = Add(x, big)
-        b = Add(x, small)
-        d = Sub(a, b)
-        y = Mul(d, x)
-    }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32))
+    original = cancelling()
     model, result = lowered(copy(original), weigh_casts=False)
     assert result.skipped is None and result.stats["compute_nodes_lowered"] == 1
     typed = {v.name: v.type.tensor_type.elem_type for v in onnx.shape_inference.infer_shapes(

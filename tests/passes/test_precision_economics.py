@@ -11,7 +11,7 @@ from graphfix.passes.convert_precision.analysis import Analysis
 from graphfix.passes.convert_precision.economics import border_casts, unpaid
 from graphfix.passes.convert_precision.measure import tensor_types
 from graphfix.validate.parity import check_parity
-from tests.passes.precision_support import FP16, copy, parse
+from tests.passes.precision_support import FP16, cancelling, copy, parse
 
 
 
@@ -185,13 +185,7 @@ def test_a_search_that_would_hold_too_many_tensors_to_trace_gives_up_saying_why(
     from graphfix.passes.convert_precision import measure
 
     monkeypatch.setattr(measure, "MAX_TRACE_BYTES", 64)
-    model = parse("""
-    g (float[2,16] x) => (float[2,16] y) {
-        a = Add(x, big)
-        b = Add(x, small)
-        d = Sub(a, b)
-        y = Mul(d, x)
-    }""", big=np.array(3000.0, np.float32), small=np.array(2999.0, np.float32))
+    model = cancelling()
     result = ConvertPrecision(weigh_casts=False)(copy(model))
     assert not result.modified
     assert "tracing the error back would hold" in result.skipped
