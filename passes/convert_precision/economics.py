@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import numpy as np
+
 from . import ops
 from .analysis import FLOAT, Analysis
 
@@ -87,16 +89,10 @@ def _pays_outright(analysis: Analysis, group: list[int], weights: set[str]) -> b
         for slot in analysis.plans[p].low_inputs:
             name = node.input[slot] if slot < len(node.input) else ""
             tensor = analysis.initializers.get(name)
-            if tensor is not None and name in weights and _elements(tensor) >= TABLE_ELEMENTS:
+            if tensor is not None and name in weights and \
+                    int(np.prod(tensor.dims, dtype=np.int64)) >= TABLE_ELEMENTS:
                 return True
     return False
-
-
-def _elements(tensor) -> int:
-    count = 1
-    for dim in tensor.dims:
-        count *= dim
-    return count
 
 
 def _traffic(analysis: Analysis, group: list[int], weights: set[str]) -> int:
