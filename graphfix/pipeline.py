@@ -615,6 +615,8 @@ class _Job:
         self.held = False  # whether the passes ran held to the input's size
         self.size: int | None = None  # the input's stored bytes, where never bigger holds
         self._recorded: list[str] = []  # the warnings the last run of the passes gave
+        # where the passes ran held: what was larger than the input, and by how many bytes
+        self._grown: tuple[str, int] | None = None
         self.started = time.perf_counter()
         self.report = Report(graphfix_version=__version__, verify=verify)
         self.report.input = model_facts(loaded.model, size_bytes=loaded.size_bytes or None,
@@ -692,9 +694,9 @@ class _Job:
             if self.reference is not None:
                 self.reference.cancel()
             raise
-        self._record(done)
         if self.held:
-            self._held_warning("the passes' first output", grown, done.model)
+            self._grown = ("the passes' first output", grown)
+        self._record(done)
         # The passes rewrote the loaded model in place: the original is read again from its
         # file, once and only if something asks for it (a parity check whose reference did not
         # run beside the passes, the search for a pass that broke parity, the benchmark's
@@ -702,14 +704,18 @@ class _Job:
         path = self.loaded.path if self.in_place and self.needs_original else None
         return done.model, _reader(original, path), done.before
 
-    def _held_warning(self, what: str, grown: int, model: onnx.ModelProto) -> None:
-        """The warning of a run held to the input's size after ``what`` was ``grown`` bytes."""
+    def _held_warning(self, model: onnx.ModelProto) -> str | None:
+        """The warning of a run held to the input's size (None where none was), said of
+        ``model``, the output of the passes' last run."""
+        if self._grown is None:
+            return None
+        what, grown = self._grown
         size = self.size or 0
         final = model_io.stored_size(model)
         outcome = ("so the output is not larger" if final <= size else
                    f"and their output is still {final - size} bytes larger (what the "
                    "rewrites need beyond the input's bytes: names, attributes)")
-        self.report.warnings.append(
+        return (
             f"{what} was larger than the input ({grown} > {size} bytes: constant folds that "
             "store new tensors, new names); they ran again, each fold held to the bytes the "
             f"passes before it saved, {outcome} (--max-growth 1.5 trades a larger file for "
@@ -747,6 +753,9 @@ class _Job:
             if entry.skipped and entry.skipped not in entry.warnings:
                 lines.append(f"{entry.name} skipped: {entry.skipped}")
         lines += [item.describe() for item in done.left_out]
+        held = self._held_warning(done.model)
+        if held is not None:
+            lines.append(held)
         moved = layout.read(done.model)
         for kind, flag, asked in (("inputs", "--inputs-as-nchw", self.run.inputs_as_nchw),
                                   ("outputs", "--outputs-as-nchw", self.run.outputs_as_nchw)):
@@ -847,7 +856,7 @@ class _Job:
                                     self.progress), judge=judge, strict=self.strict,
                                 hold_size=True)
             _within(done.model, self.declared, self.names, self.size)
-            self._held_warning("the output without what broke parity", grown, done.model)
+            self._grown = ("the output without what broke parity", grown)
         self._record(done)
         final = judged[-1] if judged else check_parity(
             None, done.model, reference_run=reference, tolerances=self.tolerances)
@@ -869,10 +878,13 @@ class _Job:
             self.report.speed_gate = {"verdicts": [verdict.to_dict()], "note": verdict.note}
             return optimized
 
+        runs: list[PipelineRun] = []
+
         def without(left_out: frozenset[str]) -> onnx.ModelProto:
             rest = [p for p in self.pipeline if p.name not in left_out]
-            return run_pipeline(_copy(original()), rest, input_shapes=self.run.input_shapes,
-                                judge=self.loads, hold_size=self.held).model
+            runs.append(run_pipeline(_copy(original()), rest, input_shapes=self.run.input_shapes,
+                                     judge=self.loads, hold_size=self.held))
+            return runs[-1].model
 
         verdicts, replacement = gate.judge(optimized, without, gated, self.run, self.bench,
                                            progress=self.progress)
@@ -880,6 +892,22 @@ class _Job:
                                   "note": "; ".join(v.note for v in verdicts)}
         if replacement is None:
             return optimized
+        # The report tells of the run written: its passes, its warnings (a gated pass's own,
+        # and a size said of the model with it, no longer stand), the gated passes left out.
+        done = next(r for r in runs if r.model is replacement)
+        slower = {name for v in verdicts if not v.kept for name in v.passes}
+        rows = iter(done.passes)
+        passes: list[PassReport] = []
+        for entry in self.report.passes:
+            if entry.name in slower:
+                nodes = passes[-1].nodes_after if passes else entry.nodes_before
+                passes.append(dataclasses.replace(
+                    entry, modified=False, skipped="left out: slower (the speed gate, below)",
+                    nodes_before=nodes, nodes_after=nodes, op_delta={}, stats={},
+                    warnings=[], details={}))
+            else:
+                passes.append(next(rows))
+        self._record(dataclasses.replace(done, passes=passes))
         for verdict in verdicts:
             if not verdict.kept:
                 logger.warning("%s", verdict.note)

@@ -990,8 +990,15 @@ def test_optimize_with_the_gate_writes_what_its_verdict_says(rng, tmp_path):
     assert "speed gate, convert-precision: timing" in steps
     written = onnx.load(tmp_path / "out.onnx")
     assert (precision.read(written) is not None) == gate["kept"]
+    row, = (p for p in result.report.passes if p.name == "convert-precision")
     if not gate["kept"]:
         assert any("written without it" in w for w in result.report.warnings)
+        # the report tells of the model written: the pass left out, nothing it said stands
+        assert row.skipped.startswith("left out") and not row.modified
+        assert row.nodes_before == row.nodes_after == result.report.output.nodes
+        assert not any(w.startswith("convert-precision:") for w in result.report.warnings)
+    else:
+        assert row.modified and row.stats["nodes_lowered"] > 0
 
 
 def test_the_gate_times_at_the_bench_shapes_and_leaves_them_dynamic(tmp_path):
