@@ -16,7 +16,7 @@ import shlex
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -227,6 +227,58 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
 
     # ONNX Runtime's own log (its environment's, not a session's) only at -vv.
     onnxruntime.set_default_logger_severity(1 if verbose > 1 else 4)
+
+
+class _HeldWarnings(logging.Filter):
+    """Holds the warnings a run logs while it works: the summary lists those its report
+    kept, so each is said once, and a line from a run the pipeline discarded (the passes
+    again without what broke parity, a rewrite the speed gate dropped) not at all.
+    :meth:`release` says the others (a data file replaced); a run that fails says them all."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING:
+            self.held.append(record)
+            return False
+        return True
+
+    def release(self, handler: logging.Handler, said: Collection[str] = ()) -> None:
+        handler.removeFilter(self)
+        shown: set[str] = set()
+        for record in self.held:
+            message = record.getMessage()
+            if message not in said and message not in shown:
+                shown.add(message)
+                handler.handle(record)
+        self.held.clear()
+
+
+@contextlib.contextmanager
+def _holding_warnings(hold: bool) -> Any:
+    """Hold the warnings logged inside the block (:class:`_HeldWarnings`); yields a list
+    the block fills with what its result says itself. An interrupt drops them."""
+    said: list[str] = []
+    if not hold:
+        yield said
+        return
+    handler, = logging.getLogger("graphfix").handlers or [None]
+    if handler is None:
+        yield said
+        return
+    held = _HeldWarnings()
+    handler.addFilter(held)
+    try:
+        yield said
+    except Exception:  # a refusal: what the run said explains it, before its error line
+        held.release(handler)
+        raise
+    except BaseException:  # an interrupt: its one line
+        handler.removeFilter(held)
+        raise
+    held.release(handler, said)
 
 
 # ---------------------------------------------------------------- option types
@@ -719,16 +771,20 @@ def optimize(ctx: click.Context, src: Path, dst: str, verbose: int, quiet: bool,
     """
     _configure_logging(verbose, quiet)
     arguments = _optimize_arguments(flags)
-    try:
-        result = graphfix.optimize_file(src, dst, progress=_progress(not quiet), **arguments)
-    except ParityError as err:
-        if err.guilty_pass:
-            command = ["graphfix", "optimize", *ctx.meta.get("graphfix.argv", [src, dst])]
-            whole = shlex.join(map(str, command + ["--skip", err.guilty_pass]))
-            # The command to run when the line has room for it, else the option to add.
-            err.hint = (f"to leave it out: {whole}" if len(whole) <= ERROR_LINE_LIMIT // 2
-                        else f"to leave it out, run again with --skip {err.guilty_pass}")
-        raise
+    # the summary says the report's warnings: each once, at the end
+    with _holding_warnings(not quiet and not verbose) as said:
+        try:
+            result = graphfix.optimize_file(src, dst, progress=_progress(not quiet),
+                                            **arguments)
+        except ParityError as err:
+            if err.guilty_pass:
+                command = ["graphfix", "optimize", *ctx.meta.get("graphfix.argv", [src, dst])]
+                whole = shlex.join(map(str, command + ["--skip", err.guilty_pass]))
+                # The command to run when the line has room for it, else the option to add.
+                err.hint = (f"to leave it out: {whole}" if len(whole) <= ERROR_LINE_LIMIT // 2
+                            else f"to leave it out, run again with --skip {err.guilty_pass}")
+            raise
+        said += result.report.warnings
     if not quiet:
         _emit(format_summary(result.report), product=False)
 
