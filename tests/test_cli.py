@@ -222,3 +222,30 @@ def test_ctrl_c_inside_a_native_import_is_an_interrupt(runner, monkeypatch):
 
     monkeypatch.setattr(cli_module, "_configure_logging", broken)
     assert isinstance(runner.invoke(cli, ["inspect", "m.onnx"]).exception, ImportError)
+
+
+def test_a_warning_is_said_once_in_the_summary_and_before_a_refusal(tmp_path):
+    """The run's warnings are said once: in the summary on success (not also on stderr as the
+    run went); on stderr, before the error line, when the run is refused."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+              tmp_path / "m.onnx")
+    said = "ort_level (--ort-level) has no effect"
+    base = [sys.executable, "-m", "graphfix", "optimize", "m.onnx", "out.onnx",
+            "--passes", "remove-initializer-inputs", "--ort-level", "all"]
+    done = subprocess.run(base, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count(said) == 1 and said not in done.stderr, (done.stdout, done.stderr)
+    (tmp_path / "out.onnx").unlink()
+    refused = subprocess.run(base + ["--require-speedup", "100"], cwd=tmp_path,
+                             capture_output=True, text=True)
+    assert refused.returncode == 1 and not (tmp_path / "out.onnx").exists()
+    assert not refused.stdout
+    lines = [line for line in refused.stderr.splitlines() if not line.startswith("graphfix:")]
+    assert [said in line for line in lines] == [True, False], lines
+    assert lines[-1].startswith("error: required speedup 100x"), lines
