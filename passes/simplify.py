@@ -106,6 +106,13 @@ Rules:
     override at run time, as ONNX Runtime allows: it crosses as a typed input without its
     value (onnxsim would fold the value in and drop the input), and the pass puts the value
     back (:func:`graphfix.graph.default_inputs`).
+15. An op in ONNX's domain that ONNX does not define at the model's opset, but ONNX Runtime
+    runs (ONNX Runtime's transformers optimizer writes a plain ``LayerNormalization`` into
+    opset 16 models, an op ONNX defines from 17; ``SimplifiedLayerNormalization``, an RMS norm
+    ONNX never defined), crosses in a domain of its own (:data:`RUNTIME_OP_DOMAIN`), as any
+    runtime's op does, and comes back in ONNX's: onnxsim refused the whole model for it (``No
+    Op registered for LayerNormalization with domain_version of 16``). It is not folded nor
+    inferred there; the rest of the model is simplified.
 """
 
 from __future__ import annotations
@@ -414,7 +421,8 @@ class Simplify(KeepsWorker, Pass):
                 raise PassError(f"simplify: {error}") from None
         # What the model only declares (value_info) does not cross: onnxsim would fold Shape
         # from a stale declaration. graphfix builds on proven shapes only.
-        size = write_scratch(crossing, folder / "in.onnx", declared_shapes=False)
+        with _runtime_ops_apart(crossing) as apart:  # rule 15
+            size = write_scratch(crossing, folder / "in.onnx", declared_shapes=False)
         # Rule 12: onnxsim merges constants that compare equal as numbers (0.0 and -0.0 are
         # two tensors: x / 0.0 is +inf, x / -0.0 is -inf) and drops x + 0.0 (which turns -0.0
         # into 0.0): the optimizers that would do it here do not run.
@@ -429,10 +437,13 @@ class Simplify(KeepsWorker, Pass):
             "tensor_bytes_before": weight_bytes(model),
             "stand_ins": len(stand_ins),
         }
+        if apart:
+            stats["runtime_ops_apart"] = sum(apart.values())
         stats["bytes_before"] = size + stand_in_bytes
         warnings: list[str] = []
         try:
             result, result_size = self._run(model, folder, size, stats, warnings, stand_in_bytes)
+            _runtime_ops_back(result)
             result_size += _put_back(result, prepared, stand_ins, overridable)
             # Rule 7: never more nodes.
             nodes_before, nodes_out = count_nodes(model), count_nodes(result)
@@ -550,6 +561,56 @@ def _with_batch_norms_folded(model: onnx.ModelProto) -> onnx.ModelProto:
     prepared = onnx.ModelProto()
     prepared.CopyFrom(model)
     return prepared if fold_batch_norms(prepared) else model
+
+
+# Rule 15: the domain in which ops of ONNX's domain that ONNX does not define at the model's
+# opset cross to onnxsim; the op's own domain ("" or "ai.onnx") follows, after a colon.
+RUNTIME_OP_DOMAIN = "graphfix.runtime_op"
+
+
+def _undefined(node: onnx.NodeProto, opset: int) -> bool:
+    """Whether ``node`` is in ONNX's domain but ONNX defines no such op at ``opset``."""
+    if node.domain not in STANDARD_DOMAINS:
+        return False
+    try:
+        onnx.defs.get_schema(node.op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def _runtime_ops_apart(model: onnx.ModelProto) -> Iterator[Counter[str]]:
+    """Rule 15: inside the block, the nodes of ``model`` in ONNX's domain that ONNX does not
+    define at its opset are in :data:`RUNTIME_OP_DOMAIN` (yields how many of each op); after
+    it, ``model`` is as it was."""
+    opset = next((o.version for o in model.opset_import if o.domain in STANDARD_DOMAINS), 0)
+    moved = [node for node in all_nodes(model.graph) if opset and _undefined(node, opset)]
+    if not moved:
+        yield Counter()
+        return
+    domains = {node.domain for node in moved}
+    for node in moved:
+        node.domain = f"{RUNTIME_OP_DOMAIN}:{node.domain}"
+    added = [model.opset_import.add(domain=f"{RUNTIME_OP_DOMAIN}:{d}", version=1)
+             for d in sorted(domains)]
+    try:
+        yield Counter(node.op_type for node in moved)
+    finally:
+        for node in moved:
+            node.domain = node.domain.split(":", 1)[1]
+        for entry in added:
+            model.opset_import.remove(entry)
+
+
+def _runtime_ops_back(model: onnx.ModelProto) -> None:
+    """Rule 15: the ops that crossed in :data:`RUNTIME_OP_DOMAIN` back in ONNX's domain."""
+    prefix = RUNTIME_OP_DOMAIN + ":"
+    for node in all_nodes(model.graph):
+        if node.domain.startswith(prefix):
+            node.domain = node.domain[len(prefix):]
+    for entry in [o for o in model.opset_import if o.domain.startswith(prefix)]:
+        model.opset_import.remove(entry)
 
 
 def stand_in_names(graph: onnx.GraphProto, *,

@@ -743,3 +743,41 @@ def test_a_pad_of_minus_infinity_before_a_max_pool_is_not_fused_into_its_pads():
     x = {"x": np.array([[1.0, -np.inf], [-np.inf, -np.inf]], np.float32)[None, None].repeat(2, 1)}
     [written] = run_outputs(result.model, [x], ["y"])[0].values()
     assert written[0, 0, 2, 2] == -np.inf
+
+
+@pytest.mark.parametrize("op, opset, extra", [
+    # ONNX Runtime's transformers optimizer writes LayerNormalization into opset-16 models
+    ("LayerNormalization", 16, ", bias"),
+    # an RMS norm ONNX Runtime runs in ONNX's domain, which ONNX never defined
+    ("SimplifiedLayerNormalization", 17, ""),
+])
+def test_an_op_onnx_does_not_define_at_the_opset_but_onnx_runtime_runs_crosses_apart(
+        op, opset, extra):
+    import onnxruntime as ort
+
+    model = onnx.parser.parse_model(f"""
+    <ir_version: 8, opset_import: ["" : {opset}]>
+    g (float[N,8] x) => (float[N,8] y) {{
+        a = Constant <value = float[8] {{1, 2, 3, 4, 5, 6, 7, 8}}> ()
+        b = Add (a, a)
+        scale = Constant <value = float[8] {{1, 1, 1, 1, 2, 2, 2, 2}}> ()
+        bias = Constant <value = float[8] {{0, 0, 0, 0, 1, 1, 1, 1}}> ()
+        m = Mul (x, b)
+        y = {op} <axis = -1, epsilon = 0.00001> (m, scale{extra})
+    }}""")
+    before = model.SerializeToString()
+    result = Simplify()(model)
+    assert model.SerializeToString() == before  # the input as it was
+    assert result.modified and not result.skipped, result.warnings
+    assert result.stats["runtime_ops_apart"] == 1
+    out = result.model
+    assert [n.op_type for n in out.graph.node] == ["Mul", op]  # the Add folded
+    assert out.graph.node[-1].domain == ""
+    assert [(o.domain, o.version) for o in out.opset_import] == [("", opset)]
+    feed = {"x": np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)}
+
+    def run(m: onnx.ModelProto) -> np.ndarray:
+        return ort.InferenceSession(m.SerializeToString(), providers=[
+            "CPUExecutionProvider"]).run(None, feed)[0]
+
+    np.testing.assert_array_equal(run(out), run(onnx.load_from_string(before)))
