@@ -137,11 +137,27 @@ def _second_input_is_dst(gf):
     return ["optimize", "m.onnx", "td/input_1.pb", "--inputs", "td"]
 
 
+def _tune_out_in_a_data_set(gf):
+    _pb_folder(gf)
+    return ["tune", "m.onnx", "--budget", "1", "--inputs", "td", "--out", "td/input_0.pb"]
+
+
+def _profile_page_in_a_data_set(gf):
+    _pb_folder(gf)
+    return ["profile", "m.onnx", "--runs", "5", "--inputs", "td", "--html", "td/input_0.pb"]
+
+
+def _profile_trace_in_a_data_set(gf):
+    _pb_folder(gf)
+    return ["profile", "m.onnx", "--runs", "5", "--inputs", "td", "--trace", "td/input_0.pb"]
+
+
 OUTPUT_IS_INPUT = [_dst_is_input, _report_is_input, _dst_in_a_data_set, _report_in_a_data_set,
                    _dst_dot_spelling, _dst_dotdot_spelling, _dst_absolute, _dst_symlink_to_input,
                    _dst_hard_link_to_input, _report_symlink_to_input, _inputs_through_folder_link,
                    _data_file_is_an_input, _report_is_npz, _report_hard_link_to_npz,
-                   _second_input_is_dst]
+                   _second_input_is_dst, _tune_out_in_a_data_set, _profile_page_in_a_data_set,
+                   _profile_trace_in_a_data_set]
 
 
 @pytest.mark.parametrize("make", OUTPUT_IS_INPUT, ids=lambda f: f.__name__.strip("_"))

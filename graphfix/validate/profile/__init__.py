@@ -88,7 +88,7 @@ from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.options import check_pair_of_names, check_path
 from graphfix.validate.bench import (batch_not_applied, check_arguments, check_compared_runs, feeds_by_model,
                                      load_config, read_feeds, session_settings)
-from graphfix.feeds import fed_shape, input_specs
+from graphfix.feeds import fed_shape, feed_files, input_specs
 from graphfix.validate.parity import check_parity
 from graphfix.validate.profile.accounting import Accounting, ModelProfile, account
 from graphfix.validate.profile.findings import (
@@ -304,7 +304,7 @@ def profile(
 def files_read(*sources: Any) -> list[Path]:
     """The files a command reads: models given as paths (``(what was given, the loaded
     model)`` pairs) with their external data, and the other paths given (inputs, a
-    configuration)."""
+    configuration); a folder of inputs stands for its ``input_N.pb`` files."""
     found: list[Path] = []
     for source in sources:
         if isinstance(source, tuple):
@@ -314,7 +314,8 @@ def files_read(*sources: Any) -> list[Path]:
             if loaded is not None:
                 found += [Path(p) for p in model_io.data_files(loaded)]
         elif isinstance(source, (str, os.PathLike)):
-            found.append(Path(source))
+            path = Path(source)
+            found += feed_files(path) if path.is_dir() else [path]
     return found
 
 
