@@ -454,6 +454,33 @@ def test_throughput_tries_batch_sizes_per_sample(tmp_path) -> None:
         assert "A/A check failed" in result.reason or "did not hold" in result.reason
 
 
+@pytest.mark.parametrize("body, why", [
+    # the first axis is a sequence a state runs over: copies make one longer sequence
+    ("s = CumSum (x, axis)\n y = Mul (s, two)", "output 'y'"),
+    # a summary over the first axis: it does not grow with it
+    ("y = ReduceSum <keepdims = 0> (x, axis)", "output 'y'"),
+])
+def test_a_first_axis_that_is_no_batch_is_not_tried_as_one(body, why) -> None:
+    model = onnx.parser.parse_model(f"""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[S, 32] x) => (float[?] y) {{
+        axis = Constant <value = int64[1] {{0}}> ()
+        two = Constant <value = float[1] {{2}}> ()
+        {body}
+    }}""")
+    result = tune(model, provider="cpu", objective="throughput", budget=0.05,
+                  space={"batch_size": [2, 4]})
+    for name in ("batch_size=2", "batch_size=4"):
+        candidate = next(c for c in result.candidates if c.name == name)
+        assert candidate.status == "dropped", (name, candidate.status, candidate.reason)
+        assert "is no batch" in candidate.reason and why in candidate.reason
+    assert result.winner.batch == 1
+    # a model that computes each row on its own is tried at those batches
+    rows = tune(_mlp("N"), provider="cpu", objective="throughput", budget=0.05,
+                space={"batch_size": [2]})
+    assert next(c for c in rows.candidates if c.name == "batch_size=2").status != "dropped"
+
+
 def test_a_session_option_value_onnx_runtime_would_refuse_is_dropped_with_the_reason() -> None:
     # A value ONNX Runtime would refuse when the session opens (it reads dynamic_block_base
     # as an int) is dropped with the reason before any rung; the others are measured.
