@@ -107,7 +107,7 @@ from graphfix.errors import BenchmarkError, ValidationInputError
 from graphfix.options import (OptionError, check_count, check_feeds, check_fraction,
                               check_path, check_progress, check_shapes)
 from graphfix.feeds import fed_shape, load_feeds, make_feeds, text_as_str
-from graphfix.validate.parity import generated_feeds
+from graphfix.validate.parity import compare_output, generated_feeds
 from graphfix.validate.session_config import SessionConfig, model_digest, read_config
 from graphfix.validate.stats import (
     FASTER,
@@ -696,3 +696,28 @@ def format_bench(bench: dict[str, Any], name: str, other: str | None) -> str:
                          f"Memcpy {placement.get('memcpy_nodes', 0)}")
     lines += [f"warning: {w}" for w in bench.get("warnings", [])]
     return "\n".join(lines)
+
+
+def not_a_batch(single: Mapping[str, Any], batched: Mapping[str, Any], batch: int
+                 ) -> str | None:
+    """Why the first axis of the inputs is not a batch of independent samples (None where it
+    is): ``batched`` holds the outputs on ``batch`` copies of the inputs of ``single`` along
+    that axis, and each must be ``single``'s output as many times over (a Scan's sequence
+    axis, or two inputs whose first axes are two different sizes, tile into another input,
+    and the speed per sample claimed would be no speed of the model's)."""
+    for name, value in single.items():
+        other = batched.get(name)
+        if isinstance(value, list):
+            expected: Any = value * batch
+        elif isinstance(value, np.ndarray) and value.ndim:
+            expected = np.concatenate([value] * batch, axis=0)
+        else:
+            return (f"the first axis of the inputs is no batch: output {name!r} has none "
+                    "to grow with it")
+        if not compare_output(name, expected, other).passed:
+            shape = list(np.shape(other)) if isinstance(other, np.ndarray) else type(
+                other).__name__
+            return (f"the first axis of the inputs is no batch: on {batch} copies of the "
+                    f"inputs along it, output {name!r} ({shape}) is not the output of one "
+                    f"repeated {batch} times")
+    return None

@@ -126,7 +126,7 @@ from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.graph import all_nodes, check_input_shapes, run_time_steps
 from graphfix.options import check_path
-from graphfix.validate.bench import check_arguments, feeds_by_model, read_feeds
+from graphfix.validate.bench import check_arguments, feeds_by_model, not_a_batch, read_feeds
 from graphfix.feeds import MAX_INPUT_BYTES, input_specs, make_feeds
 from graphfix.validate.parity import STEPPED_SETS, compare_output, identical
 from graphfix.validate.profile import files_read
@@ -599,7 +599,7 @@ def _check_numerics(model: onnx.ModelProto, candidates: list[Candidate],
                 candidate, str(err))
             continue
         if candidate.batch != 1:
-            unbatched = _not_a_batch(references[0], outputs, candidate.batch)
+            unbatched = not_a_batch(references[0], outputs, candidate.batch)
             if unbatched is not None:
                 candidate.status, candidate.reason = "dropped", unbatched
             continue
@@ -610,31 +610,6 @@ def _check_numerics(model: onnx.ModelProto, candidates: list[Candidate],
                 outputs = _run_once(model, candidate, feed)
             if _numerics_verdict(model, candidate, reference, outputs, feed, exact, index):
                 break
-
-
-def _not_a_batch(single: Mapping[str, Any], batched: Mapping[str, Any], batch: int
-                 ) -> str | None:
-    """Why the first axis of the inputs is not a batch of independent samples (None where it
-    is): ``batched`` holds the outputs on ``batch`` copies of the inputs of ``single`` along
-    that axis, and each must be ``single``'s output as many times over (a Scan's sequence
-    axis, or two inputs whose first axes are two different sizes, tile into another input,
-    and the speed per sample claimed would be no speed of the model's)."""
-    for name, value in single.items():
-        other = batched.get(name)
-        if isinstance(value, list):
-            expected: Any = value * batch
-        elif isinstance(value, np.ndarray) and value.ndim:
-            expected = np.concatenate([value] * batch, axis=0)
-        else:
-            return (f"the first axis of the inputs is no batch: output {name!r} has none "
-                    "to grow with it")
-        if not compare_output(name, expected, other).passed:
-            shape = list(np.shape(other)) if isinstance(other, np.ndarray) else type(
-                other).__name__
-            return (f"the first axis of the inputs is no batch: on {batch} copies of the "
-                    f"inputs along it, output {name!r} ({shape}) is not the output of one "
-                    f"repeated {batch} times")
-    return None
 
 
 def _numerics_verdict(model: onnx.ModelProto, candidate: Candidate,

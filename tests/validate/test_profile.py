@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnx.parser
 import pytest
 
 from graphfix.providers import ProviderStatus, probe_provider
@@ -251,6 +252,18 @@ def test_no_batch_finding_for_a_fixed_batch_or_without_measuring() -> None:
     # With --no-try nothing in the run supports the claim: the finding is not printed.
     result = profile(_mlp(batch="N"), input_shapes={"x": [1, 64]}, try_fixes=False, **TINY)
     assert "batch-one" not in _kinds(result)
+
+
+def test_no_batch_finding_where_the_first_axis_is_a_sequence() -> None:
+    # a running sum over the first axis: copies of the inputs along it are one longer
+    # sequence, and the speed per sample such a trial claims is no speed of the model's
+    model = onnx.parser.parse_model("""
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[batch, 64] x) => (float[batch, 64] y) {
+        axis = Constant <value = int64[1] {0}> ()
+        y = CumSum (x, axis)
+    }""")
+    assert "batch-one" not in _kinds(profile(model, input_shapes={"x": [1, 64]}, **TINY))
 
 
 def test_threads_beyond_the_cores_are_found_and_the_fix_tried() -> None:

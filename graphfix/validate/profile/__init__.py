@@ -87,7 +87,7 @@ from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.options import check_pair_of_names, check_path
 from graphfix.validate.bench import (batch_not_applied, check_arguments, check_compared_runs, feeds_by_model,
-                                     load_config, read_feeds, session_settings)
+                                     load_config, not_a_batch, read_feeds, session_settings)
 from graphfix.feeds import fed_shape, feed_files, input_specs
 from graphfix.validate.parity import check_parity
 from graphfix.validate.profile.accounting import Accounting, ModelProfile, account
@@ -424,12 +424,19 @@ def _trial_arm(label: str, trial: Trial, model: onnx.ModelProto,
         feed = {name: (np.concatenate([value] * batch, axis=0) if name in dynamic else value)
                 for name, value in feeds.items()}
         # A leading dynamic axis is not always a batch (a graph net's node list, a segment
-        # vector): a size the model refuses is no trial.
+        # vector, a sequence a state runs over): a size the model refuses is no trial, nor
+        # one whose outputs are not the outputs of one input set repeated.
         try:
-            model_io.ort_session(fixed).run(None, feed)
+            session = model_io.ort_session(fixed)
+            names = [o.name for o in session.get_outputs()]
+            single = dict(zip(names, session.run(names, dict(feeds))))
+            batched = dict(zip(names, session.run(names, feed)))
         except Exception as err:  # noqa: BLE001 - ONNX Runtime raises several types
             raise BenchmarkError(f"the model does not run at {batch}x its leading dynamic "
                                  f"axis: {first_line(err)}") from None
+        unbatched = not_a_batch(single, batched, batch)
+        if unbatched is not None:
+            raise BenchmarkError(unbatched)
     try:
         return Arm(label, Config(label, fixed, changed.optimization), changed, feed), batch
     except (TypeError, ValueError) as err:
