@@ -303,3 +303,47 @@ def test_bench_shape_contradicting_a_fixed_input_shape_is_a_usage_error(tmp_path
     done = CliRunner().invoke(cli, ["optimize", "in.onnx", str(tmp_path / "out.onnx"),
                                     "--bench-shape", "x:4x8", "--bench-shape", "x:2x8"])
     assert done.exit_code == 2 and "contradict" in done.output
+
+
+@pytest.mark.parametrize("args", [
+    ["tune", "{m}", "--budget", "1", "--knob", "batch_size=4"],  # needs --objective throughput
+    ["bench", "{m}", "--vs", "{m}", "--runs", "4"],  # a comparison needs 5 rounds
+    ["profile", "{m}", "--vs", "{m}", "--runs", "4"],
+    ["tune", "{m}", "--budget", "1", "--knob", "dynamic_block_base=99999999999"],  # an int
+])
+def test_options_a_measurement_cannot_take_together_are_usage_errors(tmp_path, args) -> None:
+    model = _save(tmp_path, "m.onnx", RELU)
+    result = CliRunner().invoke(cli, [a.format(m=model) for a in args])
+    assert result.exit_code == 2, result.output
+
+
+def test_feeds_and_inputs_together_are_refused_by_the_library(tmp_path) -> None:
+    import graphfix
+    from graphfix.errors import BenchmarkError
+    from graphfix.options import ConflictingOptionsError
+
+    model = onnx.parser.parse_model(RELU)
+    np.savez(tmp_path / "in.npz", x=np.ones((2, 4), np.float32))
+    feeds = {"x": np.ones((2, 4), np.float32)}
+    for call in (lambda: graphfix.benchmark(model, feeds=feeds, inputs=tmp_path / "in.npz"),
+                 lambda: graphfix.profile(model, feeds=feeds, inputs=tmp_path / "in.npz"),
+                 lambda: graphfix.tune(model, feeds=feeds, inputs=tmp_path / "in.npz")):
+        with pytest.raises(ConflictingOptionsError, match="feeds and inputs") as caught:
+            call()
+        assert isinstance(caught.value, BenchmarkError)
+
+
+def test_a_configuration_tuned_for_another_model_is_said_wherever_it_is_read(tmp_path) -> None:
+    import graphfix
+
+    other = _save(tmp_path, "other.onnx", RELU.replace("Relu", "Sigmoid"))
+    model = _save(tmp_path, "m.onnx", RELU)
+    config = tmp_path / "tuned.json"
+    graphfix.tune(other, provider="cpu", budget=0.05, space={"intra_op_threads": [1]},
+                  out=config)
+    said = "the configuration was tuned for 'other.onnx'"
+    for args in (["bench", model, "--config", config, "--runs", "5"],
+                 ["bench", model, "--vs-config", config, "--runs", "5"],
+                 ["profile", model, "--config", config, "--runs", "5", "--no-try"]):
+        result = invoke(*args)
+        assert result.exit_code == 0 and said in result.output, (args, result.output)

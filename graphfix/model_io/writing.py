@@ -60,8 +60,10 @@ def output_path(raw: str | os.PathLike, what: str = "the model") -> Path:
     text = os.fspath(raw)
     text = os.fsdecode(text) if isinstance(text, bytes) else text
     if not text:
+        example = {"the configuration": "tuned.json", "the report": "report.json",
+                   "the page": "profile.html", "the trace": "trace.json"}.get(what, "out.onnx")
         raise ModelSaveError(f"no path given for {what} (an empty name)",
-                             hint="give a file path such as out.onnx")
+                             hint=f"give a file path such as {example}")
     separators = os.sep + (os.altsep or "")
     if text[-1] in separators or os.path.basename(text) in (".", ".."):
         folder = text.rstrip(separators) or text

@@ -104,7 +104,8 @@ from graphfix import layout, model_io, precision
 from graphfix.graph import check_input_shapes, count_nodes
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError, ValidationInputError
-from graphfix.options import (OptionError, check_count, check_feeds, check_fraction,
+from graphfix.options import (ConflictingOptionsError, OptionError, check_count, check_feeds,
+                              check_fraction,
                               check_path, check_progress, check_shapes)
 from graphfix.feeds import fed_shape, load_feeds, make_feeds, text_as_str
 from graphfix.validate.parity import compare_output, generated_feeds
@@ -337,7 +338,8 @@ def benchmark(
     if baseline is not None or baseline_config is not None:
         check_compared_runs("benchmark", runs)
     check_input_shapes(model, input_shapes, "input shapes (--input-shape)")
-    if inputs is not None and feeds is None:
+    check_one_source("benchmark", feeds, inputs)
+    if inputs is not None:
         feeds = read_feeds(inputs, model)
     config = load_config(config) if config is not None else None  # read once
     settings = session_settings(provider=provider, threads=threads,
@@ -346,10 +348,14 @@ def benchmark(
                                 config=config)
     used = settings.provider
     other = settings
+    elsewhere = [tuned_elsewhere(config, model)]
     if baseline_config is not None:
+        baseline = model if baseline is None else baseline
+        if baseline_config != "ort-defaults":
+            baseline_config = load_config(baseline_config)
+            elsewhere.append(tuned_elsewhere(baseline_config, baseline))
         other = (Settings.ort_defaults(used) if baseline_config == "ort-defaults" else
                  settings_from_config(baseline_config, provider=used))
-        baseline = model if baseline is None else baseline
     models = {"candidate": model} | ({"baseline": baseline} if baseline is not None else {})
     by_label = {"candidate": settings, "baseline": other}
     if settings.cuda_graph or other.cuda_graph:
@@ -359,7 +365,7 @@ def benchmark(
     if offline:
         configs += [Config(f"{label}_offline", m, "disabled") for label, m in models.items()]
     placements, outputs, warnings = _placements(configs, by_label, by_model)
-    warnings += [w for w in (_tuned_elsewhere(config, model), batch_not_applied(config)) if w]
+    warnings += [w for w in (*elsewhere, batch_not_applied(config)) if w]
     arms = [Arm(c.label, c, by_label[c.model_label], by_model[c.model_label], outputs[c.label])
             for c in configs]
     measured = measure_runs(arms, warmup=warmup, runs=runs, progress=progress)
@@ -455,7 +461,7 @@ def load_config(config: SessionConfig | str | os.PathLike[str] | Mapping[str, An
                          f"SessionConfig, not {type(config).__name__}")
 
 
-def _tuned_elsewhere(loaded: SessionConfig | None, model: onnx.ModelProto) -> str | None:
+def tuned_elsewhere(loaded: SessionConfig | None, model: onnx.ModelProto) -> str | None:
     """Why ``loaded`` may not be ``model``'s fastest: it was tuned for another graph."""
     if loaded is None:
         return None
@@ -503,10 +509,22 @@ MAX_THREADS = 4096
 MAX_RESAMPLES = 10**6
 
 
+class ConflictingBenchOptions(ConflictingOptionsError, BenchmarkError):
+    """Options of a measurement that contradict each other: a :class:`BenchmarkError` of the
+    library, a usage error on the command line (exit 2)."""
+
+
+def check_one_source(function: str, feeds: Any, inputs: Any) -> None:
+    """``feeds`` and ``inputs`` both give the inputs: one would be ignored."""
+    if feeds is not None and inputs is not None:
+        raise ConflictingBenchOptions(f"{function}(): feeds and inputs both give the inputs",
+                                      hint="give one of them")
+
+
 def check_compared_runs(function: str, runs: int) -> None:
     """A comparison of two models or settings needs :data:`MIN_COMPARED_RUNS` rounds."""
     if runs < MIN_COMPARED_RUNS:
-        raise BenchmarkError(
+        raise ConflictingBenchOptions(
             f"{function}: a comparison needs runs >= {MIN_COMPARED_RUNS} (got {runs}): an "
             f"interval drawn from fewer rounds cannot tell a difference from noise",
             hint="--runs 50 (the default) or more")

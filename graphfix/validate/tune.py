@@ -126,7 +126,8 @@ from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.graph import all_nodes, check_input_shapes, run_time_steps
 from graphfix.options import check_path
-from graphfix.validate.bench import check_arguments, feeds_by_model, not_a_batch, read_feeds
+from graphfix.validate.bench import (ConflictingBenchOptions, check_arguments, check_one_source,
+                                     feeds_by_model, not_a_batch, read_feeds)
 from graphfix.feeds import MAX_INPUT_BYTES, input_specs, make_feeds
 from graphfix.validate.parity import STEPPED_SETS, compare_output, identical
 from graphfix.validate.profile import files_read
@@ -214,6 +215,15 @@ def _positive(text: str) -> int:
     return count
 
 
+def _block_base(text: str) -> int:
+    """``session.dynamic_block_base``: ONNX Runtime reads it as a 32-bit int."""
+    base = _positive(text)
+    if base > 2**31 - 1:
+        raise ValueError(f"{base}: dynamic_block_base from 1 to {2**31 - 1} (ONNX Runtime "
+                         "reads it as an int)")
+    return base
+
+
 def _batch_size(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise BenchmarkError(f"a batch size is a whole number of 1 or more, not {value!r}")
@@ -272,7 +282,8 @@ def _one_thread(settings: Settings) -> str | None:
 def _thread_count(text: str) -> int:
     count = int(text)
     if not 1 <= count <= thread_limit():
-        raise ValueError(f"{count} threads: expected 1 to {thread_limit()} here")
+        raise ValueError(f"{count} threads: expected at least 1 and at most {thread_limit()} "
+                         "here")
     return count
 
 
@@ -336,7 +347,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("allow_spinning", "cpu", False, lambda f: (False,), _setting("allow_spinning"),
          parse=_flag, moot=_one_thread),
     Knob("dynamic_block_base", "cpu", False, lambda f: (4,), _setting("dynamic_block_base"),
-         _threaded, parse=_positive, moot=_one_thread),
+         _threaded, parse=_block_base, moot=_one_thread),
     Knob("optimization", "any", True, lambda f: ("extended", "basic"),
          _setting("optimization"), parse=_level),
     Knob("memory_pattern", "any", False, lambda f: (False,), _setting("memory_pattern"),
@@ -495,8 +506,8 @@ def _candidates(facts: Workload, default: Settings,
                                      f"not {facts.provider}")
             continue
         if space is not None and knob.name == "batch_size" and facts.objective != "throughput":
-            raise BenchmarkError("batch sizes are judged per sample, for the throughput "
-                                 "objective only", hint="add --objective throughput")
+            raise ConflictingBenchOptions("batch sizes are judged per sample, for the throughput "
+                                          "objective only", hint="add --objective throughput")
         why_not = None if space is not None else (knob.applies(facts)
                                                   or knob.moot(default))
         values = _given_values(knob, space[knob.name]) if space is not None else \
@@ -508,8 +519,10 @@ def _candidates(facts: Workload, default: Settings,
                                        status="not applicable", reason=why_not))
                 continue
             try:
+                if type(value) is int and knob.parse is not str:  # in the range --knob takes
+                    knob.parse(str(value))
                 settings, batch = knob.apply(default, 1, value)
-            except GraphfixError as err:
+            except (GraphfixError, ValueError) as err:
                 found.append(Candidate(name, default, changes={knob.name: value},
                                        status="dropped", reason=str(err)))
                 continue
@@ -929,7 +942,8 @@ def tune(
     if out is not None:
         model_io.check_outputs({"the configuration": out}, reads)
     used = resolve_provider(provider)
-    if inputs is not None and feeds is None:
+    check_one_source("tune", feeds, inputs)
+    if inputs is not None:
         feeds = read_feeds(inputs, proto)
     feed = feeds_by_model(proto, None, feeds, seed, input_shapes)["candidate"]
     facts = facts_of(proto, provider=used, objective=objective, input_shapes=input_shapes)

@@ -574,6 +574,10 @@ def test_values_given_twice_are_one_candidate_and_a_batch_below_one_is_dropped()
     rows = {c.name: c for c in result.candidates}
     assert rows["batch_size=0"].status == "dropped" and "1 or more" in rows["batch_size=0"].reason
     assert rows["batch_size=2"].status != "dropped"
+    # a number the command line refuses (0 threads is the default's own, no candidate)
+    result = tune(_mlp(), provider="cpu", budget=0.05, space={"intra_op_threads": [0]})
+    zero = next(c for c in result.candidates if c.name == "intra_op_threads=0")
+    assert zero.status == "dropped" and "at least 1" in zero.reason and not zero.times
 
 
 def test_a_tuned_configuration_is_rechecked_by_bench(tmp_path) -> None:

@@ -87,7 +87,8 @@ from graphfix.providers import probe_provider
 from graphfix.errors import BenchmarkError, GraphfixError, first_line
 from graphfix.options import check_pair_of_names, check_path
 from graphfix.validate.bench import (batch_not_applied, check_arguments, check_compared_runs, feeds_by_model,
-                                     load_config, not_a_batch, read_feeds, session_settings)
+                                     check_one_source, load_config, not_a_batch, read_feeds,
+                                     session_settings, tuned_elsewhere)
 from graphfix.feeds import fed_shape, feed_files, input_specs
 from graphfix.validate.parity import check_parity
 from graphfix.validate.profile.accounting import Accounting, ModelProfile, account
@@ -241,7 +242,8 @@ def profile(
     reads = files_read((model, main), (vs, other), inputs, config)
     model_io.check_outputs({role: path for role, path in (("the trace", trace),
                                                           ("the page", html)) if path}, reads)
-    if inputs is not None and feeds is None:
+    check_one_source("profile", feeds, inputs)
+    if inputs is not None:
         feeds = read_feeds(inputs, main)
     loaded = load_config(config) if config is not None else None  # read once
     settings = session_settings(provider=provider, threads=threads,
@@ -276,7 +278,8 @@ def profile(
     found = {label: find(Observed(name, proto, profiles[label], settings, provider,
                                   environment))
              for label, (proto, name) in models.items()}
-    warnings: list[str] = [w for w in (batch_not_applied(loaded), measured.busy) if w]
+    warnings: list[str] = [w for w in (tuned_elsewhere(loaded, main), batch_not_applied(loaded),
+                                       measured.busy) if w]
     if try_fixes:
         _try(found["model"], main, by_model["candidate"], settings, warmup, runs,
              profiles["model"].stats.median_ms, confidence, resamples, seed, warnings,
