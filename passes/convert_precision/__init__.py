@@ -71,8 +71,12 @@ Rules:
    between its Casts, hides it). Where the ranges were measured on generated inputs and
    float inputs less than 255 x 16 times larger would overflow a lowered node that grows with
    them (not behind a softmax, a normalization, a sigmoid, ...), as the power of their scale
-   the graph gives it (a product of two such values grows as the square), the pass warns
-   with that node and the factor: real inputs (``inputs``) settle it.
+   the graph gives it (a product of two such values grows as the square; an ``Exp`` overflows
+   once its argument passes ``ln(65504) = 11.1``, so at the factor that takes its measured
+   argument there, not at a power), the pass warns with that node and the factor: real
+   inputs (``inputs``) settle it. So does an integer input cast to the lowered type (a count
+   read as a scale): its values past the type's largest overflow, and generated integers are
+   small.
 16. A periodic function (Sin, Cos, Tan) of a value that grows with the float inputs stays float32
    on generated inputs, with the lowered nodes that compute its argument from them: the type's
    rounding of the argument is an absolute error of ``|x| * 2^-11``, which a period turns into
@@ -414,8 +418,12 @@ class ConvertPrecision(KeepsWorker, Pass):
             warnings.append(f"{stats.values_saturated} weight value(s) beyond {dtype}'s range "
                             f"saturated at +-{largest_value(low):.5g}")
         if io_low:  # outputs the signature lowers on request: near the range, they overflow
-            warnings += [f"output {name!r} {search.reaches(peak)}: --io-types fp16 makes it "
-                         f"{dtype}, where larger inputs overflow it"
+            lowered_io = {o.name for o in lowered.graph.output
+                          if o.type.tensor_type.elem_type == low}
+            warnings += [(f"output {name!r} {search.reaches(peak)}: --io-types fp16 makes it "
+                          f"{dtype}, where larger inputs overflow it") if name in lowered_io
+                         else (f"output {name!r} stays float32 in the signature: it "
+                               f"{search.reaches(peak)}")
                          for name, peak in search.output_peaks().items()
                          if search.near_range(peak)]
         if self._feeds is None and self.inputs is None and low == onnx.TensorProto.FLOAT16:
@@ -553,9 +561,10 @@ def _input_scale_warning(analysis: Analysis, search: Search, low: frozenset[int]
     would overflow, when fewer than :data:`_INPUT_SCALE_MARGIN` times larger would. A node
     grows as a power of the inputs' scale (:func:`_input_degrees`): ``h * h`` at 3.5 on
     generated inputs overflows at 137x, not at 18,700x."""
+    warnings = _integer_input_warnings(analysis, search, low)
     degrees = _input_degrees(analysis)
     if not degrees:
-        return []
+        return warnings
     worst, name, peak = math.inf, None, 0.0
     for position in low:
         node = analysis.node(position)
@@ -565,15 +574,43 @@ def _input_scale_warning(analysis: Analysis, search: Search, low: frozenset[int]
         measured = search.peak.get(position, 0.0)
         if degree > 0 and measured > 0 and not search.near_range(measured):
             factor = (search.largest / measured) ** (1.0 / degree)
+            argument = search._value_peak(node.input[0]) if (
+                node.op_type == "Exp" and node.input and node.input[0]) else 0.0
+            if argument > 0:  # exp(a * s) passes the range once a * s passes its logarithm
+                factor = min(factor, (math.log(search.largest) / argument) ** (
+                    1.0 / max(degrees.get(node.input[0], degree), 1e-9)))
             if factor < worst:
                 worst, name, peak = factor, node.name or node.op_type, measured
     if name is None or worst >= _INPUT_SCALE_MARGIN:
-        return []
+        return warnings
     return [f"float16 ranges measured on generated inputs in [-1, 1]: lowered node {name!r} "
             f"reaches {peak:.3g} on them, so float inputs about {worst:.3g}x larger overflow "
             f"it in float16 (raw pixels in 0-255 are 255x, audio samples in +-32768 are "
             f"32768x); if the model's real inputs are that large, give some with --inputs so "
-            f"that the islands are chosen on them"]
+            f"that the islands are chosen on them", *warnings]
+
+
+def _integer_input_warnings(analysis: Analysis, search: Search, low: frozenset[int]
+                            ) -> list[str]:
+    """Rule 15: each integer graph input a lowered Cast turns into the lowered type, whose
+    values past that type's largest overflow (generated integers are small)."""
+    found = []
+    inputs = set(analysis.inputs)
+    for position in sorted(low):
+        node = analysis.node(position)
+        if node.op_type != "Cast" or not node.input or node.input[0] not in inputs:
+            continue
+        kind = analysis.types.get(node.input[0])
+        if kind is None or kind in (FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+                                    onnx.TensorProto.BFLOAT16, onnx.TensorProto.BOOL):
+            continue
+        found.append(
+            f"{onnx.helper.tensor_dtype_to_np_dtype(kind)} input {node.input[0]!r} is cast to "
+            f"float16 by {node.name or node.op_type!r}: its values past {search.largest:.6g} "
+            f"overflow (and integers past 2048 are rounded), where the generated inputs were "
+            f"small; if its real values are that large, give some with --inputs, or keep the "
+            f"node float32 (keep_float32)")
+    return found
 
 
 # Rule 16: functions whose result repeats with a period of their argument.

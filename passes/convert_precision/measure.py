@@ -571,8 +571,9 @@ class Search:
         return feeds_module.nothing_to_compare(self.reference, floats)
 
     def reaches(self, peak: float) -> str:
-        return (f"reaches {peak:.3g} on the measured inputs, within {RANGE_HEADROOM:g}x of the "
-                f"lowered type's largest value ({self.largest:g})")
+        where = ("past" if peak > self.largest else f"within {RANGE_HEADROOM:g}x of")
+        return (f"reaches {peak:.3g} on the measured inputs, {where} the lowered type's "
+                f"largest value ({self.largest:g})")
 
     def _keep_readers(self, near: Sequence[str], kept: dict[int, str]) -> None:
         """Keep float32 what would read the tensors ``near`` in the lowered type: a value near

@@ -1740,6 +1740,39 @@ def test_a_node_that_grows_with_the_inputs_near_the_range_is_named_for_real_inpu
     [warning] = [w for w in ConvertPrecision()(square).warnings if "generated inputs" in w]
     factor = float(re.search(r"about ([\d.e+]+)x larger", warning).group(1))
     assert 50 < factor < 400, warning
+    # an exponential passes the range once its argument passes ln(65504) = 11.1: at about 2.5
+    # on generated inputs, inputs some 4.5x larger overflow it (a power law says 30x)
+    exponent = parse("""
+    g (float[4,16] x) => (float[4] y) {
+        h = MatMul(x, W)
+        e = Exp(h)
+        s = ReduceSum<keepdims = 0>(e, axes)
+        y = Log(s)
+    }""", W=np.full((16, 16), 0.16, np.float32), axes=np.array([1], np.int64))
+    [warning] = [w for w in ConvertPrecision(weigh_casts=False)(exponent).warnings
+                 if "generated inputs" in w]
+    factor = float(re.search(r"about ([\d.e+]+)x larger", warning).group(1))
+    assert "'Exp'" in warning and factor < 100, warning
+    # inputs that much larger do take the argument past ln(65504)
+    x = np.random.default_rng(0).uniform(-1, 1, (4000, 16)).astype(np.float32)
+    assert float(np.abs(x @ np.full((16, 16), 0.16, np.float32)).max()) * factor > np.log(65504)
+
+
+def test_an_integer_input_cast_to_the_lowered_type_is_named_for_its_range() -> None:
+    """Rule 15: a count read as a scale, Cast(int64) to float16: values past 65504 overflow,
+    and generated integers are small."""
+    model = parse("""
+    g (int64[2] ids, int64[2] cnt) => (float[2,64] y) {
+        e = Gather(table, ids)
+        c = Cast<to = 1>(cnt)
+        u = Unsqueeze(c, one)
+        y = Mul(e, u)
+    }""", table=np.random.default_rng(0).uniform(-1, 1, (50, 64)).astype(np.float32),
+                  one=np.array([1], np.int64))
+    result = ConvertPrecision(weigh_casts=False)(model)
+    assert result.modified
+    [warning] = [w for w in result.warnings if "input 'cnt'" in w]
+    assert "int64" in warning and "65504" in warning and "--inputs" in warning
 
 
 def test_an_input_with_a_default_value_stays_an_input_read_through_a_cast() -> None:
@@ -1848,3 +1881,20 @@ def test_a_running_sum_stays_float32_where_float16_additions_would_drift():
     expected = ReferenceEvaluator(model).run(None, {"x": x})[0].astype(np.float64)
     actual = ReferenceEvaluator(result).run(None, {"x": x})[0].astype(np.float64)
     assert np.all(np.abs(actual - expected) <= 1e-2 + 1e-2 * np.abs(expected))
+
+
+def test_io_types_says_which_output_near_the_range_stays_float32() -> None:
+    """--io-types fp16 lowers the signature; an output past float16's range (an initializer
+    read out, at 1e5) stays float32, and the warning says so rather than that it is lowered."""
+    model = parse("""
+    g (float[N,64] x) => (float[N,128] y, float[4] big) {
+        a = MatMul(x, W)
+        y = Relu(a)
+        big = Identity(C)
+    }""", W=(np.random.default_rng(6).standard_normal((64, 128)) * 0.1).astype(np.float32),
+        C=np.array([1.2e5, -1.6e5, 3e4, 5.0], np.float32))
+    result = graphfix.optimize(model, precision="fp16", io_types="fp16", speed_gate=False)
+    types = {o.name: o.type.tensor_type.elem_type for o in result.model.graph.output}
+    assert types == {"y": onnx.TensorProto.FLOAT16, "big": onnx.TensorProto.FLOAT}
+    [said] = [w for w in result.report.warnings if "'big'" in w]
+    assert "stays float32" in said and "past the lowered type's largest value" in said, said
