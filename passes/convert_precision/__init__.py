@@ -364,18 +364,26 @@ class ConvertPrecision(KeepsWorker, Pass):
                     lowered, stats = given.lowered, given.stats
                 problem = new_checker_problem(lowered, model)  # not the input's own: Rule 6
                 if problem:
-                    reason = f"the lowered model is invalid ({problem}); model kept"
-                    logger.warning("convert-precision: %s", reason)
-                    return PassResult(model, False, warnings=[reason], skipped=reason)
-                checked, refusal, runtime_error, fused = self._check_run(
-                    lowered, search, feeds, low, worker, given.job if given else None)
+                    invalid = {p: f"the lowered model with it is invalid ({problem})" for p in
+                               _invalid_nodes(analysis, problem, result.low) if p not in forced}
+                    if not invalid or attempt == RUNTIME_RETRIES:
+                        reason = f"the lowered model is invalid ({problem}); model kept"
+                        logger.warning("convert-precision: %s", reason)
+                        return PassResult(model, False, warnings=[reason], skipped=reason)
+                    checked, refusal, runtime_error, fused = None, problem, None, False
+                else:
+                    invalid = {}
+                    checked, refusal, runtime_error, fused = self._check_run(
+                        lowered, search, feeds, low, worker, given.job if given else None)
             finally:
                 _drain(ahead)
             if refusal is None:
                 break
             # ONNX Runtime computed something the emulation did not: trace the error back on
             # what it computed, and search again without those nodes.
-            if attempt == RUNTIME_RETRIES:
+            if invalid:  # the checker named the op the lowered type breaks
+                blamed = invalid
+            elif attempt == RUNTIME_RETRIES:
                 blamed = {}
             elif runtime_error is not None:  # ORT refused a node in the lowered type
                 blamed = {p: why for p, why in _refused(analysis, runtime_error,
@@ -704,6 +712,29 @@ def _refused(analysis: Analysis, error: str, low: frozenset[int]) -> dict[int, s
     cause = error.split("Status Message:")[-1].strip()
     return {p: f"ONNX Runtime cannot run it in the lowered type ({cause})" for p in low
             if _kind(analysis.node(p)) in kinds}
+
+
+# How onnx's checker names the node whose types it refuses: "(op_type:RMSNormalization, node
+# name: n): Y has inconsistent type tensor(float16)" (the name left out where there is none).
+_INVALID_NODE = re.compile(r"\(op_type:(\w+)(?:, node name: ([^)]*))?\)")
+
+
+def _invalid_nodes(analysis: Analysis, problem: str, low: frozenset[int]) -> list[int]:
+    """The lowered nodes onnx's checker refused the lowered model for (``problem``): the node
+    it names (where it names none, the nodes of its op type) where lowered, else the lowered
+    nodes that compute its float inputs (a float32 node fed a lowered value it cannot read)."""
+    found = _INVALID_NODE.search(problem)
+    if not found:
+        return []
+    op_type, name = found.group(1), (found.group(2) or "").strip()
+    named = [p for p in analysis.order if analysis.node(p).op_type == op_type and (
+        not name or analysis.node(p).name == name)]
+    blamed = {p for p in named if p in low}
+    for position in named:
+        if position not in low:
+            blamed.update(analysis.producer[n][0] for n in analysis.node(position).input
+                          if n in analysis.producer and analysis.producer[n][0] in low)
+    return sorted(blamed)
 
 
 def _kind(node: onnx.NodeProto) -> tuple[str, str, bytes]:

@@ -17,6 +17,10 @@ and which must stay float32, from the type constraints of the op's schema at the
    (RandomNormal, EyeLike) stay float32.
 5. A node holding a subgraph, or calling a local function, stays float32 whole: bodies are
    not rewritten.
+6. Where onnx's type inference binds what the schema leaves apart (:data:`BOUND_BY_INFERENCE`:
+   RMSNormalization's Y takes X's type, though the schema types it as the scale's), the two
+   parameters are one: X is no slot that reads any type, or a float32 RMSNormalization read a
+   float16 X and the lowered model failed the checker.
 """
 
 from __future__ import annotations
@@ -215,14 +219,23 @@ def _attribute_typed(node: onnx.NodeProto, float_inputs: Sequence[int],
     return NodePlan("lowerable", low_outputs=(0,), movement=True)
 
 
+# Rule 6: type parameters onnx's inference binds together, by op: {parameter: the one it is}.
+BOUND_BY_INFERENCE: dict[tuple[str, str], dict[str, str]] = {
+    ("", "RMSNormalization"): {"T": "V"},
+}
+
+
 def _from_schema(node: onnx.NodeProto, schema: _Schema, float_inputs: Sequence[int],
                  float_outputs: Sequence[int], low: str) -> NodePlan:
-    """Rules 1 to 3."""
+    """Rules 1 to 3, and 6."""
+    bound_as = BOUND_BY_INFERENCE.get((node.domain if node.domain != "ai.onnx" else "",
+                                       node.op_type), {})
     slots: dict[str, list[tuple[str, int]]] = {}
     for side, indices, formals in (("in", float_inputs, schema.inputs),
                                    ("out", float_outputs, schema.outputs)):
         for index in indices:
             type_str = _formal(formals, index)
+            type_str = bound_as.get(type_str, type_str) if type_str is not None else None
             if type_str is None:
                 return NodePlan("fixed", reason=f"{node.op_type} has more {side}puts than its "
                                                 f"schema (version {schema.version})")

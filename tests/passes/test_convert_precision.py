@@ -1898,3 +1898,45 @@ def test_io_types_says_which_output_near_the_range_stays_float32() -> None:
     assert types == {"y": onnx.TensorProto.FLOAT16, "big": onnx.TensorProto.FLOAT}
     [said] = [w for w in result.report.warnings if "'big'" in w]
     assert "stays float32" in said and "past the lowered type's largest value" in said, said
+
+
+RMS_NORM = """
+<ir_version: 10, opset_import: ["" : 23]>
+g (float[4,64] x) => (float[4,64] y) {
+    h = MatMul (x, w)
+    y = RMSNormalization <axis = -1> (h, scale)
+}"""
+
+
+def _rms_norm() -> onnx.ModelProto:
+    model = onnx.parser.parse_model(RMS_NORM)
+    rng = np.random.default_rng(3)
+    model.graph.initializer.extend([
+        onnx.numpy_helper.from_array(rng.uniform(-1, 1, (64, 64)).astype(np.float32), "w"),
+        onnx.numpy_helper.from_array(rng.uniform(0.5, 1.5, 64).astype(np.float32), "scale")])
+    return model
+
+
+def test_rms_normalization_is_lowered_with_its_input_as_onnx_infers_it() -> None:
+    """Rule 6 of ops: onnx's inference types RMSNormalization's Y as its X, though the schema
+    types it as the scale's; read as a slot of any type, X was fed float16 to a float32 norm
+    and the lowered model failed the checker (the whole model kept float32)."""
+    result = ConvertPrecision(weigh_casts=False)(_rms_norm())
+    assert result.modified, result.skipped
+    onnx.checker.check_model(result.model, full_check=True)
+    assert result.stats["compute_nodes_lowered"] == 2
+
+
+def test_a_node_the_checker_refuses_in_the_lowered_type_goes_back_alone(monkeypatch) -> None:
+    """Where onnx's checker refuses the lowered model for a node's types, that node stays
+    float32 and the rest is lowered, where the whole model was kept float32."""
+    from graphfix.passes.convert_precision import ops
+
+    monkeypatch.setattr(ops, "BOUND_BY_INFERENCE", {})  # the plan as it was: X any type
+    # Lowered alone, the norm does not pay for its Casts (rule 17): it stays float32, fed the
+    # MatMul's float16 output, and the checker refuses that model for the norm's types. The
+    # MatMul feeding it goes back, and the search decides on what is left (here: nothing
+    # pays), where the whole model was kept for an invalid lowering.
+    result = ConvertPrecision()(_rms_norm())
+    assert not result.modified and "invalid" not in result.skipped, result.skipped
+    assert "lowering pays nowhere" in result.skipped
