@@ -587,6 +587,10 @@ def _input_scale_warning(analysis: Analysis, search: Search, low: frozenset[int]
             if argument > 0:  # exp(a * s) passes the range once a * s passes its logarithm
                 factor = min(factor, (math.log(search.largest) / argument) ** (
                     1.0 / max(degrees.get(node.input[0], degree), 1e-9)))
+            scores = search.tensor_peak.get(search.scores.get(position, ""), 0.0)
+            inner = sum(degrees.get(n, 0.0) for n in node.input[:2] if n)
+            if scores > 0 and inner > 0:  # an Attention's Q K^T grows as both of them
+                factor = min(factor, (search.largest / scores) ** (1.0 / inner))
             if factor < worst:
                 worst, name, peak = factor, node.name or node.op_type, measured
     if name is None or worst >= _INPUT_SCALE_MARGIN:

@@ -216,6 +216,8 @@ class Search:
         # the largest constant each tensor that does not grow is computed from
         self._bounds = _Bounds(self)
         self.tensor_peak: dict[str, float] = {}  # each tensor's largest finite magnitude
+        # position -> the tensor the first run reads an Attention's inner scores from
+        self.scores: dict[int, str] = {}
         self._dynamic: bool | None = None  # whether the model has a dynamic dimension
         self._first: _Measuring | None = None  # the first run, once built
         self._plain: Runner | None = None  # the original, where the first run fails
@@ -273,6 +275,9 @@ class Search:
                 self.peak[position] = max((self.tensor_peak.get(name, 0.0)
                                            for name in self.analysis.node(position).output),
                                           default=0.0)
+            for position, scores in self.scores.items():  # what an Attention holds inside
+                self.peak[position] = max(self.peak.get(position, 0.0),
+                                          self.tensor_peak.get(scores, 0.0))
         for position in todo:
             worst = peak = 0.0
             for run in runs:
@@ -282,7 +287,8 @@ class Search:
                                                           self.atol, self.rtol))
                         peak = max(peak, _peak(run[original]))
             self.local[position] = worst
-            self.peak[position] = peak
+            self.peak[position] = max(peak, self.tensor_peak.get(
+                self.scores.get(position, ""), 0.0))
 
     def _measuring(self, todo: list[int], *, first: bool) -> _Measuring:
         """The run that measures the own error of each node of ``todo``; the first one also
@@ -303,10 +309,32 @@ class Search:
                         n and n not in data and self._bounds[n] >= big for n in node.input):
                     read.update(n for n in node.output
                                 if n and self.analysis.types.get(n) == FLOAT)
+            read.update(self._expose_scores(built.model))
         peaks = expose_peaks(built.model, sorted(read - set(self.analysis.outputs)))
         names = expose(built.model, [*self.analysis.outputs, *carried,
                                      *(original for _, original in pairs), *shadows])
         return _Measuring(todo, built, peaks, carried, [*names, *peaks.values()])
+
+    def _expose_scores(self, model: onnx.ModelProto) -> list[str]:
+        """The scores ``Q K^T`` inside each opset-23 ``Attention`` of ``model`` (the
+        measuring copy: its main-graph nodes at the analysis's positions) made an output of
+        their own (``qk_matmul_output``), so that the first run reads their magnitude as the
+        node's: a node's outputs are measured, and an Attention's scores are not one (they
+        overflow float16 while its output, a weighted mean of V, stays small)."""
+        fresh = graph_layer.Names(graph_layer.all_names(model.graph))
+        for position in self.analysis.compute_nodes():
+            node = self.analysis.node(position)
+            if node.op_type != "Attention" or node.domain not in ("", "ai.onnx") or any(
+                    a.name == "qk_matmul_output_mode" and a.i != 0 for a in node.attribute):
+                continue
+            copy = model.graph.node[position]
+            if len(copy.output) > 3 and copy.output[3]:
+                self.scores[position] = copy.output[3]
+                continue
+            name = fresh.fresh(f"{node.name or 'attention'}_scores")
+            copy.output.extend([""] * (3 - len(copy.output)) + [name])
+            self.scores[position] = name
+        return list(self.scores.values())
 
     def _first_measuring(self) -> _Measuring:
         """The search's first run (the risky nodes' own errors, the reference, the
@@ -403,7 +431,9 @@ class Search:
                 reasons.append(f"its own error {_fmt(error)} of the tolerance")
             if self.near_range(self.peak.get(position, 0.0)) and not self._fixed_magnitude(
                     position, self.peak[position]):
-                reasons.append(f"its output {self.reaches(self.peak[position])}")
+                what = ("its scores (Q K^T, inside it)" if self.tensor_peak.get(
+                    self.scores.get(position, ""), -1.0) >= self.peak[position] else "its output")
+                reasons.append(f"{what} {self.reaches(self.peak[position])}")
                 near += [n for n in self.analysis.node(position).output if n]
             if reasons:
                 op = self.analysis.node(position).op_type

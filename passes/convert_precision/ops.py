@@ -18,9 +18,11 @@ and which must stay float32, from the type constraints of the op's schema at the
 5. A node holding a subgraph, or calling a local function, stays float32 whole: bodies are
    not rewritten.
 6. Where onnx's type inference binds what the schema leaves apart (:data:`BOUND_BY_INFERENCE`:
-   RMSNormalization's Y takes X's type, though the schema types it as the scale's), the two
-   parameters are one: X is no slot that reads any type, or a float32 RMSNormalization read a
-   float16 X and the lowered model failed the checker.
+   RMSNormalization's Y takes X's type, though the schema types it as the scale's; ONNX
+   Runtime computes an opset-23 Attention through its function body, whose products read Q
+   and V together), the two parameters are one: X (V) is no slot that reads any type, or a
+   float32 RMSNormalization read a float16 X and the lowered model failed the checker (a
+   float32 Attention read a float16 V and ONNX Runtime refused the model).
 """
 
 from __future__ import annotations
@@ -222,6 +224,7 @@ def _attribute_typed(node: onnx.NodeProto, float_inputs: Sequence[int],
 # Rule 6: type parameters onnx's inference binds together, by op: {parameter: the one it is}.
 BOUND_BY_INFERENCE: dict[tuple[str, str], dict[str, str]] = {
     ("", "RMSNormalization"): {"T": "V"},
+    ("", "Attention"): {"T2": "T1"},
 }
 
 

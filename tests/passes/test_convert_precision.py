@@ -1940,3 +1940,43 @@ def test_a_node_the_checker_refuses_in_the_lowered_type_goes_back_alone(monkeypa
     result = ConvertPrecision()(_rms_norm())
     assert not result.modified and "invalid" not in result.skipped, result.skipped
     assert "lowering pays nowhere" in result.skipped
+
+
+def _attention23(scale: float) -> onnx.ModelProto:
+    """x @ Wq, x @ Wk, x @ Wv into an opset-23 Attention of 4 heads: its scores Q K^T, inside
+    the node, grow as the square of ``scale`` while its output stays a mean of V's rows."""
+    model = onnx.parser.parse_model("""
+    <ir_version: 10, opset_import: ["" : 23]>
+    g (float[2,8,64] x) => (float[2,8,64] y) {
+        q = MatMul (x, wq)
+        k = MatMul (x, wk)
+        v = MatMul (x, wv)
+        y = Attention <q_num_heads = 4, kv_num_heads = 4> (q, k, v)
+    }""")
+    rng = np.random.default_rng(5)
+    for name, size in (("wq", scale), ("wk", scale), ("wv", 0.1)):
+        model.graph.initializer.append(onnx.numpy_helper.from_array(
+            (rng.standard_normal((64, 64)) * size).astype(np.float32), name))
+    return model
+
+
+def test_the_scores_inside_an_attention_op_are_measured_as_its_magnitude() -> None:
+    """An opset-23 Attention's scores are no output: measured only by its output, it was
+    lowered with no word of the range (inf and NaN at 300x its generated inputs). The first
+    run reads them (qk_matmul_output): the range warning names the node, and scores near
+    float16's largest value keep it float32."""
+    result = ConvertPrecision(weigh_casts=False)(_attention23(0.3))
+    assert result.modified
+    [warning] = [w for w in result.warnings if "generated inputs" in w]
+    assert "'Attention'" in warning, warning
+    hot = ConvertPrecision(weigh_casts=False)(_attention23(30.0))
+    assert hot.modified, hot.skipped
+    [island] = hot.details["islands"]
+    assert island["ops"] == {"Attention": 1} and "its scores" in island["why"][0], island
+    # kept float32, it reads its float16 Q, K and V through Casts (ops rule 6: its function
+    # body multiplies Q's type with V's), and ONNX Runtime runs the model
+    import onnxruntime as ort
+
+    x = np.random.default_rng(0).uniform(-1, 1, (2, 8, 64)).astype(np.float32)
+    ort.InferenceSession(hot.model.SerializeToString(),
+                         providers=["CPUExecutionProvider"]).run(None, {"x": x})
