@@ -895,14 +895,15 @@ class _Job:
         # The report tells of the run written: its passes, its warnings (a gated pass's own,
         # and a size said of the model with it, no longer stand), the gated passes left out.
         done = next(r for r in runs if r.model is replacement)
-        slower = {name for v in verdicts if not v.kept for name in v.passes}
+        dropped = {name: v.verdict for v in verdicts if not v.kept for name in v.passes}
         rows = iter(done.passes)
         passes: list[PassReport] = []
         for entry in self.report.passes:
-            if entry.name in slower:
+            if entry.name in dropped:
                 nodes = passes[-1].nodes_after if passes else entry.nodes_before
                 passes.append(dataclasses.replace(
-                    entry, modified=False, skipped="left out: slower (the speed gate, below)",
+                    entry, modified=False,
+                    skipped=f"left out by the speed gate: {dropped[entry.name]} (below)",
                     nodes_before=nodes, nodes_after=nodes, op_delta={}, stats={},
                     warnings=[], details={}))
             else:
