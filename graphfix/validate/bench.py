@@ -105,8 +105,7 @@ from graphfix.graph import check_input_shapes, count_nodes
 from graphfix.providers import resolve_provider
 from graphfix.errors import BenchmarkError, ValidationInputError
 from graphfix.options import (ConflictingOptionsError, OptionError, check_count, check_feeds,
-                              check_fraction,
-                              check_path, check_progress, check_shapes)
+                              check_fraction, check_path, check_progress, check_shapes)
 from graphfix.feeds import fed_shape, load_feeds, make_feeds, text_as_str
 from graphfix.validate.parity import compare_output, generated_feeds
 from graphfix.validate.session_config import SessionConfig, model_digest, read_config
