@@ -524,3 +524,20 @@ def test_the_page_sorts_and_draws_in_a_headless_browser(tmp_path) -> None:
                            str(page), str(tmp_path / "one.html")],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_finding_whose_fix_measured_slower_is_ranked_last() -> None:
+    """The evidence of a finding stands when its fix is slower here (a p99 tail is real), but
+    its fix is no recommendation: it comes after the findings not measured."""
+    from graphfix.validate.profile.findings import Finding, rank
+    from graphfix.validate.stats import SLOWER, Speedup
+
+    def measured(speedup: float, verdict: str) -> Speedup:
+        return Speedup(speedup, speedup * 0.9, speedup * 1.1, 0.95, verdict, "p99", 1.0, 2.0)
+
+    slower = Finding("latency-variance", "p99 is 3x the median", {"tail_share": 0.5},
+                     "dynamic_block_base", measured=measured(0.09, SLOWER))
+    unmeasured = Finding("threads", "more threads than cores", {"cpu_share": 0.1}, "threads")
+    faster = Finding("batch-one", "batch 1", {}, "batch", measured=measured(2.0, "faster"))
+    assert [f.kind for f in rank([slower, unmeasured, faster])] == [
+        "batch-one", "threads", "latency-variance"]

@@ -104,7 +104,7 @@ from graphfix.validate.profile.findings import (
 )
 from graphfix.validate.profile.page import render_page
 from graphfix.validate.session_config import SessionConfig
-from graphfix.validate.stats import Comparison, Speedup, bootstrap_speedup
+from graphfix.validate.stats import SLOWER, Comparison, Speedup, bootstrap_speedup
 from graphfix.validate.timing import (
     Arm,
     Config,
@@ -397,6 +397,10 @@ def _try(findings: list[Finding], model: onnx.ModelProto, feeds: Mapping[str, np
             comparison, "throughput" if candidate.batch > 1 else statistic,
             float(np.quantile(np.ravel(baseline), quantile)),
             float(np.quantile(np.ravel(fixed), quantile)))
+        if candidate.finding.measured.verdict == SLOWER:  # the evidence stands, not the fix
+            candidate.finding.note = ("the fix above measured slower here: do not apply it on "
+                                      "this machine" + (f"; {candidate.finding.note}"
+                                                        if candidate.finding.note else ""))
 
 
 def _trial_arm(label: str, trial: Trial, model: onnx.ModelProto,

@@ -27,7 +27,7 @@ from graphfix.graph import all_nodes, graphs
 from graphfix.feeds import input_specs
 from graphfix.validate.profile.accounting import ModelProfile
 from graphfix.validate.profile.trace import GLUE_OPS
-from graphfix.validate.stats import FASTER, Speedup
+from graphfix.validate.stats import FASTER, SLOWER, Speedup
 from graphfix.validate.timing import Settings
 
 __all__ = ["Trial", "Finding", "Environment", "Observed", "KINDS", "find", "rank",
@@ -543,13 +543,16 @@ def find(observed: Observed, kinds: Mapping[str, Kind] = KINDS) -> list[Finding]
 
 def rank(findings: list[Finding]) -> list[Finding]:
     """Measured gains first (significant ones by their speedup), then by the share of the run
-    the evidence names, then the rest; required trials that did not pay are dropped."""
+    the evidence names, then the rest, and last a finding whose fix measured slower here;
+    required trials that did not pay are dropped."""
     kept = [f for f in findings if not (f.trial and f.trial.required and
                                         (f.measured is None or f.measured.verdict != FASTER))]
 
     def key(found: Finding) -> tuple[int, float]:
         if found.measured is not None and found.measured.verdict == FASTER:
             return (0, -found.measured.speedup)
+        if found.measured is not None and found.measured.verdict == SLOWER:
+            return (3, 0.0)  # its fix measured slower here: last
         shares = [v for k, v in found.evidence.items()
                   if k.endswith("share") and isinstance(v, (int, float))]
         if shares:
