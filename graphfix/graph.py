@@ -245,6 +245,27 @@ def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
             yield from attr.graphs
 
 
+def paired_subgraphs(node: onnx.NodeProto, twin: onnx.NodeProto
+                     ) -> Iterator[tuple[onnx.GraphProto, onnx.GraphProto]]:
+    """The graphs of ``node`` with ``twin``'s that stand in the same place: the same attribute
+    (an If's ``then_branch`` with the other's ``then_branch``, whatever order the attributes
+    are written in), the same position in a list of graphs."""
+    theirs = _graphs_by_place(twin)
+    for place, graph in _graphs_by_place(node).items():
+        if place in theirs:
+            yield graph, theirs[place]
+
+
+def _graphs_by_place(node: onnx.NodeProto) -> dict[tuple[str, int], onnx.GraphProto]:
+    places: dict[tuple[str, int], onnx.GraphProto] = {}
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            places[(attr.name, 0)] = attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            places.update(((attr.name, index), g) for index, g in enumerate(attr.graphs))
+    return places
+
+
 _GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 

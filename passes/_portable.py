@@ -36,7 +36,7 @@ import onnx
 
 from graphfix import graph as graph_layer
 from graphfix.errors import first_line
-from graphfix.graph import STANDARD_DOMAINS, subgraphs
+from graphfix.graph import STANDARD_DOMAINS
 from graphfix.model_io import same_tensor, skeleton
 
 __all__ = ["Undone", "Unportable", "undo_provider_decisions", "op_types", "element_types"]
@@ -404,7 +404,8 @@ def _restore_expanded(optimized: onnx.GraphProto, original: onnx.GraphProto, out
         twin = by_output.get(node.output[0]) if node.output else None
         if twin is None or not _same_op(twin, node):
             continue
-        for sub, twin_sub in zip(subgraphs(node), subgraphs(twin)):
+        # by attribute: ONNX Runtime writes an If's else_branch first
+        for sub, twin_sub in graph_layer.paired_subgraphs(node, twin):
             count += _restore_expanded(sub, twin_sub, scope, foreign)
     return count
 

@@ -802,3 +802,28 @@ def test_an_opset_11_hardmax_keeps_its_layout_where_ties_are_decided_by_memory_o
     x = {"x": np.array([0, 0, 1, 1, 0, 0], np.float32).reshape(1, 1, 2, 3)}
     [reference], [got] = (run_outputs(m, [x], ["y"])[0].values() for m in (model, result.model))
     assert np.array_equal(reference, got) and reference.ravel().tolist() == [0, 0, 0, 1, 0, 0]
+
+
+def test_what_ort_expanded_is_put_back_in_the_same_branch_of_an_if() -> None:
+    """ONNX Runtime writes an If's else_branch before its then_branch. Pairing the bodies by
+    position put the then branch's node back into the else branch where both name their
+    output alike: a wrong model on the branch parity's sizes never take (S > 64), exit 0."""
+    model = onnx.parser.parse_model("""
+    <ir_version: 10, opset_import: ["" : 17]>
+    g (float[N,S] x) => (float[N,S] y) <int64 lim = {64}, int64[1] one = {1}> {
+        shp = Shape (x)
+        s = Gather <axis = 0> (shp, one)
+        ss = Squeeze (s)
+        short = LessOrEqual (ss, lim)
+        y = If (short) <then_branch = th () => (float[N,S] o) { o = Tanh (x) },
+                        else_branch = el () => (float[N,S] o) { a = Sigmoid (x)  o = Mul (a, x) }>
+    }""")
+    result = OrtOffline()(onnx.ModelProto.FromString(model.SerializeToString()))
+    [node] = [n for n in result.model.graph.node if n.op_type == "If"]
+    branches = {a.name: [n.op_type for n in a.g.node] for a in node.attribute}
+    assert branches == {"then_branch": ["Tanh"], "else_branch": ["Sigmoid", "Mul"]}, branches
+    feeds = [{"x": np.random.default_rng(0).standard_normal((2, size)).astype(np.float32)}
+             for size in (8, 100)]
+    for ours, theirs in zip(run_outputs(result.model, feeds, ["y"]),
+                            run_outputs(model, feeds, ["y"])):
+        np.testing.assert_array_equal(ours["y"], theirs["y"])
