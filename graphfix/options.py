@@ -266,16 +266,17 @@ def check_max_growth(value: object) -> float | None:
 
 
 def growth_limit(size: int, max_growth: float | None, ceiling: int,
-                 room: int | None = None) -> int:
+                 room: int | None = None, allowance: int = FOLD_ALLOWANCE) -> int:
     """The most bytes a model's tensors may hold after folding a model whose tensors hold
     ``size`` bytes. Where the pipeline holds its run to its input's size (``room``: the
     bytes the passes before saved, :func:`graphfix.registry.room`), ``room`` more at most, or
-    :data:`FOLD_ALLOWANCE`; otherwise ``max_growth`` times ``size`` (at the default, 1,
+    ``allowance`` (:data:`FOLD_ALLOWANCE`; 0 where even that made the output larger than its
+    input); otherwise ``max_growth`` times ``size`` (at the default, 1,
     :data:`RATIO_FIRST`), or ``size`` + :data:`GROWTH_ALLOWANCE` if more."""
     if max_growth is None:
         return ceiling
     if max_growth <= 1.0 and room is not None:
-        return min(ceiling, size + max(room, FOLD_ALLOWANCE))
+        return min(ceiling, size + max(room, allowance))
     ratio = RATIO_FIRST if max_growth <= 1.0 else max_growth
     return min(ceiling, max(int(size * ratio), size + GROWTH_ALLOWANCE))
 

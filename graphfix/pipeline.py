@@ -42,6 +42,7 @@ from graphfix.errors import (
 )
 from graphfix.options import (
     DEFAULT_MAX_GROWTH,
+    FOLD_ALLOWANCE,
     BenchOptions,
     ConflictingOptionsError,
     OptionError,
@@ -209,6 +210,7 @@ def run_pipeline(
     strict: bool = False,
     snapshot_before: Collection[str] = (),
     hold_size: bool = False,
+    fold_allowance: int = FOLD_ALLOWANCE,
 ) -> PipelineRun:
     """Run ``passes`` in order on ``model`` (rewritten in place), after fixing the sizes of
     ``input_shapes`` and putting its nodes in topological order where they are not (ONNX
@@ -225,7 +227,7 @@ def run_pipeline(
     ``hold_size`` (the default growth policy's second run, where the first output was larger
     than the input): the passes that fold constants add tensor bytes only where the passes
     before them saved as many (:func:`graphfix.registry.room`, against ``model``'s size less
-    its annotations).
+    its annotations), or ``fold_allowance`` bytes whatever they saved.
     """
     reports: list[PassReport] = []
     left_out: list[LeftOut] = []
@@ -239,7 +241,8 @@ def run_pipeline(
     unknown_dims = graph_layer.clear_unknown_dims(model)
     # measured as room() measures the model: without annotations on either side, so that the
     # input's own (which the output keeps) are not counted as bytes a fold may take
-    with registry.size_limit(registry.plain_size(model) if hold_size else None):
+    with registry.size_limit(registry.plain_size(model) if hold_size else None,
+                             allowance=fold_allowance):
         for index, pass_ in enumerate(passes):
             if progress:
                 progress(pass_.name, index, len(passes))
@@ -613,6 +616,9 @@ class _Job:
         # The default growth policy: the output is never larger than the input.
         self.never_bigger = run.max_growth is not None and run.max_growth <= 1.0
         self.held = False  # whether the passes ran held to the input's size
+        # what a held fold may add whatever the passes before saved (0 where that made the
+        # held output larger than the input still)
+        self.allowance = FOLD_ALLOWANCE
         self.size: int | None = None  # the input's stored bytes, where never bigger holds
         self._recorded: list[str] = []  # the warnings the last run of the passes gave
         # where the passes ran held: what was larger than the input, and by how many bytes
@@ -684,12 +690,13 @@ class _Job:
             if size is not None and grown > size:
                 logger.info("the passes' output is larger than the input (%d > %d bytes): "
                             "again, each fold held to the bytes saved before it", grown, size)
-                again = keep if keep is not None else (
+                again = _copy(keep) if keep is not None else (
                     _copy(original) if not self.in_place else model_io.load(
                         self.loaded.path, load_external_data=False))
                 self.held = True
                 done = self._passes(again, held=True)
                 _within(done.model, self.declared, self.names, size)
+                done = self._without_allowance(done, keep, size)
         except BaseException:
             if self.reference is not None:
                 self.reference.cancel()
@@ -703,6 +710,25 @@ class _Job:
         # baseline).
         path = self.loaded.path if self.in_place and self.needs_original else None
         return done.model, _reader(original, path), done.before
+
+    def _without_allowance(self, done: PipelineRun, keep: onnx.ModelProto | None,
+                           size: int) -> PipelineRun:
+        """Where the held run's output is still larger than the input, the passes once more,
+        no fold adding bytes the passes before it did not save (a float8 or int4 weight of a
+        few hundred bytes cast to a float32 constant fitted the allowance a folded shape
+        gets): that run's output where it is smaller."""
+        held_size = model_io.stored_size(done.model)
+        if held_size <= size:
+            return done
+        again = _copy(keep) if keep is not None else (
+            _copy(self.loaded.model) if not self.in_place else model_io.load(
+                self.loaded.path, load_external_data=False))
+        strict = self._passes(again, held=True, allowance=0)
+        _within(strict.model, self.declared, self.names, size)
+        if model_io.stored_size(strict.model) >= held_size:
+            return done
+        self.allowance = 0
+        return strict
 
     def _held_warning(self, model: onnx.ModelProto) -> str | None:
         """The warning of a run held to the input's size (None where none was), said of
@@ -721,7 +747,8 @@ class _Job:
             f"passes before it saved, {outcome} (--max-growth 1.5 trades a larger file for "
             "fewer nodes)")
 
-    def _passes(self, working: onnx.ModelProto, *, held: bool) -> PipelineRun:
+    def _passes(self, working: onnx.ModelProto, *, held: bool,
+                allowance: int = FOLD_ALLOWANCE) -> PipelineRun:
         """The passes on ``working``, ``held`` to its size or not (:func:`run_pipeline`)."""
         # A lowered model is judged at the lowered type's looser tolerance; what the other
         # passes made of it before the gated passes is checked at its own (_verify), so that
@@ -730,7 +757,7 @@ class _Job:
         return run_pipeline(working, self.pipeline, input_shapes=self.run.input_shapes,
                             progress=self.progress, judge=self.loads, strict=self.strict,
                             snapshot_before=gate.GATED_PASSES if self.verify and lowers else (),
-                            hold_size=held)
+                            hold_size=held, fold_allowance=allowance)
 
     def _record(self, done: PipelineRun) -> None:
         """The report's passes, warnings and what was left out, from a run of the pipeline;
@@ -833,7 +860,7 @@ class _Job:
             done = run_pipeline(_copy(original()), self.pipeline,
                                 input_shapes=self.run.input_shapes, progress=_checking(
                                     self.progress), judge=judge, strict=self.strict,
-                                hold_size=self.held)
+                                hold_size=self.held, fold_allowance=self.allowance)
         except ParityError as error:  # strict: the pass after which parity first fails
             raise ParityError(
                 f"the optimized model does not match the original{also}; {error.args[0]}",
@@ -883,7 +910,8 @@ class _Job:
         def without(left_out: frozenset[str]) -> onnx.ModelProto:
             rest = [p for p in self.pipeline if p.name not in left_out]
             runs.append(run_pipeline(_copy(original()), rest, input_shapes=self.run.input_shapes,
-                                     judge=self.loads, hold_size=self.held))
+                                     judge=self.loads, hold_size=self.held,
+                                     fold_allowance=self.allowance))
             return runs[-1].model
 
         verdicts, replacement = gate.judge(optimized, without, gated, self.run, self.bench,

@@ -47,6 +47,7 @@ import onnx
 from graphfix.errors import PassError, UnknownPassError
 from graphfix.graph import Snapshot, count_nodes, default_inputs
 from graphfix.model_io import stored_size
+from graphfix.options import FOLD_ALLOWANCE
 
 if TYPE_CHECKING:
     from graphfix.options import RunOptions
@@ -182,16 +183,26 @@ def _signature_change(before: tuple[list[tuple[str, str]], list[tuple[str, str]]
 # The most bytes (:func:`plain_size`) a run's model may take: the pipeline's input's, under the
 # default growth policy (never bigger). None outside such a run.
 _SIZE_LIMIT: ContextVar[int | None] = ContextVar("graphfix_size_limit", default=None)
+_ALLOWANCE: ContextVar[int] = ContextVar("graphfix_fold_allowance", default=FOLD_ALLOWANCE)
 
 
 @contextlib.contextmanager
-def size_limit(limit: int | None) -> Iterator[None]:
-    """Within the block, :func:`room` measures against ``limit`` bytes (None: no limit)."""
-    token = _SIZE_LIMIT.set(limit)
+def size_limit(limit: int | None, *, allowance: int = FOLD_ALLOWANCE) -> Iterator[None]:
+    """Within the block, :func:`room` measures against ``limit`` bytes (None: no limit), and
+    a fold may add ``allowance`` tensor bytes whatever the room (:func:`fold_allowance`)."""
+    token, allowed = _SIZE_LIMIT.set(limit), _ALLOWANCE.set(allowance)
     try:
         yield
     finally:
         _SIZE_LIMIT.reset(token)
+        _ALLOWANCE.reset(allowed)
+
+
+def fold_allowance() -> int:
+    """The tensor bytes a fold may add in a run held to its size whatever the passes before
+    saved (:data:`graphfix.options.FOLD_ALLOWANCE`; 0 in the run that follows one whose
+    output was still larger than its input)."""
+    return _ALLOWANCE.get()
 
 
 def room(model: onnx.ModelProto) -> int | None:

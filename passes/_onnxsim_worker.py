@@ -42,7 +42,7 @@ from typing import Any, NamedTuple, Union
 
 from graphfix.errors import PassError, first_line
 from graphfix.model_io import PROTOBUF_LIMIT, release, temporary_folder_path, weight_bytes
-from graphfix.options import growth_limit
+from graphfix.options import FOLD_ALLOWANCE, growth_limit
 
 __all__ = ["OnnxsimWorker", "Outcome", "Output", "Budget", "stable_choice", "KEEP_WORKER_BELOW",
            "WORKER_CODE"]
@@ -91,17 +91,18 @@ class Budget(NamedTuple):
     extra: int = 0
     max_growth: float | None = None
     held: bool = False  # to the run's size (a room was given)
+    allowance: int = FOLD_ALLOWANCE  # what a held fold may add whatever the room
 
     @classmethod
     def of(cls, size: int, extra: int, max_growth: float | None,
-           room: int | None = None) -> Budget:
+           room: int | None = None, allowance: int = FOLD_ALLOWANCE) -> Budget:
         """The budget of a model whose tensors hold ``size`` bytes, ``extra`` of them kept."""
-        return cls(growth_limit(size, max_growth, PROTOBUF_LIMIT + extra, room), extra,
-                   max_growth, room is not None)
+        return cls(growth_limit(size, max_growth, PROTOBUF_LIMIT + extra, room, allowance),
+                   extra, max_growth, room is not None, allowance)
 
     def limit_of(self, size: int) -> int:
         return growth_limit(size, self.max_growth, PROTOBUF_LIMIT + self.extra,
-                            0 if self.held else None)
+                            0 if self.held else None, self.allowance)
 
 
 def stable_choice(outputs: list[Output], budget: Budget, attempts: int) -> Output | None:

@@ -138,7 +138,7 @@ from ._portable import (
     undo_provider_decisions,
 )
 from ._zeros import inexact_zero_nops
-from graphfix.registry import Fallback, Pass, PassResult, register, room
+from graphfix.registry import Fallback, Pass, PassResult, fold_allowance, register, room
 
 __all__ = ["OrtOffline", "ort_offline", "nonstandard_ops"]
 
@@ -435,7 +435,8 @@ class OrtOffline(Pass):
         # Sizes from tensor shapes: serializing a model to measure it copies every weight and
         # fails past 2 GB.
         size, new_size = weight_bytes(model), weight_bytes(optimized)
-        if new_size > growth_limit(size, self.max_growth, new_size, room(model)):
+        if new_size > growth_limit(size, self.max_growth, new_size, room(model),
+                                   fold_allowance()):
             raise _Grows(f"ORT's constant folding grows the model from {size} to {new_size} "
                          f"bytes (max_growth={self.max_growth})")
         nodes_before, nodes_out = count_nodes(model), count_nodes(optimized)

@@ -169,7 +169,7 @@ from ._onnxsim_worker import (
     stable_choice,
 )
 from ._zeros import inexact_zero_nops, signed_zero_twins
-from graphfix.registry import Fallback, Pass, PassResult, register, room
+from graphfix.registry import Fallback, Pass, PassResult, fold_allowance, register, room
 
 __all__ = [
     "Simplify",
@@ -505,7 +505,8 @@ class Simplify(KeepsWorker, Pass):
         if not self.constant_folding:
             base["skip_constant_folding"] = True
         tensors = stats["tensor_bytes_before"]
-        budget = Budget.of(tensors, stand_in_bytes, self.max_growth, room(model))
+        budget = Budget.of(tensors, stand_in_bytes, self.max_growth, room(model),
+                           fold_allowance())
         limit = budget.limit
         # Rule 3: the bounded re-runs are one job of the worker, tried only when the first
         # output is too big, and only until one is chosen.
