@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import math
 import os
+from pathlib import Path
 import re
 import time
 
@@ -1397,6 +1398,22 @@ def test_convert_precision_keeps_the_worker_it_is_given_or_its_own_while_entered
         ConvertPrecision(worker="a worker")
 
 
+def _wait_dead(pid: int, seconds: float = 10.0) -> None:
+    """Until process ``pid`` has ended (gone, or a zombie its parent has not reaped): a
+    SIGKILL takes effect when the kernel next schedules it, later on a loaded machine."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.01)
+
+
 def test_every_run_in_a_shared_worker_block_checks_in_that_worker() -> None:
     import signal
 
@@ -1409,6 +1426,7 @@ def test_every_run_in_a_shared_worker_block_checks_in_that_worker() -> None:
             # an interpreter that died between jobs (killed here) is replaced at the next job,
             # not taken for a crash on the model: the run's pass used this worker
             os.kill(pid, signal.SIGKILL)
+            _wait_dead(pid)  # dead before the job: one killed while it runs is a crash on it
             result = graphfix.optimize(copy(model), passes=["convert-precision"], verify=False)
             (report,) = result.report.passes
             assert report.stats["compute_nodes_lowered"] > 0, report
