@@ -405,14 +405,14 @@ def rename_values(graph: onnx.GraphProto, rename: Mapping[str, str]) -> None:
 
 def shorten_new_names(graph: onnx.GraphProto, known: set[str]) -> int:
     """Names in the main graph that are not in ``known`` (those a rewrite made: ``w_folded``,
-    ``Shape_0``): node names go (and every node's empty name, domain and doc string written out
+    ``Shape_0``): node names go, in bodies too (and every node's empty name, domain and doc string written out
     as empty fields), and tensors (not the graph's inputs or outputs) get the shortest
     names free (``0``, ``1``, ... ``z``, ``10``), read so in bodies too. Returns the bytes of
     names saved. Names are optional for nodes and free for tensors: nothing computes
     differently."""
     taken = all_names(graph)
     saved = 0
-    for node in graph.node:
+    for node in all_nodes(graph):  # bodies too: onnxsim names the nodes of a Loop's body
         if node.name and node.name not in known:
             saved += len(node.name.encode())
             node.name = ""

@@ -136,9 +136,11 @@ def test_keep_only_and_delete_positions_edit_in_place_in_order() -> None:
 def test_new_names_are_shortened_where_read_in_bodies_too():
     import onnxruntime as ort
 
-    then = helper.make_graph([helper.make_node("Neg", ["made_by_a_rewrite"], ["t"])], "then",
+    then = helper.make_graph([helper.make_node("Neg", ["made_by_a_rewrite"], ["t"],
+                                               name="Neg_3")], "then",
                              [], [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [3])])
-    other = helper.make_graph([helper.make_node("Identity", ["made_by_a_rewrite"], ["e"])],
+    other = helper.make_graph([helper.make_node("Identity", ["made_by_a_rewrite"], ["e"],
+                                                name="kept_in_body")],
                               "else", [],
                               [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [3])])
     nodes = [helper.make_node("Relu", ["x"], ["made_by_a_rewrite"], name="Relu_0"),
@@ -154,10 +156,14 @@ def test_new_names_are_shortened_where_read_in_bodies_too():
     feeds = {"x": np.array([-1, 0.5, 2], np.float32), "c": np.array(True)}
     before = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     size = model.ByteSize()
-    saved = graph.shorten_new_names(model.graph, {"x", "c", "y", "z", "keep"})
+    saved = graph.shorten_new_names(model.graph, {"x", "c", "y", "z", "keep", "kept_in_body"})
     assert saved > 0 and model.ByteSize() < size
     onnx.checker.check_model(model, full_check=True)
     assert [n.name for n in model.graph.node] == ["", "keep", ""]
+    # a body's nodes too (onnxsim names those of a Loop's body): the new name goes
+    assert [n.name for g in (then, other) for n in
+            next(a.g for a in model.graph.node[2].attribute if a.g.name == g.name).node] == [
+        "", "kept_in_body"]
     assert "made_by_a_rewrite" not in graph.all_names(model.graph)
     after = ort.InferenceSession(model.SerializeToString()).run(None, feeds)
     for a, b in zip(before, after):
