@@ -538,20 +538,41 @@ class TensorSizes:
         """The bytes of the tensors ``names`` at ``shapes`` together (a size inference leaves
         unknown counted as the largest of ``shapes``, a tensor it cannot type as nothing); None
         where inference cannot tell."""
+        sized = self._sized(shapes)
+        if sized is None:
+            return None
+        wanted = set(names)
+        return sum(size or 0 for name, _, size in sized if name in wanted)
+
+    def largest(self, shapes: Mapping[str, Sequence[int]]
+                ) -> tuple[str, list[int | None], int] | None:
+        """(name, shape, bytes) of the largest tensor at ``shapes`` (the inputs' shapes); None
+        where inference cannot tell. A size inference leaves unknown (None in the shape) counts
+        as the largest size of ``shapes``: an exporter's attention scores that inference cannot
+        size grow with the square of the length all the same."""
+        found: tuple[str, list[int | None], int] | None = None
+        for name, dims, size in self._sized(shapes) or ():
+            if size is not None and (found is None or size > found[2]):
+                found = (name, dims, size)
+        return found
+
+    def _sized(self, shapes: Mapping[str, Sequence[int]]
+               ) -> list[tuple[str, list[int | None], int | None]] | None:
+        """(name, inferred shape, bytes) of each tensor inference shapes at ``shapes``, an
+        unknown size counted as the largest of ``shapes``; None where inference cannot tell."""
         inferred = self._inferred(shapes)
         if inferred is None:
             return None
-        wanted = set(names)
         longest = max(_sizes(shapes))
-        total = 0
+        found = []
         for value in (*inferred.graph.value_info, *inferred.graph.output):
             kind = value.type.tensor_type
-            if value.name not in wanted or not value.type.HasField("tensor_type") or \
-                    not kind.HasField("shape"):
+            if not value.type.HasField("tensor_type") or not kind.HasField("shape"):
                 continue
             dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
-            total += typed_bytes(kind.elem_type, [longest if d is None else d for d in dims]) or 0
-        return total
+            found.append((value.name, dims,
+                          typed_bytes(kind.elem_type, [longest if d is None else d for d in dims])))
+        return found
 
     def _inferred(self, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto | None:
         model = onnx.ModelProto()
@@ -567,27 +588,6 @@ class TensorSizes:
             return infer_shapes(model, data_prop=True)
         except Exception:  # noqa: BLE001 - onnx raises several types: no guard then
             return None
-
-    def largest(self, shapes: Mapping[str, Sequence[int]]
-                ) -> tuple[str, list[int | None], int] | None:
-        """(name, shape, bytes) of the largest tensor at ``shapes`` (the inputs' shapes); None
-        where inference cannot tell. A size inference leaves unknown (None in the shape) counts
-        as the largest size of ``shapes``: an exporter's attention scores that inference cannot
-        size grow with the square of the length all the same."""
-        inferred = self._inferred(shapes)
-        if inferred is None:
-            return None
-        longest = max(_sizes(shapes))
-        found: tuple[str, list[int | None], int] | None = None
-        for value in (*inferred.graph.value_info, *inferred.graph.output):
-            kind = value.type.tensor_type
-            if not value.type.HasField("tensor_type") or not kind.HasField("shape"):
-                continue
-            dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
-            size = typed_bytes(kind.elem_type, [longest if d is None else d for d in dims])
-            if size is not None and (found is None or size > found[2]):
-                found = (value.name, dims, size)
-        return found
 
     def too_large(self, shapes: Mapping[str, Sequence[int]]) -> str | None:
         """Why the model is not run at ``shapes``: a tensor over :data:`MAX_TENSOR_BYTES`."""

@@ -690,11 +690,8 @@ class _Job:
             if size is not None and grown > size:
                 logger.info("the passes' output is larger than the input (%d > %d bytes): "
                             "again, each fold held to the bytes saved before it", grown, size)
-                again = _copy(keep) if keep is not None else (
-                    _copy(original) if not self.in_place else model_io.load(
-                        self.loaded.path, load_external_data=False))
                 self.held = True
-                done = self._passes(again, held=True)
+                done = self._passes(self._fresh_original(keep), held=True)
                 _within(done.model, self.declared, self.names, size)
                 done = self._without_allowance(done, keep, size)
         except BaseException:
@@ -711,6 +708,16 @@ class _Job:
         path = self.loaded.path if self.in_place and self.needs_original else None
         return done.model, _reader(original, path), done.before
 
+    def _fresh_original(self, keep: onnx.ModelProto | None) -> onnx.ModelProto:
+        """The original as loaded, for the passes to rewrite again: a copy of ``keep`` (the
+        copy taken of a model rewritten in place that has no file), of the loaded model
+        where the passes worked on a copy, or read again from its file."""
+        if keep is not None:
+            return _copy(keep)
+        if not self.in_place:
+            return _copy(self.loaded.model)
+        return model_io.load(self.loaded.path, load_external_data=False)
+
     def _without_allowance(self, done: PipelineRun, keep: onnx.ModelProto | None,
                            size: int) -> PipelineRun:
         """Where the held run's output is still larger than the input, the passes once more,
@@ -720,10 +727,7 @@ class _Job:
         held_size = model_io.stored_size(done.model)
         if held_size <= size:
             return done
-        again = _copy(keep) if keep is not None else (
-            _copy(self.loaded.model) if not self.in_place else model_io.load(
-                self.loaded.path, load_external_data=False))
-        strict = self._passes(again, held=True, allowance=0)
+        strict = self._passes(self._fresh_original(keep), held=True, allowance=0)
         _within(strict.model, self.declared, self.names, size)
         if model_io.stored_size(strict.model) >= held_size:
             return done
