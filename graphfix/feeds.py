@@ -525,6 +525,30 @@ run (an attention model's scores grow with the square of the length: a two-layer
 32 GiB at 4 x 16384 tokens)."""
 
 
+# Ops whose first output has as many elements as their first input: a tensor inference cannot
+# size after one of them is as large as the one before it.
+_SAME_COUNT = frozenset({
+    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Cast", "CastLike",
+    "DepthToSpace", "SpaceToDepth", "Dropout", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu",
+    "Celu", "Gelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Softplus", "Softsign",
+    "Mish", "Erf", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Sign", "Floor", "Ceil",
+    "Round", "Clip", "Not", "IsNaN", "IsInf", "Softmax", "LogSoftmax", "Hardmax",
+    "InstanceNormalization", "LayerNormalization", "BatchNormalization",
+    "GroupNormalization", "LpNormalization", "RMSNormalization", "CumSum",
+})
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sized:
+    """A tensor as :class:`TensorSizes` sizes it: ``guessed`` where its bytes count each
+    unknown size as the inputs' largest."""
+
+    name: str
+    dims: list[int | None]
+    size: int | None
+    guessed: bool
+
+
 class TensorSizes:
     """The largest tensor a model computes at given input shapes, as ONNX's shape inference (data
     propagation on) proves it, from a copy of the model without its weights taken now. Lifetime:
@@ -535,43 +559,60 @@ class TensorSizes:
         graph_layer.forget_declared_shapes(self._skeleton.graph)
 
     def total(self, shapes: Mapping[str, Sequence[int]], names: Iterable[str]) -> int | None:
-        """The bytes of the tensors ``names`` at ``shapes`` together (a size inference leaves
-        unknown counted as the largest of ``shapes``, a tensor it cannot type as nothing); None
-        where inference cannot tell."""
+        """The bytes of the tensors ``names`` at ``shapes`` together (sized as :meth:`largest`
+        sizes them, a tensor it cannot type as nothing); None where inference cannot tell."""
         sized = self._sized(shapes)
         if sized is None:
             return None
         wanted = set(names)
-        return sum(size or 0 for name, _, size in sized if name in wanted)
+        return sum(item.size or 0 for item in sized if item.name in wanted)
 
     def largest(self, shapes: Mapping[str, Sequence[int]]
                 ) -> tuple[str, list[int | None], int] | None:
         """(name, shape, bytes) of the largest tensor at ``shapes`` (the inputs' shapes); None
-        where inference cannot tell. A size inference leaves unknown (None in the shape) counts
-        as the largest size of ``shapes``: an exporter's attention scores that inference cannot
-        size grow with the square of the length all the same."""
-        found: tuple[str, list[int | None], int] | None = None
-        for name, dims, size in self._sized(shapes) or ():
-            if size is not None and (found is None or size > found[2]):
-                found = (name, dims, size)
-        return found
+        where inference cannot tell. A tensor with sizes inference leaves unknown (None in the
+        shape) has the elements of the tensor it reshapes, transposes or maps element by
+        element where that one's are known (a Reshape to sizes computed by a Div, which ONNX's
+        data propagation does not follow); otherwise each unknown size counts as the largest
+        size of ``shapes``: an exporter's attention scores that inference cannot size grow with
+        the square of the length all the same."""
+        found = self._largest(shapes)
+        return None if found is None else (found.name, found.dims, found.size)
 
-    def _sized(self, shapes: Mapping[str, Sequence[int]]
-               ) -> list[tuple[str, list[int | None], int | None]] | None:
-        """(name, inferred shape, bytes) of each tensor inference shapes at ``shapes``, an
-        unknown size counted as the largest of ``shapes``; None where inference cannot tell."""
+    def _largest(self, shapes: Mapping[str, Sequence[int]]) -> _Sized | None:
+        return max((item for item in self._sized(shapes) or () if item.size is not None),
+                   key=lambda item: item.size, default=None)
+
+    def _sized(self, shapes: Mapping[str, Sequence[int]]) -> list[_Sized] | None:
+        """Each tensor inference types at ``shapes``, sized as :meth:`largest` says; None
+        where inference cannot tell."""
         inferred = self._inferred(shapes)
         if inferred is None:
             return None
         longest = max(_sizes(shapes))
+        graph = inferred.graph
+        typed = {value.name: value.type.tensor_type for value in (
+            *graph.input, *graph.value_info, *graph.output)
+            if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape")}
+        counts = {name: math.prod(d.dim_value for d in kind.shape.dim)
+                  for name, kind in typed.items()
+                  if all(d.HasField("dim_value") for d in kind.shape.dim)}
+        for node in graph.node:  # in order: a chain of such ops carries the count along
+            if (node.op_type in _SAME_COUNT and node.domain in graph_layer.STANDARD_DOMAINS
+                    and node.input and node.input[0] in counts and node.output
+                    and node.output[0]):
+                counts.setdefault(node.output[0], counts[node.input[0]])
+        inputs = {value.name for value in graph.input}
         found = []
-        for value in (*inferred.graph.value_info, *inferred.graph.output):
-            kind = value.type.tensor_type
-            if not value.type.HasField("tensor_type") or not kind.HasField("shape"):
+        for name, kind in typed.items():
+            if name in inputs:
                 continue
             dims = [d.dim_value if d.HasField("dim_value") else None for d in kind.shape.dim]
-            found.append((value.name, dims,
-                          typed_bytes(kind.elem_type, [longest if d is None else d for d in dims])))
+            count = counts.get(name)
+            guessed = count is None
+            found.append(_Sized(name, dims, typed_bytes(
+                kind.elem_type, [longest if d is None else d for d in dims] if guessed
+                else [count]), guessed and None in dims))
         return found
 
     def _inferred(self, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto | None:
@@ -591,12 +632,12 @@ class TensorSizes:
 
     def too_large(self, shapes: Mapping[str, Sequence[int]]) -> str | None:
         """Why the model is not run at ``shapes``: a tensor over :data:`MAX_TENSOR_BYTES`."""
-        largest = self.largest(shapes)
-        if largest is None or largest[2] <= MAX_TENSOR_BYTES:
+        largest = self._largest(shapes)
+        if largest is None or largest.size <= MAX_TENSOR_BYTES:
             return None
-        name, dims, size = largest
+        name, dims, size = largest.name, largest.dims, largest.size
         shown = "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
-        unknown = "" if None not in dims else \
+        unknown = "" if not largest.guessed else \
             f", each unknown size taken as the inputs' largest, {max(_sizes(shapes))}"
         return (f"not run: {name!r} would be {size / 2**30:.3g} GiB at {shown}{unknown}, over "
                 f"the {MAX_TENSOR_BYTES / 2**30:g} GiB graphfix lets a size it tries compute")
@@ -610,14 +651,15 @@ def _sizes(shapes: Mapping[str, Sequence[int]]) -> list[int]:
 class SizeSearch:
     """What :func:`search_sizes` found for one input set: the first generated set the model
     ran on and what that run returned (None, None when none ran), each set it rejected or was
-    not run on (described, with why), the last error, and how the sweep (:func:`_sweep`)
-    found the sizes where it did."""
+    not run on (described, with why), the last error, how the sweep (:func:`_sweep`)
+    found the sizes where it did, and how many sizes were not run as too large."""
 
     feed: Feeds | None
     outputs: Any
     rejected: list[str]
     error: BaseException | None
     swept: str | None = None
+    too_large: int = 0
 
 
 def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], Any], *,
@@ -632,6 +674,7 @@ def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], 
     rejected: list[str] = []
     seen: set[str] = set()
     error: BaseException | None = None
+    too_large = 0
     for attempt in range(attempts(specs, input_shapes) if dynamic else 1):
         try:
             feed = make_feed_set(specs, index, seed=seed + index, attempt=attempt,
@@ -651,6 +694,7 @@ def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], 
             sizes is not None and attempt) else None
         if why is not None:  # the first sizes are small: later ones are checked first
             rejected.append(f"{shapes} ({why})")
+            too_large += 1
             continue
         try:
             outputs = run(feed)
@@ -663,10 +707,10 @@ def search_sizes(specs: Sequence[InputSpec], index: int, run: Callable[[Feeds], 
         swept = _sweep(specs, index, run, seed=seed, input_shapes=input_shapes, sizes=sizes)
         if swept is not None:
             feed, outputs, note = swept
-            return SizeSearch(feed, outputs, rejected, error, swept=note)
+            return SizeSearch(feed, outputs, rejected, error, swept=note, too_large=too_large)
         rejected.append(f"every size from 1 to {SWEEP_LARGEST} of each dynamic dimension "
                         "alone")
-    return SizeSearch(None, None, rejected, error)
+    return SizeSearch(None, None, rejected, error, too_large=too_large)
 
 
 SWEEP_LARGEST = 512

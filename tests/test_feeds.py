@@ -284,6 +284,36 @@ def test_a_tensor_inference_cannot_size_counts_at_the_inputs_largest_size() -> N
     assert sizes.too_large({"x": [4, 16]}) is None
 
 
+def test_a_reshape_inference_cannot_size_has_the_elements_it_reshapes() -> None:
+    # A Reshape to sizes computed by a Div (pyannote's SincNet front end: frames = length / 3),
+    # which ONNX's data propagation does not follow: its output is [?, ?, ?]. Counting each
+    # unknown size as the attempt's largest made a few KB 4 GiB at 1024 samples, and every
+    # size the model runs at was skipped. A Reshape keeps its input's elements, and so does
+    # what maps them one to one after it.
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["length"]),
+             helper.make_node("Div", ["length", "two"], ["half"]),
+             helper.make_node("Unsqueeze", ["half", "axes"], ["half1"]),
+             helper.make_node("Concat", ["minus", "two1", "half1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["frames"]),
+             helper.make_node("Transpose", ["frames"], ["swapped"], perm=[0, 2, 1]),
+             helper.make_node("Relu", ["swapped"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "frames",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["batch", "length"])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(1, np.int64), "one"),
+         numpy_helper.from_array(np.array(2, np.int64), "two"),
+         numpy_helper.from_array(np.array([0], np.int64), "axes"),
+         numpy_helper.from_array(np.array([-1], np.int64), "minus"),
+         numpy_helper.from_array(np.array([2], np.int64), "two1")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sizes = feeds.TensorSizes(model)
+    name, dims, size = sizes.largest({"x": [4, 16384]})
+    assert None in dims and size == 4 * 16384 * 4
+    assert sizes.too_large({"x": [4, 16384]}) is None
+
+
 def test_torch_export_symbols_of_cache_tensors_take_one_size() -> None:
     # Dim.DYNAMIC: each cache tensor's length is a symbol of its own (s12, s7), though the
     # layers' caches must agree; and the mask spans the past and the new tokens.

@@ -1027,12 +1027,15 @@ def _generated_run(
         return found.feed, found.outputs
     if not tried and isinstance(error, ValidationInputError):
         raise error
+    not_run = "" if not found.too_large else (
+        f"; {found.too_large} larger not run, over "
+        f"{feeds_module.MAX_TENSOR_BYTES / 2**30:g} GiB by estimate")
     raise ValidationInputError(
-        f"ONNX Runtime cannot run the {name} on generated inputs at any size tried "
+        f"ONNX Runtime cannot run the {name} on generated inputs at any size tried{not_run} "
         f"({'; '.join(tried)}): {first_line(error)}",
-        hint="give real inputs with --inputs (the model keeps its dynamic sizes), or fix "
-             "them with --input-shape (fixed in the output too)" + (
-            " (optimize skips the check with --no-verify)" if name == "original" else ""),
+        hint="give real inputs with --inputs (sizes stay dynamic) or sizes with "
+             "--input-shape (optimize writes them fixed" + (
+                 "; --no-verify skips the check)" if name == "original" else ")"),
     )
 
 
