@@ -97,6 +97,12 @@ Decisions:
    Transposes graphfix's pass keeps, 72 of a Piper voice's 138, and parity checks such a
    model on three times the input sets), and where a Hardmax of opset 12 or older flattens
    its input (the first maximum in memory order wins a tie: another element got the 1).
+16. Rule 9's setting also lets ORT's constant folding fold a weight's DequantizeLinear (and the
+   QuantizeLinear before it, where the graph fake-quantizes a float weight) into a float32
+   weight, which ORT otherwise never does: a QDQ model's int8 weights came out four times
+   larger (and the output was refused whole), a fake-quantized one lost the quantized kernels a
+   runtime picks for it. Those weights go to ORT listed as inputs, which it does not fold
+   (:func:`_quantized_weights`), and come back as weights.
 """
 
 from __future__ import annotations
@@ -128,7 +134,7 @@ from graphfix.model_io import (
     weight_bytes,
 )
 from graphfix.graph import (ONNX_DOMAINS, STANDARD_DOMAINS, all_nodes, count_nodes,
-                            default_inputs, graphs, holds_graph, is_random,
+                            default_inputs, graphs, holds_graph, is_random, keep_only,
                             run_time_quantizers, run_time_steps, subgraphs)
 from ._compare import at_default, grown_ops, same_graph
 from ._portable import (
@@ -290,10 +296,13 @@ class OrtOffline(Pass):
                 "session.optimized_model_external_initializers_min_size_in_bytes",
                 str(_EXTERNAL_MIN_BYTES),
             )
+            protected: list[str] = []
             if self._portable:  # rule 9: no requantization
                 options.add_session_config_entry("session.disable_quant_qdq", "1")
+                protected = _quantized_weights(model.graph)  # rule 16
             if inexact_zero_nops(model):  # x + 0.0 is no no-op when x is -0.0 (._zeros)
                 disabled = (*disabled, "NoopElimination")
+            added = _list_as_inputs(model.graph, protected)
             try:
                 # Declared shapes left out: ORT folds Shape from them, stale or not.
                 session = ort_session(model, optimization=self.level, providers=providers,
@@ -302,6 +311,8 @@ class OrtOffline(Pass):
             except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
                 raise _CannotLoad(str(exc).strip().splitlines()[0] if str(exc).strip() else
                                   type(exc).__name__) from exc
+            finally:
+                _unlist(model.graph, added)
             if PROVIDERS[self.provider] not in session.get_providers():
                 raise ProviderUnavailableError(
                     f"ort-offline: {PROVIDERS[self.provider]} cannot load in onnxruntime "
@@ -311,7 +322,9 @@ class OrtOffline(Pass):
                 )
             del session
             # onnx.load reads the external data and marks every tensor as inline again.
-            return onnx.load(str(path), load_external_data=True)
+            optimized = onnx.load(str(path), load_external_data=True)
+            _unlist(optimized.graph, added)
+            return optimized
 
     def call(self, model: onnx.ModelProto) -> PassResult:
         stats: dict[str, Any] = {
@@ -523,6 +536,49 @@ def _reason(refusal: Exception) -> str:
     if isinstance(refusal, Unportable):
         return f"ORT's output is tied to its CPU provider ({refusal}); model kept"
     return f"{refusal}; model kept"
+
+
+def _quantized_weights(graph: onnx.GraphProto) -> list[str]:
+    """Rule 16: the weights a DequantizeLinear reads, directly (a QDQ model's int8 weights) or
+    through a QuantizeLinear (a weight fake-quantized in the graph, as a QAT export writes it).
+    With its QDQ handling off (rule 9) ONNX Runtime's constant folding folds such a pair into a
+    float32 weight: the same values, but the quantized kernels a runtime picks for a
+    DequantizeLinear before a Conv or MatMul are lost, and ORT's own session, which fuses the
+    pair into an integer kernel, computes the original another way (a fake-quantized Linear's
+    outputs moved by one quantization level, 35x the tolerance). Listed as graph inputs for ORT,
+    those weights are defaults a caller may override, which ORT never folds."""
+    weights = {t.name for t in graph.initializer}
+    listed = {i.name for i in graph.input}
+    made = {name: node for node in graph.node for name in node.output if name}
+    found: dict[str, None] = {}
+    for node in all_nodes(graph):  # a body's DequantizeLinear reads the main graph's weights
+        if node.op_type != "DequantizeLinear" or not node.input:
+            continue
+        data = node.input[0]
+        quantizer = made.get(data)
+        if (data not in weights and quantizer is not None
+                and quantizer.op_type == "QuantizeLinear" and quantizer.input):
+            data = quantizer.input[0]
+        if data in weights and data not in listed:
+            found[data] = None
+    return list(found)
+
+
+def _list_as_inputs(graph: onnx.GraphProto, names: Sequence[str]) -> list[str]:
+    """Rule 16: ``names`` (initializers) appended to the graph's inputs; the names added."""
+    weights = {t.name: t for t in graph.initializer}
+    for name in names:
+        tensor = weights[name]
+        graph.input.append(onnx.helper.make_tensor_value_info(
+            name, tensor.data_type, list(tensor.dims)))
+    return list(names)
+
+
+def _unlist(graph: onnx.GraphProto, names: Sequence[str]) -> None:
+    """Rule 16 undone: the inputs :func:`_list_as_inputs` added go again."""
+    if names:
+        gone = set(names)
+        keep_only(graph.input, lambda value: value.name not in gone)
 
 
 def _restore_signature(optimized: onnx.ModelProto, model: onnx.ModelProto) -> None:

@@ -417,6 +417,49 @@ def test_no_quantize_pairs_are_added_to_a_quantized_table(ort_run, rng) -> None:
                                   ort_run(QUANTIZED_TABLE, feeds)["y"])
 
 
+FAKE_QUANTIZED = onnx.parser.parse_model("""
+<ir_version: 8, opset_import: ["" : 17]>
+g (float[N, 4] x) => (float[N, 3] y) {
+    xq = QuantizeLinear (x, sx, zx)
+    xd = DequantizeLinear (xq, sx, zx)
+    wq = QuantizeLinear (w, sw, zw)
+    wd = DequantizeLinear (wq, sw, zw)
+    h = MatMul (xd, wd)
+    vd = DequantizeLinear (v, sw, zw)
+    t = MatMul (h, vd)
+    a = Add (t, b)
+    y = Relu (a)
+}""")
+FAKE_QUANTIZED.graph.initializer.extend([
+    onnx.numpy_helper.from_array(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3), "w"),
+    onnx.numpy_helper.from_array(np.arange(-4, 5, dtype=np.int8).reshape(3, 3), "v"),
+    onnx.numpy_helper.from_array(np.ones(3, np.float32), "b"),
+    onnx.numpy_helper.from_array(np.array(0.02, np.float32), "sx"),
+    onnx.numpy_helper.from_array(np.array(0, np.int8), "zx"),
+    onnx.numpy_helper.from_array(np.array(0.05, np.float32), "sw"),
+    onnx.numpy_helper.from_array(np.array(0, np.int8), "zw"),
+])
+
+
+def test_a_weights_quantizers_are_not_folded_into_a_float_weight(ort_run, rng) -> None:
+    # With ORT's QDQ handling off, its constant folding turned Q(w) -> DQ, and DQ of an int8
+    # weight, into float32 weights: the integer kernels a runtime picks for them were lost,
+    # and ORT's own session computed the original another way (a QAT export's Linear one
+    # quantization level off). They stay, as the model has them; the rest is still folded.
+    model = _copy(FAKE_QUANTIZED)
+    model.graph.node.append(onnx.helper.make_node("Identity", ["y"], ["unused"]))
+    result = OrtOffline()(model)
+    assert result.modified and "Identity" not in ops(result.model)  # ORT still ran
+    assert ops(result.model).count("DequantizeLinear") == 3
+    assert ops(result.model).count("QuantizeLinear") == 2
+    weights = {t.name: t for t in result.model.graph.initializer}
+    assert weights["v"].data_type == onnx.TensorProto.INT8 and "w" in weights
+    assert [i.name for i in result.model.graph.input] == ["x"]
+    x = rng.uniform(-1, 1, (5, 4)).astype(np.float32)
+    np.testing.assert_array_equal(ort_run(result.model, {"x": x})["y"],
+                                  ort_run(FAKE_QUANTIZED, {"x": x})["y"])
+
+
 DENSE_HEAD = onnx.parser.parse_model("""
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[N, 4] x) => (float[N, 3] y) {
