@@ -55,6 +55,7 @@ from graphfix.model_io.sessions import (
     temporary_model_file,
 )
 from graphfix.model_io.tensors import (
+    compact_integers,
     data_files,
     MEASURED_SIZE_LIMIT,
     has_value,
@@ -122,6 +123,7 @@ __all__ = [
     "LentModel",
     "lent_model",
     "iter_tensors",
+    "compact_integers",
     "tensor_value",
     "has_value",
     "tensor_bytes",
