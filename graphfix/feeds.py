@@ -626,7 +626,12 @@ class TensorSizes:
             for size in shape:
                 value.type.tensor_type.shape.dim.add().dim_value = int(size)
         try:
-            return infer_shapes(model, data_prop=True)
+            inferred = infer_shapes(model, data_prop=True)
+            for _ in range(_IF_ROUNDS):  # an If decided can decide the next one's condition
+                if not _decide_ifs(model, inferred):
+                    break
+                inferred = infer_shapes(model, data_prop=True)
+            return inferred
         except Exception:  # noqa: BLE001 - onnx raises several types: no guard then
             return None
 
@@ -641,6 +646,108 @@ class TensorSizes:
             f", each unknown size taken as the inputs' largest, {max(_sizes(shapes))}"
         return (f"not run: {name!r} would be {size / 2**30:.3g} GiB at {shown}{unknown}, over "
                 f"the {MAX_TENSOR_BYTES / 2**30:g} GiB graphfix lets a size it tries compute")
+
+
+# How many rounds of deciding Ifs (and inferring again) a size estimate takes at most.
+_IF_ROUNDS = 4
+# The ops a condition computed from sizes is evaluated through (with the sizes inference
+# gives each Shape's input): what exporters compute such a condition with.
+_SIZE_OPS = frozenset({
+    "Constant", "Gather", "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual", "Not",
+    "And", "Or", "Xor", "Cast", "Squeeze", "Unsqueeze", "Slice", "Concat", "Add", "Sub", "Mul",
+    "Div", "Mod", "ReduceProd", "ReduceSum", "ReduceMin", "ReduceMax", "Identity", "Reshape",
+})
+
+
+def _decide_ifs(model: onnx.ModelProto, inferred: onnx.ModelProto) -> int:
+    """Each If of the main graph whose condition is computed from sizes alone (a Shape of a
+    tensor ``inferred`` gives every size of, or a Size of it) takes the branch it takes at
+    those sizes for both: ONNX's inference then gives its outputs the shapes of that branch,
+    where two branches of different ranks leave them without any (pyannote's front end picks
+    its Conv by the channel count: everything after it was unsized, then guessed at 4 GiB).
+    Returns how many were decided."""
+    graph = model.graph
+    if not any(node.op_type == "If" for node in graph.node):
+        return 0
+    from onnx.reference import ReferenceEvaluator
+
+    dims = {value.name: [d.dim_value if d.HasField("dim_value") else None
+                         for d in value.type.tensor_type.shape.dim]
+            for value in (*inferred.graph.input, *inferred.graph.value_info)
+            if value.type.tensor_type.HasField("shape")}
+    made = {name: node for node in graph.node for name in node.output if name}
+    constants = {t.name: t for t in graph.initializer
+                 if t.data_location != onnx.TensorProto.EXTERNAL}
+    decided = 0
+    for node in graph.node:
+        if node.op_type != "If" or node.domain not in graph_layer.STANDARD_DOMAINS:
+            continue
+        then_branch = graph_layer.attribute(node, "then_branch")
+        else_branch = graph_layer.attribute(node, "else_branch")
+        if then_branch is None or else_branch is None or then_branch == else_branch:
+            continue
+        nodes = _size_computation(node.input[0], made, constants, dims)
+        if nodes is None:
+            continue
+        used = {name for n in nodes for name in n.input}
+        condition = onnx.helper.make_model(onnx.helper.make_graph(
+            nodes, "condition", [], [onnx.helper.make_tensor_value_info(
+                node.input[0], onnx.TensorProto.UNDEFINED, None)],
+            [constants[name] for name in sorted(used & constants.keys())]),
+            opset_imports=list(model.opset_import))
+        try:
+            value = np.asarray(ReferenceEvaluator(condition).run(None, {})[0])
+        except Exception:  # noqa: BLE001 - the reference evaluator raises many types
+            continue
+        if value.size != 1:
+            continue
+        chosen = then_branch if bool(value.reshape(-1)[0]) else else_branch
+        for attribute in node.attribute:
+            if attribute.name in ("then_branch", "else_branch"):
+                attribute.g.CopyFrom(chosen)
+        decided += 1
+    return decided
+
+
+def _size_computation(name: str, made: Mapping[str, onnx.NodeProto],
+                      constants: Mapping[str, onnx.TensorProto],
+                      dims: Mapping[str, list[int | None]]) -> list[onnx.NodeProto] | None:
+    """The nodes computing ``name`` from sizes alone, in order, each Shape or Size of a tensor
+    of known sizes replaced by the Constant it computes; None where a value is read."""
+    order: list[onnx.NodeProto] = []
+    done: set[str] = set()
+
+    def visit(tensor: str, depth: int) -> bool:
+        if not tensor or tensor in done or tensor in constants:
+            return True
+        node = made.get(tensor)
+        if node is None or node.domain not in graph_layer.STANDARD_DOMAINS or depth > 64:
+            return False
+        if node.op_type in ("Shape", "Size"):
+            sizes = dims.get(node.input[0]) if node.input else None
+            if sizes is None or None in sizes:
+                return False
+            if node.op_type == "Size":
+                value = np.array(math.prod(sizes), np.int64)
+            else:
+                rank = len(sizes)
+                start = graph_layer.attribute(node, "start", 0)
+                end = graph_layer.attribute(node, "end", rank)
+                value = np.array(sizes[slice(start, end)], np.int64)
+            order.append(onnx.helper.make_node("Constant", [], [tensor],
+                                               value=numpy_helper.from_array(value)))
+        else:
+            if node.op_type not in _SIZE_OPS or any(
+                    a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                    for a in node.attribute):
+                return False
+            if not all(visit(i, depth + 1) for i in node.input):
+                return False
+            order.append(node)
+        done.update(n for n in node.output if n)
+        return True
+
+    return order if visit(name, 0) else None
 
 
 def _sizes(shapes: Mapping[str, Sequence[int]]) -> list[int]:

@@ -314,6 +314,37 @@ def test_a_reshape_inference_cannot_size_has_the_elements_it_reshapes() -> None:
     assert sizes.too_large({"x": [4, 16384]}) is None
 
 
+def test_an_if_on_sizes_takes_its_branch_for_the_size_estimate() -> None:
+    # pyannote's front end picks its Conv by the channel count (an If on Shape): the two
+    # branches have different ranks, so ONNX's inference leaves everything after the If
+    # unsized. At given sizes the condition is known, and so is the branch.
+    then_branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["picked"])], "then", [],
+        [helper.make_tensor_value_info("picked", onnx.TensorProto.FLOAT, None)])
+    else_branch = helper.make_graph(
+        [helper.make_node("Constant", [], ["axes"],
+                          value=numpy_helper.from_array(np.array([0], np.int64))),
+         helper.make_node("Unsqueeze", ["x", "axes"], ["spread"])], "else", [],
+        [helper.make_tensor_value_info("spread", onnx.TensorProto.FLOAT, None)])
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["channels"]),
+             helper.make_node("Equal", ["channels", "one"], ["mono"]),
+             helper.make_node("If", ["mono"], ["y"], then_branch=then_branch,
+                              else_branch=else_branch),
+             helper.make_node("Mul", ["y", "y"], ["z"])]
+    graph = helper.make_graph(
+        nodes, "picks",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["b", "c", "t"])],
+        [helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(1, np.int64), "one")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sizes = feeds.TensorSizes(model)
+    assert sizes.largest({"x": [4, 1, 64]})[1:] == ([4, 1, 64], 4 * 64 * 4)
+    assert sizes.largest({"x": [4, 2, 64]})[1:] == ([1, 4, 2, 64], 8 * 64 * 4)
+    # the model itself is not changed
+    assert sorted(len(a.g.node) for a in model.graph.node[3].attribute) == [1, 2]
+
+
 def test_torch_export_symbols_of_cache_tensors_take_one_size() -> None:
     # Dim.DYNAMIC: each cache tensor's length is a symbol of its own (s12, s7), though the
     # layers' caches must agree; and the mask spans the past and the new tokens.
