@@ -487,7 +487,10 @@ def _constant_of_shape(facts: SymbolicFacts, node: onnx.NodeProto) -> list[_Tens
         if n is not None and n <= MAX_VALUE_ELEMENTS:
             item = np.asarray(tensor_value(fill)).reshape(-1)[0]
             value = ((bool(item) if elem == _BOOL else Expr.of(int(item))),) * n
-    return [_Tensor(tuple(target), value, False, elem)]  # type: ignore[arg-type]
+    # an empty target is a scalar's shape (torch.zeros(()) as TorchScript exports it): one
+    # value of rank 0, not a 1-D tensor of one
+    scalar = not target and value is not None
+    return [_Tensor(tuple(target), value, scalar, elem)]  # type: ignore[arg-type]
 
 
 def _extreme(a: Expr, b: Expr, pick: Callable[[int, int], int]) -> Expr | None:

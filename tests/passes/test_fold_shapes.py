@@ -741,3 +741,24 @@ def test_an_if_on_a_default_a_caller_may_feed_stays(ort_run):
     }""")
     result = FoldShapes()(model)
     assert "If" in ops(result.model)
+
+
+def test_a_constant_of_an_empty_shape_folds_to_a_scalar() -> None:
+    # torch.zeros((), dtype=torch.long) as the TorchScript exporter writes it: ConstantOfShape
+    # of an empty shape is one value of rank 0. Folded as a 1-D tensor of one, the output
+    # changed rank (and a scripted while loop's counter broke ONNX Runtime's run).
+    from onnx import helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["shape"],
+                          value=numpy_helper.from_array(np.zeros((0,), np.int64))),
+         helper.make_node("ConstantOfShape", ["shape"], ["zero"],
+                          value=numpy_helper.from_array(np.array([0], np.int64))),
+         helper.make_node("Add", ["zero", "n"], ["steps"])],
+        "g", [helper.make_tensor_value_info("n", onnx.TensorProto.INT64, [])],
+        [helper.make_tensor_value_info("steps", onnx.TensorProto.INT64, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    result = FoldShapes()(model)
+    assert result.modified
+    [folded] = [t for t in result.model.graph.initializer]
+    assert list(folded.dims) == [] and numpy_helper.to_array(folded) == 0
