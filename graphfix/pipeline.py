@@ -58,7 +58,7 @@ from graphfix.report import PassReport, Report
 from graphfix.validate.bench import MIN_COMPARED_RUNS, benchmark
 from graphfix.validate.bench import require_speedup as check_speedup
 from graphfix.validate.parity import (ParityResult, ReferenceOutputs, ReferenceRun, check_parity,
-                                      original_spread)
+                                      default_session_problem, original_spread)
 
 __all__ = [
     "DEFAULT_PASSES",
@@ -825,22 +825,25 @@ class _Job:
         if empty is not None:
             logger.warning("%s", empty)
             self.report.warnings.append(empty)
-        if result.passed and (before is None or precision_module.read(optimized) is None):
-            return optimized
-        if result.passed:
+        failed = result
+        if result.passed and before is not None and precision_module.read(optimized) is not None:
             # Judged at the lowered type's tolerance, the model would let through an error of
             # a float32 pass that its own tolerance refuses (ORT's Div/Mul fusion moving a T5
             # bucket): the model before the lowering is checked at the original's tolerance.
             base = check_parity(None, before, reference_run=reference,
                                 tolerances=self.tolerances)
-            del before
-            if base.passed:
+            if not base.passed:
+                failed = base
+        del before
+        if failed.passed:
+            # Parity runs with ONNX Runtime's optimizations off; a deployment runs with them on.
+            first = default_session_problem(optimized, original, reference)
+            if first is None:
                 return optimized
-            first = f"before {', '.join(gate.GATED_PASSES)}: {base.describe()}"
-            failed = base
-        else:
+        elif failed is result:
             first = result.describe()
-            failed = result
+        else:
+            first = f"before {', '.join(gate.GATED_PASSES)}: {failed.describe()}"
         # Whether ORT's own optimizations move the original itself as far: an output that
         # ill-conditioned is no pass's fault, and the user judges the tolerance.
         note = original_spread(original(), reference, failed)
@@ -864,6 +867,9 @@ class _Job:
             if not check.passed:  # an output it broke, or why the check could not run
                 return (f"failed the check: {check.problem}" if check.problem
                         else f"broke {check.describe()}")
+            broken = default_session_problem(model, original, reference)
+            if broken is not None:
+                return f"broke the model: {broken}"
             judged.append(check)
             return None
 

@@ -44,3 +44,32 @@ def test_an_unread_input_survives_the_fusion(tmp_path) -> None:
     names = [i.name for i in graphfix.load(path).graph.input]
     assert [i.name for i in graphfix.load(tmp_path / "out.onnx").graph.input] == names
     assert "encoder_hidden_states" in names
+
+
+def test_a_model_onnx_runtime_s_default_session_cannot_run_after_a_pass_loses_that_pass(
+        tmp_path) -> None:
+    # tf.linalg.diag_part through tf2onnx: with its static sizes folded (fold-shapes), ONNX
+    # Runtime's own optimizations break the model ("Shape mismatch attempting to re-use
+    # buffer" at every batch size) though it runs with them off, where parity checks. A
+    # deployment's default session must run what graphfix writes: the pass is left out.
+    tf = pytest.importorskip("tensorflow")
+    tf2onnx = pytest.importorskip("tf2onnx")
+    import numpy as np
+    import onnxruntime as ort
+
+    def matrices(a):
+        diagonal = tf.linalg.diag_part(a)
+        return (tf.identity(diagonal, name="d"), tf.identity(tf.linalg.trace(a), name="t"),
+                tf.identity(tf.linalg.set_diag(a, tf.ones_like(diagonal)), name="sd"))
+
+    source = tmp_path / "matrices.onnx"
+    tf2onnx.convert.from_function(tf.function(matrices), input_signature=[
+        tf.TensorSpec([None, 5, 5], tf.float32, "a")], opset=17, output_path=str(source))
+    result = graphfix.optimize_file(source, tmp_path / "out.onnx")
+    assert result.report.parity["passed"]
+    feed = {"a": np.random.default_rng(3).standard_normal((2, 5, 5)).astype(np.float32)}
+    original = ort.InferenceSession(str(source), providers=["CPUExecutionProvider"])
+    written = ort.InferenceSession(str(tmp_path / "out.onnx"),
+                                   providers=["CPUExecutionProvider"])  # level all
+    for expected, got in zip(original.run(None, feed), written.run(None, feed)):
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)

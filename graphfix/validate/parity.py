@@ -69,7 +69,8 @@ __all__ = [
     "ReferenceRun",
     "check_parity",
     "generated_feeds",
-    "compare_output", "format_parity", "identical", "original_spread"]
+    "compare_output", "default_session_problem", "format_parity", "identical",
+    "original_spread"]
 
 logger = logging.getLogger(__name__)
 
@@ -714,6 +715,46 @@ SPREAD_LEVEL = "all"
 SPREAD_MAX_WEIGHT_BYTES = 512 * 2**20
 
 
+def default_session_problem(candidate: onnx.ModelProto,
+                            reference: Callable[[], onnx.ModelProto],
+                            reference_run: ReferenceRun) -> str | None:
+    """Why ONNX Runtime's default session (its optimizations at level all, parity's provider)
+    cannot run ``candidate`` on parity's first input set where it runs the model ``reference``
+    gives (read only then); None
+    where it runs it, where it cannot run the reference either, and past
+    :data:`SPREAD_MAX_WEIGHT_BYTES` of weights. Parity runs with the optimizations off; a
+    deployment runs with them on, and ORT's own rewrites can break a valid model it otherwise
+    runs (a tf2onnx diag_part whose sizes were folded: ORT folded the If of its Reshape target
+    and every call failed, "Shape mismatch attempting to re-use buffer")."""
+    record = precision_module.read(candidate)
+    if record is not None and record.dtype == "bfloat16" and "CUDAExecutionProvider" not in [
+            p if isinstance(p, str) else p[0] for p in reference_run.providers]:
+        return None  # no bfloat16 kernels on the CPU: nothing to learn from a refusal
+    if model_io.weight_bytes(candidate) > SPREAD_MAX_WEIGHT_BYTES:
+        return None
+    ref = reference_run.result()
+    if not ref.runs:
+        return None
+    feed = ref.runs[0][0]
+    moved = layout_module.relative(reference_run.layout, layout_module.read(candidate))
+
+    def failure(model: onnx.ModelProto, given: Feeds) -> str | None:
+        try:
+            session = model_io.ort_session(model, optimization=SPREAD_LEVEL,
+                                           providers=reference_run.providers,
+                                           options=_session_options())
+            session.run(None, _for(session, given))
+        except Exception as err:  # noqa: BLE001 - ORT refuses in many ways
+            return first_line(err)
+        return None
+
+    problem = failure(candidate, _candidate_feed(feed, ref, moved, candidate, None))
+    if problem is None or failure(reference(), feed) is not None:
+        return None
+    return (f"ONNX Runtime's default session (optimizations at level {SPREAD_LEVEL}) cannot run "
+            f"it, where it runs the original: {problem}")
+
+
 def original_spread(reference: onnx.ModelProto, reference_run: ReferenceRun,
                     result: ParityResult) -> str | None:
     """How far ONNX Runtime's default optimizations move ``reference`` itself, on the input set
@@ -775,6 +816,18 @@ def original_spread(reference: onnx.ModelProto, reference_run: ReferenceRun,
     return note
 
 
+def _candidate_feed(feed: Feeds, ref: ReferenceOutputs, moved: layout_module.Layout,
+                    model: onnx.ModelProto | None, ref_model: onnx.ModelProto | None) -> Feeds:
+    """A reference's input set as the candidate ``model`` takes it: inputs made channels-first
+    on request (``moved``), the reference's random draws, inputs either side lowered on
+    request (:mod:`graphfix.precision`)."""
+    cand_feed = layout_module.to_candidate(feed, moved)
+    cand_feed.update({f"{name}.draw": feed[name] for name in ref.draws if name in feed})
+    if model is not None:
+        cand_feed = precision_module.for_model(cand_feed, model, ref_model)
+    return cand_feed
+
+
 def _compare_runs(
     ref: ReferenceOutputs, cand_session: Any, moved: layout_module.Layout,
     tolerances: Mapping[str, Tolerance] | None, candidate: str, result: ParityResult,
@@ -791,10 +844,7 @@ def _compare_runs(
         result.runs.append(feeds_module.describe(
             {k: v for k, v in feed.items() if k not in ref.draws}))
         try:
-            cand_feed = layout_module.to_candidate(feed, moved)
-            cand_feed.update({f"{name}.draw": feed[name] for name in ref.draws if name in feed})
-            if model is not None:  # inputs either side lowered on request (graphfix.precision)
-                cand_feed = precision_module.for_model(cand_feed, model, ref_model)
+            cand_feed = _candidate_feed(feed, ref, moved, model, ref_model)
             cand_out = cand_session.run(None, _for(cand_session, cand_feed))
         except Exception as err:  # noqa: BLE001 - any ORT failure is the candidate's failure
             problems.append(f"the {candidate} fails to run on {_shapes(feed)}: "
