@@ -188,8 +188,12 @@ def nonstandard_ops(
 
 def _trim_opset_imports(optimized: onnx.ModelProto, original: onnx.ModelProto) -> None:
     """ORT stamps every domain it knows; keep the original imports (as the original writes
-    them: ORT spells out the default domain's empty name) and the domains now used."""
-    used = {n.domain for n in optimized.graph.node} | {o.domain for o in original.opset_import}
+    them: ORT spells out the default domain's empty name) and the domains now used, by the
+    bodies of Loop, If and Scan too (a FusedMatMul in a Loop body lost its import, and the
+    model did not load) and by local functions."""
+    used = {n.domain for n in all_nodes(optimized.graph)} | {
+        n.domain for f in optimized.functions for n in f.node} | {
+        f.domain for f in optimized.functions} | {o.domain for o in original.opset_import}
     written = {(o.domain, o.version): o for o in original.opset_import}
     kept = [written.get((o.domain, o.version), o) for o in optimized.opset_import
             if o.domain in used]

@@ -870,3 +870,34 @@ def test_what_ort_expanded_is_put_back_in_the_same_branch_of_an_if() -> None:
     for ours, theirs in zip(run_outputs(result.model, feeds, ["y"]),
                             run_outputs(model, feeds, ["y"])):
         np.testing.assert_array_equal(ours["y"], theirs["y"])
+
+
+def test_a_contrib_op_in_a_body_keeps_its_domain_import(ort_run, rng) -> None:
+    # At level all ORT fuses Transpose + MatMul inside an If body into com.microsoft's
+    # FusedMatMul; the imports were trimmed to the main graph's domains, and the output did
+    # not load ("No opset import for domain 'com.microsoft'"): the pass was skipped whole.
+    from onnx import helper
+
+    def body(name: str, transposed: bool) -> onnx.GraphProto:
+        nodes = [helper.make_node("Transpose", ["a"], [f"{name}_t"], perm=[1, 0])] \
+            if transposed else []
+        nodes.append(helper.make_node("MatMul", [f"{name}_t" if transposed else "a", "b"],
+                                      [f"{name}_y"]))
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(
+            f"{name}_y", onnx.TensorProto.FLOAT, [4, 4])])
+
+    graph = helper.make_graph(
+        [helper.make_node("If", ["flag"], ["y"], then_branch=body("then", True),
+                          else_branch=body("other", False))], "g",
+        [helper.make_tensor_value_info("flag", onnx.TensorProto.BOOL, []),
+         helper.make_tensor_value_info("a", onnx.TensorProto.FLOAT, [4, 4]),
+         helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    result = OrtOffline(level="all")(_copy(model))
+    assert result.modified and not result.skipped
+    assert "com.microsoft" in {o.domain for o in result.model.opset_import}
+    feeds = {"flag": np.array(True), "a": rng.standard_normal((4, 4)).astype(np.float32),
+             "b": rng.standard_normal((4, 4)).astype(np.float32)}
+    np.testing.assert_allclose(ort_run(result.model, feeds)["y"], ort_run(model, feeds)["y"],
+                               rtol=1e-6, atol=1e-6)
