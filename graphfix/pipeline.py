@@ -737,21 +737,30 @@ class _Job:
         self.allowance = 0
         return strict
 
-    def _held_warning(self, model: onnx.ModelProto) -> str | None:
+    def _held_warning(self, model: onnx.ModelProto, passes: Sequence[PassReport] = ()
+                      ) -> str | None:
         """The warning of a run held to the input's size (None where none was), said of
-        ``model``, the output of the passes' last run."""
+        ``model``, the output of the passes' last run (``passes``: its reports)."""
         if self._grown is None:
             return None
         what, grown = self._grown
         size = self.size or 0
+        copied = [(str(p.details.get("precision", "lowered")), int(p.stats["weights_copied"]))
+                  for p in passes if p.name == "convert-precision" and p.modified
+                  and p.stats.get("weights_copied")]
+        copies = copied[0] if copied else None
         final = model_io.stored_size(model)
         outcome = ("so the output is not larger" if final <= size else
                    f"and their output is {final - size} bytes larger only by graphfix's "
                    "records in its metadata (the ONNX Runtime it is bound to, a layout or "
                    "precision asked for) and its shape annotations"
                    if registry.plain_size(model) <= size else
-                   f"and their output is still {final - size} bytes larger (what the "
-                   "rewrites need beyond the input's bytes: names, attributes)")
+                   f"and their output is still {final - size} bytes larger (" + (
+                       f"convert-precision stores a {copies[0]} copy of {copies[1]} weight(s) "
+                       "also read in float32 whose values a Cast would not keep (too small "
+                       "for it, or past its range), and "
+                       if copies else "") + "what the rewrites need beyond the input's bytes: "
+                   "names, attributes)")
         return (
             f"{what} was larger than the input ({grown} > {size} bytes: constant folds that "
             "store new tensors, new names); they ran again, each fold held to the bytes the "
@@ -791,7 +800,7 @@ class _Job:
             if entry.skipped and entry.skipped not in entry.warnings:
                 lines.append(f"{entry.name} skipped: {entry.skipped}")
         lines += [item.describe() for item in done.left_out]
-        held = self._held_warning(done.model)
+        held = self._held_warning(done.model, done.passes)
         if held is not None:
             lines.append(held)
         moved = layout.read(done.model)

@@ -411,6 +411,8 @@ class ConvertPrecision(KeepsWorker, Pass):
             "islands": len(islands),
             "casts_added": stats.casts,
             "weights_converted": stats.weights_converted + stats.weights_copied,
+            # of which stored twice: read in float32 too, a Cast would not keep their values
+            "weights_copied": stats.weights_copied,
             # read both in float32 and lowered: stored once, cast where lowered
             "weights_cast": stats.weights_cast,
             "values_saturated": stats.values_saturated,

@@ -1429,7 +1429,7 @@ def test_every_run_in_a_shared_worker_block_checks_in_that_worker() -> None:
             _wait_dead(pid)  # dead before the job: one killed while it runs is a crash on it
             result = graphfix.optimize(copy(model), passes=["convert-precision"], verify=False)
             (report,) = result.report.passes
-            assert report.stats["compute_nodes_lowered"] > 0, report
+            assert report.stats.get("compute_nodes_lowered", 0) > 0, (report.skipped, report)
             assert worker.pid not in (None, pid)
     with pytest.raises(graphfix.errors.PassError, match="RuntimeWorker"):
         with shared_worker("a worker"):
@@ -1874,6 +1874,14 @@ def test_a_weight_read_in_both_types_is_stored_once(rng):
     # a copy in float16 would add 8 KiB; a Cast and the precision record, a few hundred bytes
     assert result.model.ByteSize() < model.ByteSize() + 1024
     feeds = [{"x": rng.uniform(-1, 1, (4, 64)).astype(np.float32)}]
+    assert check_parity(model, result.model, feeds=feeds).passed
+    # a value too small for float16 among 4096 (1 in 295,000 of a GRU's recurrent weight) does
+    # not make a second copy: the Cast makes it zero, which computes the same
+    tiny = numpy_helper.to_array(model.graph.initializer[0]).copy()
+    tiny[3, 5] = 1e-9
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(tiny, "W"))
+    result = ConvertPrecision(keep_float32=["n0"])(copy(model))
+    assert result.stats["weights_cast"] == 1 and result.stats["weights_copied"] == 0
     assert check_parity(model, result.model, feeds=feeds).passed
 
 
