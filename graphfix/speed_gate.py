@@ -18,7 +18,9 @@ verdict: the interval's upper bound below 1. A ratio the interval cannot tell fr
 rewrite (a smaller or fused model that is not shown slower); where that ratio is below
 :data:`UNCLEAR_BELOW`, the two are timed again with four times the rounds first, and the second
 measurement decides. ``speed_gate=False`` keeps the
-rewrites unmeasured, and the report says they were not judged.
+rewrites unmeasured, and the report says they were not judged. So does a model that ONNX
+Runtime's default session cannot open without the rewrites either (the original fails there
+too): there is nothing to time them against.
 """
 
 from __future__ import annotations
@@ -113,11 +115,19 @@ def _compare(candidate: onnx.ModelProto, baseline: onnx.ModelProto, name: str, r
             result = benchmark(candidate, baseline=baseline, progress=progress,
                                **{**arguments, "runs": AGAIN_RUNS})
     except GraphfixError as err:
+        provider = arguments.get("provider") or run.provider
+        if err.model == "baseline":
+            # Nor does the model without it open in ONNX Runtime's default session there (a
+            # Resize that ORT's layout rewrites make invalid: the original fails there too):
+            # nothing to time against, and the pass is no more at fault than the model.
+            return Verdict([name], True, provider, None, None, None, "unmeasured",
+                           f"{name}: kept without measuring speed: the model without it does "
+                           f"not open in ONNX Runtime's default session either "
+                           f"({first_line(err)})")
         # The model with the pass does not open or run on the provider it is for (a fused
         # op whose kernel there refuses the shapes, say): written without it, never refused.
         if err.model != "candidate":
             raise
-        provider = arguments.get("provider") or run.provider
         return Verdict([name], False, provider, None, None, None, "does not run",
                        f"{name}: the model with it does not run on {provider} "
                        f"({first_line(err)}); written without it")
