@@ -99,10 +99,10 @@ Decisions:
    its input (the first maximum in memory order wins a tie: another element got the 1).
 16. Rule 9's setting also lets ORT's constant folding fold a weight's DequantizeLinear (and the
    QuantizeLinear before it, where the graph fake-quantizes a float weight) into a float32
-   weight, which ORT otherwise never does: a QDQ model's int8 weights came out four times
-   larger (and the output was refused whole), a fake-quantized one lost the quantized kernels a
-   runtime picks for it. Those weights go to ORT listed as inputs, which it does not fold
-   (:func:`_quantized_weights`), and come back as weights.
+   weight, which ORT otherwise never does: a QDQ model's int8 weights would come out four
+   times larger (rule 6 then ran the pass without constant folding at all), a fake-quantized
+   one lost the quantized kernels a runtime picks for it. Those weights go to ORT listed as
+   inputs, which it does not fold (:func:`_quantized_weights`), and come back as weights.
 """
 
 from __future__ import annotations
