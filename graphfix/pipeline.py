@@ -566,13 +566,18 @@ class _LoadCheck:
             f"broke the model: ONNX Runtime cannot load its output ({found})")
 
 
-def _declare_observed_sizes(model: onnx.ModelProto, outputs: ReferenceOutputs | None
-                            ) -> list[str]:
+def _declare_observed_sizes(model: onnx.ModelProto, outputs: ReferenceOutputs | None,
+                            declared: Mapping[str, onnx.TypeProto] | None = None,
+                            warnings: list[str] | None = None) -> list[str]:
     """A graph output's static size that the original itself did not compute on parity's
     inputs (an exporter's traced constant: ``[batch, 54, 4]`` where the model gives 8 or 37
     rows) is declared dynamic (unnamed), in place; one line per output. ONNX Runtime runs
     such a model and warns on every call; the declaration misleads whatever reads the
-    signature."""
+    signature. An output whose declaration in the input (``declared``) the run corrected to
+    what ONNX's inference computes, where the input's holds on every run and the inferred one
+    does not (inference rounds a Resize's scale down: 24 x 0.8333 gave 19 where ONNX Runtime
+    computes the declared 20), gets the input's declaration back, and the correction's line
+    goes from ``warnings``."""
     if outputs is None:
         return []
     seen: dict[str, list[tuple[int, ...]]] = {}
@@ -581,6 +586,18 @@ def _declare_observed_sizes(model: onnx.ModelProto, outputs: ReferenceOutputs | 
             if isinstance(value, np.ndarray):
                 seen.setdefault(name, []).append(value.shape)
     lines = []
+    for value in model.graph.output:
+        before = (declared or {}).get(value.name)
+        shapes = seen.get(value.name, [])
+        if (before is not None and shapes and before != value.type
+                and _holds(before, shapes) and not _holds(value.type, shapes)):
+            value.type.CopyFrom(before)
+            corrected = f"output {value.name!r} is declared "
+            if warnings is not None:
+                warnings[:] = [w for w in warnings if not w.startswith(corrected)]
+            lines.append(f"output {value.name!r}: the input's declared shape holds on ONNX "
+                         "Runtime's runs, where ONNX's shape inference computes another "
+                         "(it rounds a Resize's scale down, say): the declaration is kept")
     for value in model.graph.output:
         dims = value.type.tensor_type.shape.dim
         shapes = [shape for shape in seen.get(value.name, []) if len(shape) == len(dims)]
@@ -600,6 +617,23 @@ def _declare_observed_sizes(model: onnx.ModelProto, outputs: ReferenceOutputs | 
                          f"on parity's inputs ({'; '.join(changed)}): now declared dynamic "
                          f"(ONNX Runtime warned on each run)")
     return lines
+
+
+def _copy_type(kind: onnx.TypeProto) -> onnx.TypeProto:
+    copy = onnx.TypeProto()
+    copy.CopyFrom(kind)
+    return copy
+
+
+def _holds(declared: onnx.TypeProto, shapes: Sequence[tuple[int, ...]]) -> bool:
+    """Whether a tensor type's shape agrees with every observed shape (its rank, its static
+    sizes; a named or unknown size takes any)."""
+    if not declared.HasField("tensor_type") or not declared.tensor_type.HasField("shape"):
+        return True
+    dims = declared.tensor_type.shape.dim
+    return all(len(shape) == len(dims) and all(
+        not d.HasField("dim_value") or d.dim_value == size for d, size in zip(dims, shape))
+        for shape in shapes)
 
 
 class _Job:
@@ -632,6 +666,9 @@ class _Job:
                                         external_data=loaded.external_data)
         self.report.warnings += model_io.check_model(loaded.model, rewrite=True)
         self.declared = {value.name for value in loaded.model.graph.value_info}
+        # the outputs' types as the input declares them (a run may correct them: Parity)
+        self.output_types = {value.name: _copy_type(value.type)
+                             for value in loaded.model.graph.output}
         self.names = graph_layer.all_names(loaded.model.graph)  # the input's own names
         # A model graphfix loaded itself is rewritten in place when the original can be read
         # again from its file for the parity check and the benchmark's baseline (or is not
@@ -650,7 +687,8 @@ class _Job:
                 if self.verify:
                     optimized = self._verify(original, optimized, before)
                     self.report.warnings += _declare_observed_sizes(
-                        optimized, self.reference.result() if self.reference else None)
+                        optimized, self.reference.result() if self.reference else None,
+                        self.output_types, self.report.warnings)
                 del before
                 optimized = self._gate(optimized, original)
                 if self.bench is not None:

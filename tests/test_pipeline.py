@@ -359,3 +359,24 @@ def test_nodes_out_of_order_are_sorted_first() -> None:
     assert any("not in topological order" in w for w in result.report.warnings)
     simplify = next(p for p in result.report.passes if p.name == "simplify")
     assert simplify.skipped is None, simplify.skipped
+
+
+def test_an_output_declaration_inference_contradicts_but_the_runs_keep_stays() -> None:
+    # Keras Resizing(20, 20) of a 32 x 24 image through tf2onnx: scales 0.625 and 0.8333333.
+    # ONNX's inference floors 24 x 0.8333333 to 19; ONNX Runtime computes the declared 20.
+    # The output was "corrected" to 19, then declared dynamic on that axis when the runs gave
+    # 20, with two warnings contradicting each other; the input's declaration holds: kept.
+    from onnx import helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 32, 24])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 3, 20, 20])],
+        [numpy_helper.from_array(np.array([1, 1, 0.625, 0.8333333], np.float32), "scales")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                              ir_version=8)
+    result = graphfix.optimize(model)
+    dims = result.model.graph.output[0].type.tensor_type.shape.dim
+    assert [d.dim_param or d.dim_value for d in dims] == ["N", 3, 20, 20]
+    assert not any("is declared" in w for w in result.report.warnings)
+    assert any("the declaration is kept" in w for w in result.report.warnings)
