@@ -75,12 +75,10 @@ def test_a_model_onnx_runtime_s_default_session_cannot_run_after_a_pass_loses_th
         np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
 
 
-def test_float16_of_a_model_the_default_session_cannot_open_is_written_unmeasured(
-        tmp_path) -> None:
-    # tf.image.resize bicubic through tf2onnx: ONNX Runtime runs it with its optimizations off
-    # or at basic, and its default session refuses it at load (its rewrites make the cubic
-    # Resize's scales invalid). The speed gate cannot time the float16 model against the
-    # float32 one there: --precision fp16 refused the whole model; it is written, unmeasured.
+def _resizes(tmp_path: Path) -> Path:
+    """tf.image.resize (bilinear, nearest, bicubic) and crop_and_resize through tf2onnx: ONNX
+    Runtime runs it with its optimizations off or at basic, and its default session refuses
+    it at load (its rewrites make the cubic Resize's scales invalid)."""
     tf = pytest.importorskip("tensorflow")
     tf2onnx = pytest.importorskip("tf2onnx")
 
@@ -95,7 +93,25 @@ def test_float16_of_a_model_the_default_session_cannot_open_is_written_unmeasure
     source = tmp_path / "resize.onnx"
     tf2onnx.convert.from_function(tf.function(resized), input_signature=[
         tf.TensorSpec([None, 16, 16, 3], tf.float32, "img")], opset=17, output_path=str(source))
+    return source
+
+
+def test_float16_of_a_model_the_default_session_cannot_open_is_written_unmeasured(
+        tmp_path) -> None:
+    # The speed gate cannot time the float16 model against the float32 one in the default
+    # session: --precision fp16 refused the whole model; it is written, unmeasured.
+    source = _resizes(tmp_path)
     result = graphfix.optimize_file(source, tmp_path / "out.onnx", precision="fp16")
     assert result.report.parity["passed"]
     [verdict] = result.report.speed_gate["verdicts"]
     assert verdict["kept"] and "kept without measuring speed" in result.report.speed_gate["note"]
+
+
+def test_profile_of_a_model_the_default_session_cannot_open_says_so_first(tmp_path) -> None:
+    # profile refused it; it profiles at the highest level that opens it, says first that the
+    # default SessionOptions cannot load it, and does not advise raising the level.
+    source = _resizes(tmp_path)
+    result = graphfix.profile(source, runs=10, try_fixes=False)
+    assert result.settings.optimization in ("extended", "basic")
+    assert "does not open the model at level all" in result.warnings[0]
+    assert all(f.kind != "optimization-level" for f in result.findings)

@@ -13,7 +13,10 @@ Method
    ORT's profiler on, one without. They run in ``bench``'s interleaved rounds
    (:func:`graphfix.validate.timing.measure`): ``warmup`` untimed calls, then ``runs`` rounds
    of one call each, the order rotating. On CUDA the inputs and outputs are bound on the
-   device, so a timed call holds no copies.
+   device, so a timed call holds no copies. Where ORT's session does not open the model at its
+   default level (all; its own rewrites can make a model it runs invalid), the highest level
+   that opens it is profiled, and the first warning says that a deployment's default
+   SessionOptions cannot load the model.
 2. The profiler's overhead is the ratio of the two sessions' medians.
 3. The profiled session's trace is read per timed call (:mod:`.trace`, :mod:`.accounting`):
    per node (ORT's name, op type, provider, mean time and share, shapes, the original nodes a
@@ -252,17 +255,32 @@ def profile(
     models = {"model": (main, main_name)}
     if other is not None:
         models["other"] = (other, other_name)
+    opening: list[str] = []  # why the default level did not open the model, when it did not
     with model_io.temporary_folder("profile") as folder:
-        arms = []
-        for label, (proto, _) in models.items():
-            feed = by_model["candidate" if label == "model" else "baseline"]
-            config_ = Config(label, proto, settings.optimization)
-            arms.append(Arm(label, config_, settings, feed))
-            arms.append(Arm(f"{label}_profiled", Config(f"{label}_profiled", proto,
-                                                        settings.optimization),
-                            settings, feed, profile_prefix=str(folder / label)))
-        measured = measure_runs(arms, warmup=warmup, runs=runs, progress=progress,
-                                step="profile")
+        # ONNX Runtime's own rewrites can make a model it runs invalid (a tf2onnx bicubic
+        # Resize); where the session at its default level does not open, the highest level
+        # that does is profiled, and the report says so first: that is the model's problem.
+        levels = [settings.optimization] + (
+            [level for level in _LOWER_LEVELS] if loaded is None and optimization_default(
+                settings) else [])
+        for level in levels:
+            settings = dataclasses.replace(settings, optimization=level)
+            arms = []
+            for label, (proto, _) in models.items():
+                feed = by_model["candidate" if label == "model" else "baseline"]
+                config_ = Config(label, proto, settings.optimization)
+                arms.append(Arm(label, config_, settings, feed))
+                arms.append(Arm(f"{label}_profiled", Config(f"{label}_profiled", proto,
+                                                            settings.optimization),
+                                settings, feed, profile_prefix=str(folder / label)))
+            try:
+                measured = measure_runs(arms, warmup=warmup, runs=runs, progress=progress,
+                                        step="profile")
+                break
+            except BenchmarkError as err:
+                if level == levels[-1] or not str(err).startswith(_CANNOT_OPEN):
+                    raise
+                opening.append(f"{level}: {first_line(err)}")
         profiles = {
             label: account(label, name, proto, measured, label, f"{label}_profiled",
                            optimization=settings.optimization, provider=settings.provider,
@@ -275,11 +293,19 @@ def profile(
         cuda=probe_provider("cuda") if provider == "auto" else None,
         driver=provider == "auto" and "libcuda.so.1" not in probe_provider(
             "cuda").missing_libraries)
+    closed = tuple(entry.split(": ", 1)[0] for entry in opening)
     found = {label: find(Observed(name, proto, profiles[label], settings, provider,
-                                  environment))
+                                  environment, closed))
              for label, (proto, name) in models.items()}
     warnings: list[str] = [w for w in (tuned_elsewhere(loaded, main), batch_not_applied(loaded),
                                        measured.busy) if w]
+    if opening:
+        warnings.insert(0, (
+            f"ONNX Runtime's session does not open the model at level {levels[0]}, its "
+            f"default ({opening[0].split(': ', 1)[1]}); profiled at level "
+            f"{settings.optimization}, the highest that opens it: a deployment with the "
+            f"default SessionOptions cannot load this model (set graph_optimization_level to "
+            f"{settings.optimization} in its SessionOptions)"))
     if try_fixes:
         _try(found["model"], main, by_model["candidate"], settings, warmup, runs,
              profiles["model"].stats.median_ms, confidence, resamples, seed, warnings,
@@ -302,6 +328,16 @@ def profile(
     if html is not None:
         result.write_html(html, protect=reads)
     return result
+
+
+# The levels below ONNX Runtime's default tried, in order, where it does not open the model.
+_LOWER_LEVELS = ("extended", "basic", "disabled")
+_CANNOT_OPEN = "ONNX Runtime cannot open the"
+
+
+def optimization_default(settings: Any) -> bool:
+    """Whether ``settings`` open sessions at ONNX Runtime's default level (all)."""
+    return settings.optimization == "all"
 
 
 def files_read(*sources: Any) -> list[Path]:

@@ -135,6 +135,8 @@ class Observed:
     settings: Settings
     requested_provider: str
     environment: Environment
+    # the levels above ``settings.optimization`` at which ONNX Runtime does not open the model
+    closed_levels: tuple[str, ...] = ()
 
 
 Kind = Callable[[Observed], "Finding | None"]
@@ -487,9 +489,10 @@ def unfused_attention(observed: Observed) -> Finding | None:
 
 
 def optimization_level(observed: Observed) -> Finding | None:
-    """Graph optimizations below ALL."""
+    """Graph optimizations below ALL (not where ONNX Runtime does not open the model at
+    ALL: the profile's warning says that first)."""
     level = observed.settings.optimization
-    if level == "all":
+    if level == "all" or observed.closed_levels:
         return None
     return Finding(
         "optimization-level",
