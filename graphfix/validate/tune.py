@@ -950,10 +950,21 @@ def tune(
     default_settings = Settings.ort_defaults(used)
     candidates = _candidates(facts, default_settings, space)
     numerics_feeds = _numerics_feeds(proto, feed, feeds is not None, seed, input_shapes)
-    _check_numerics(proto, candidates, numerics_feeds)
     default, copy = candidates[0], candidates[1]
     configs = _Configs(proto, feed, rewrite=used == "cpu" and objective != "memory")
-    calls, warmup, round_cost = _block_size(configs, default, feed, objective)
+    try:
+        _check_numerics(proto, candidates, numerics_feeds)
+        calls, warmup, round_cost = _block_size(configs, default, feed, objective)
+    except BenchmarkError as err:
+        if not str(err).startswith("ONNX Runtime cannot open the default"):
+            raise
+        # ORT's own rewrites can make a model it runs invalid (a tf2onnx bicubic Resize):
+        # every setting is measured against the default session, which does not load it
+        raise BenchmarkError(
+            f"{err.args[0]}: tune measures every setting against ONNX Runtime's default "
+            "session, which does not load this model",
+            hint="`graphfix profile MODEL` finds the highest optimization level that opens it; "
+                 "a deployment must set that level in its SessionOptions") from None
     statistic = _STATISTIC[objective]
     # The search's intervals rank and screen; the decision's come from the confirmation's
     # rounds, with every resample asked for.
