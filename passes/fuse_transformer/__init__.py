@@ -226,7 +226,9 @@ class FuseTransformer(Pass):
                 notes.append(f"{label}: ONNX Runtime's optimizer failed ({_first_line(err)})")
                 continue
             ort_attention_seen = ort_attention_seen or ort_attention
-            counts = _fused_counts(fused)
+            # what this fusion added: contrib ops the input already held (a CNN saved by an
+            # ORT session, with its FusedConv) are no fusion of this pass's
+            counts = _fused_counts(fused) - _fused_counts(model)
             rotary_seen = bool(counts.get("RotaryEmbedding"))
             if not counts:
                 notes.append(f"{label}: ONNX Runtime's optimizer fused nothing")

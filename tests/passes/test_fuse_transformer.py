@@ -458,3 +458,32 @@ def test_a_wrong_match_of_orts_attention_pattern_falls_back_to_graphfixs_fusion(
     for ref, out in zip(run_outputs(reference, feeds, names),
                         run_outputs(result.model, feeds, names)):
         np.testing.assert_allclose(out["y"], ref["y"], rtol=1e-4, atol=1e-4)
+
+
+def test_contrib_ops_the_input_already_holds_are_no_fusion(tmp_path) -> None:
+    # A CNN saved by an ONNX Runtime session holds its FusedConv: the pass counted it as its
+    # own fusion, wrote the model "tied to ONNX Runtime" with ORT's labels, and it came out
+    # larger than its input by them, nothing fused.
+    import onnxruntime as ort
+    from onnx import helper
+
+    rng = np.random.default_rng(0)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["c"], ["r"]),
+         helper.make_node("ReduceMean", ["r"], ["y"], axes=[2, 3], keepdims=0)], "cnn",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4])],
+        [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+         numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")])
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(tmp_path / "saved.onnx")
+    ort.InferenceSession(helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 17)], ir_version=8).SerializeToString(), options,
+        providers=["CPUExecutionProvider"])
+    saved = onnx.load(tmp_path / "saved.onnx")
+    assert [n.op_type for n in saved.graph.node] == ["FusedConv", "ReduceMean"]
+    result = FuseTransformer()(saved)
+    assert not result.modified
+    assert not any("tied to ONNX Runtime" in w for w in result.warnings)
