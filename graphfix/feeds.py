@@ -53,7 +53,7 @@ from graphfix.options import ConflictingOptionsError
 from graphfix.graph import graphs
 from graphfix.model_io import note_read, skeleton, tensor_value, typed_bytes
 from graphfix.shapes import infer_shapes
-from graphfix.pinned import baked_sizes, pinned_sizes
+from graphfix.pinned import SAME_SHAPE, baked_sizes, pinned_sizes
 
 logger = logging.getLogger(__name__)
 
@@ -525,17 +525,11 @@ run (an attention model's scores grow with the square of the length: a two-layer
 32 GiB at 4 x 16384 tokens)."""
 
 
-# Ops whose first output has as many elements as their first input: a tensor inference cannot
-# size after one of them is as large as the one before it.
-_SAME_COUNT = frozenset({
-    "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Identity", "Cast", "CastLike",
-    "DepthToSpace", "SpaceToDepth", "Dropout", "Relu", "LeakyRelu", "PRelu", "Elu", "Selu",
-    "Celu", "Gelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Softplus", "Softsign",
-    "Mish", "Erf", "Neg", "Abs", "Exp", "Log", "Sqrt", "Reciprocal", "Sign", "Floor", "Ceil",
-    "Round", "Clip", "Not", "IsNaN", "IsInf", "Softmax", "LogSoftmax", "Hardmax",
-    "InstanceNormalization", "LayerNormalization", "BatchNormalization",
-    "GroupNormalization", "LpNormalization", "RMSNormalization", "CumSum",
-})
+# Ops whose first output has as many elements as their first input: those that keep its shape,
+# and those that only rearrange it. A tensor inference cannot size after one of them is as
+# large as the one before it.
+_SAME_COUNT = SAME_SHAPE | {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose",
+                            "DepthToSpace", "SpaceToDepth", "PRelu", "GroupNormalization"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,7 +39,7 @@ from graphfix.graph import STANDARD_DOMAINS, attribute, forget_declared_shapes
 from graphfix.model_io import skeleton, tensor_value
 from graphfix.shapes import infer_shapes
 
-__all__ = ["pinned_sizes", "baked_sizes"]
+__all__ = ["pinned_sizes", "baked_sizes", "SAME_SHAPE"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ Pins = dict[int, int]  # axis of the operand -> size
 PinRule = Callable[[onnx.NodeProto, int, int, Mapping[str, list[int]]], Pins]
 
 # Ops whose output 0 has the shape (and so the axes) of input 0.
-_SAME_SHAPE = frozenset({
+SAME_SHAPE = frozenset({
     "Abs", "Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "BatchNormalization", "Cast",
     "CastLike", "Ceil", "Celu", "Clip", "Cos", "Cosh", "CumSum", "DequantizeLinear", "Dropout",
     "DynamicQuantizeLinear", "Elu", "Erf", "Exp", "Floor", "Gelu", "HardSigmoid", "HardSwish",
@@ -227,7 +227,7 @@ class _Walk:
         op = node.op_type
         if out_rank is None:
             return []
-        if (op in _SAME_SHAPE and slot == 0) or (op in _BROADCAST and out_rank >= rank):
+        if (op in SAME_SHAPE and slot == 0) or (op in _BROADCAST and out_rank >= rank):
             shift = out_rank - rank
             return [(output, {a: t + shift for a, t in axes.items()})]
         if op == "Transpose" and slot == 0:

@@ -783,22 +783,22 @@ class _Job:
             return None
         what, grown = self._grown
         size = self.size or 0
-        copied = [(str(p.details.get("precision", "lowered")), int(p.stats["weights_copied"]))
-                  for p in passes if p.name == "convert-precision" and p.modified
-                  and p.stats.get("weights_copied")]
-        copies = copied[0] if copied else None
         final = model_io.stored_size(model)
-        outcome = ("so the output is not larger" if final <= size else
-                   f"and their output is {final - size} bytes larger only by graphfix's "
-                   "records in its metadata (the ONNX Runtime it is bound to, a layout or "
-                   "precision asked for) and its shape annotations"
-                   if registry.plain_size(model) <= size else
-                   f"and their output is still {final - size} bytes larger (" + (
-                       f"convert-precision stores a {copies[0]} copy of {copies[1]} weight(s) "
-                       "also read in float32 whose values a Cast would not keep (too small "
-                       "for it, or past its range), and "
-                       if copies else "") + "what the rewrites need beyond the input's bytes: "
-                   "names, attributes)")
+        if final <= size:
+            outcome = "so the output is not larger"
+        elif registry.plain_size(model) <= size:
+            outcome = (f"and their output is {final - size} bytes larger only by graphfix's "
+                       "records in its metadata (the ONNX Runtime it is bound to, a layout or "
+                       "precision asked for) and its shape annotations")
+        else:
+            copies = next((p for p in passes if p.name == "convert-precision" and p.modified
+                           and p.stats.get("weights_copied")), None)
+            copied = "" if copies is None else (
+                f"convert-precision stores a {copies.details.get('precision', 'lowered')} "
+                f"copy of {copies.stats['weights_copied']} weight(s) also read in float32 "
+                "whose values a Cast would not keep (too small for it, or past its range), and ")
+            outcome = (f"and their output is still {final - size} bytes larger ({copied}what "
+                       "the rewrites need beyond the input's bytes: names, attributes)")
         return (
             f"{what} was larger than the input ({grown} > {size} bytes: constant folds that "
             "store new tensors, new names); they ran again, each fold held to the bytes the "

@@ -255,14 +255,13 @@ def profile(
     models = {"model": (main, main_name)}
     if other is not None:
         models["other"] = (other, other_name)
-    opening: list[str] = []  # why the default level did not open the model, when it did not
+    closed: list[tuple[str, str]] = []  # (level, why) where the session did not open
     with model_io.temporary_folder("profile") as folder:
         # ONNX Runtime's own rewrites can make a model it runs invalid (a tf2onnx bicubic
         # Resize); where the session at its default level does not open, the highest level
         # that does is profiled, and the report says so first: that is the model's problem.
-        levels = [settings.optimization] + (
-            [level for level in _LOWER_LEVELS] if loaded is None and optimization_default(
-                settings) else [])
+        levels = [settings.optimization, *(
+            _LOWER_LEVELS if loaded is None and settings.optimization == "all" else ())]
         for level in levels:
             settings = dataclasses.replace(settings, optimization=level)
             arms = []
@@ -280,7 +279,7 @@ def profile(
             except BenchmarkError as err:
                 if level == levels[-1] or not str(err).startswith(_CANNOT_OPEN):
                     raise
-                opening.append(f"{level}: {first_line(err)}")
+                closed.append((level, first_line(err)))
         profiles = {
             label: account(label, name, proto, measured, label, f"{label}_profiled",
                            optimization=settings.optimization, provider=settings.provider,
@@ -293,16 +292,15 @@ def profile(
         cuda=probe_provider("cuda") if provider == "auto" else None,
         driver=provider == "auto" and "libcuda.so.1" not in probe_provider(
             "cuda").missing_libraries)
-    closed = tuple(entry.split(": ", 1)[0] for entry in opening)
     found = {label: find(Observed(name, proto, profiles[label], settings, provider,
-                                  environment, closed))
+                                  environment, tuple(level for level, _ in closed)))
              for label, (proto, name) in models.items()}
     warnings: list[str] = [w for w in (tuned_elsewhere(loaded, main), batch_not_applied(loaded),
                                        measured.busy) if w]
-    if opening:
+    if closed:
         warnings.insert(0, (
             f"ONNX Runtime's session does not open the model at level {levels[0]}, its "
-            f"default ({opening[0].split(': ', 1)[1]}); profiled at level "
+            f"default ({closed[0][1]}); profiled at level "
             f"{settings.optimization}, the highest that opens it: a deployment with the "
             f"default SessionOptions cannot load this model (set graph_optimization_level to "
             f"{settings.optimization} in its SessionOptions)"))
@@ -333,11 +331,6 @@ def profile(
 # The levels below ONNX Runtime's default tried, in order, where it does not open the model.
 _LOWER_LEVELS = ("extended", "basic", "disabled")
 _CANNOT_OPEN = "ONNX Runtime cannot open the"
-
-
-def optimization_default(settings: Any) -> bool:
-    """Whether ``settings`` open sessions at ONNX Runtime's default level (all)."""
-    return settings.optimization == "all"
 
 
 def files_read(*sources: Any) -> list[Path]:
